@@ -1,0 +1,29 @@
+"""onnx_dequant: nGraph's multi-axis Dequantize in ONNX and ONNX Runtime, exact and fast.
+
+The op's contract (``infer``), its exact NumPy reference (``dequantize``), the op as an ONNX node
+(``DOMAIN``, ``make_node``, a registered schema), a lowering pass to standard ONNX (``lower``), a Python
+kernel for ONNX Runtime (``session``), nGraph's JSON importer (``ngraph.convert``) and validation
+(``validate``).
+"""
+
+from __future__ import annotations
+
+from . import dtypes
+from .contract import TensorType, infer
+from .errors import DequantizeError
+from .reference import DequantizeOp, dequantize
+from .schema import DOMAIN, OP_TYPE, make_node
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DOMAIN",
+    "OP_TYPE",
+    "DequantizeError",
+    "DequantizeOp",
+    "TensorType",
+    "dequantize",
+    "dtypes",
+    "infer",
+    "make_node",
+]

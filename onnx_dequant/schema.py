@@ -1,0 +1,163 @@
+"""The op as an ONNX node: its domain, an ``OpSchema`` whose inference runs the contract, ``make_node``.
+
+Importing this module registers the schema once per process, so ``onnx.checker.check_model`` and
+``onnx.shape_inference.infer_shapes`` understand models that keep the op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import onnx
+import onnx.defs
+from onnx import TypeProto, helper
+
+from . import dtypes
+from .contract import Shape, TensorType, infer, normalize_axes
+from .errors import DequantizeError
+
+__all__ = ["DOMAIN", "OP_TYPE", "OPSET_VERSION", "make_node", "is_dequantize", "node_attributes", "opset_import"]
+
+DOMAIN = "ngraph"
+"""The custom op's domain."""
+OP_TYPE = "Dequantize"
+OPSET_VERSION = 1
+"""The version of ``DOMAIN`` that models import for the op."""
+
+
+def make_node(
+    inputs: Sequence[str],
+    outputs: Sequence[str],
+    *,
+    axes: Any = (),
+    dtype: Any = None,
+    name: str | None = None,
+) -> onnx.NodeProto:
+    """A ``Dequantize`` node of ``DOMAIN``: inputs ``(input, scale[, zero_point])``, one output."""
+    inputs = list(inputs)
+    outputs = list(outputs)
+    if not 2 <= len(inputs) <= 3:
+        raise DequantizeError(f"Dequantize takes 2 or 3 inputs (input, scale, zero_point), got {len(inputs)}")
+    if len(outputs) != 1:
+        raise DequantizeError(f"Dequantize has exactly one output, got {len(outputs)}")
+    attrs: dict[str, Any] = {"axes": list(normalize_axes(axes))}
+    if dtype is not None:
+        elem = dtypes.parse(dtype)
+        if not elem.is_real:
+            raise DequantizeError(f"Output element type ({elem}) must be a floating point type")
+        attrs["type"] = elem.onnx
+    return helper.make_node(OP_TYPE, inputs, outputs, name=name, domain=DOMAIN, **attrs)
+
+
+def opset_import() -> onnx.OperatorSetIdProto:
+    """The opset import a model needs for the op."""
+    return helper.make_opsetid(DOMAIN, OPSET_VERSION)
+
+
+def is_dequantize(node: onnx.NodeProto) -> bool:
+    """Whether a node is our op."""
+    return node.op_type == OP_TYPE and node.domain == DOMAIN
+
+
+def node_attributes(node: onnx.NodeProto) -> tuple[tuple[int, ...], dtypes.DType | None]:
+    """The node's ``(axes, type)``, checked; ``type`` is None when the attribute is absent."""
+    axes: Any = ()
+    elem = None
+    for a in node.attribute:
+        if a.name == "axes":
+            axes = list(a.ints)
+        elif a.name == "type":
+            elem = dtypes.parse(int(a.i))
+    return normalize_axes(axes), elem
+
+
+# ---- shape and type inference ----
+
+
+def _tensor_type(tp: Any) -> TensorType:
+    if tp is None or not tp.HasField("tensor_type"):
+        return TensorType(None, None)
+    tt = tp.tensor_type
+    elem = dtypes.parse(tt.elem_type) if tt.elem_type else None
+    if not tt.HasField("shape"):
+        return TensorType(elem, None)
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        else:
+            dims.append(d.dim_param or None)
+    return TensorType(elem, tuple(dims))
+
+
+def _type_proto(t: TensorType) -> TypeProto:
+    out = TypeProto()
+    out.tensor_type.elem_type = t.elem_type.onnx
+    shape: Shape = t.shape
+    if shape is not None:
+        out.tensor_type.shape.SetInParent()
+        for d in shape:
+            dim = out.tensor_type.shape.dim.add()
+            if isinstance(d, int):
+                dim.dim_value = d
+            elif isinstance(d, str):
+                dim.dim_param = d
+    return out
+
+
+def _infer_node(ctx: Any) -> None:
+    name = ctx.get_display_name()
+    try:
+        axes_attr = ctx.get_attribute("axes")
+        type_attr = ctx.get_attribute("type")
+        axes = list(axes_attr.ints) if axes_attr is not None else []
+        dtype = int(type_attr.i) if type_attr is not None else None
+        n = ctx.get_num_inputs()
+        x = _tensor_type(ctx.get_input_type(0))
+        scale = _tensor_type(ctx.get_input_type(1))
+        zp = _tensor_type(ctx.get_input_type(2)) if n > 2 and ctx.has_input(2) else None
+        out = infer(x, scale, zp, axes=axes, dtype=dtype)
+    except DequantizeError as e:
+        raise e.at(node=name) from None
+    ctx.set_output_type(0, _type_proto(out))
+
+
+def _schema() -> onnx.defs.OpSchema:
+    S = onnx.defs.OpSchema
+    quantized = [f"tensor({t.onnx_name.lower()})" for t in dtypes.QUANTIZED]
+    real = [f"tensor({t.onnx_name.lower()})" for t in dtypes.REAL]
+    schema = S(
+        OP_TYPE,
+        DOMAIN,
+        OPSET_VERSION,
+        doc="nGraph's multi-axis Dequantize: output = (input - zero_point[j]) * scale[j], where j is the "
+        "output coordinate projected onto `axes`.",
+        inputs=[
+            S.FormalParameter("input", "T1", "quantized input"),
+            S.FormalParameter("scale", "T2", "scale, shaped as the input projected onto axes"),
+            S.FormalParameter(
+                "zero_point", "T1", "zero point (default 0), shaped like scale", param_option=S.FormalParameterOption.Optional
+            ),
+        ],
+        outputs=[S.FormalParameter("output", "T2", "real output, shaped like input")],
+        type_constraints=[("T1", quantized, "quantized integer types"), ("T2", real, "real types")],
+        attributes=[
+            S.Attribute("axes", S.AttrType.INTS, "distinct axes that scale and zero_point are indexed by", required=False),
+            S.Attribute("type", S.AttrType.INT, "output element type (TensorProto); equals the scale's", required=False),
+        ],
+    )
+    schema.set_type_and_shape_inference_function(_infer_node)
+    return schema
+
+
+def _register() -> None:
+    if onnx.defs.has(OP_TYPE, DOMAIN):
+        existing = onnx.defs.get_schema(OP_TYPE, OPSET_VERSION, DOMAIN)
+        if existing.has_type_and_shape_inference_function:
+            return
+        onnx.defs.deregister_schema(OP_TYPE, OPSET_VERSION, DOMAIN)
+    onnx.defs.register_schema(_schema())
+
+
+_register()
