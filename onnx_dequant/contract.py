@@ -99,6 +99,8 @@ def _elem(t: Any) -> DType | None:
 def _shape(shape: Any, what: str) -> Shape:
     if shape is None:
         return None
+    if isinstance(shape, (str, bytes)):
+        raise DequantizeError(f"{what} shape must be a sequence of dimensions, got {shape!r}")
     try:
         dims = tuple(shape)
     except TypeError:

@@ -11,7 +11,10 @@ blocks, so the peak memory is the output plus a few hundred kilobytes.
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ml_dtypes
@@ -116,37 +119,79 @@ def dequantize(
     axes_t = normalize_axes(axes)
     out_t = infer(TensorType.of(x), TensorType.of(scale), None if zp is None else TensorType.of(zp), axes=axes_t, dtype=dtype)
     in_t = dtypes.parse(x.dtype)
-    out_dtype: dtypes.DType = out_t.elem_type
-    work = _work_dtype(in_t, out_dtype)
-
+    work = _work_dtype(in_t, out_t.elem_type)
     bshape = tuple(x.shape[i] if i in axes_t else 1 for i in range(x.ndim))
     s = scale.astype(work, copy=False).reshape(bshape)
-    z = None
-    if zp is not None and zp.any():
-        z = (zp if in_t.bits >= 8 else zp.astype(np.int16)).reshape(bshape)
-    out = np.empty(x.shape, out_dtype.numpy)
+    z = zp.astype(work).reshape(bshape) if zp is not None and zp.any() else None
+    out = np.empty(x.shape, out_t.elem_type.numpy)
+    blocks = list(_blocks(x.shape))
+    groups = _threads(x.size)
+    if groups == 1:
+        _run_blocks(blocks, x, s, z, out, work, bshape)
+    else:
+        cut = [len(blocks) * i // groups for i in range(groups + 1)]
+        futures = [
+            _pool().submit(_run_blocks, blocks[a:b], x, s, z, out, work, bshape) for a, b in zip(cut, cut[1:]) if a < b
+        ]
+        for f in futures:
+            f.result()
+    return out
+
+
+def _run_blocks(
+    blocks: list[tuple[Any, ...]],
+    x: np.ndarray,
+    s: np.ndarray,
+    z: np.ndarray | None,
+    out: np.ndarray,
+    work: np.dtype,
+    bshape: tuple[int, ...],
+) -> None:
+    """Compute ``out[b] = (x[b] - z[b]) * s[b]`` for each block ``b``, in ``work`` precision."""
     direct = out.dtype == work
     tmp = None if direct else np.empty(BLOCK_ELEMENTS, work)
-    small_x = in_t.bits < 8  # 4-bit types have no arithmetic loops: widen per block
+    with np.errstate(all="ignore"):  # inf and NaN are legal results
+        for index in blocks:
+            ob = out[index]
+            wb = ob if direct else tmp[: ob.size].reshape(ob.shape)
+            np.copyto(wb, x[index], casting="unsafe")  # exact: work holds every value of x's type
+            sub = _sub_index(index, bshape)
+            if z is not None:
+                np.subtract(wb, z[sub], out=wb)  # exact: work holds every difference
+            np.multiply(wb, s[sub], out=wb)  # the one rounding (or exact, then rounded below)
+            if not direct:
+                if out.dtype == _BF16 and work == _F64:
+                    round_f64_to_bf16(wb, ob)
+                else:
+                    ob[...] = wb
 
-    for index in _blocks(x.shape):
-        xb = x[index]
-        if small_x:
-            xb = xb.astype(np.int16)
-        ob = out[index]
-        wb = ob if direct else tmp[: ob.size].reshape(ob.shape)
-        sb = s[_sub_index(index, bshape)]
-        if z is None:
-            np.multiply(xb, sb, out=wb, dtype=work)
-        else:
-            np.subtract(xb, z[_sub_index(index, bshape)], out=wb, dtype=work)
-            np.multiply(wb, sb, out=wb)
-        if not direct:
-            if out.dtype == _BF16 and work == _F64:
-                round_f64_to_bf16(wb, ob)
-            else:
-                ob[...] = wb
-    return out
+
+PARALLEL_MIN_ELEMENTS = 1 << 22
+"""Inputs at least this large are cut among threads (NumPy releases the GIL in its loops)."""
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _threads(size: int) -> int:
+    if size < PARALLEL_MIN_ELEMENTS:
+        return 1
+    return min(_cpu_count(), max(1, size // PARALLEL_MIN_ELEMENTS))
+
+
+def _cpu_count() -> int:
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, min(8, os.cpu_count() or 1))
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix="onnx_dequant")
+        return _POOL
 
 
 class DequantizeOp(OpRun):

@@ -6,6 +6,7 @@ Importing this module registers the schema once per process, so ``onnx.checker.c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -107,7 +108,9 @@ def _type_proto(t: TensorType) -> TypeProto:
 
 
 def _infer_node(ctx: Any) -> None:
-    name = ctx.get_display_name()
+    display = ctx.get_display_name()  # "node Dequantize[ngraph] (NAME)"
+    found = re.search(r"\((.*)\)$", display)
+    name = found.group(1) if found else display
     try:
         axes_attr = ctx.get_attribute("axes")
         type_attr = ctx.get_attribute("type")

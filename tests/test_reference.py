@@ -1,0 +1,192 @@
+"""The reference against an independent per-element implementation, bit for bit."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import onnx_dequant as odq
+from onnx_dequant import dtypes, reference
+from onnx_dequant.compare import same_bits
+
+# ---- the independent implementation: Python ints and floats, one element at a time ----
+
+_FORMAT = {  # significant bits, smallest quantum exponent, largest finite value
+    "bf16": (8, -133, float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)),
+    "f16": (11, -24, 65504.0),
+    "f32": (24, -149, float(np.finfo(np.float32).max)),
+    "f64": (53, -1074, float(np.finfo(np.float64).max)),
+}
+
+
+def round_to(value: float, fmt: str) -> float:
+    """Round a float64 to the nearest value of ``fmt`` (ties to even), from first principles."""
+    if math.isnan(value) or math.isinf(value) or value == 0.0 or fmt == "f64":
+        return value
+    bits, min_exp, largest = _FORMAT[fmt]
+    _, e = math.frexp(value)
+    q = max(e - bits, min_exp)
+    r = round(math.ldexp(value, -q))  # exact scaling; round() is ties-to-even
+    result = math.ldexp(float(r), q) if r else math.copysign(0.0, value)
+    if abs(result) > largest:
+        return math.copysign(math.inf, value)
+    return result
+
+
+def loop_dequantize(x, scale, zp, axes, out: dtypes.DType) -> np.ndarray:
+    y = np.empty(x.shape, out.numpy)
+    for idx in np.ndindex(*x.shape):
+        j = tuple(idx[a] for a in axes)
+        diff = int(x[idx]) - (int(zp[j]) if zp is not None else 0)
+        prod = float(diff) * float(scale[j])  # |diff| < 2**33: exact in float64; one rounding here
+        y[idx] = np.float64(round_to(prod, out.name)).astype(out.numpy)
+    return y
+
+
+# ---- strategies ----
+
+SPECIAL_SCALES = [0.0, -0.0, 1.0, -1.0, 0.5, 3.0, -2.5e-3, 1e-45, 5e-324, 1e-40, 1e38, 6e4, np.inf, -np.inf, np.nan]
+
+
+@st.composite
+def cases(draw, max_elems: int = 96):
+    rank = draw(st.integers(0, 6))
+    shape = []
+    for _ in range(rank):
+        shape.append(draw(st.integers(0, 3) if draw(st.booleans()) else st.integers(1, 3)))
+    while int(np.prod(shape)) > max_elems:
+        shape[shape.index(max(shape))] -= 1
+    axes = sorted(draw(st.sets(st.integers(0, rank - 1), max_size=rank))) if rank else []
+    in_t = draw(st.sampled_from(dtypes.QUANTIZED))
+    out_t = draw(st.sampled_from(dtypes.REAL))
+    sshape = tuple(shape[a] for a in axes)
+    lo, hi = int(in_t.min), int(in_t.max)
+    extreme = st.sampled_from([lo, hi, 0, lo + 1, hi - 1])
+    ints = st.one_of(extreme, st.integers(lo, hi))
+    n = int(np.prod(shape))
+    x = np.array(draw(st.lists(ints, min_size=n, max_size=n)), dtype=np.int64).reshape(shape).astype(in_t.numpy)
+    m = int(np.prod(sshape))
+    zp = None
+    if draw(st.booleans()):
+        zp = np.array(draw(st.lists(ints, min_size=m, max_size=m)), dtype=np.int64).reshape(sshape).astype(in_t.numpy)
+    reals = st.one_of(st.sampled_from(SPECIAL_SCALES), st.floats(-1e4, 1e4, allow_nan=False, width=64))
+    scale = np.array(draw(st.lists(reals, min_size=m, max_size=m)), dtype=np.float64).reshape(sshape)
+    with np.errstate(over="ignore"):
+        scale = scale.astype(out_t.numpy)
+    return x, scale, zp, tuple(axes), out_t
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(cases())
+def test_reference_matches_the_per_element_loop(case):
+    x, scale, zp, axes, out_t = case
+    got = odq.dequantize(x, scale, zp, axes=axes, dtype=out_t.name if zp is not None else None)
+    want = loop_dequantize(x, scale, zp, axes, out_t)
+    assert got.dtype == out_t.numpy and got.shape == x.shape
+    assert same_bits(got, want), (got, want)
+
+
+@pytest.mark.parametrize("in_t", dtypes.QUANTIZED, ids=str)
+@pytest.mark.parametrize("out_t", dtypes.REAL, ids=str)
+def test_every_type_pair_at_the_extremes(in_t, out_t):
+    """Type minimum and maximum with the zero point at the opposite extreme: the widest differences."""
+    x = np.array([[in_t.min, in_t.max, 0], [in_t.max, in_t.min, 1]], dtype=np.int64).astype(in_t.numpy)
+    zp = np.array([in_t.max, in_t.min], dtype=np.int64).astype(in_t.numpy)
+    scale = np.array([0.3, -1.7], dtype=np.float64).astype(out_t.numpy)
+    got = odq.dequantize(x, scale, zp, axes=[0])
+    assert same_bits(got, loop_dequantize(x, scale, zp, (0,), out_t))
+
+
+def test_i32_difference_never_wraps():
+    x = np.array([2**31 - 1, -(2**31)], dtype=np.int32)
+    zp = np.array(-(2**31), dtype=np.int32)
+    got = odq.dequantize(x, np.array(1.0, np.float64), zp)
+    assert got.tolist() == [2.0**32 - 1, 0.0]  # int32 arithmetic would give -1.0 first
+    got32 = odq.dequantize(x, np.array(1.0, np.float32), zp)
+    assert got32[0] == np.float32(2.0**32)  # one rounding of 2**32 - 1
+
+
+def test_bf16_rounds_once_from_float64():
+    """ml_dtypes rounds float64 -> bf16 through float32 (twice); the reference rounds once."""
+    # 2**25 + 2**17 + 1 lies just above a bf16 tie; float32 rounds it onto the tie, which then goes even
+    x = np.array([2**25 + 2**17 + 1], dtype=np.int32)
+    got = odq.dequantize(x, np.array(1.0, ml_dtypes.bfloat16))
+    assert float(got[0]) == 2.0**25 + 2.0**18
+    assert float(x.astype(np.float64).astype(ml_dtypes.bfloat16)[0]) == 2.0**25  # what ml_dtypes alone gives
+    value = 2.0**15 + 2.0**7 + 2.0**-20  # just above a tie; a double rounding lands on the tie and goes even
+    dst = np.empty(1, ml_dtypes.bfloat16)
+    reference.round_f64_to_bf16(np.array([value]), dst)
+    assert float(dst[0]) == round_to(value, "bf16") == 2.0**15 + 2.0**8
+
+
+@pytest.mark.parametrize(
+    "shape,axes",
+    [((7, 300, 5), (0, 2)), ((3, 5, 7, 11, 13), (1, 3)), ((64, 3, 48, 64), (0, 1)), ((1000, 777), (1,)), ((2**17 + 3,), ())],
+)
+def test_blocked_and_threaded_paths(monkeypatch, shape, axes):
+    """Odd shapes cut into many small blocks and spread over threads give the same bits."""
+    monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)
+    monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
+    rng = np.random.default_rng(0)
+    x = rng.integers(-128, 128, shape, dtype=np.int8)
+    sshape = tuple(shape[a] for a in axes)
+    scale = rng.standard_normal(sshape).astype(np.float32)
+    zp = rng.integers(-128, 128, sshape, dtype=np.int8)
+    b = tuple(shape[i] if i in axes else 1 for i in range(len(shape)))
+    want = ((x.astype(np.float64) - zp.reshape(b)) * scale.reshape(b).astype(np.float64)).astype(np.float32)
+    assert same_bits(odq.dequantize(x, scale, zp, axes=axes), want)
+    for out in (np.float16, ml_dtypes.bfloat16):
+        s2 = scale.astype(out)
+        want2 = ((x.astype(np.float64) - zp.reshape(b)) * s2.reshape(b).astype(np.float64)).astype(out)
+        assert same_bits(odq.dequantize(x, s2, zp, axes=axes), want2)
+
+
+def test_scalar_and_zero_size_inputs():
+    assert odq.dequantize(np.int8(-3), np.float32(0.5), np.int8(1)).shape == ()
+    assert float(odq.dequantize(np.int8(-3), np.float32(0.5), np.int8(1))) == -2.0
+    y = odq.dequantize(np.zeros((0, 4), np.uint8), np.ones(4, np.float32), axes=[1])
+    assert y.shape == (0, 4) and y.dtype == np.float32
+
+
+def test_special_scales_flow_through():
+    x = np.array([1, 0, -1, 2], dtype=np.int8)
+    for s, want in [(0.0, [0.0, 0.0, -0.0, 0.0]), (np.inf, [np.inf, np.nan, -np.inf, np.inf])]:
+        got = odq.dequantize(x, np.array(s, np.float32))
+        np.testing.assert_array_equal(got, np.array(want, np.float32))
+    assert np.isnan(odq.dequantize(x, np.array(np.nan, np.float32))).all()
+
+
+def test_4bit_inputs():
+    x = np.array([-8, 7, 0, 3], dtype=ml_dtypes.int4)
+    zp = np.array(7, dtype=ml_dtypes.int4)
+    got = odq.dequantize(x, np.array(0.25, np.float16), zp)
+    assert got.dtype == np.float16 and got.tolist() == [-3.75, 0.0, -1.75, -1.0]
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: odq.dequantize([1, 2], np.float32(1)), "Input must be a NumPy array, got list"),
+        (lambda: odq.dequantize(np.int8([1]), 1.0), "Scale must be a NumPy array, got float"),
+        (lambda: odq.dequantize(np.float32([1]), np.float32(1)), "Zero point / input element type (f32) must be a quantized type"),
+        (lambda: odq.dequantize(np.int8([1]), np.float32(1), np.uint8(0)), "Zero point element type (u8) must match input element type (i8)"),
+        (lambda: odq.dequantize(np.int8([1]), np.float32(1), dtype="f64"), "Scale element type (f32) must match output element type (f64)"),
+        (lambda: odq.dequantize(np.int8([1]), np.float32(1), dtype="i8"), "Output element type (i8) must be a floating point type"),
+        (lambda: odq.dequantize(np.int8([1]), np.float32(1), dtype="q7"), "Unknown element type 'q7'"),
+        (lambda: odq.dequantize(np.int8([[1]]), np.float32([1]), axes=[0, 0]), "must be distinct"),
+        (lambda: odq.dequantize(np.int8([[1]]), np.float32([1]), axes=[-1]), "must not be negative"),
+        (lambda: odq.dequantize(np.int8([[1]]), np.float32([1]), axes=[2]), "Quantization axis (2) must be less than input shape rank (2)"),
+        (lambda: odq.dequantize(np.int8([[1, 2]]), np.float32([1]), axes=[1]), "Scale / zero point shape ({1}) must match input shape ({1,2}) at the quantization axes (AxisSet{1})"),
+        (lambda: odq.dequantize(np.int64([1]), np.float32(1)), "Zero point / input element type (i64) must be a quantized type"),
+        (lambda: odq.dequantize(np.array(["a"]), np.float32(1)), "Unsupported element type"),
+    ],
+)
+def test_bad_input_is_a_dequantize_error(call, message):
+    with pytest.raises(odq.DequantizeError) as e:
+        call()
+    assert message in str(e.value)
