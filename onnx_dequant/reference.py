@@ -28,8 +28,8 @@ from .schema import DOMAIN, OP_TYPE
 
 __all__ = ["dequantize", "DequantizeOp", "round_f64_to_bf16"]
 
-BLOCK_ELEMENTS = 1 << 16
-"""Elements per block: the block's f32/f64 temporaries stay in the L2 cache."""
+BLOCK_ELEMENTS = 1 << 18
+"""Elements per block: a block of f32 results (1 MiB) stays in the L2 cache while it is finished."""
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
