@@ -11,6 +11,7 @@ from __future__ import annotations
 from . import dtypes
 from .contract import TensorType, infer
 from .errors import DequantizeError
+from .ort import session
 from .reference import DequantizeOp, dequantize
 from .schema import DOMAIN, OP_TYPE, make_node
 
@@ -26,4 +27,5 @@ __all__ = [
     "dtypes",
     "infer",
     "make_node",
+    "session",
 ]

@@ -1,0 +1,292 @@
+"""The Python kernels: one onnxruntime-extensions op per (input type, output type, zero point or not).
+
+onnxruntime-extensions 0.15 Python ops have sharp edges (DESIGN section 5), and this module is where
+they are handled:
+
+- The extension cannot tell two kernels of one op name apart by output type, so each type pair gets
+  its own op name: ``Dequantize_i8_f32`` (inputs ``x, scale, zero_point, run_token``) and
+  ``Dequantize_i8_f32_nozp`` (``x, scale, run_token``); every input of a Python op is required.
+- f16, bf16 and 4-bit tensors abort the process inside the extension: those type pairs get no kernel
+  (``kernel_op_type`` returns None and the session lowers such nodes instead).
+- Attributes can only be strings, ints or floats: the node carries ``odq_axes`` ("0,2") and
+  ``odq_node`` (the node's name, for messages) as strings.
+- An exception escaping a kernel aborts the interpreter, and a wrong output dtype or shape gives
+  garbage: the kernel body catches everything, returns a zero array of exactly the declared dtype, and
+  records the error under the run token it was fed; ``KernelSession.run`` raises it after the run.
+- Ops are defined once per process (a second definition of a name breaks every later session) and
+  all of them before any ``SessionOptions`` registers the library (later ones are not seen by it).
+- The stock bridge turns every output into a Python list (about 40x the kernel's own time). The
+  package's private hook ``PyCustomOpDef.install_hooker`` is replaced by one that hands our outputs
+  back as arrays, and passes every other op to the stock handler. Tested in ``tests/test_ort_hook.py``
+  against the pinned version range ``SUPPORTED_EXTENSIONS``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import DequantizeError
+from ..reference import dequantize
+from ..schema import DOMAIN, OP_TYPE
+
+__all__ = [
+    "KERNEL_DOMAIN",
+    "SUPPORTED_EXTENSIONS",
+    "KernelSpec",
+    "kernel_op_type",
+    "ensure_registered",
+    "fast_bridge_installed",
+    "new_run",
+    "finish_run",
+    "stats",
+]
+
+log = logging.getLogger("onnx_dequant.ort")
+
+KERNEL_DOMAIN = DOMAIN
+"""The domain the rewritten nodes use (the op's own; only kernel op names live there at run time)."""
+
+SUPPORTED_EXTENSIONS = ((0, 15, 2), (0, 16, 0))
+"""onnxruntime-extensions versions tested with the private hook: ``low <= version < high``."""
+
+KERNEL_INPUT_TYPES = ("i8", "u8", "i16", "u16", "i32")
+"""Input types the extension can carry (8/16/32-bit integers)."""
+KERNEL_OUTPUT_TYPES = ("f32", "f64")
+"""Output types the extension can carry (f16 and bf16 abort the process)."""
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One registered op: its name in ``KERNEL_DOMAIN``, the types it carries, whether it has a zero point."""
+
+    op_type: str
+    x: dtypes.DType
+    out: dtypes.DType
+    has_zero_point: bool
+
+
+def kernel_op_type(x: Any, out: Any, has_zero_point: bool) -> str | None:
+    """The kernel op name for a node with these input and output types, or None when none can carry it."""
+    xt, ot = dtypes.parse(x), dtypes.parse(out)
+    if xt.name not in KERNEL_INPUT_TYPES or ot.name not in KERNEL_OUTPUT_TYPES:
+        return None
+    return f"{OP_TYPE}_{xt.name}_{ot.name}" + ("" if has_zero_point else "_nozp")
+
+
+def _all_specs() -> list[KernelSpec]:
+    specs = []
+    for x in KERNEL_INPUT_TYPES:
+        for out in KERNEL_OUTPUT_TYPES:
+            for zp in (True, False):
+                name = kernel_op_type(x, out, zp)
+                assert name is not None
+                specs.append(KernelSpec(name, dtypes.parse(x), dtypes.parse(out), zp))
+    return specs
+
+
+# ---- the error side channel: errors recorded by kernels, keyed by the run token they were fed ----
+
+_token_counter = itertools.count(1)
+_runs: dict[int, list[tuple[str, BaseException]]] = {}
+_runs_lock = threading.Lock()
+
+
+def new_run() -> int:
+    """A fresh run token; the kernels record their errors under it until ``finish_run``."""
+    token = next(_token_counter)
+    with _runs_lock:
+        _runs[token] = []
+    return token
+
+
+def finish_run(token: int) -> list[tuple[str, BaseException]]:
+    """The ``(node, error)`` pairs recorded under ``token``, in the order they happened; forgets the token."""
+    with _runs_lock:
+        return _runs.pop(token, [])
+
+
+def _record(token: Any, node: str, error: BaseException) -> None:
+    try:
+        key = int(np.asarray(token).reshape(-1)[0])
+    except Exception:  # noqa: BLE001 - a kernel must never raise
+        key = None
+    with _runs_lock:
+        errors = _runs.get(key) if key is not None else None
+        if errors is not None:
+            errors.append((node, error))
+            return
+    # no run is waiting for it (the session was run around KernelSession.run): nothing can raise it
+    log.error("node '%s': Dequantize kernel error outside a KernelSession run (its result is zeros): %s", node, error)
+
+
+_stats = {"calls": 0, "fast": 0, "errors": 0}
+"""Counters: kernel calls, those answered through the fast hook (the rest took the stock bridge), errors."""
+
+
+def stats() -> dict[str, int]:
+    """A copy of the kernel call counters (``calls``, ``fast``, ``errors``)."""
+    return dict(_stats)
+
+
+# ---- the kernel body ----
+
+
+def _parse_axes(text: str) -> tuple[int, ...]:
+    text = text.strip()
+    return tuple(int(a) for a in text.split(",")) if text else ()
+
+
+def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
+    out_dtype = spec.out.numpy
+    n_inputs = 4 if spec.has_zero_point else 3
+
+    def body(*feed: Any, odq_axes: str = "", odq_node: str = "") -> np.ndarray:
+        """Never raises: returns the result, or zeros of the declared dtype and records the error."""
+        _stats["calls"] += 1
+        x = feed[0] if feed else None
+        try:
+            if len(feed) != n_inputs:
+                raise DequantizeError(f"kernel {spec.op_type} expects {n_inputs} inputs, got {len(feed)}")
+            zp = feed[2] if spec.has_zero_point else None
+            y = dequantize(x, feed[1], zp, axes=_parse_axes(odq_axes), dtype=spec.out)
+            if y.dtype != out_dtype or not y.flags.c_contiguous:  # the bridge copies raw bytes
+                y = np.ascontiguousarray(y, dtype=out_dtype)
+            return y
+        except BaseException as e:  # noqa: BLE001 - anything escaping aborts the interpreter
+            _stats["errors"] += 1
+            if isinstance(e, DequantizeError):
+                e = e.at(node=odq_node or None)
+            _record(feed[-1] if feed else None, odq_node, e)
+            try:
+                shape = x.shape if isinstance(x, np.ndarray) else (0,)
+                return np.zeros(shape, out_dtype)
+            except BaseException:  # noqa: BLE001
+                return np.zeros((0,), out_dtype)
+
+    body.__name__ = spec.op_type
+    return body
+
+
+# ---- registration with onnxruntime-extensions (once per process) ----
+
+_lock = threading.RLock()
+_our_ids: dict[int, KernelSpec] = {}
+_registered = False
+_fast = False
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for p in text.split(".")[:3]:
+        digits = "".join(itertools.takewhile(str.isdigit, p))
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def _fast_hook(stock: Callable[..., Any], opdefs: dict[int, Any]) -> Callable[..., Any]:
+    """The invocation handler: our ops hand back their arrays; every other op goes to ``stock``."""
+
+    def hook(k_id: int, feed: Any, attributes: Any) -> Any:
+        if k_id not in _our_ids:
+            return stock(k_id, feed, attributes)
+        _stats["fast"] += 1
+        body = opdefs[k_id].body
+        try:
+            attrs = {str(k): str(v) for k, v in attributes.items()}
+        except BaseException:  # noqa: BLE001
+            attrs = {}
+        y = body(*feed, **attrs)  # never raises
+        return (k_id, y.shape, y)
+
+    hook.odq_fast_hook = True  # type: ignore[attr-defined]
+    return hook
+
+
+def _install_fast_hook() -> bool:
+    """Replace the extension's invocation handler with ours; False (stock, slow) where that is impossible."""
+    import onnxruntime_extensions as ox
+    from onnxruntime_extensions import _ocos
+
+    version = _version_tuple(ox.__version__)
+    low, high = SUPPORTED_EXTENSIONS
+    stock = getattr(_ocos, "_on_pyop_invocation", None)
+    install = getattr(_ocos.PyCustomOpDef, "install_hooker", None)
+    if not (low <= version < high) or stock is None or install is None:
+        log.warning(
+            "onnxruntime-extensions %s is outside the tested range %s..%s or lacks its private hook: "
+            "the Dequantize kernel uses the stock bridge, about 40x slower",
+            ox.__version__,
+            ".".join(map(str, low)),
+            ".".join(map(str, high)),
+        )
+        return False
+    install(_fast_hook(stock, _ocos.Opdef._odlist))
+    return True
+
+
+def ensure_registered() -> None:
+    """Define every kernel op with the extension (once per process) and install the fast hook.
+
+    Safe to call from many threads and many times. Ops already defined by an earlier copy of this module
+    (a reload) are reused, with their bodies replaced, so no name is ever defined twice.
+    """
+    global _registered, _fast
+    with _lock:
+        if _registered:
+            return
+        import onnxruntime_extensions as ox
+        from onnxruntime_extensions import _ocos
+
+        existing = {od.op_type: od for od in list(_ocos.Opdef._odlist.values())}
+        P = ox.PyCustomOpDef
+        onnx_to_pyop = {
+            "i8": P.dt_int8,
+            "u8": P.dt_uint8,
+            "i16": P.dt_int16,
+            "u16": P.dt_uint16,
+            "i32": P.dt_int32,
+            "f32": P.dt_float,
+            "f64": P.dt_double,
+        }
+        for spec in _all_specs():
+            full = f"{KERNEL_DOMAIN}::{spec.op_type}"
+            body = _make_body(spec)
+            opdef = existing.get(full)
+            if opdef is None:
+                inputs = [onnx_to_pyop[spec.x.name], onnx_to_pyop[spec.out.name]]
+                if spec.has_zero_point:
+                    inputs.append(onnx_to_pyop[spec.x.name])
+                inputs.append(P.dt_int64)  # the run token
+                opdef = _ocos.Opdef.create(
+                    body,
+                    op_type=full,
+                    inputs=inputs,
+                    outputs=[onnx_to_pyop[spec.out.name]],
+                    attrs={"odq_axes": P.dt_string, "odq_node": P.dt_string},
+                )
+            else:
+                opdef.body = body
+            _our_ids[id(opdef)] = spec
+        _fast = _install_fast_hook()
+        _registered = True
+
+
+def reinstall_hook() -> None:
+    """Put the fast hook back in place (another package may have installed its own handler)."""
+    global _fast
+    with _lock:
+        if _registered and _fast:
+            _fast = _install_fast_hook()
+
+
+def fast_bridge_installed() -> bool:
+    """Whether kernel outputs go back through the fast hook (False: the stock, slow bridge)."""
+    return _fast

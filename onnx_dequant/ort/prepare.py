@@ -1,0 +1,262 @@
+"""The session's private copy of a model: every Dequantize node either bound to a kernel or lowered.
+
+``prepare(model)`` copies the model (the caller's model and file are never touched), checks every
+node against the contract with the element types and shapes that ONNX shape inference finds, lowers
+the nodes no kernel can carry (f16 / bf16 output, 4-bit input) with ``onnx_dequant.lower(only=...)``,
+and rewrites the others into kernel nodes: op name per type pair, ``axes`` bridged to the string
+attribute ``odq_axes``, and one extra graph input, the run token, fed to every kernel node.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper
+
+from .. import dtypes
+from ..contract import TensorType, infer
+from ..errors import DequantizeError
+from ..schema import OPSET_VERSION, is_dequantize, node_attributes
+from .kernels import KERNEL_DOMAIN, kernel_op_type
+
+__all__ = ["Prepared", "prepare", "load_copy"]
+
+TOKEN_INPUT = "onnx_dequant.run_token"
+"""Name (made unique per model) of the hidden graph input that carries the run token."""
+
+
+@dataclass
+class Prepared:
+    """The rewritten copy and what happened to each Dequantize node (names as the caller knows them)."""
+
+    model: ModelProto
+    kernel_nodes: tuple[str, ...] = ()
+    lowered: dict[str, str] = field(default_factory=dict)  # node name -> why it was lowered
+    token_input: str | None = None
+    path: str | None = None
+
+
+def load_copy(model: Any) -> tuple[ModelProto, str | None]:
+    """A private copy of ``model`` (a ModelProto, a path, or serialized bytes) and its path, if any."""
+    if isinstance(model, ModelProto):
+        copy = ModelProto()
+        copy.CopyFrom(model)
+        return copy, None
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        try:
+            return onnx.load_from_string(bytes(model)), None
+        except Exception as e:  # noqa: BLE001 - protobuf raises several types
+            raise DequantizeError(f"not a serialized ONNX model: {e}") from None
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not Path(path).is_file():
+            raise DequantizeError("no such model file", path=path)
+        try:
+            return onnx.load(path), path
+        except OSError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise DequantizeError(f"not an ONNX model: {e}", path=path) from None
+    raise DequantizeError(f"model must be an onnx.ModelProto, a path or bytes, got {type(model).__name__}")
+
+
+# ---- walking graphs ----
+
+
+def _graphs(graph: GraphProto) -> Iterator[GraphProto]:
+    """``graph`` and every subgraph in it, outer graphs first."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _graphs(g)
+
+
+def _our_nodes(model: ModelProto) -> Iterator[NodeProto]:
+    for g in _graphs(model.graph):
+        for node in g.node:
+            if is_dequantize(node):
+                yield node
+
+
+def _tensor_type(tp: onnx.TypeProto) -> TensorType:
+    if not tp.HasField("tensor_type"):
+        return TensorType(None, None)
+    tt = tp.tensor_type
+    try:
+        elem = dtypes.parse(tt.elem_type) if tt.elem_type else None
+    except DequantizeError:
+        elem = None
+    if not tt.HasField("shape"):
+        return TensorType(elem, None)
+    dims: list[Any] = []
+    for d in tt.shape.dim:
+        dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
+    return TensorType(elem, tuple(dims))
+
+
+def _known_types(model: ModelProto) -> dict[str, TensorType]:
+    """Every value's type that the model (after inference) states, across all graphs."""
+    types: dict[str, TensorType] = {}
+    for g in _graphs(model.graph):
+        for init in g.initializer:
+            try:
+                elem = dtypes.parse(init.data_type)
+            except DequantizeError:
+                elem = None
+            types[init.name] = TensorType(elem, tuple(int(d) for d in init.dims))
+        for vi in list(g.input) + list(g.value_info) + list(g.output):
+            t = _tensor_type(vi.type)
+            old = types.get(vi.name)
+            if old is None or (old.elem_type is None and t.elem_type is not None):
+                types[vi.name] = t
+    return types
+
+
+def _uses_op(nodes: Any) -> bool:
+    return any(is_dequantize(n) for n in nodes)
+
+
+def _name_nodes(model: ModelProto) -> None:
+    """Give every Dequantize node a unique name (unnamed ones: ``Dequantize->OUTPUT``), for messages."""
+    seen: set[str] = set()
+    for node in _our_nodes(model):
+        base = node.name or f"Dequantize->{node.output[0] if node.output else '?'}"
+        name, k = base, 2
+        while name in seen:
+            name, k = f"{base}#{k}", k + 1
+        seen.add(name)
+        node.name = name
+
+
+def _infer_shapes(model: ModelProto, path: str | None) -> ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except DequantizeError as e:
+        raise e.at(path=path) from None
+    except Exception:  # noqa: BLE001 - a standard op's inference or a huge model: check with what we have
+        return model
+
+
+# ---- the pass ----
+
+
+def _route(node: NodeProto, types: dict[str, TensorType], path: str | None) -> tuple[str | None, str]:
+    """``(kernel op name, "")`` for a node a kernel can run, ``(None, reason)`` for one to lower."""
+    name = node.name
+    try:
+        if len(node.output) != 1 or not node.output[0]:
+            raise DequantizeError(f"Dequantize has exactly one output, got {len(node.output)}")
+        if not 2 <= len(node.input) <= 3 or not node.input[0] or not node.input[1]:
+            raise DequantizeError("Dequantize takes the inputs (input, scale[, zero_point])")
+        axes, type_attr = node_attributes(node)
+        x = types.get(node.input[0], TensorType(None, None))
+        scale = types.get(node.input[1], TensorType(None, None))
+        has_zp = len(node.input) == 3 and bool(node.input[2])
+        zp = types.get(node.input[2], TensorType(None, None)) if has_zp else None
+        out = infer(x, scale, zp, axes=axes, dtype=type_attr).elem_type
+        x_elem = x.elem_type or (zp.elem_type if zp is not None else None)
+        if x_elem is None:
+            raise DequantizeError(
+                f"the input element type of '{node.input[0]}' is unknown; the kernel needs it "
+                "(give the value a type in the graph's inputs or value_info)"
+            )
+    except DequantizeError as e:
+        raise e.at(node=name, path=path) from None
+    x_t = dtypes.parse(x_elem)
+    op = kernel_op_type(x_t, out, has_zp)
+    if op is None:
+        return None, f"{x_t.name} -> {dtypes.parse(out).name}: onnxruntime-extensions cannot carry this type pair"
+    return op, ""
+
+
+def _unique_name(model: ModelProto, base: str) -> str:
+    names: set[str] = set()
+    for g in _graphs(model.graph):
+        names.update(v.name for v in g.input)
+        names.update(v.name for v in g.initializer)
+        for n in g.node:
+            names.update(n.output)
+    name, k = base, 2
+    while name in names:
+        name, k = f"{base}.{k}", k + 1
+    return name
+
+
+def _lower_nodes(model: ModelProto, names: set[str], path: str | None) -> ModelProto:
+    try:
+        from ..rewrite import lower
+    except ImportError as e:  # the lowering pass is not part of this build
+        raise DequantizeError(
+            f"nodes {sorted(names)} need lowering (no kernel can carry their types), but "
+            f"onnx_dequant.lower is unavailable: {e}",
+            path=path,
+        ) from None
+    try:
+        return lower(model, opset=None, target="ort", only=lambda n: n.name in names)
+    except DequantizeError as e:
+        raise e.at(path=path) from None
+
+
+def prepare(model: Any) -> Prepared:
+    """The model, copied and rewritten so ONNX Runtime runs every Dequantize node (see module doc)."""
+    copy, path = load_copy(model)
+    if any(_uses_op(f.node) for f in copy.functions):
+        try:
+            copy = onnx.inliner.inline_local_functions(copy)
+        except Exception as e:  # noqa: BLE001
+            raise DequantizeError(f"cannot inline the model's local functions: {e}", path=path) from None
+    _name_nodes(copy)
+    nodes = list(_our_nodes(copy))
+    if not nodes:
+        return Prepared(copy, path=path)
+
+    inferred = _infer_shapes(copy, path)
+    types = _known_types(inferred)
+    routes: dict[str, str] = {}
+    lowered: dict[str, str] = {}
+    for node in nodes:
+        op, reason = _route(node, types, path)
+        if op is None:
+            lowered[node.name] = reason
+        else:
+            routes[node.name] = op
+
+    if lowered:
+        copy = _lower_nodes(copy, set(lowered), path)
+    if not routes:
+        return Prepared(copy, (), lowered, None, path)
+
+    token = _unique_name(copy, TOKEN_INPUT)
+    done = set()
+    for node in _our_nodes(copy):
+        op = routes.get(node.name)
+        if op is None:
+            raise DequantizeError("the lowering pass left a node it was asked to lower", node=node.name, path=path)
+        axes, _ = node_attributes(node)
+        inputs = [i for i in node.input if i] + [token]
+        node.op_type = op
+        node.domain = KERNEL_DOMAIN
+        del node.input[:]
+        node.input.extend(inputs)
+        del node.attribute[:]
+        node.attribute.extend(
+            [helper.make_attribute("odq_axes", ",".join(map(str, axes))), helper.make_attribute("odq_node", node.name)]
+        )
+        done.add(node.name)
+    missing = set(routes) - done
+    if missing:
+        raise DequantizeError(f"the lowering pass dropped nodes {sorted(missing)}", path=path)
+
+    copy.graph.input.append(helper.make_tensor_value_info(token, TensorProto.INT64, []))
+    if not any(op.domain == KERNEL_DOMAIN for op in copy.opset_import):
+        copy.opset_import.append(helper.make_opsetid(KERNEL_DOMAIN, OPSET_VERSION))
+    return Prepared(copy, tuple(routes), lowered, token, path)

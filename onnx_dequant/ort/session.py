@@ -1,0 +1,203 @@
+"""``session(model)``: an ``onnxruntime.InferenceSession`` for models that keep the Dequantize op.
+
+``KernelSession`` is an ``InferenceSession`` whose model is the private rewritten copy (see
+``prepare``). Its run methods feed the hidden run token and raise the errors the kernels recorded
+under it: a bad scale fed at run time surfaces as a ``DequantizeError`` naming the node, never as a
+crashed interpreter. ``get_inputs`` leaves the token out, so the session looks like the model.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from ..errors import DequantizeError
+from . import kernels
+from .prepare import Prepared, prepare
+
+__all__ = ["session", "KernelSession"]
+
+log = logging.getLogger("onnx_dequant.ort")
+
+_REGISTERED_KEY = "onnx_dequant.extensions_library"
+"""A session config entry marking SessionOptions that already carry the extensions library."""
+
+
+def _register_library(options: ort.SessionOptions) -> None:
+    """Register onnxruntime-extensions with ``options`` once (a second registration breaks sessions)."""
+    try:
+        if options.get_session_config_entry(_REGISTERED_KEY) == "1":
+            return
+    except RuntimeError:  # the entry is absent
+        pass
+    import onnxruntime_extensions as ox
+
+    options.register_custom_ops_library(ox.get_library_path())
+    options.add_session_config_entry(_REGISTERED_KEY, "1")
+
+
+def _raise_recorded(errors: list[tuple[str, BaseException]], cause: BaseException | None, path: str | None) -> None:
+    node, first = errors[0]
+    if isinstance(first, DequantizeError):
+        raise first.at(node=node or None, path=path) from cause
+    if not isinstance(first, Exception):  # KeyboardInterrupt, SystemExit: re-raise as they are
+        raise first
+    raise RuntimeError(f"node '{node}': the Dequantize kernel failed: {type(first).__name__}: {first}") from first
+
+
+class KernelSession(ort.InferenceSession):
+    """An ``InferenceSession`` running Dequantize nodes with the Python kernel (others lowered).
+
+    ``kernel_nodes``: names of the nodes the kernel runs. ``lowered_nodes``: names of the nodes lowered
+    to standard ONNX because no kernel can carry their types; ``lowered`` maps them to the reason.
+    """
+
+    kernel_nodes: tuple[str, ...]
+    lowered_nodes: tuple[str, ...]
+    lowered: dict[str, str]
+
+    def __init__(
+        self,
+        prepared: Prepared,
+        sess_options: ort.SessionOptions | None = None,
+        providers: Sequence[Any] | None = None,
+        provider_options: Sequence[dict[Any, Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.kernel_nodes = prepared.kernel_nodes
+        self.lowered = dict(prepared.lowered)
+        self.lowered_nodes = tuple(prepared.lowered)
+        self._token_input = prepared.token_input
+        self._odq_path = prepared.path
+        if self._token_input is not None:
+            kernels.ensure_registered()
+            kernels.reinstall_hook()
+            if sess_options is None:
+                sess_options = ort.SessionOptions()
+            _register_library(sess_options)
+        if providers is None:
+            providers = ["CPUExecutionProvider"]
+        try:
+            data = prepared.model.SerializeToString()
+        except ValueError as e:  # over protobuf's 2 GiB
+            raise DequantizeError(f"the model is too large to hand to ONNX Runtime in memory: {e}") from None
+        try:
+            super().__init__(data, sess_options, providers, provider_options, **kwargs)
+        except Exception as e:
+            if "Conflicting with a registered kernel" in str(e):
+                raise DequantizeError(
+                    "these SessionOptions already have onnxruntime-extensions registered; "
+                    "odq.session registers it itself: pass SessionOptions without it"
+                ) from e
+            raise
+
+    # ---- what the caller sees ----
+
+    def get_inputs(self) -> list[Any]:
+        """The model's inputs (the hidden run token left out)."""
+        return [i for i in super().get_inputs() if i.name != self._token_input]
+
+    # ---- runs ----
+
+    def _token_value(self, token: int) -> np.ndarray:
+        return np.array(token, dtype=np.int64)
+
+    def _finish(self, token: int, cause: BaseException | None) -> None:
+        errors = kernels.finish_run(token)
+        if errors:
+            _raise_recorded(errors, cause, self._odq_path)
+
+    def _checked(self, call: Callable[[int], Any]) -> Any:
+        if self._token_input is None:
+            return call(0)
+        token = kernels.new_run()
+        try:
+            result = call(token)
+        except BaseException as e:
+            self._finish(token, e)
+            raise
+        self._finish(token, None)
+        return result
+
+    def run(self, output_names: Any, input_feed: dict[str, Any], run_options: Any = None) -> Any:
+        """As ``InferenceSession.run``; a kernel's error raises (``DequantizeError`` naming the node)."""
+
+        def call(token: int) -> Any:
+            feed = dict(input_feed)
+            if self._token_input is not None:
+                feed[self._token_input] = self._token_value(token)
+            return super(KernelSession, self).run(output_names, feed, run_options)
+
+        return self._checked(call)
+
+    def run_with_ort_values(self, output_names: Any, input_dict_ort_values: dict[str, Any], run_options: Any = None) -> Any:
+        """As ``InferenceSession.run_with_ort_values``, with the kernel errors raised."""
+
+        def call(token: int) -> Any:
+            feed = dict(input_dict_ort_values)
+            if self._token_input is not None:
+                feed[self._token_input] = ort.OrtValue.ortvalue_from_numpy(self._token_value(token))
+            return super(KernelSession, self).run_with_ort_values(output_names, feed, run_options)
+
+        return self._checked(call)
+
+    def run_with_iobinding(self, iobinding: Any, run_options: Any = None) -> Any:
+        """As ``InferenceSession.run_with_iobinding`` (the token is bound here), with the kernel errors raised."""
+
+        def call(token: int) -> Any:
+            if self._token_input is not None:
+                iobinding.bind_cpu_input(self._token_input, self._token_value(token))
+            return super(KernelSession, self).run_with_iobinding(iobinding, run_options)
+
+        return self._checked(call)
+
+    def run_async(self, output_names: Any, input_feed: dict[str, Any], callback: Any, user_data: Any, run_options: Any = None) -> Any:
+        """As ``InferenceSession.run_async``; a kernel's error reaches ``callback`` as its ``err`` string."""
+        if self._token_input is None:
+            return super().run_async(output_names, input_feed, callback, user_data, run_options)
+        token = kernels.new_run()
+        feed = dict(input_feed)
+        feed[self._token_input] = self._token_value(token)
+        path = self._odq_path
+
+        def done(results: Any, data: Any, err: str) -> None:
+            errors = kernels.finish_run(token)
+            if errors:
+                try:
+                    _raise_recorded(errors, None, path)
+                except BaseException as e:  # noqa: BLE001 - reported through the callback
+                    callback(None, data, str(e))
+                    return
+            callback(results, data, err)
+
+        try:
+            return super().run_async(output_names, feed, done, user_data, run_options)
+        except BaseException:
+            kernels.finish_run(token)
+            raise
+
+
+def session(
+    model: Any,
+    sess_options: ort.SessionOptions | None = None,
+    providers: Sequence[Any] | None = None,
+    provider_options: Sequence[dict[Any, Any]] | None = None,
+    **ort_options: Any,
+) -> KernelSession:
+    """An ONNX Runtime session that runs ``model`` with its Dequantize nodes (domain ``ngraph``) kept.
+
+    ``model``: an ``onnx.ModelProto``, a path, or serialized bytes; never modified. Nodes with 8/16/32-bit
+    integer inputs and f32/f64 output run the exact NumPy reference as an onnxruntime-extensions Python
+    op; nodes with f16/bf16 output or 4-bit inputs are lowered to standard ONNX (logged, and listed in
+    ``.lowered_nodes``). The remaining arguments go to ``onnxruntime.InferenceSession``; caller-supplied
+    ``sess_options`` get the extensions library registered (once). ``providers`` defaults to CPU.
+    Raises ``DequantizeError`` for a model that breaks the op's contract.
+    """
+    prepared = prepare(model)
+    for name, reason in prepared.lowered.items():
+        log.info("Dequantize node '%s' lowered to standard ONNX: %s", name, reason)
+    return KernelSession(prepared, sess_options, providers, provider_options, **ort_options)
