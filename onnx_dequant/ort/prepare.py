@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+import onnx.inliner
+import onnx.shape_inference
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper
 
 from .. import dtypes

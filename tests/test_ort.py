@@ -1,0 +1,530 @@
+"""odq.session: models that keep Dequantize run under ONNX Runtime with the Python kernel, bit-exact."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+import onnx_dequant as odq
+from onnx_dequant import dtypes
+from onnx_dequant.compare import same_bits
+from onnx_dequant.ort import KernelSession, kernels
+from onnx_dequant.reference import DequantizeOp
+
+KERNEL_INPUTS = ["i8", "u8", "i16", "u16", "i32"]
+KERNEL_OUTPUTS = ["f32", "f64"]
+SHAPE = (3, 4, 5)
+AXES_PATTERNS = [(), (0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]
+
+
+def _vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, dtypes.parse(elem).onnx, shape)
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=21):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(odq.DOMAIN, 1)], ir_version=10
+    )
+
+
+def _ints(rng, elem, shape, extremes=True):
+    t = dtypes.parse(elem)
+    v = np.asarray(rng.integers(int(t.min), int(t.max) + 1, size=shape, dtype=np.int64))
+    if extremes and v.size >= 2:
+        v.flat[0], v.flat[-1] = int(t.min), int(t.max)
+    return v.astype(t.numpy)
+
+
+def _scales(rng, elem, shape):
+    return np.asarray(rng.standard_normal(shape) * 0.37).astype(dtypes.parse(elem).numpy)
+
+
+def single_node_model(x_elem, out_elem, axes, *, zero_point=True, x_shape=SHAPE, scale_shape="exact", name="dq"):
+    """One Dequantize node fed by graph inputs x, s (and z); scale_shape None gives the scale no shape."""
+    sshape = tuple(x_shape[a] for a in axes) if scale_shape == "exact" else scale_shape
+    ins = ["x", "s"] + (["z"] if zero_point else [])
+    vis = [_vi("x", x_elem, x_shape), _vi("s", out_elem, sshape)] + ([_vi("z", x_elem, sshape)] if zero_point else [])
+    node = odq.make_node(ins, ["y"], axes=axes, name=name)
+    return _model([node], vis, [_vi("y", out_elem, x_shape)])
+
+
+# ---- every type pair the kernel carries, every axes pattern: bit-exact, exact dtype ----
+
+
+@pytest.mark.parametrize("zero_point", [True, False], ids=["zp", "nozp"])
+@pytest.mark.parametrize("out_elem", KERNEL_OUTPUTS)
+@pytest.mark.parametrize("x_elem", KERNEL_INPUTS)
+def test_every_type_pair_and_axes_pattern_bit_exact(x_elem, out_elem, zero_point):
+    rng = np.random.default_rng(hash((x_elem, out_elem, zero_point)) % 2**32)
+    nodes, vis, outs, feed, expected = [], [_vi("x", x_elem, SHAPE)], [], {}, {}
+    x = _ints(rng, x_elem, SHAPE)
+    feed["x"] = x
+    for k, axes in enumerate(AXES_PATTERNS):
+        sshape = tuple(SHAPE[a] for a in axes)
+        s = _scales(rng, out_elem, sshape)
+        z = _ints(rng, x_elem, sshape) if zero_point else None
+        vis.append(_vi(f"s{k}", out_elem, sshape))
+        feed[f"s{k}"] = s
+        ins = ["x", f"s{k}"]
+        if zero_point:
+            vis.append(_vi(f"z{k}", x_elem, sshape))
+            feed[f"z{k}"] = z
+            ins.append(f"z{k}")
+        nodes.append(odq.make_node(ins, [f"y{k}"], axes=axes, dtype=out_elem if k % 2 else None, name=f"dq{k}"))
+        outs.append(_vi(f"y{k}", out_elem, SHAPE))
+        expected[f"y{k}"] = odq.dequantize(x, s, z, axes=axes)
+    sess = odq.session(_model(nodes, vis, outs))
+    assert isinstance(sess, ort.InferenceSession)
+    assert sess.kernel_nodes == tuple(f"dq{k}" for k in range(len(AXES_PATTERNS)))
+    assert sess.lowered_nodes == ()
+    results = sess.run(None, feed)
+    for out, got in zip(outs, results):
+        want = expected[out.name]
+        assert got.dtype == dtypes.parse(out_elem).numpy
+        assert got.shape == SHAPE
+        assert same_bits(got, want), out.name
+
+
+def test_i32_extremes_never_wrap():
+    x = np.array([2**31 - 1, -(2**31), 0, 7], np.int32)
+    z = np.array(-(2**31), np.int32)
+    for out_elem in KERNEL_OUTPUTS:
+        s = np.array(1.0, dtypes.parse(out_elem).numpy)
+        (y,) = odq.session(single_node_model("i32", out_elem, (), x_shape=(4,))).run(None, {"x": x, "s": s, "z": z})
+        assert y[0] == float(2**32 - 1)  # ORT's own DequantizeLinear wraps to -1 here
+        assert same_bits(y, odq.dequantize(x, s, z))
+
+
+def test_special_scales_flow_through():
+    s = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+    x = np.array([[1, -1, 0, 2, 3]] * 2, np.int8)
+    z = np.zeros(5, np.int8)
+    (y,) = odq.session(single_node_model("i8", "f32", (1,), x_shape=(2, 5))).run(None, {"x": x, "s": s, "z": z})
+    assert same_bits(y, odq.dequantize(x, s, z, axes=(1,)))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(KERNEL_INPUTS),
+    st.sampled_from(KERNEL_OUTPUTS),
+    st.lists(st.integers(1, 4), min_size=0, max_size=4),
+    st.data(),
+)
+def test_random_shapes_and_axes(x_elem, out_elem, shape, data):
+    shape = tuple(shape)
+    axes = tuple(sorted(data.draw(st.sets(st.integers(0, max(0, len(shape) - 1)), max_size=len(shape)))))
+    axes = tuple(a for a in axes if a < len(shape))
+    zero_point = data.draw(st.booleans())
+    rng = np.random.default_rng(len(shape) * 31 + len(axes))
+    sshape = tuple(shape[a] for a in axes)
+    x, s = _ints(rng, x_elem, shape), _scales(rng, out_elem, sshape)
+    z = _ints(rng, x_elem, sshape) if zero_point else None
+    model = single_node_model(x_elem, out_elem, axes, zero_point=zero_point, x_shape=shape)
+    feed = {"x": x, "s": s, **({"z": z} if zero_point else {})}
+    (y,) = odq.session(model).run(None, feed)
+    assert y.dtype == dtypes.parse(out_elem).numpy
+    assert same_bits(y, odq.dequantize(x, s, z, axes=axes))
+
+
+def test_large_multi_axis_matches_reference():
+    rng = np.random.default_rng(5)
+    shape = (8, 3, 64, 96)
+    x = _ints(rng, "i8", shape)
+    s = _scales(rng, "f32", (8, 96))
+    z = _ints(rng, "i8", (8, 96))
+    (y,) = odq.session(single_node_model("i8", "f32", (0, 3), x_shape=shape)).run(None, {"x": x, "s": s, "z": z})
+    assert same_bits(y, odq.dequantize(x, s, z, axes=(0, 3)))
+
+
+# ---- models mixing the op with standard ops; subgraphs; initializers ----
+
+
+def test_mixed_with_standard_ops_matches_reference_evaluator():
+    rng = np.random.default_rng(1)
+    w = _ints(rng, "i8", (6, 4))
+    ws = _scales(rng, "f32", (4,))
+    wz = _ints(rng, "i8", (4,))
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(ws, "ws"), numpy_helper.from_array(wz, "wz")]
+    nodes = [
+        helper.make_node("Transpose", ["xq"], ["xt"], perm=[1, 0]),  # standard op feeding ours
+        odq.make_node(["xt", "xs"], ["xf"], axes=[0], name="dq_act"),  # per-row, no zero point
+        odq.make_node(["w", "ws", "wz"], ["wf"], axes=[1], name="dq_weight"),  # from initializers
+        helper.make_node("MatMul", ["xf", "wf"], ["mm"]),
+        helper.make_node("Relu", ["mm"], ["out"]),
+    ]
+    vis = [_vi("xq", "u8", (6, 5)), _vi("xs", "f32", (5,))]
+    model = _model(nodes, vis, [_vi("out", "f32", (5, 4))], inits)
+    xq = _ints(rng, "u8", (6, 5))
+    xs = _scales(rng, "f32", (5,))
+    sess = odq.session(model)
+    assert set(sess.kernel_nodes) == {"dq_act", "dq_weight"}
+    (got,) = sess.run(None, {"xq": xq, "xs": xs})
+    (want,) = onnx.reference.ReferenceEvaluator(model, new_ops=[DequantizeOp]).run(None, {"xq": xq, "xs": xs})
+    xf = odq.dequantize(xq.T.copy(), xs, axes=(0,))
+    wf = odq.dequantize(w, ws, wz, axes=(1,))
+    np.testing.assert_allclose(got, np.maximum(xf @ wf, 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_op_inside_if_subgraph_and_unnamed_nodes():
+    then_g = helper.make_graph(
+        [odq.make_node(["x", "s"], ["t_out"], axes=[0])], "then", [], [_vi("t_out", "f64", (2, 3))]
+    )
+    else_g = helper.make_graph(
+        [odq.make_node(["x", "s", "z"], ["e_out"], axes=[0])], "else", [], [_vi("e_out", "f64", (2, 3))]
+    )
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
+    model = _model([node], [_vi("c", "boolean", ()), _vi("x", "i16", (2, 3)), _vi("s", "f64", (2,)), _vi("z", "i16", (2,))], [_vi("y", "f64", (2, 3))])
+    sess = odq.session(model)
+    assert sorted(sess.kernel_nodes) == ["Dequantize->e_out", "Dequantize->t_out"]
+    x = np.array([[1, -2, 3], [32767, -32768, 0]], np.int16)
+    s = np.array([0.5, 3.0])
+    z = np.array([-3, 5], np.int16)
+    for cond, want in ((True, odq.dequantize(x, s, axes=[0])), (False, odq.dequantize(x, s, z, axes=[0]))):
+        (y,) = sess.run(None, {"c": np.array(cond), "x": x, "s": s, "z": z})
+        assert same_bits(y, want)
+
+
+def test_local_function_with_the_op_is_inlined():
+    fn = helper.make_function(
+        "local", "DQ", ["a", "b"], ["c"], [odq.make_node(["a", "b"], ["c"], axes=[1], name="in_fn")],
+        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)],
+    )
+    model = _model([helper.make_node("DQ", ["x", "s"], ["y"], domain="local")], [_vi("x", "u8", (2, 3)), _vi("s", "f32", (3,))], [_vi("y", "f32", (2, 3))])
+    model.functions.append(fn)
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    sess = odq.session(model)
+    assert len(sess.kernel_nodes) == 1
+    x = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    s = np.array([1.5, -2.0, 0.25], np.float32)
+    (y,) = sess.run(None, {"x": x, "s": s})
+    assert same_bits(y, odq.dequantize(x, s, axes=[1]))
+
+
+# ---- nodes the kernel cannot carry are lowered ----
+
+
+def _lower_available() -> bool:
+    try:
+        from onnx_dequant.rewrite import lower  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_lower = pytest.mark.skipif(not _lower_available(), reason="onnx_dequant.lower not built yet")
+
+
+@needs_lower
+def test_fallback_nodes_are_lowered_logged_and_listed(caplog):
+    rng = np.random.default_rng(2)
+    x = _ints(rng, "i8", (4, 6))
+    s16 = _scales(rng, "f16", (4,))
+    s32 = _scales(rng, "f32", (6,))
+    sbf = _scales(rng, "f32", (4,)).astype(ml_dtypes.bfloat16)
+    z = _ints(rng, "i8", (4,))
+    x4 = np.array([[-8, 7, 0, 1], [3, -1, -8, 7]], ml_dtypes.int4)
+    s4 = np.array([0.5, 2.0], np.float32)
+    inits = [
+        numpy_helper.from_array(sbf.astype(np.float32), "sbf32"),
+        helper.make_tensor("x4", TP.INT4, [2, 4], x4.astype(np.int8).flatten().tolist()),
+        numpy_helper.from_array(s4, "s4"),
+    ]
+    nodes = [
+        odq.make_node(["x", "s16", "z"], ["y16"], axes=[0], name="to_f16"),
+        odq.make_node(["x", "s32"], ["y32"], axes=[1], name="to_f32"),
+        helper.make_node("Cast", ["sbf32"], ["sbf"], to=TP.BFLOAT16),
+        odq.make_node(["x", "sbf", "z"], ["ybf"], axes=[0], name="to_bf16"),
+        helper.make_node("Cast", ["ybf"], ["ybf_f32"], to=TP.FLOAT),  # ORT cannot hand bf16 to NumPy
+        odq.make_node(["x4", "s4"], ["y4"], axes=[0], name="from_i4"),
+    ]
+    vis = [_vi("x", "i8", (4, 6)), _vi("s16", "f16", (4,)), _vi("s32", "f32", (6,)), _vi("z", "i8", (4,))]
+    outs = [_vi("y16", "f16", (4, 6)), _vi("y32", "f32", (4, 6)), _vi("ybf_f32", "f32", (4, 6)), _vi("y4", "f32", (2, 4))]
+    model = _model(nodes, vis, outs, inits)
+    with caplog.at_level(logging.INFO, logger="onnx_dequant.ort"):
+        sess = odq.session(model)
+    assert sess.kernel_nodes == ("to_f32",)
+    assert sess.lowered_nodes == ("to_f16", "to_bf16", "from_i4")
+    assert set(sess.lowered) == set(sess.lowered_nodes)
+    for name in sess.lowered_nodes:
+        assert any(name in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
+    y16, y32, ybf, y4 = sess.run(None, {"x": x, "s16": s16, "s32": s32, "z": z})
+    assert y16.dtype == np.float16 and same_bits(y16, odq.dequantize(x, s16, z, axes=[0]))
+    assert same_bits(y32, odq.dequantize(x, s32, axes=[1]))
+    assert same_bits(ybf, odq.dequantize(x, sbf, z, axes=[0]).astype(np.float32))
+    assert same_bits(y4, odq.dequantize(x4, s4, axes=[0]))
+
+
+@needs_lower
+def test_model_with_only_fallback_nodes_needs_no_kernel():
+    model = single_node_model("u8", "f16", (1,))
+    sess = odq.session(model)
+    assert sess.kernel_nodes == () and sess.lowered_nodes == ("dq",)
+    rng = np.random.default_rng(3)
+    x, s, z = _ints(rng, "u8", SHAPE), _scales(rng, "f16", (4,)), _ints(rng, "u8", (4,))
+    (y,) = sess.run(None, {"x": x, "s": s, "z": z})
+    assert same_bits(y, odq.dequantize(x, s, z, axes=[1]))
+
+
+# ---- the caller's model and file are never modified ----
+
+
+def test_callers_model_and_file_untouched(tmp_path):
+    model = single_node_model("i8", "f32", (0, 2))
+    before = model.SerializeToString()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    stat = os.stat(path)
+    file_before = path.read_bytes()
+    sess_a = odq.session(model)
+    sess_b = odq.session(path)
+    sess_c = odq.session(before)
+    assert model.SerializeToString() == before
+    assert path.read_bytes() == file_before and os.stat(path).st_mtime_ns == stat.st_mtime_ns
+    assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
+    rng = np.random.default_rng(4)
+    feed = {"x": _ints(rng, "i8", SHAPE), "s": _scales(rng, "f32", (3, 5)), "z": _ints(rng, "i8", (3, 5))}
+    ra, rb, rc = (s.run(None, feed)[0] for s in (sess_a, sess_b, sess_c))
+    assert same_bits(ra, rb) and same_bits(ra, rc)
+    assert [i.name for i in sess_a.get_inputs()] == ["x", "s", "z"]  # the run token stays hidden
+
+
+# ---- contract errors at session creation; runtime errors from run, never a crash ----
+
+
+def test_contract_error_at_session_creation_names_node():
+    model = single_node_model("i8", "f32", (0, 2), scale_shape=(3, 4))
+    with pytest.raises(odq.DequantizeError, match=r"node 'dq'.*must match input shape"):
+        odq.session(model)
+
+
+def test_unknown_input_type_is_a_clear_error():
+    node = odq.make_node(["x", "s"], ["y"], axes=[], name="dq")
+    x_vi = helper.make_tensor_value_info("x", TP.UNDEFINED, None)
+    model = _model([node], [x_vi, _vi("s", "f32", ())], [_vi("y", "f32", None)])
+    with pytest.raises(odq.DequantizeError, match="node 'dq'.*input element type"):
+        odq.session(model)
+
+
+def test_wrong_scale_shape_at_run_time_raises_dequantize_error():
+    sess = odq.session(single_node_model("i8", "f32", (0, 2), scale_shape=None))
+    x = np.zeros(SHAPE, np.int8)
+    bad = {"x": x, "s": np.ones((3, 4), np.float32), "z": np.zeros((3, 4), np.int8)}
+    with pytest.raises(odq.DequantizeError, match=r"node 'dq'.*Scale / zero point shape \(\{3,4\}\)") as info:
+        sess.run(None, bad)
+    assert info.value.node == "dq"
+    assert kernels.stats()["errors"] >= 1
+    # the session is still good afterwards
+    ok = {"x": x, "s": np.ones((3, 5), np.float32), "z": np.zeros((3, 5), np.int8)}
+    (y,) = sess.run(None, ok)
+    assert y.shape == SHAPE and not y.any()
+
+
+def test_error_feeding_standard_ops_still_raises_ours():
+    nodes = [odq.make_node(["x", "s"], ["d"], axes=[1], name="bad_dq"), helper.make_node("Add", ["d", "b"], ["y"])]
+    model = _model(nodes, [_vi("x", "i8", (2, 3)), _vi("s", "f32", None), _vi("b", "f32", (2, 3))], [_vi("y", "f32", (2, 3))])
+    sess = odq.session(model)
+    with pytest.raises(odq.DequantizeError, match="node 'bad_dq'"):
+        sess.run(None, {"x": np.zeros((2, 3), np.int8), "s": np.ones(7, np.float32), "b": np.ones((2, 3), np.float32)})
+
+
+def test_run_with_ort_values_and_iobinding_report_errors():
+    sess = odq.session(single_node_model("u16", "f64", (1,), scale_shape=None, zero_point=False))
+    x = np.arange(60, dtype=np.uint16).reshape(SHAPE)
+    s_ok, s_bad = np.linspace(-1, 1, 4), np.ones(2)
+    vals = {"x": ort.OrtValue.ortvalue_from_numpy(x), "s": ort.OrtValue.ortvalue_from_numpy(s_ok)}
+    (y,) = sess.run_with_ort_values(None, vals)
+    assert same_bits(y.numpy(), odq.dequantize(x, s_ok, axes=[1]))
+    vals["s"] = ort.OrtValue.ortvalue_from_numpy(s_bad)
+    with pytest.raises(odq.DequantizeError, match="node 'dq'"):
+        sess.run_with_ort_values(None, vals)
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", x)
+    binding.bind_cpu_input("s", s_ok)
+    binding.bind_output("y")
+    sess.run_with_iobinding(binding)
+    assert same_bits(binding.copy_outputs_to_cpu()[0], odq.dequantize(x, s_ok, axes=[1]))
+    binding.bind_cpu_input("s", s_bad)
+    with pytest.raises(odq.DequantizeError, match="node 'dq'"):
+        sess.run_with_iobinding(binding)
+
+
+def test_run_async_reports_kernel_error_through_callback():
+    sess = odq.session(single_node_model("i8", "f32", (1,), scale_shape=None, zero_point=False))
+    x = np.ones(SHAPE, np.int8)
+    results: dict[str, object] = {}
+    done = threading.Event()
+
+    def callback(res, data, err):
+        results[data] = (res, err)
+        done.set()
+
+    for key, s in (("good", np.full(4, 2.0, np.float32)), ("bad", np.ones(9, np.float32))):
+        done.clear()
+        sess.run_async(None, {"x": x, "s": s}, callback, key)
+        assert done.wait(30)
+    good_res, good_err = results["good"]
+    assert not good_err and same_bits(good_res[0], np.full(SHAPE, 2.0, np.float32))
+    bad_res, bad_err = results["bad"]
+    assert bad_res is None and "node 'dq'" in bad_err
+
+
+_SUBPROCESS = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import onnx_dequant as odq
+    from onnx import helper, TensorProto as TP
+    from onnx_dequant.ort import kernels
+
+    node = odq.make_node(["x", "s"], ["y"], axes=[0], name="runtime_bad")
+    g = helper.make_graph([node], "g",
+        [helper.make_tensor_value_info("x", TP.INT8, [2, 3]), helper.make_tensor_value_info("s", TP.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TP.FLOAT, None)])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ngraph", 1)], ir_version=10)
+    sess = odq.session(m)
+    x = np.ones((2, 3), np.int8)
+    try:
+        sess.run(None, {"x": x, "s": np.ones((5,), np.float32)})
+    except odq.DequantizeError as e:
+        print("CAUGHT", e)
+    else:
+        sys.exit(10)
+    # an unexpected failure inside the kernel (not bad input) also comes back as an exception
+    def broken(*a, **k):
+        raise ZeroDivisionError("boom")
+    kernels.dequantize = broken
+    try:
+        sess.run(None, {"x": x, "s": np.ones((2,), np.float32)})
+    except RuntimeError as e:
+        print("CAUGHT", e)
+    else:
+        sys.exit(11)
+    sys.exit(3)
+    """
+)
+
+
+def test_kernel_errors_never_abort_the_interpreter():
+    proc = subprocess.run([sys.executable, "-c", _SUBPROCESS], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    lines = [l for l in proc.stdout.splitlines() if l.startswith("CAUGHT")]
+    assert len(lines) == 2
+    assert "node 'runtime_bad'" in lines[0] and "Scale / zero point shape ({5})" in lines[0]
+    assert "node 'runtime_bad'" in lines[1] and "ZeroDivisionError: boom" in lines[1]
+
+
+# ---- threads, many sessions, caller's SessionOptions ----
+
+
+def test_threads_running_concurrently_get_their_own_results_and_errors():
+    sess = odq.session(single_node_model("i16", "f32", (0, 2), scale_shape=None))
+    errors: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for i in range(15):
+                x = _ints(rng, "i16", SHAPE)
+                bad = (seed + i) % 4 == 0
+                sshape = (3, 2) if bad else (3, 5)
+                s, z = _scales(rng, "f32", sshape), _ints(rng, "i16", sshape)
+                if bad:
+                    with pytest.raises(odq.DequantizeError, match="node 'dq'"):
+                        sess.run(None, {"x": x, "s": s, "z": z})
+                else:
+                    (y,) = sess.run(None, {"x": x, "s": s, "z": z})
+                    assert same_bits(y, odq.dequantize(x, s, z, axes=(0, 2)))
+        except BaseException as e:  # noqa: BLE001 - reported to the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[0]
+
+
+def test_parallel_execution_mode_attributes_errors_to_the_right_run():
+    so = ort.SessionOptions()
+    so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
+    nodes = [odq.make_node(["x", f"s{k}"], [f"y{k}"], axes=[1], name=f"dq{k}") for k in range(3)]
+    vis = [_vi("x", "u8", (2, 4))] + [_vi(f"s{k}", "f64", None) for k in range(3)]
+    sess = odq.session(_model(nodes, vis, [_vi(f"y{k}", "f64", None) for k in range(3)]), sess_options=so)
+    x = np.arange(8, dtype=np.uint8).reshape(2, 4)
+    good = {f"s{k}": np.full(4, k + 1.0) for k in range(3)}
+    for k in range(3):
+        ys = sess.run(None, {"x": x, **good})
+        assert all(same_bits(y, x * (j + 1.0)) for j, y in enumerate(ys))
+        with pytest.raises(odq.DequantizeError, match=f"node 'dq{k}'"):
+            sess.run(None, {"x": x, **good, f"s{k}": np.ones(3)})
+
+
+def test_many_and_repeated_sessions_in_one_process():
+    rng = np.random.default_rng(6)
+    x = _ints(rng, "u8", SHAPE)
+    s, z = _scales(rng, "f32", (4,)), _ints(rng, "u8", (4,))
+    want = odq.dequantize(x, s, z, axes=[1])
+    model = single_node_model("u8", "f32", (1,))
+    sessions = [odq.session(model) for _ in range(25)]
+    for sess in sessions:
+        assert same_bits(sess.run(None, {"x": x, "s": s, "z": z})[0], want)
+    del sessions
+    for _ in range(5):  # sessions created after others were dropped
+        assert same_bits(odq.session(model).run(None, {"x": x, "s": s, "z": z})[0], want)
+    # no op name was ever defined twice with the extension
+    from onnxruntime_extensions import _ocos
+
+    names = [od.op_type for od in _ocos.Opdef._odlist.values() if od.op_type.startswith(odq.DOMAIN + "::")]
+    assert len(names) == len(set(names)) == 20
+
+
+def test_caller_session_options_are_used_and_reusable():
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    model = single_node_model("i8", "f64", (2,))
+    a = odq.session(model, sess_options=so)
+    b = odq.session(model, so)  # the same options again: the library is not registered twice
+    plain = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", "f32", (2,))], [_vi("y", "f32", (2,))])
+    c = ort.InferenceSession(plain.SerializeToString(), so)  # they still work for plain ORT sessions
+    assert c.run(None, {"x": np.array([-1.0, 1.0], np.float32)})[0].tolist() == [0.0, 1.0]
+    assert a.get_session_options().intra_op_num_threads == 1
+    assert a.get_session_options().graph_optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    rng = np.random.default_rng(7)
+    feed = {"x": _ints(rng, "i8", SHAPE), "s": _scales(rng, "f64", (5,)), "z": _ints(rng, "i8", (5,))}
+    want = odq.dequantize(feed["x"], feed["s"], feed["z"], axes=[2])
+    assert same_bits(a.run(None, feed)[0], want) and same_bits(b.run(None, feed)[0], want)
+
+
+def test_options_with_extensions_already_registered_is_a_clear_error():
+    import onnxruntime_extensions as ox
+
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(ox.get_library_path())
+    with pytest.raises(odq.DequantizeError, match="already have onnxruntime-extensions registered"):
+        odq.session(single_node_model("i8", "f32", ()), sess_options=so, enable_fallback=0)
+
+
+def test_model_without_the_op_is_a_plain_session():
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", "f32", (2,))], [_vi("y", "f32", (2,))])
+    sess = odq.session(model)
+    assert isinstance(sess, KernelSession) and sess.kernel_nodes == () and sess.lowered_nodes == ()
+    assert sess.run(None, {"x": np.array([-1.0, 2.0], np.float32)})[0].tolist() == [0.0, 2.0]
