@@ -13,19 +13,24 @@ from .contract import TensorType, infer
 from .errors import DequantizeError
 from .ort import session
 from .reference import DequantizeOp, dequantize
+from .rewrite import lower
 from .schema import DOMAIN, OP_TYPE, make_node
+from .validation import Report, validate
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DOMAIN",
     "OP_TYPE",
+    "Report",
     "DequantizeError",
     "DequantizeOp",
     "TensorType",
     "dequantize",
     "dtypes",
     "infer",
+    "lower",
     "make_node",
     "session",
+    "validate",
 ]

@@ -42,13 +42,16 @@ def make_node(
         raise DequantizeError(f"Dequantize takes 2 or 3 inputs (input, scale, zero_point), got {len(inputs)}")
     if len(outputs) != 1:
         raise DequantizeError(f"Dequantize has exactly one output, got {len(outputs)}")
-    attrs: dict[str, Any] = {"axes": list(normalize_axes(axes))}
+    attrs: dict[str, Any] = {}
     if dtype is not None:
         elem = dtypes.parse(dtype)
         if not elem.is_real:
             raise DequantizeError(f"Output element type ({elem}) must be a floating point type")
         attrs["type"] = elem.onnx
-    return helper.make_node(OP_TYPE, inputs, outputs, name=name, domain=DOMAIN, **attrs)
+    node = helper.make_node(OP_TYPE, inputs, outputs, name=name, domain=DOMAIN, **attrs)
+    # an empty INTS attribute (per-tensor) needs its type spelled out
+    node.attribute.insert(0, helper.make_attribute("axes", list(normalize_axes(axes)), attr_type=onnx.AttributeProto.INTS))
+    return node
 
 
 def opset_import() -> onnx.OperatorSetIdProto:

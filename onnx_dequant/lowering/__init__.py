@@ -1,0 +1,12 @@
+"""Lowering strategies for the Dequantize node: each module is one form of standard ONNX.
+
+``plan(info)`` picks the cheapest exact strategy for a node (``NodeInfo``); ``strategy.emit(info, em)``
+writes its nodes into an ``Emitter``. ``onnx_dequant.rewrite`` runs this over whole models.
+"""
+
+from __future__ import annotations
+
+from .base import Emitter, NodeInfo, Strategy, dql_types
+from .planner import STRATEGIES, TARGETS, Plan, plan
+
+__all__ = ["Emitter", "NodeInfo", "Plan", "STRATEGIES", "Strategy", "TARGETS", "dql_types", "plan"]

@@ -1,0 +1,61 @@
+"""Blocked: ``DequantizeLinear(x, s', zp', axis=r, block_size=dim r)`` (opset 21+), a whole-axis block
+on one broadcast axis r, the scale expanded along the other broadcast axes; adjacent axes optionally
+merged by Reshape first. Picks the cheapest such layout (ORT's fast path: r not the last axis)."""
+
+from __future__ import annotations
+
+from .base import Emitter, NodeInfo, Strategy
+from .dql import Layout, dql_reason, emit_layout, layout_cost, ort_bug_reason
+from .shapes import groups
+
+__all__ = ["Blocked"]
+
+
+class Blocked(Strategy):
+    name = "dql-blocked"
+    portable = False  # other runtimes read blocked DQL only partly (DESIGN 4)
+
+    def layouts(self, info: NodeInfo) -> list[Layout]:
+        """Every whole-axis-block layout of the node whose block size is known."""
+        out = []
+        for merge in (False, True):
+            gs = groups(info.rank or 0, info.axes, merge=merge)
+            view = tuple(g for _, g in gs)
+            quant = tuple(q for q, _ in gs)
+            dims = Layout(view, quant, "blocked").view_dims(info)
+            for r, q in enumerate(quant):
+                if q or not isinstance(dims[r], int) or dims[r] < 1:
+                    continue
+                expand = tuple(i for i, qq in enumerate(quant) if not qq and i != r)
+                if expand and info.has_zp and info.in_type.bits < 8:
+                    continue  # Expand has no 4-bit types
+                out.append(Layout(view, quant, "blocked", r, expand))
+        return list(dict.fromkeys(out))
+
+    def _best(self, info: NodeInfo) -> Layout | None:
+        layouts = self.layouts(info)
+        return min(layouts, key=lambda lay: layout_cost(info, lay)) if layouts else None
+
+    def check(self, info: NodeInfo) -> str | None:
+        if info.opset < 21:
+            return "blocked DequantizeLinear needs opset 21"
+        if not info.axes:
+            return "the node has no quantization axes"
+        if info.rank is None:
+            return "the input's rank is unknown"
+        reason = dql_reason(info)
+        if reason:
+            return reason
+        best = self._best(info)
+        if best is None:
+            return "no broadcast axis of known size to block along"
+        return ort_bug_reason(info, best.scale_elements(info)) if info.static else None
+
+    def cost(self, info: NodeInfo) -> float:
+        best = self._best(info)
+        return float("inf") if best is None else layout_cost(info, best)
+
+    def emit(self, info: NodeInfo, em: Emitter) -> None:
+        best = self._best(info)
+        assert best is not None
+        emit_layout(info, em, best)

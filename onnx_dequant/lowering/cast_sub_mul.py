@@ -1,0 +1,62 @@
+"""Cast/Sub/Mul: ``Cast(x, w) - Cast(zp, w)`` times ``Cast(s, w)``, then Cast to the output type, in the
+narrowest work type w (f32 or f64) that rounds like the reference; scale and zero point Unsqueezed to
+broadcast. Exact for every type pair and every opset (no int32 wrap: i32 works in f64)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes
+from ..reference import _work_dtype
+from .base import Emitter, NodeInfo, Strategy
+
+__all__ = ["CastSubMul"]
+
+
+def work_type(info: NodeInfo) -> dtypes.DType:
+    return dtypes.parse(_work_dtype(info.in_type, info.out_type))
+
+
+class CastSubMul(Strategy):
+    name = "cast-sub-mul"
+
+    def check(self, info: NodeInfo) -> str | None:
+        if info.axes and info.rank is None:
+            return "the input's rank is unknown"
+        if info.in_type.bits < 8 and info.opset < 21:
+            return f"Cast from {info.in_type.name} needs opset 21"
+        return None
+
+    def cost(self, info: NodeInfo) -> float:
+        n = info.size()
+        ib, wb, ob = max(info.in_type.bits, 8) / 8, work_type(info).bits / 8, info.out_type.bits / 8
+        cost = n * (ib + wb) + 2 * n * wb
+        if info.has_zp:
+            cost += 2 * n * wb
+        if work_type(info) is not info.out_type:
+            cost += n * (wb + ob)
+        return cost
+
+    def _broadcast(self, info: NodeInfo, em: Emitter, tensor: str) -> str:
+        rank = info.rank or 0
+        missing = [i for i in range(rank) if i not in info.axes]
+        if not info.axes or not missing:
+            return tensor
+        return em.node("Unsqueeze", [tensor, em.i64(missing, "axes")], hint="bcast")
+
+    def emit(self, info: NodeInfo, em: Emitter) -> None:
+        w = work_type(info)
+        xw = em.node("Cast", [info.x], hint="x_cast", to=w.onnx)
+        if info.has_zp:
+            zp = em.node("Cast", [info.zero_point], hint="zp_cast", to=w.onnx)  # type: ignore[list-item]
+            xw = em.node("Sub", [xw, self._broadcast(info, em, zp)], hint="diff")
+        s = info.scale
+        if info.out_type is not w:
+            s = em.node("Cast", [s], hint="scale_cast", to=w.onnx)
+        last = w is info.out_type
+        y = em.node("Mul", [xw, self._broadcast(info, em, s)], info.output if last else None, hint="y")
+        if not last:
+            em.node("Cast", [y], info.output, hint="y_cast", to=info.out_type.onnx)
+
+
+_ = np

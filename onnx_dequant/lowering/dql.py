@@ -1,0 +1,158 @@
+"""The DequantizeLinear forms' shared part: a ``Layout`` (how the input is viewed, which DQL mode),
+its cost in bytes moved, and its emission (Reshape -> DequantizeLinear -> Cast -> Reshape)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from onnx import TensorProto
+
+from ..dtypes import DType
+from .base import Emitter, NodeInfo, PROPAGATING_OPS, dql_types
+from .shapes import merged_dims, merged_shape_tensor, shape_tensor
+
+__all__ = ["Layout", "layout_cost", "emit_layout", "ort_bug_reason", "SLOW_LAST_AXIS", "SLOW_BLOCKED_LAST"]
+
+SLOW_LAST_AXIS = 6.0
+"""ORT's per-axis DequantizeLinear on the last axis, in units of the output's bytes (measured 5-10x)."""
+SLOW_BLOCKED_LAST = 3.6
+"""ORT's blocked DequantizeLinear reducing the last axis (measured 4.6x a casting copy)."""
+SLOW_F16_DQL = 6.0
+"""ORT's f16-output DequantizeLinear (measured 6x a casting copy)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a DequantizeLinear computes the node.
+
+    ``view``: groups of the input's axes (each a tuple, in order) that the input is reshaped into;
+    ``quant[i]``: whether group i holds quantization axes. ``mode``: "tensor", "axis" (``axis`` is the
+    view axis the 1-D scale runs along) or "blocked" (``axis`` is the broadcast view axis reduced with a
+    whole-axis block; ``expand`` are the broadcast view axes the scale is expanded along).
+    """
+
+    view: tuple[tuple[int, ...], ...]
+    quant: tuple[bool, ...]
+    mode: str
+    axis: int | None = None
+    expand: tuple[int, ...] = field(default=())
+
+    @property
+    def reshapes(self) -> bool:
+        return any(len(g) != 1 for g in self.view)
+
+    def view_dims(self, info: NodeInfo) -> list:
+        return merged_dims(info.shape or (), self.view)
+
+    def scale_elements(self, info: NodeInfo) -> int:
+        dims = self.view_dims(info)
+        n = 1
+        for i, d in enumerate(dims):
+            if self.quant[i] or i in self.expand:
+                n *= d if isinstance(d, int) else 256
+        return n
+
+
+def ort_bug_reason(info: NodeInfo, scale_elements: int) -> str | None:
+    """ORT 1.32 fails to load an int8 per-tensor DQL with a zero point followed by Reshape & co. at opset
+    21+ (QDQ propagation, DESIGN 4): the reason to avoid a form, or None."""
+    if info.target != "ort" or info.opset < 21 or info.in_type.name != "i8" or not info.has_zp:
+        return None
+    if scale_elements != 1:
+        return None
+    hit = sorted(set(info.consumers) & PROPAGATING_OPS)
+    if hit:
+        return f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {hit[0]} at opset 21+"
+    return None
+
+
+def layout_cost(info: NodeInfo, layout: Layout) -> float:
+    """Bytes moved, with ORT's measured slow paths charged as extra bytes."""
+    dql_t, _ = dql_types(info)
+    n = info.size()
+    ib, db, ob = max(info.in_type.bits, 8) / 8, dql_t.bits / 8, info.out_type.bits / 8
+    cost = n * (ib + db)
+    if dql_t is not info.out_type:
+        cost += n * (db + ob)
+    elif info.target == "ort" and dql_t.name == "f16":
+        cost += SLOW_F16_DQL * n * db
+    if layout.reshapes and info.graph_output:
+        cost += 2 * n * ob  # a Reshape whose output is a graph output copies
+    last = len(layout.view) - 1
+    if info.target == "ort" and layout.axis == last and len(layout.view) > 1:
+        if layout.mode == "axis":
+            cost += SLOW_LAST_AXIS * n * db
+        elif layout.mode == "blocked":
+            cost += SLOW_BLOCKED_LAST * n * db
+    se = layout.scale_elements(info)
+    per = info.out_type.bits / 8 + (max(info.in_type.bits, 8) / 8 if info.has_zp else 0)
+    cost += se * per * (1 if info.scale_const else 2) if layout.expand else se * per
+    return cost
+
+
+def _reshape(em: Emitter, tensor: str, shape_name: str, hint: str) -> str:
+    return em.node("Reshape", [tensor, shape_name], hint=hint)
+
+
+def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str) -> str:
+    """The scale or zero point, reshaped (and expanded) for the layout."""
+    if layout.mode == "tensor":
+        return tensor
+    shape = info.shape or ()
+    if layout.mode == "axis":
+        if len(info.axes) == 1:
+            return tensor
+        sshape = [shape[a] for a in info.axes]
+        return _reshape(em, tensor, merged_shape_tensor(em, tensor, sshape, [tuple(range(len(info.axes)))], info.opset), hint)
+    # blocked: the scale in the view's rank, 1 on broadcast axes, then expanded
+    pos = {a: i for i, a in enumerate(info.axes)}
+    sshape = [shape[a] for a in info.axes]
+    gs: list = []
+    for q, g in zip(layout.quant, layout.view):
+        gs.append(tuple(pos[a] for a in g) if q else 1)
+    out = _reshape(em, tensor, merged_shape_tensor(em, tensor, sshape, gs, info.opset), hint)
+    if layout.expand:
+        target = []
+        for i, g in enumerate(layout.view):
+            target.append(g if i in layout.expand else 1)
+        out = em.node("Expand", [out, merged_shape_tensor(em, info.x, shape, target, info.opset)], hint=hint)
+    return out
+
+
+def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
+    """Nodes computing the node's output through one DequantizeLinear in ``layout``."""
+    dql_t, _ = dql_types(info)
+    shape = info.shape or ()
+    x = info.x
+    if layout.reshapes:
+        x = _reshape(em, x, merged_shape_tensor(em, x, shape, layout.view, info.opset), "x_view")
+    scale = info.scale
+    if info.out_type is not dql_t:
+        scale = em.node("Cast", [scale], hint="scale", to=dql_t.onnx)
+    scale = _param(info, em, layout, scale, "scale")
+    inputs = [x, scale]
+    if info.has_zp:
+        inputs.append(_param(info, em, layout, info.zero_point, "zero_point"))  # type: ignore[arg-type]
+    attrs: dict = {}
+    if layout.mode in ("axis", "blocked"):
+        attrs["axis"] = layout.axis
+    if layout.mode == "blocked":
+        attrs["block_size"] = layout.view_dims(info)[layout.axis]
+    steps_left = (info.out_type is not dql_t) + layout.reshapes
+    y = em.node("DequantizeLinear", inputs, info.output if steps_left == 0 else None, hint="dql", **attrs)
+    if info.out_type is not dql_t:
+        steps_left -= 1
+        y = em.node("Cast", [y], info.output if steps_left == 0 else None, hint="cast", to=info.out_type.onnx)
+    if layout.reshapes:
+        em.node("Reshape", [y, shape_tensor(em, info.x, shape, info.opset)], info.output, hint="y")
+
+
+def dql_reason(info: NodeInfo) -> str | None:
+    return dql_types(info)[1]
+
+
+def out_type(info: NodeInfo) -> DType:
+    return dql_types(info)[0]
+
+
+_ = TensorProto

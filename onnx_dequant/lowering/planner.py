@@ -1,0 +1,62 @@
+"""The planner: for one node, the cheapest exact strategy (by bytes moved) for the opset and target.
+
+A dequantized constant weight that feeds MatMul/Gemm/Conv gets a plain DequantizeLinear form where
+one applies (ORT fuses those into MatMulIntegerToFloat/QLinear*/MatMulNBits), whatever its cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import DequantizeError
+from .base import NodeInfo, Strategy
+from .blocked import Blocked
+from .cast_sub_mul import CastSubMul
+from .merged import Merged
+from .per_axis import PerAxis
+from .per_tensor import PerTensor
+
+__all__ = ["STRATEGIES", "Plan", "plan", "TARGETS"]
+
+STRATEGIES: tuple[Strategy, ...] = (PerTensor(), PerAxis(), Merged(), Blocked(), CastSubMul())
+"""Every strategy, in order of preference when costs tie."""
+
+TARGETS = ("ort", "portable")
+
+
+@dataclass
+class Plan:
+    """The chosen strategy, its cost, and why each other strategy was refused or lost."""
+
+    strategy: Strategy
+    cost: float
+    refused: dict[str, str]
+    costs: dict[str, float]
+
+
+def plan(info: NodeInfo) -> Plan:
+    """The strategy to lower ``info`` with; ``DequantizeError`` when none applies."""
+    if info.target not in TARGETS:
+        raise DequantizeError(f"Unknown target '{info.target}' (expected one of {', '.join(TARGETS)})")
+    refused: dict[str, str] = {}
+    costs: dict[str, float] = {}
+    usable: list[Strategy] = []
+    for s in STRATEGIES:
+        if info.target == "portable" and not s.portable:
+            refused[s.name] = "not a portable form"
+            continue
+        reason = s.check(info)
+        if reason:
+            refused[s.name] = reason
+            continue
+        costs[s.name] = s.cost(info)
+        usable.append(s)
+    if not usable:
+        detail = "; ".join(f"{k}: {v}" for k, v in refused.items())
+        raise DequantizeError(f"No exact lowering for this node ({detail})", node=info.name)
+    if info.weight:
+        plain = [s for s in usable if getattr(s, "plain", False)]
+        if plain:
+            return Plan(plain[0], costs[plain[0].name], refused, costs)
+    best = min(usable, key=lambda s: costs[s.name])
+    return Plan(best, costs[best.name], refused, costs)

@@ -1,0 +1,199 @@
+"""Reading and writing model files as untrusted input: corrupt or truncated files and external data that
+points outside the model's folder are refused (``DequantizeError``); outputs are written atomically,
+with external data streamed from the input's files, never read whole, and never outside the output's
+folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import ModelProto, TensorProto, numpy_helper
+
+from .errors import DequantizeError
+from .fileio import atomic_path
+
+__all__ = ["load", "save", "iter_tensors", "read_external", "external_info", "EXTERNAL_THRESHOLD"]
+
+EXTERNAL_THRESHOLD = 1024
+"""Tensors of at least this many bytes go to the external data file when a model is saved with one."""
+_CHUNK = 16 << 20
+_TWO_GB = (2 << 30) - (64 << 20)  # protobuf's limit, with room for the graph
+
+
+def iter_tensors(model: ModelProto) -> Iterator[TensorProto]:
+    """Every tensor of the model: initializers and Constant/attribute tensors, in subgraphs and functions."""
+
+    def in_nodes(nodes) -> Iterator[TensorProto]:  # type: ignore[no-untyped-def]
+        for n in nodes:
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.TENSOR:
+                    yield a.t
+                elif a.type == onnx.AttributeProto.TENSORS:
+                    yield from a.tensors
+                elif a.type == onnx.AttributeProto.GRAPH:
+                    yield from in_graph(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for g in a.graphs:
+                        yield from in_graph(g)
+
+    def in_graph(g: onnx.GraphProto) -> Iterator[TensorProto]:
+        yield from g.initializer
+        for s in g.sparse_initializer:
+            yield s.values
+            yield s.indices
+        yield from in_nodes(g.node)
+
+    yield from in_graph(model.graph)
+    for f in model.functions:
+        yield from in_nodes(f.node)
+
+
+def external_info(t: TensorProto) -> dict[str, str]:
+    """The external-data fields of a tensor (location, offset, length)."""
+    return {e.key: e.value for e in t.external_data}
+
+
+def _resolve(base_dir: str, t: TensorProto, path: str | None) -> tuple[Path, int, int | None]:
+    info = external_info(t)
+    loc = info.get("location", "")
+    where = f"tensor '{t.name}'"
+    if not loc or os.path.isabs(loc) or loc.startswith(("/", "\\")) or ":" in loc:
+        raise DequantizeError(f"External data location '{loc}' of {where} is not a relative path in the model's folder", path=path)
+    base = Path(base_dir).resolve()
+    full = (base / loc).resolve()
+    if base != full.parent and base not in full.parents:
+        raise DequantizeError(f"External data location '{loc}' of {where} points outside the model's folder", path=path)
+    try:
+        offset = int(info.get("offset", "0") or 0)
+        length = int(info["length"]) if info.get("length") else None
+    except ValueError:
+        raise DequantizeError(f"External data of {where} has a bad offset or length", path=path) from None
+    if offset < 0 or (length is not None and length < 0):
+        raise DequantizeError(f"External data of {where} has a negative offset or length", path=path)
+    if not full.is_file():
+        raise DequantizeError(f"External data file '{loc}' of {where} does not exist", path=path)
+    size = full.stat().st_size
+    end = offset + (length if length is not None else 0)
+    if offset > size or end > size:
+        raise DequantizeError(f"External data file '{loc}' is too short for {where} (truncated?)", path=path)
+    return full, offset, length if length is not None else size - offset
+
+
+def read_external(t: TensorProto, base_dir: str | os.PathLike[str]) -> np.ndarray:
+    """The value of a tensor whose data lives in an external file under ``base_dir`` (checked)."""
+    full, offset, length = _resolve(os.fspath(base_dir), t, None)
+    with open(full, "rb") as f:
+        f.seek(offset)
+        raw = f.read(length)
+    copy = TensorProto()
+    copy.CopyFrom(t)
+    copy.ClearField("external_data")
+    copy.data_location = TensorProto.DEFAULT
+    copy.raw_data = raw
+    return numpy_helper.to_array(copy)
+
+
+def load(path: str | os.PathLike[str], *, load_external: bool = True) -> ModelProto:
+    """The model in ``path``, checked as untrusted input.
+
+    With ``load_external=False`` external tensors stay references (checked to exist, to lie inside the
+    model's folder and to fit their files), so a pass that does not touch the weights never reads them.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as f:  # OSError for a missing file
+        data = f.read()
+    model = ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise DequantizeError(f"Not a valid ONNX model (corrupt or truncated file): {e}", path=path) from None
+    if not data or not model.HasField("graph") or model.ir_version <= 0 or not model.opset_import:
+        raise DequantizeError("Not a valid ONNX model (corrupt or truncated file: no graph, IR version or opset)", path=path)
+    base_dir = os.path.dirname(os.path.abspath(path))
+    for t in iter_tensors(model):
+        if t.data_location == TensorProto.EXTERNAL:
+            full, offset, length = _resolve(base_dir, t, path)
+            if load_external:
+                with open(full, "rb") as f:
+                    f.seek(offset)
+                    t.raw_data = f.read(length)
+                t.ClearField("external_data")
+                t.data_location = TensorProto.DEFAULT
+    return model
+
+
+def _copy_range(src: Path, offset: int, length: int, dst) -> None:  # type: ignore[no-untyped-def]
+    with open(src, "rb") as f:
+        f.seek(offset)
+        left = length
+        while left > 0:
+            chunk = f.read(min(_CHUNK, left))
+            if not chunk:
+                raise DequantizeError(f"External data file '{src.name}' ended early (truncated?)")
+            dst.write(chunk)
+            left -= len(chunk)
+
+
+def save(
+    model: ModelProto,
+    path: str | os.PathLike[str],
+    *,
+    source_dir: str | os.PathLike[str] | None = None,
+    external: bool | None = None,
+) -> list[str]:
+    """Write ``model`` to ``path`` atomically; returns the files written.
+
+    External references (relative to ``source_dir``, the input's folder) are streamed into one data file
+    beside ``path`` (``<name>.data``), with every in-memory tensor of at least ``EXTERNAL_THRESHOLD``
+    bytes. ``external=None`` writes external data when the model has external references or would
+    exceed protobuf's 2 GB. The model's tensors are modified to point at the new file.
+    """
+    path = Path(os.fspath(path))
+    tensors = list(iter_tensors(model))
+    has_ext = any(t.data_location == TensorProto.EXTERNAL for t in tensors)
+    if external is None:
+        external = has_ext or sum(len(t.raw_data) for t in tensors) > _TWO_GB
+    if has_ext and source_dir is None:
+        raise DequantizeError("The model has external data: its folder (source_dir) is needed to copy it")
+    if not external:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as f:
+                f.write(model.SerializeToString())
+        return [str(path)]
+    data_name = path.name + ".data"
+    data_path = path.with_name(data_name)
+    with contextlib.ExitStack() as stack:
+        tmp_model = stack.enter_context(atomic_path(path))
+        tmp_data = stack.enter_context(atomic_path(data_path))  # renamed first, on success
+        sources = [(t, _resolve(os.fspath(source_dir), t, None)) if t.data_location == TensorProto.EXTERNAL else (t, None) for t in tensors]  # type: ignore[arg-type]
+        with open(tmp_data, "wb") as out:
+            pos = 0
+            for t, src in sources:
+                if src is None and len(t.raw_data) < EXTERNAL_THRESHOLD:
+                    continue
+                pad = (-pos) % 64
+                out.write(b"\0" * pad)
+                pos += pad
+                if src is not None:
+                    full, offset, length = src
+                    _copy_range(full, offset, length, out)
+                else:
+                    length = len(t.raw_data)
+                    out.write(t.raw_data)
+                    t.ClearField("raw_data")
+                del t.external_data[:]
+                for k, v in (("location", data_name), ("offset", str(pos)), ("length", str(length))):
+                    e = t.external_data.add()
+                    e.key, e.value = k, v
+                t.data_location = TensorProto.EXTERNAL
+                pos += length
+        with open(tmp_model, "wb") as f:
+            f.write(model.SerializeToString())
+    return [str(path), str(data_path)]

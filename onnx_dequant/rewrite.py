@@ -1,0 +1,523 @@
+"""The lowering pass over a whole model: every Dequantize node of ``DOMAIN`` in the main graph, in
+nested subgraphs (If/Loop/Scan) and in model-local functions becomes standard ONNX (see ``lowering``).
+
+Nothing else changes: names, metadata, doc strings and value_info stay; the default-domain opset stays
+unless ``opset=`` asks for another (then ``onnx.version_converter`` converts the rest of the model);
+our domain's opset import goes when no node needs it any more.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
+
+from . import dtypes
+from .contract import TensorType, infer
+from .errors import DequantizeError
+from .lowering import NodeInfo, TARGETS, plan
+from .lowering.base import Emitter
+from .schema import DOMAIN, is_dequantize, node_attributes
+
+__all__ = ["lower", "lower_model", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "LoweredNode", "iter_graphs"]
+
+MIN_OPSET = 13
+MAX_OPSET = 27
+"""Supported default-domain opsets (ORT 1.32 has no DequantizeLinear-28 kernel)."""
+DEFAULT_OPSET = 21
+"""The opset given to a model that imports no default-domain opset."""
+
+WEIGHT_CONSUMERS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
+
+
+@dataclass
+class LoweredNode:
+    """One lowered node: where it was, and the strategy chosen."""
+
+    node: str
+    graph: str
+    strategy: str
+    cost: float
+    refused: dict[str, str] = field(default_factory=dict)
+
+
+# ---- walking the model ----
+
+
+def _subgraphs(node: NodeProto) -> Iterator[GraphProto]:
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
+
+
+def iter_graphs(graph: GraphProto) -> Iterator[GraphProto]:
+    """``graph`` and every graph nested in its nodes' attributes."""
+    yield graph
+    for n in graph.node:
+        for g in _subgraphs(n):
+            yield from iter_graphs(g)
+
+
+def _all_nodes(model: ModelProto) -> Iterator[NodeProto]:
+    for g in iter_graphs(model.graph):
+        yield from g.node
+    for f in model.functions:
+        for n in f.node:
+            yield n
+            for sg in _subgraphs(n):
+                for g in iter_graphs(sg):
+                    yield from g.node
+
+
+def _all_names(model: ModelProto) -> set[str]:
+    names: set[str] = set()
+    for g in iter_graphs(model.graph):
+        names.update(v.name for v in g.input)
+        names.update(v.name for v in g.output)
+        names.update(v.name for v in g.value_info)
+        names.update(t.name for t in g.initializer)
+    for f in model.functions:
+        names.update(f.input)
+        names.update(f.output)
+    for n in _all_nodes(model):
+        names.update(n.input)
+        names.update(n.output)
+        names.add(n.name)
+    names.discard("")
+    return names
+
+
+# ---- types and shapes ----
+
+
+def _type_of(tp: onnx.TypeProto) -> tuple[Any, Any]:
+    if not tp.HasField("tensor_type"):
+        return None, None
+    tt = tp.tensor_type
+    try:
+        elem = dtypes.parse(tt.elem_type) if tt.elem_type else None
+    except DequantizeError:
+        elem = None
+    if not tt.HasField("shape"):
+        return elem, None
+    dims: list[Any] = []
+    for d in tt.shape.dim:
+        dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
+    return elem, tuple(dims)
+
+
+def _merge_types(types: dict[str, tuple[Any, Any]], name: str, t: tuple[Any, Any]) -> None:
+    old = types.get(name)
+    if old is None:
+        types[name] = t
+        return
+    types[name] = (old[0] or t[0], old[1] if old[1] is not None else t[1])
+
+
+def _collect_types(graph: GraphProto, types: dict[str, tuple[Any, Any]]) -> None:
+    for g in iter_graphs(graph):
+        for t in g.initializer:
+            try:
+                elem = dtypes.parse(t.data_type)
+            except DequantizeError:
+                elem = None
+            _merge_types(types, t.name, (elem, tuple(int(d) for d in t.dims)))
+        for v in (*g.input, *g.output, *g.value_info):
+            _merge_types(types, v.name, _type_of(v.type))
+        for n in g.node:
+            if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+                for a in n.attribute:
+                    if a.name == "value":
+                        _merge_types(types, n.output[0], (dtypes.parse(a.t.data_type), tuple(int(d) for d in a.t.dims)))
+
+
+def _strip_big(model: ModelProto) -> list[tuple[TensorProto, bytes]]:
+    stash = []
+    for g in iter_graphs(model.graph):
+        for t in g.initializer:
+            if len(t.raw_data) > 4096:
+                stash.append((t, t.raw_data))
+                t.ClearField("raw_data")
+    return stash
+
+
+def _infer(model: ModelProto) -> ModelProto:
+    """Shape inference on the model without its big tensors (restored afterwards)."""
+    stash = _strip_big(model)
+    try:
+        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+    except Exception:  # noqa: BLE001 - inference is best effort; the types we have still count
+        return model
+    finally:
+        for t, raw in stash:
+            t.raw_data = raw
+
+
+def _graph_types(model: ModelProto) -> dict[str, tuple[Any, Any]]:
+    types: dict[str, tuple[Any, Any]] = {}
+    _collect_types(model.graph, types)
+    _collect_types(_infer(model).graph, types)
+    return types
+
+
+def _function_types(model: ModelProto, fn: onnx.FunctionProto, outer: dict[str, tuple[Any, Any]]) -> dict:
+    """Types inside a function body, inferred from the first call site whose input types are known."""
+    types: dict[str, tuple[Any, Any]] = {}
+    for vi in getattr(fn, "value_info", []):
+        _merge_types(types, vi.name, _type_of(vi.type))
+    for call in _all_nodes(model):
+        if call.op_type != fn.name or call.domain != fn.domain:
+            continue
+        ins = []
+        for formal, actual in zip(fn.input, call.input):
+            elem, shape = outer.get(actual, (None, None))
+            if elem is None:
+                break
+            ins.append(helper.make_tensor_value_info(formal, elem.onnx, None if shape is None else list(shape)))
+        else:
+            g = helper.make_graph(list(fn.node), "body", ins, [helper.make_value_info(o, onnx.TypeProto()) for o in fn.output])
+            m = helper.make_model(g, opset_imports=list(fn.opset_import) or list(model.opset_import), functions=list(model.functions))
+            m.ir_version = model.ir_version
+            _collect_types(g, types)
+            try:
+                _collect_types(onnx.shape_inference.infer_shapes(m, strict_mode=False).graph, types)
+            except Exception:  # noqa: BLE001
+                pass
+            break
+    return types
+
+
+# ---- constants ----
+
+
+class _Constants:
+    """Constant tensors visible in a graph (initializers of it and enclosing graphs, Constant nodes)."""
+
+    def __init__(self, base_dir: str | None) -> None:
+        self.base_dir = base_dir
+        self.tensors: dict[str, TensorProto] = {}
+
+    def scope(self, graph: Any) -> "_Constants":
+        inner = _Constants(self.base_dir)
+        inner.tensors = dict(self.tensors)
+        for t in getattr(graph, "initializer", []):
+            inner.tensors[t.name] = t
+        for n in graph.node:
+            if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+                for a in n.attribute:
+                    if a.name == "value":
+                        inner.tensors[n.output[0]] = a.t
+        return inner
+
+    def is_const(self, name: str | None) -> bool:
+        return bool(name) and name in self.tensors
+
+    def value(self, name: str | None, max_bytes: int = 1 << 20) -> np.ndarray | None:
+        """The tensor's value if it is a constant of at most ``max_bytes`` that can be read; else None."""
+        t = self.tensors.get(name or "")
+        if t is None:
+            return None
+        try:
+            if t.data_location == TensorProto.EXTERNAL:
+                info = {e.key: e.value for e in t.external_data}
+                if self.base_dir is None or int(info.get("length", max_bytes + 1)) > max_bytes:
+                    return None
+                from . import modelio
+
+                return modelio.read_external(t, self.base_dir)
+            return numpy_helper.to_array(t)
+        except Exception:  # noqa: BLE001 - unreadable constants are treated as unknown
+            return None
+
+
+# ---- the pass ----
+
+
+@dataclass
+class _Context:
+    model: ModelProto
+    opset: int
+    target: str
+    only: Callable[[NodeProto], bool] | None
+    wrap_int32: bool
+    names: set[str]
+    report: list[LoweredNode]
+
+
+def _node_info(
+    node: NodeProto, ctx: _Context, types: dict, consts: _Constants, consumers: dict[str, list[str]], outputs: set[str]
+) -> NodeInfo:
+    name = node.name or (node.output[0] if node.output else "?")
+    try:
+        if len(node.output) != 1:
+            raise DequantizeError(f"Dequantize has exactly one output, got {len(node.output)}")
+        if not 2 <= len(node.input) <= 3 or not node.input[0] or not node.input[1]:
+            raise DequantizeError("Dequantize takes 2 or 3 inputs (input, scale, zero_point)")
+        x, scale = node.input[0], node.input[1]
+        zp = node.input[2] if len(node.input) > 2 and node.input[2] else None
+        axes, elem = node_attributes(node)
+        xt, xs = types.get(x, (None, None))
+        st, ss = types.get(scale, (None, None))
+        zt, zs = types.get(zp, (None, None)) if zp else (None, None)
+        out = infer(TensorType(xt, xs), TensorType(st, ss), None if zp is None else TensorType(zt, zs), axes=axes, dtype=elem)
+        in_type = xt or zt
+        if in_type is None:
+            raise DequantizeError(f"The element type of input '{x}' is unknown (add value_info or a typed graph input)")
+    except DequantizeError as e:
+        raise e.at(node=name) from None
+    cons = consumers.get(node.output[0], [])
+    zp_zero = False
+    if zp is not None:
+        v = consts.value(zp)
+        zp_zero = v is not None and not np.any(v.astype(np.int64) if v.dtype.kind in "iub" else v != 0)
+    return NodeInfo(
+        node=node,
+        x=x,
+        scale=scale,
+        zero_point=zp,
+        output=node.output[0],
+        axes=axes,
+        in_type=in_type,
+        out_type=out.elem_type,
+        shape=out.shape,
+        opset=ctx.opset,
+        target=ctx.target,
+        graph_output=node.output[0] in outputs,
+        weight=consts.is_const(x) and any(c in WEIGHT_CONSUMERS for c in cons),
+        consumers=tuple(cons),
+        zp_zero=zp_zero,
+        scale_const=consts.is_const(scale),
+        zp_const=consts.is_const(zp),
+        int32_wrap=ctx.wrap_int32,
+    )
+
+
+def _consumers(nodes: Any) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for n in nodes:
+        for i in n.input:
+            out.setdefault(i, []).append(n.op_type)
+        for sg in _subgraphs(n):  # outer-scope names read inside subgraphs
+            for g in iter_graphs(sg):
+                for m in g.node:
+                    for i in m.input:
+                        out.setdefault(i, []).append("<subgraph>")
+    return out
+
+
+def _rewrite_nodes(owner: Any, ctx: _Context, types: dict, consts: _Constants, *, function: bool, label: str) -> None:
+    """Lower the Dequantize nodes of a graph or function body (``owner``), recursing into subgraphs."""
+    consts = consts.scope(owner)
+    for n in owner.node:
+        for sg in _subgraphs(n):
+            _rewrite_nodes(sg, ctx, types, consts, function=False, label=f"{label}/{n.name or n.op_type}")
+    if not any(is_dequantize(n) for n in owner.node):
+        return
+    outputs = set(owner.output) if function else {v.name for v in owner.output}
+    consumers = _consumers(owner.node)
+    new_nodes: list[NodeProto] = []
+    new_inits: list[TensorProto] = []
+    for n in owner.node:
+        if not is_dequantize(n) or (ctx.only is not None and not ctx.only(n)):
+            new_nodes.append(n)
+            continue
+        info = _node_info(n, ctx, types, consts, consumers, outputs)
+        chosen = plan(info)
+        em = Emitter(n.name or info.output, ctx.names, function=function)
+        chosen.strategy.emit(info, em)
+        last = em.nodes[-1]
+        assert list(last.output) == [info.output]
+        if n.name:
+            ctx.names.discard(last.name)
+            last.name = n.name
+        if n.doc_string:
+            last.doc_string = n.doc_string
+        new_nodes.extend(em.nodes)
+        new_inits.extend(em.initializers)
+        ctx.report.append(LoweredNode(info.name, label, chosen.strategy.name, chosen.cost, chosen.refused))
+    del owner.node[:]
+    owner.node.extend(new_nodes)
+    if new_inits:
+        owner.initializer.extend(new_inits)
+
+
+def _default_opset(opsets: Any) -> int | None:
+    for o in opsets:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return None
+
+
+def _set_default_opset(opsets: Any, version: int) -> None:
+    for o in opsets:
+        if o.domain in ("", "ai.onnx"):
+            o.version = version
+            return
+    opsets.append(helper.make_opsetid("", version))
+
+
+def _check_opset(opset: int) -> None:
+    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= MAX_OPSET:
+        raise DequantizeError(
+            f"Unsupported target opset {opset!r}: supported are {MIN_OPSET} to {MAX_OPSET} "
+            "(ONNX Runtime has no DequantizeLinear-28 kernel)"
+        )
+
+
+def _convert_function(fn: onnx.FunctionProto, model: ModelProto, opset: int) -> None:
+    """Convert a model-local function body's default-domain ops to ``opset`` (via a temporary model)."""
+    old = _default_opset(fn.opset_import)
+    if old is None or old == opset or not any(n.domain in ("", "ai.onnx") for n in fn.node):
+        _set_default_opset(fn.opset_import, opset) if old is not None else None
+        return
+    g = helper.make_graph(
+        list(fn.node),
+        "body",
+        [helper.make_value_info(i, onnx.TypeProto()) for i in fn.input],
+        [helper.make_value_info(o, onnx.TypeProto()) for o in fn.output],
+    )
+    m = helper.make_model(g, opset_imports=list(fn.opset_import))
+    try:
+        m2 = onnx.version_converter.convert_version(m, opset)
+    except Exception as e:  # noqa: BLE001 - the converter raises many types
+        raise DequantizeError(f"Cannot convert function '{fn.name}' from opset {old} to {opset}: {e}") from None
+    del fn.node[:]
+    fn.node.extend(m2.graph.node)
+    _set_default_opset(fn.opset_import, opset)
+
+
+def _convert(model: ModelProto, opset: int) -> ModelProto:
+    """``model`` converted to default-domain ``opset``, keeping value_info, functions and metadata."""
+    old = _default_opset(model.opset_import)
+    if old == opset:
+        return model
+    if old is None:
+        _set_default_opset(model.opset_import, opset)
+        return model
+    stash = _strip_big(model)
+    value_info = list(model.graph.value_info)
+    functions = list(model.functions)
+    try:
+        converted = onnx.version_converter.convert_version(model, opset)
+    except Exception as e:  # noqa: BLE001
+        raise DequantizeError(f"Cannot convert the model from opset {old} to {opset}: {e}") from None
+    finally:
+        for t, raw in stash:
+            t.raw_data = raw
+    # the converter copies the model: put the big tensors' data back (by name) and what it drops
+    by_name = {t.name: raw for t, raw in stash}
+    for g in iter_graphs(converted.graph):
+        for t in g.initializer:
+            if t.name in by_name and not t.raw_data and t.data_location != TensorProto.EXTERNAL:
+                t.raw_data = by_name[t.name]
+    del converted.graph.value_info[:]
+    converted.graph.value_info.extend(value_info)
+    del converted.functions[:]
+    converted.functions.extend(functions)
+    for fn in converted.functions:
+        _convert_function(fn, converted, opset)
+    return converted
+
+
+def _cleanup_opsets(model: ModelProto, opset: int) -> None:
+    """Drop our domain's import where unused; give functions that now hold ONNX ops the default domain."""
+    left = any(n.domain == DOMAIN for n in _all_nodes(model))
+    if not left:
+        keep = [o for o in model.opset_import if o.domain != DOMAIN]
+        del model.opset_import[:]
+        model.opset_import.extend(keep)
+    for fn in model.functions:
+        if not any(n.domain == DOMAIN for n in fn.node):
+            keep = [o for o in fn.opset_import if o.domain != DOMAIN]
+            del fn.opset_import[:]
+            fn.opset_import.extend(keep)
+        if any(n.domain in ("", "ai.onnx") for n in fn.node) and _default_opset(fn.opset_import) is None:
+            fn.opset_import.append(helper.make_opsetid("", opset))
+
+
+def lower_model(
+    model: ModelProto,
+    *,
+    opset: int | None = None,
+    target: str = "ort",
+    only: Callable[[NodeProto], bool] | None = None,
+    wrap_int32: bool = False,
+    base_dir: str | os.PathLike[str] | None = None,
+    report: list[LoweredNode] | None = None,
+) -> ModelProto:
+    """Lower ``model``'s Dequantize nodes (those where ``only(node)`` is true; all when ``only`` is None).
+
+    Works on ``model`` itself (callers copy) and returns the result, which is ``model`` unless the opset
+    was converted. ``base_dir`` is the model's folder, for reading small external constants.
+    ``wrap_int32`` allows ORT's int32 semantics (wrapping subtraction) for speed. ``report`` (a list)
+    receives one ``LoweredNode`` per lowered node.
+    """
+    if target not in TARGETS:
+        raise DequantizeError(f"Unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
+    if opset is not None:
+        _check_opset(opset)
+    todo = [n for n in _all_nodes(model) if is_dequantize(n) and (only is None or only(n))]
+    if opset is not None:
+        model = _convert(model, opset)
+    current = _default_opset(model.opset_import)
+    if todo:
+        if current is None:
+            current = DEFAULT_OPSET
+            _set_default_opset(model.opset_import, current)
+        elif not MIN_OPSET <= current <= MAX_OPSET:
+            raise DequantizeError(
+                f"The model's opset {current} is outside {MIN_OPSET} to {MAX_OPSET}: pass opset= (or --opset) "
+                "to convert it"
+            )
+    min_ir = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+    if model.ir_version < min_ir:
+        model.ir_version = min_ir
+    if not todo:
+        return model
+    ctx = _Context(model, current, target, only, wrap_int32, _all_names(model), report if report is not None else [])
+    types = _graph_types(model)
+    consts = _Constants(None if base_dir is None else os.fspath(base_dir))
+    _rewrite_nodes(model.graph, ctx, types, consts, function=False, label=model.graph.name or "main")
+    for fn in model.functions:
+        if any(is_dequantize(n) for n in fn.node) or any(True for n in fn.node for _ in _subgraphs(n)):
+            ftypes = dict(types)
+            ftypes.update(_function_types(model, fn, types))
+            _rewrite_nodes(fn, ctx, ftypes, _Constants(consts.base_dir), function=True, label=f"function {fn.name}")
+    _cleanup_opsets(model, current)
+    return model
+
+
+def lower(
+    model: ModelProto | str | os.PathLike[str],
+    *,
+    opset: int | None = None,
+    target: str = "ort",
+    only: Callable[[NodeProto], bool] | None = None,
+    wrap_int32: bool = False,
+) -> ModelProto:
+    """The model with every Dequantize node (or those where ``only(node)`` is true) in standard ONNX.
+
+    ``model`` is a ``ModelProto`` (not modified) or a path (external data is loaded). ``opset=None``
+    keeps the model's default-domain opset; otherwise the model is converted to ``opset`` (13 to 27).
+    ``target``: "ort" (the fastest exact forms for ONNX Runtime) or "portable" (per-tensor/per-axis
+    DequantizeLinear and Cast/Sub/Mul/Reshape only). ``wrap_int32=True`` lets i32 nodes use ORT's
+    wrapping int32 arithmetic. Raises ``DequantizeError`` for a node that breaks the contract, an
+    unsupported opset or target, or an unreadable file.
+    """
+    from . import modelio
+
+    base_dir = None
+    if isinstance(model, ModelProto):
+        work = ModelProto()
+        work.CopyFrom(model)
+    else:
+        work = modelio.load(model, load_external=True)
+        base_dir = os.path.dirname(os.path.abspath(os.fspath(model)))
+    return lower_model(work, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir)

@@ -1,0 +1,120 @@
+"""The lowering pass: exact results in ORT for each strategy, ``only=``, opsets, the contract's errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import onnx_dequant as odq
+from onnx_dequant.compare import same_bits, ulp_distance
+from onnx_dequant.rewrite import LoweredNode, lower_model
+
+from lowering_util import domain_nodes, one_node_model, random_case, run_ort
+
+PATTERNS = [
+    ((4, 5, 6), ()),
+    ((4, 5, 6), (0,)),
+    ((4, 5, 6), (2,)),
+    ((4, 5, 6), (0, 2)),
+    ((3, 4, 5, 6), (1, 3)),
+    ((3, 4, 5, 6), (0, 1, 2)),
+    ((3, 4, 5, 6), (1, 2)),
+    ((3, 4), (0, 1)),
+    ((), ()),
+]
+
+
+def _check(model, x, s, z, axes, *, ulps=0):
+    ref = odq.dequantize(x, s, z, axes=axes)
+    (y,) = run_ort(model, {"x": x})
+    if ref.dtype != y.dtype:  # bf16 read through a Cast to f32 (exact)
+        ref = ref.astype(np.float32)
+    if ulps == 0:
+        assert same_bits(y, ref), f"max ULP {np.max(ulp_distance(y, ref)) if y.size else 0}"
+    else:
+        assert np.max(ulp_distance(y, ref), initial=0) <= ulps
+
+
+@pytest.mark.parametrize("shape,axes", PATTERNS)
+@pytest.mark.parametrize("opset", [13, 21])
+@pytest.mark.parametrize("target", ["ort", "portable"])
+@pytest.mark.parametrize("consumer", [None, "Relu"])
+def test_patterns_exact(shape, axes, opset, target, consumer):
+    rng = np.random.default_rng(len(shape) * 100 + len(axes))
+    x, s, z = random_case(rng, shape, axes, "i8", "f32")
+    m = one_node_model(x, s, z, axes, opset=opset, consumer=consumer)
+    report: list[LoweredNode] = []
+    lowered = lower_model(m, target=target, report=report)
+    assert domain_nodes(lowered) == 0
+    assert all(o.domain != odq.DOMAIN for o in lowered.opset_import)
+    onnx.checker.check_model(lowered, full_check=True)
+    if target == "portable":
+        assert report[0].strategy != "dql-blocked"
+    if consumer == "Relu":
+        ref = np.maximum(odq.dequantize(x, s, z, axes=axes), 0)
+        (y,) = run_ort(lowered, {"x": x})
+        assert np.array_equal(y, ref)  # ORT's Relu keeps -0.0
+    else:
+        _check(lowered, x, s, z, axes)
+
+
+@pytest.mark.parametrize("qt,rt", [("u8", "f16"), ("i8", "bf16"), ("i16", "f32"), ("u16", "f32"), ("i32", "f32"), ("u8", "f64"), ("i32", "f64"), ("i4", "f32"), ("u4", "f16")])
+@pytest.mark.parametrize("shape,axes", [((4, 5, 6), ()), ((4, 5, 6), (1,)), ((3, 4, 5, 6), (1, 3))])
+def test_type_pairs_exact(qt, rt, shape, axes):
+    rng = np.random.default_rng(7)
+    x, s, z = random_case(rng, shape, axes, qt, rt)
+    m = one_node_model(x, s, z, axes, opset=21, x_const=qt in ("i4", "u4"))
+    lowered = odq.lower(m)
+    onnx.checker.check_model(lowered, full_check=True)
+    ref = odq.dequantize(x, s, z, axes=axes)
+    (y,) = run_ort(lowered, {} if qt in ("i4", "u4") else {"x": x})
+    if ref.dtype != y.dtype:
+        ref = ref.astype(np.float32)
+    assert same_bits(y, ref)
+
+
+def test_only_keeps_other_nodes_and_domain():
+    rng = np.random.default_rng(1)
+    x, s, z = random_case(rng, (2, 3), (1,), "u8", "f32")
+    m = one_node_model(x, s, z, (1,))
+    second = odq.make_node(["x", "s", "z"], ["y2"], axes=[1], name="keep_me")
+    m.graph.node.append(second)
+    m.graph.output.append(onnx.helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, [2, 3]))
+    lowered = odq.lower(m, only=lambda n: n.name != "keep_me")
+    kept = [n for n in lowered.graph.node if n.domain == odq.DOMAIN]
+    assert [n.name for n in kept] == ["keep_me"]
+    assert any(o.domain == odq.DOMAIN for o in lowered.opset_import)
+    assert odq.lower(lowered).graph.node[-1].domain == ""  # the rest lowers later
+    assert domain_nodes(m) == 2  # the caller's model is untouched
+
+
+def test_keeps_node_name_and_doc():
+    rng = np.random.default_rng(2)
+    x, s, z = random_case(rng, (2, 3), (), "i8", "f32")
+    m = one_node_model(x, s, z, ())
+    m.graph.node[0].doc_string = "the doc"
+    lowered = odq.lower(m)
+    last = [n for n in lowered.graph.node if "y" in n.output][0]
+    assert last.name == "dq" and last.doc_string == "the doc"
+
+
+def test_contract_violation_names_node_and_rule():
+    x = np.zeros((2, 3), np.int8)
+    s = np.ones((4,), np.float32)
+    m = one_node_model(x, s, None, (1,))
+    with pytest.raises(odq.DequantizeError, match=r"node 'dq'.*must match input shape"):
+        odq.lower(m)
+
+
+@pytest.mark.parametrize("opset", [12, 28, "x"])
+def test_unsupported_opset(opset):
+    m = one_node_model(np.zeros((2,), np.int8), np.ones((), np.float32), None, ())
+    with pytest.raises(odq.DequantizeError, match="opset"):
+        odq.lower(m, opset=opset)
+
+
+def test_unknown_target():
+    m = one_node_model(np.zeros((2,), np.int8), np.ones((), np.float32), None, ())
+    with pytest.raises(odq.DequantizeError, match="target"):
+        odq.lower(m, target="tensorrt")
