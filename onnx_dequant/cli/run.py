@@ -44,11 +44,14 @@ def _load_npz(path: str) -> dict[str, np.ndarray]:
     if not Path(path).is_file():
         raise DequantizeError("no such inputs file", path=path)
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise DequantizeError("inputs must be an .npz archive (numpy.savez), not a single array", path=path)
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise DequantizeError("inputs must be an .npz archive (numpy.savez), not a single array", path=path)
+        with data:
             return {name: data[name] for name in data.files}
     except (ValueError, zipfile.BadZipFile, EOFError) as e:
+        if isinstance(e, DequantizeError):
+            raise
         raise DequantizeError(f"cannot read the inputs: {e}", path=path) from None
 
 

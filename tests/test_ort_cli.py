@@ -1,0 +1,118 @@
+"""``onnx-dequant run``: inputs by name from npz, clear errors (exit 2), outputs written atomically."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as TP
+from onnx import helper
+
+import onnx_dequant as odq
+from onnx_dequant.cli import main
+from onnx_dequant.compare import same_bits
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    nodes = [
+        odq.make_node(["x", "s", "z"], ["y"], axes=[0, 2], name="dq"),
+        helper.make_node("Relu", ["y"], ["file"]),  # an output named like numpy.savez's own argument
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TP.INT8, [2, 3, 4]),
+            helper.make_tensor_value_info("s", TP.FLOAT, None),  # no shape: checked at run time
+            helper.make_tensor_value_info("z", TP.INT8, [2, 4]),
+        ],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [2, 3, 4]), helper.make_tensor_value_info("file", TP.FLOAT, [2, 3, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)], ir_version=10)
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def _inputs(rng):
+    return {
+        "x": rng.integers(-128, 128, (2, 3, 4)).astype(np.int8),
+        "s": rng.standard_normal((2, 4)).astype(np.float32),
+        "z": rng.integers(-128, 128, (2, 4)).astype(np.int8),
+    }
+
+
+def test_run_writes_outputs_by_name(model_path, tmp_path, capsys):
+    feed = _inputs(np.random.default_rng(0))
+    np.savez(tmp_path / "in.npz", **feed)
+    out = tmp_path / "out.npz"
+    assert main(["run", str(model_path), "--inputs", str(tmp_path / "in.npz"), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "y: float32 (2, 3, 4)" in printed and "Python kernel: 1" in printed
+    want = odq.dequantize(feed["x"], feed["s"], feed["z"], axes=[0, 2])
+    with np.load(out) as got:
+        assert sorted(got.files) == ["file", "y"]
+        assert same_bits(got["y"], want) and same_bits(got["file"], np.maximum(want, 0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npz", "m.onnx", "out.npz"]
+
+
+def test_run_json(model_path, tmp_path, capsys):
+    np.savez(tmp_path / "in.npz", **_inputs(np.random.default_rng(1)))
+    code = main(["run", str(model_path), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "o.npz"), "--json", "--no-optimizations"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["kernel_nodes"] == ["dq"] and result["lowered_nodes"] == {}
+    assert result["outputs"]["y"] == {"dtype": "float32", "shape": [2, 3, 4]}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda f: f.pop("z"), "missing input 'z'"),
+        (lambda f: f.update(extra=np.zeros(1)), "extra input 'extra'"),
+        (lambda f: f.update(x=f["x"].astype(np.int16)), "input 'x' has dtype int16"),
+        (lambda f: f.update(x=np.zeros((2, 3, 5), np.int8)), r"input 'x' has shape \(2, 3, 5\)"),
+        (lambda f: f.update(z=np.zeros((2,), np.int8)), r"input 'z' has shape \(2,\), the model wants rank 2"),
+        (lambda f: f.update(s=np.ones((3, 4), np.float32)), r"node 'dq'.*Scale shape \(\{3,4\}\) and zero point shape"),
+    ],
+    ids=["missing", "extra", "dtype", "shape", "rank", "runtime"],
+)
+def test_bad_inputs_exit_2_and_leave_output_alone(model_path, tmp_path, capsys, change, message):
+    feed = _inputs(np.random.default_rng(2))
+    change(feed)
+    np.savez(tmp_path / "in.npz", **feed)
+    out = tmp_path / "out.npz"
+    out.write_bytes(b"previous")
+    assert main(["run", str(model_path), "--inputs", str(tmp_path / "in.npz"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("onnx-dequant run: error:")
+    assert re.search(message, err), err
+    assert "Traceback" not in err
+    assert out.read_bytes() == b"previous"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.npz", "m.onnx", "out.npz"]
+
+
+def test_missing_files_and_non_npz_exit_2(model_path, tmp_path, capsys):
+    assert main(["run", str(model_path), "--inputs", str(tmp_path / "nope.npz"), "-o", str(tmp_path / "o.npz")]) == 2
+    np.save(tmp_path / "single.npy", np.zeros(3))
+    assert main(["run", str(model_path), "--inputs", str(tmp_path / "single.npy"), "-o", str(tmp_path / "o.npz")]) == 2
+    assert main(["run", str(tmp_path / "none.onnx"), "--inputs", str(tmp_path / "single.npy"), "-o", str(tmp_path / "o.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("onnx-dequant run: error:") == 3 and "Traceback" not in err
+    assert not (tmp_path / "o.npz").exists()
+
+
+def test_console_script_runs(model_path, tmp_path):
+    np.savez(tmp_path / "in.npz", **_inputs(np.random.default_rng(3)))
+    proc = subprocess.run(
+        [sys.executable, "-m", "onnx_dequant.cli", "run", str(model_path), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "o.npz")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "o.npz").exists()
