@@ -247,6 +247,7 @@ class _Context:
     target: str
     only: Callable[[NodeProto], bool] | None
     wrap_int32: bool
+    strategies: Any
     names: set[str]
     report: list[LoweredNode]
 
@@ -329,7 +330,7 @@ def _rewrite_nodes(owner: Any, ctx: _Context, types: dict, consts: _Constants, *
             new_nodes.append(n)
             continue
         info = _node_info(n, ctx, types, consts, consumers, outputs)
-        chosen = plan(info)
+        chosen = plan(info, ctx.strategies)
         em = Emitter(n.name or info.output, ctx.names, function=function)
         chosen.strategy.emit(info, em)
         last = em.nodes[-1]
@@ -451,13 +452,14 @@ def lower_model(
     wrap_int32: bool = False,
     base_dir: str | os.PathLike[str] | None = None,
     report: list[LoweredNode] | None = None,
+    strategies: Any = None,
 ) -> ModelProto:
     """Lower ``model``'s Dequantize nodes (those where ``only(node)`` is true; all when ``only`` is None).
 
     Works on ``model`` itself (callers copy) and returns the result, which is ``model`` unless the opset
     was converted. ``base_dir`` is the model's folder, for reading small external constants.
     ``wrap_int32`` allows ORT's int32 semantics (wrapping subtraction) for speed. ``report`` (a list)
-    receives one ``LoweredNode`` per lowered node.
+    receives one ``LoweredNode`` per lowered node. ``strategies`` (names) limits the forms used.
     """
     if target not in TARGETS:
         raise DequantizeError(f"Unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
@@ -481,7 +483,7 @@ def lower_model(
         model.ir_version = min_ir
     if not todo:
         return model
-    ctx = _Context(model, current, target, only, wrap_int32, _all_names(model), report if report is not None else [])
+    ctx = _Context(model, current, target, only, wrap_int32, strategies, _all_names(model), report if report is not None else [])
     types = _graph_types(model)
     consts = _Constants(None if base_dir is None else os.fspath(base_dir))
     _rewrite_nodes(model.graph, ctx, types, consts, function=False, label=model.graph.name or "main")

@@ -6,6 +6,7 @@ one applies (ORT fuses those into MatMulIntegerToFloat/QLinear*/MatMulNBits), wh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import DequantizeError
@@ -34,14 +35,20 @@ class Plan:
     costs: dict[str, float]
 
 
-def plan(info: NodeInfo) -> Plan:
-    """The strategy to lower ``info`` with; ``DequantizeError`` when none applies."""
+def plan(info: NodeInfo, strategies: Sequence[str] | None = None) -> Plan:
+    """The strategy to lower ``info`` with; ``DequantizeError`` when none applies.
+
+    ``strategies`` limits the choice to those names (tests and benchmarks force a form this way).
+    """
     if info.target not in TARGETS:
         raise DequantizeError(f"Unknown target '{info.target}' (expected one of {', '.join(TARGETS)})")
     refused: dict[str, str] = {}
     costs: dict[str, float] = {}
     usable: list[Strategy] = []
     for s in STRATEGIES:
+        if strategies is not None and s.name not in strategies:
+            refused[s.name] = "not among the strategies asked for"
+            continue
         if info.target == "portable" and not s.portable:
             refused[s.name] = "not a portable form"
             continue
