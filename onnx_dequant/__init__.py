@@ -15,12 +15,14 @@ from .ort import session
 from .reference import DequantizeOp, dequantize
 from .rewrite import lower
 from .schema import DOMAIN, OP_TYPE, make_node
+from .validation import Report, validate
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DOMAIN",
     "OP_TYPE",
+    "Report",
     "DequantizeError",
     "DequantizeOp",
     "TensorType",
@@ -30,4 +32,5 @@ __all__ = [
     "lower",
     "make_node",
     "session",
+    "validate",
 ]

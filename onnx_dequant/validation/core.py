@@ -1,0 +1,281 @@
+"""``validate``: run a model every way we can and compare each run with the reference.
+
+The oracle is the original model under ``onnx.reference.ReferenceEvaluator`` with our exact kernel.
+Against it, each at ONNX Runtime's default optimization level and with optimizations off:
+
+- ``lowered``: ONNX Runtime on ``onnx_dequant.lower(model)``;
+- ``kernel``: ONNX Runtime with our Python kernel (``onnx_dequant.session(model)``);
+- ``ort``: plain ONNX Runtime, for a model without our op;
+- ``against``: another model (lowered by us, by another tool or by hand) on the same inputs, instead of
+  the paths above unless ``paths`` asks for them too.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from ..errors import DequantizeError
+from ..schema import is_dequantize
+from . import inputs as inputs_mod
+from .diff import OutputResult, compare_output
+from .localize import first_difference
+from .policy import Policy, Tolerance, tolerances
+from .progress import Progress
+from .report import PathResult, Report
+from .runners import LEVELS, OrtRunner, ReferenceRunner, Skip, has_dequantize
+
+__all__ = ["validate", "load_model", "PATHS"]
+
+PATHS = ("lowered", "kernel", "ort", "against")
+"""Path names ``validate(paths=...)`` accepts."""
+
+
+def load_model(source: Any, *, what: str = "model") -> tuple[onnx.ModelProto, str]:
+    """A ModelProto from a ModelProto, an ``.onnx`` path or an nGraph ``.json`` path (converted), and a
+    name for the report. Checks the model with the ONNX checker (full check, our op's contract included)."""
+    if isinstance(source, onnx.ModelProto):
+        model, label, path = source, source.graph.name or "<model>", None
+    elif isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        label = path
+        if not os.path.exists(path):
+            raise DequantizeError(f"{what} file not found", path=path)
+        if path.lower().endswith(".json"):
+            try:
+                from ..ngraph import convert
+            except ImportError as e:
+                raise DequantizeError(f"nGraph JSON input needs onnx_dequant.ngraph, which is not available: {e}", path=path) from None
+            try:
+                model = convert(path)
+            except DequantizeError as e:
+                raise e.at(path=path) from None
+        else:
+            try:
+                model = onnx.load(path)
+            except Exception as e:  # noqa: BLE001 - protobuf raises its own DecodeError, among others
+                raise DequantizeError(f"not a readable ONNX model: {type(e).__name__}: {e}", path=path) from None
+    else:
+        raise DequantizeError(f"{what} must be an onnx.ModelProto or a file path, got {type(source).__name__}")
+    _check(model, path)
+    return model, label
+
+
+def _check(model: onnx.ModelProto, path: str | None) -> None:
+    try:
+        if model.ByteSize() < 2**31 - 2**20:
+            onnx.checker.check_model(model, full_check=True)
+        elif path is not None:
+            onnx.checker.check_model(path, full_check=True)
+    except DequantizeError as e:
+        raise e.at(path=path) from None
+    except Exception as e:  # noqa: BLE001 - checker / inference errors of every kind
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DequantizeError(f"invalid model: {msg}", path=path) from None
+
+
+def _count_dequantize(model: onnx.ModelProto) -> int:
+    return sum(is_dequantize(n) for n in model.graph.node)
+
+
+def _with_types(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with inferred value_info (for the per-tensor policy); the model itself on failure."""
+    if model.ByteSize() >= 2**31 - 2**20:
+        return model
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception:  # noqa: BLE001 - the policy then treats unknown types conservatively
+        return model
+
+
+def _feeds(model: onnx.ModelProto, given: Any, *, seed: int, dims: Any, real_range: tuple[float, float]) -> tuple[dict[str, np.ndarray], str]:
+    specs = inputs_mod.graph_inputs(model)
+    if given is None:
+        return inputs_mod.generate(specs, seed=seed, dims=inputs_mod.parse_dims(dims), real_range=real_range), "generated"
+    if isinstance(given, (str, os.PathLike)):
+        path = os.fspath(given)
+        if not os.path.exists(path):
+            raise DequantizeError("inputs file not found", path=path)
+        return inputs_mod.check_feeds(specs, inputs_mod.load_npz(path), source=path), "file"
+    if isinstance(given, Mapping):
+        return inputs_mod.check_feeds(specs, given), "given"
+    raise DequantizeError(f"inputs must be a mapping of name to array or an .npz path, got {type(given).__name__}")
+
+
+def _choose_paths(paths: Sequence[str] | None, model: onnx.ModelProto, against: onnx.ModelProto | None) -> list[str]:
+    if paths is None:
+        if against is not None:
+            return ["against"]
+        return ["lowered", "kernel"] if has_dequantize(model) else ["ort"]
+    chosen = []
+    for p in paths:
+        if p not in PATHS:
+            raise DequantizeError(f"unknown path '{p}'; choose from {', '.join(PATHS)}")
+        if p == "against" and against is None:
+            raise DequantizeError("path 'against' needs an other model (against=... / --against)")
+        if p not in chosen:
+            chosen.append(p)
+    return chosen
+
+
+def validate(
+    model: Any,
+    inputs: Any = None,
+    *,
+    against: Any = None,
+    opset: int | None = None,
+    target: str = "ort",
+    seed: int = 0,
+    dims: Any = None,
+    real_range: tuple[float, float] = (-1.0, 1.0),
+    policy: Policy | None = None,
+    paths: Sequence[str] | None = None,
+    levels: Sequence[str] = LEVELS,
+    localize: bool = True,
+    progress: bool = False,
+) -> Report:
+    """Run ``model`` every way we can and compare each run with the reference; returns a ``Report``.
+
+    ``model`` (and ``against``) is an ``onnx.ModelProto``, an ``.onnx`` path or an nGraph ``.json`` path.
+    ``inputs`` is a mapping of input name to array, an ``.npz`` path, or None to generate them from the
+    declared types and shapes (``seed``; ``dims`` sizes symbolic dims, ``{"N": 4}`` or ``["N=4"]``;
+    ``real_range`` bounds real inputs). ``opset`` and ``target`` go to ``lower``. ``policy`` sets the
+    allowed ULP (see ``Policy``). ``paths`` picks among ``PATHS`` (default: lowered and kernel, or ort
+    for a model without our op, or against when ``against`` is given); ``levels`` among "default" and
+    "off". ``localize`` names the first differing node of a failing path. ``progress`` prints steps
+    that take more than two seconds to stderr.
+
+    Raises ``DequantizeError`` for bad input (an invalid model, inputs that do not fit it, a model the
+    reference cannot run); a path that fails to load or run is reported, not raised.
+    """
+    policy = policy or Policy()
+    levels = list(levels)
+    for lv in levels:
+        if lv not in LEVELS:
+            raise DequantizeError(f"unknown optimization level '{lv}'; choose from {', '.join(LEVELS)}")
+    show = Progress(progress)
+    with show.step("loading"):
+        original, label = load_model(model)
+        other, other_label = (None, None) if against is None else load_model(against, what="other model")
+    chosen = _choose_paths(paths, original, other)
+    feeds, source = _feeds(original, inputs, seed=seed, dims=dims, real_range=real_range)
+    other_feeds = None
+    if other is not None:
+        other_specs = inputs_mod.graph_inputs(other)
+        lacking = [s.name for s in other_specs if s.name not in feeds]
+        if lacking:
+            raise DequantizeError(
+                f"the other model needs input(s) {', '.join(map(repr, lacking))} that the model does not have",
+                path=other_label,
+            )
+        other_feeds = inputs_mod.check_feeds(
+            other_specs, {s.name: feeds[s.name] for s in other_specs}, source=f"the other model ({other_label})"
+        )
+        missing = [o.name for o in original.graph.output if o.name not in {p.name for p in other.graph.output}]
+        if missing:
+            raise DequantizeError(
+                f"the other model lacks output(s) {', '.join(map(repr, missing))} of the model", path=other_label
+            )
+    tol = tolerances(_with_types(original), policy)
+    report = Report(
+        model=label,
+        against=other_label,
+        dequantize_nodes=_count_dequantize(original),
+        inputs=[{"name": k, "dtype": str(v.dtype), "shape": list(v.shape), "source": source} for k, v in feeds.items()],
+        seed=seed if source == "generated" else None,
+        policy=policy.to_dict(),
+    )
+
+    oracle = ReferenceRunner(original)
+    t0 = time.perf_counter()
+    with show.step("running the reference"):
+        expected = oracle.run(feeds)
+    report.reference_seconds = time.perf_counter() - t0
+    out_names = [o.name for o in original.graph.output]
+    out_tol = {n: tol.get(n, Tolerance(policy.exact_ulp, False, "graph output")) for n in out_names}
+    state: dict[str, Any] = {}
+
+    def oracle_all() -> dict[str, Any]:
+        if "intermediate" not in state:
+            with show.step("running the reference with intermediates"):
+                state["intermediate"] = oracle.run(feeds, intermediate=True)
+        return state["intermediate"]
+
+    for path in chosen:
+        try:
+            path_model, path_feeds, kernel = _path_model(path, original, other, feeds, other_feeds, opset, target, show)
+        except Skip as e:
+            report.paths.extend(PathResult(path, lv, "skipped", str(e)) for lv in levels)
+            continue
+        for level in levels:
+            result = PathResult(path, level, "pass")
+            t0 = time.perf_counter()
+            with show.step(f"running {result.label}"):
+                try:
+                    got = OrtRunner(path_model, level, kernel=kernel).run(path_feeds)
+                except Skip as e:
+                    result.status, result.reason = "skipped", str(e)
+                except Exception as e:  # noqa: BLE001 - a path that cannot load or run is a finding
+                    result.status, result.reason = "error", _one_line(e)
+            result.seconds = time.perf_counter() - t0
+            if result.status == "pass":
+                for name in out_names:
+                    result.outputs.append(compare_output(name, expected[name], got.get(name), out_tol[name]))
+                del got
+                if not all(o.ok for o in result.outputs):
+                    result.status = "fail"
+                    if localize:
+                        with show.step(f"finding the first differing node of {result.label}"):
+                            result.first_difference = first_difference(
+                                original,
+                                oracle_all(),
+                                lambda expose, m=path_model, lv=level, k=kernel: OrtRunner(m, lv, kernel=k, expose=expose).run(path_feeds),
+                                tol,
+                            )
+            report.paths.append(result)
+    return report
+
+
+def _path_model(
+    path: str,
+    original: onnx.ModelProto,
+    other: onnx.ModelProto | None,
+    feeds: dict[str, np.ndarray],
+    other_feeds: dict[str, np.ndarray] | None,
+    opset: int | None,
+    target: str,
+    show: Progress,
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray], bool]:
+    """The model a path runs, its feeds, and whether it needs our kernel."""
+    if path == "against":
+        assert other is not None and other_feeds is not None
+        return other, other_feeds, has_dequantize(other)
+    if path == "ort":
+        return original, feeds, has_dequantize(original)
+    if path == "kernel":
+        if not has_dequantize(original):
+            raise Skip("the model has no Dequantize node (plain ONNX Runtime is the 'ort' path)")
+        return original, feeds, True
+    # lowered
+    try:
+        from ..rewrite import lower
+    except ImportError as e:
+        raise Skip(f"the lowering pass (onnx_dequant.rewrite.lower) is not available: {e}") from None
+    with show.step("lowering"):
+        try:
+            lowered = lower(original, opset=opset, target=target)
+        except DequantizeError as e:
+            raise DequantizeError(f"lowering failed: {e}") from None
+    return lowered, feeds, has_dequantize(lowered)
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(e).__name__}: {first}"[:400]
+

@@ -1,0 +1,224 @@
+"""A model's inputs for validation: read from an ``.npz`` file by input name, or generated from the
+declared types and shapes.
+
+Generated integer inputs are uniform random bits, so they span their type's whole range, and the
+first two elements are the type's minimum and maximum. Real inputs are uniform in a range the caller
+sets. Symbolic (or unnamed unknown) dims take the size the caller gives per name, else ``DEFAULT_DIM``.
+The same seed gives the same inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import onnx
+
+from .. import dtypes
+from ..errors import DequantizeError
+
+__all__ = ["DEFAULT_DIM", "InputSpec", "graph_inputs", "generate", "load_npz", "check_feeds", "parse_dims"]
+
+DEFAULT_DIM = 3
+"""Size of a symbolic or unknown dim with no ``--dim``: small, and not 1 (1 hides broadcasting mistakes)."""
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """A graph input the caller must feed: its name, element type and shape (None = unknown rank)."""
+
+    name: str
+    elem: int  # ONNX TensorProto data type
+    shape: tuple[int | str | None, ...] | None
+
+    @property
+    def numpy(self) -> np.dtype:
+        return onnx.helper.tensor_dtype_to_np_dtype(self.elem)
+
+    def describe(self) -> str:
+        dims = "?" if self.shape is None else "(" + ", ".join("?" if d is None else str(d) for d in self.shape) + ")"
+        return f"{onnx.TensorProto.DataType.Name(self.elem).lower()} {dims}"
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
+    """The main graph's inputs that are not initializers (those are the ones a caller feeds)."""
+    inits = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.sparse_initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise DequantizeError(f"input '{vi.name}' is not a tensor; validation feeds tensors only")
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(
+                int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
+            )
+        specs.append(InputSpec(vi.name, int(tt.elem_type), shape))
+    return specs
+
+
+def parse_dims(items: Any) -> dict[str, int]:
+    """``{"N": 4}`` from ``["N=4", ...]`` or a mapping; ``DequantizeError`` on anything else."""
+    if items is None:
+        return {}
+    if isinstance(items, Mapping):
+        pairs = list(items.items())
+    else:
+        pairs = []
+        for item in items:
+            name, sep, size = str(item).partition("=")
+            if not sep or not name.strip():
+                raise DequantizeError(f"--dim wants NAME=SIZE, got '{item}'")
+            pairs.append((name.strip(), size.strip()))
+    dims = {}
+    for name, size in pairs:
+        try:
+            n = int(size)
+        except (TypeError, ValueError):
+            raise DequantizeError(f"dim '{name}': size must be an integer, got '{size}'") from None
+        if n < 0:
+            raise DequantizeError(f"dim '{name}': size must be >= 0, got {n}")
+        dims[str(name)] = n
+    return dims
+
+
+def _concrete_shape(spec: InputSpec, dims: Mapping[str, int], default: int) -> tuple[int, ...]:
+    if spec.shape is None:
+        raise DequantizeError(
+            f"input '{spec.name}' has no declared shape, so it cannot be generated; give it with --inputs"
+        )
+    return tuple(d if isinstance(d, int) else int(dims.get(d, default)) if d else default for d in spec.shape)
+
+
+def _random_bits(rng: np.random.Generator, dt: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    n = int(np.prod(shape, dtype=np.int64))
+    carrier = np.dtype(f"u{dt.itemsize}")
+    return np.frombuffer(rng.bytes(n * dt.itemsize), carrier).reshape(shape)
+
+
+def _generate_one(
+    spec: InputSpec, rng: np.random.Generator, shape: tuple[int, ...], real_range: tuple[float, float]
+) -> np.ndarray:
+    try:
+        dt = dtypes.parse(spec.elem)
+    except DequantizeError:
+        raise DequantizeError(
+            f"input '{spec.name}': cannot generate values of type {onnx.TensorProto.DataType.Name(spec.elem)}; "
+            "give it with --inputs"
+        ) from None
+    n = int(np.prod(shape, dtype=np.int64))
+    if dt.kind == "real":
+        low, high = real_range
+        out = rng.uniform(low, high, size=shape)
+        return out.astype(dt.numpy)
+    if dt.kind == "boolean":
+        return (_random_bits(rng, np.dtype(np.uint8), shape) & 1).astype(np.bool_)
+    if dt.bits == 4:  # ml_dtypes 4-bit types: draw a nibble, map to the type's range
+        nib = (_random_bits(rng, np.dtype(np.uint8), shape) & 0xF).astype(np.int8)
+        out = (nib - 8 if dt.signed else nib).astype(dt.numpy)
+    else:
+        out = _random_bits(rng, dt.numpy, shape).view(dt.numpy).copy()  # frombuffer is read-only
+    if n >= 2:  # the extremes, always
+        flat = out.reshape(-1)
+        flat[0] = dt.min
+        flat[1] = dt.max
+    return out
+
+
+def generate(
+    specs: list[InputSpec],
+    *,
+    seed: int = 0,
+    dims: Mapping[str, int] | None = None,
+    real_range: tuple[float, float] = (-1.0, 1.0),
+    default_dim: int = DEFAULT_DIM,
+) -> dict[str, np.ndarray]:
+    """Inputs for ``specs``: integers over their whole range, reals uniform in ``real_range``.
+
+    Each input draws from its own stream (seeded by ``seed`` and its position), so adding an input
+    does not change the others.
+    """
+    low, high = float(real_range[0]), float(real_range[1])
+    if not (np.isfinite(low) and np.isfinite(high) and low <= high):
+        raise DequantizeError(f"real input range must be finite with LOW <= HIGH, got [{low}, {high}]")
+    dims = dict(dims or {})
+    feeds = {}
+    for i, spec in enumerate(specs):
+        rng = np.random.default_rng([int(seed), i])
+        feeds[spec.name] = _generate_one(spec, rng, _concrete_shape(spec, dims, default_dim), (low, high))
+    return feeds
+
+
+def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file by name (no pickles); ``DequantizeError`` for a bad file."""
+    try:
+        with np.load(os.fspath(path), allow_pickle=False) as data:
+            if not hasattr(data, "files"):
+                raise DequantizeError("not an .npz archive (a single .npy array?)", path=os.fspath(path))
+            return {k: data[k] for k in data.files}
+    except DequantizeError:
+        raise
+    except FileNotFoundError:
+        raise
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+        raise DequantizeError(f"cannot read inputs: {e}", path=os.fspath(path)) from None
+
+
+_UNSTORABLE = {  # ml_dtypes types that .npz files store as raw bytes ('V2', 'V1')
+    onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16,
+    onnx.TensorProto.INT4: ml_dtypes.int4,
+    onnx.TensorProto.UINT4: ml_dtypes.uint4,
+}
+
+
+def check_feeds(specs: list[InputSpec], feeds: Mapping[str, Any], *, source: str = "inputs") -> dict[str, np.ndarray]:
+    """``feeds`` checked against ``specs``: every input present, no extra names, types and fixed dims
+    matching, one size per symbolic dim. Returns the arrays (raw-byte ml_dtypes arrays viewed as their type)."""
+    names = {s.name for s in specs}
+    missing = [s.name for s in specs if s.name not in feeds]
+    extra = sorted(set(feeds) - names)
+    if missing:
+        raise DequantizeError(f"{source}: missing input(s) {', '.join(map(repr, missing))}")
+    if extra:
+        raise DequantizeError(
+            f"{source}: unknown input name(s) {', '.join(map(repr, extra))}; the model's inputs are "
+            f"{', '.join(map(repr, sorted(names))) or 'none'}"
+        )
+    out: dict[str, np.ndarray] = {}
+    symbols: dict[str, tuple[int, str]] = {}
+    for spec in specs:
+        value = feeds[spec.name]
+        if not isinstance(value, (np.ndarray, np.generic)):
+            raise DequantizeError(f"{source}: input '{spec.name}' must be a NumPy array, got {type(value).__name__}")
+        arr = np.asarray(value)
+        want = spec.numpy
+        if spec.elem in _UNSTORABLE and arr.dtype.kind == "V" and arr.dtype.itemsize == np.dtype(want).itemsize:
+            arr = arr.view(want)
+        if arr.dtype != want:
+            raise DequantizeError(f"{source}: input '{spec.name}' must have element type {want}, got {arr.dtype}")
+        if spec.shape is not None:
+            if arr.ndim != len(spec.shape):
+                raise DequantizeError(
+                    f"{source}: input '{spec.name}' must have rank {len(spec.shape)} {spec.describe()}, "
+                    f"got shape {arr.shape}"
+                )
+            for axis, (d, n) in enumerate(zip(spec.shape, arr.shape)):
+                if isinstance(d, int) and d != n:
+                    raise DequantizeError(
+                        f"{source}: input '{spec.name}' dim {axis} must be {d}, got shape {arr.shape}"
+                    )
+                if isinstance(d, str):
+                    seen = symbols.setdefault(d, (n, spec.name))
+                    if seen[0] != n:
+                        raise DequantizeError(
+                            f"{source}: dim '{d}' is {seen[0]} in input '{seen[1]}' but {n} in input '{spec.name}'"
+                        )
+        out[spec.name] = arr
+    return out

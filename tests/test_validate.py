@@ -1,0 +1,490 @@
+"""Validation: every path against the reference, the policy, inputs, localization, the report."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import ml_dtypes
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnx_dequant as odq
+from onnx_dequant import dtypes
+from onnx_dequant.validation import Policy, validate
+from onnx_dequant.validation.diff import compare_output
+from onnx_dequant.validation.inputs import DEFAULT_DIM, InputSpec, check_feeds, generate, graph_inputs, parse_dims
+from onnx_dequant.validation.policy import Tolerance, tolerances
+from onnx_dequant.validation.progress import Progress
+
+try:
+    from onnx_dequant.rewrite import lower
+except ImportError:  # the lowering pass lands separately
+    lower = None
+
+needs_lower = pytest.mark.skipif(lower is None, reason="onnx_dequant.rewrite.lower not available")
+
+
+# ---- models ----
+
+
+def _scale(shape, dt, seed=1):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(0.01, 2.0, shape).astype(dtypes.parse(dt).numpy)
+
+
+def _zp(shape, dt, seed=2):
+    d = dtypes.parse(dt)
+    rng = np.random.default_rng(seed)
+    return rng.integers(int(d.min), int(d.max) + 1, shape).astype(d.numpy)
+
+
+def dq_model(
+    x_dt="i8",
+    out_dt="f32",
+    shape=(2, 3, 4),
+    axes=(0, 2),
+    *,
+    symbolic=False,
+    relu=True,
+    opset=21,
+    zero_point=True,
+):
+    """x -> Dequantize 'dq1' (scale/zp initializers) [-> Relu 'relu'] -> y."""
+    x = dtypes.parse(x_dt)
+    out = dtypes.parse(out_dt)
+    pshape = tuple(shape[a] for a in axes)
+    inits = [numpy_helper.from_array(_scale(pshape, out), "s")]
+    ins = ["x", "s"]
+    if zero_point:
+        inits.append(numpy_helper.from_array(_zp(pshape, x), "zp"))
+        ins.append("zp")
+    nodes = [odq.make_node(ins, ["w" if relu else "y"], axes=axes, name="dq1")]
+    if relu:
+        nodes.append(helper.make_node("Relu", ["w"], ["y"], name="relu"))
+    in_shape = ["N", *shape[1:]] if symbolic else list(shape)
+    g = helper.make_graph(
+        nodes,
+        "dq",
+        [helper.make_tensor_value_info("x", x.onnx, in_shape)],
+        [helper.make_tensor_value_info("y", out.onnx, in_shape)],
+        inits,
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), odq.schema.opset_import()])
+
+
+def two_stage_model():
+    """y = Relu(dq1(x)) + dq2(w): two Dequantize nodes, then float ops."""
+    s1, z1 = _scale((4,), "f32", 3), _zp((4,), "i8", 4)
+    s2, z2 = _scale((3, 4), "f32", 5), _zp((3, 4), "u8", 6)
+    g = helper.make_graph(
+        [
+            odq.make_node(["x", "s1", "z1"], ["a"], axes=(1,), name="dq1"),
+            helper.make_node("Relu", ["a"], ["r"], name="relu"),
+            odq.make_node(["wq", "s2", "z2"], ["b"], axes=(0, 1), name="dq2"),
+            helper.make_node("Add", ["r", "b"], ["y"], name="add"),
+        ],
+        "two",
+        [
+            helper.make_tensor_value_info("x", TensorProto.INT8, [3, 4]),
+            helper.make_tensor_value_info("wq", TensorProto.UINT8, [3, 4]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [
+            numpy_helper.from_array(s1, "s1"),
+            numpy_helper.from_array(z1, "z1"),
+            numpy_helper.from_array(s2, "s2"),
+            numpy_helper.from_array(z2, "z2"),
+        ],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+
+
+def hand_lowered_two_stage(model):
+    """The two-stage model lowered by hand: per-axis and blocked DequantizeLinear, names kept."""
+    init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    g = helper.make_graph(
+        [
+            helper.make_node("DequantizeLinear", ["x", "s1", "z1"], ["a"], axis=1, name="dql1"),
+            helper.make_node("Relu", ["a"], ["r"], name="relu"),
+            helper.make_node("DequantizeLinear", ["wq", "s2", "z2"], ["b"], axis=0, block_size=1, name="dql2"),
+            helper.make_node("Add", ["r", "b"], ["y"], name="add"),
+        ],
+        "two_lowered",
+        list(model.graph.input),
+        list(model.graph.output),
+        [numpy_helper.from_array(v, k) for k, v in init.items()],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def tamper_scale(model, name, index=(0,), factor=1.5):
+    """A copy of ``model`` with one value of initializer ``name`` changed."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for t in m.graph.initializer:
+        if t.name == name:
+            a = numpy_helper.to_array(t).copy()
+            a[index] = a[index] * factor
+            t.CopyFrom(numpy_helper.from_array(a, name))
+            return m
+    raise KeyError(name)
+
+
+def plain_model():
+    g = helper.make_graph(
+        [helper.make_node("Tanh", ["x"], ["t"], name="tanh"), helper.make_node("Add", ["t", "x"], ["y"], name="add")],
+        "plain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 5])],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def statuses(report):
+    return {p.label: p.status for p in report.paths}
+
+
+# ---- every path agrees on valid models ----
+
+
+@needs_lower
+@pytest.mark.parametrize(
+    "x_dt,out_dt,axes",
+    [
+        ("i8", "f32", (0, 2)),
+        ("u8", "f32", (1,)),
+        ("i8", "f16", (2,)),
+        ("u8", "bf16", (0, 1)),
+        ("i16", "f32", ()),
+        ("u16", "f16", (0, 2)),
+        ("i32", "f32", (1, 2)),
+        ("i8", "f64", (0,)),
+        ("u4", "f32", (1,)),
+        ("i4", "bf16", (1,)),
+    ],
+)
+def test_valid_models_pass_every_path(x_dt, out_dt, axes):
+    report = validate(dq_model(x_dt, out_dt, axes=axes, relu=False))
+    assert report.ok, report.to_text()
+    st = statuses(report)
+    for level in ("default", "off"):
+        assert st[f"lowered/{level}"] == "pass"
+        assert st[f"kernel/{level}"] == "pass"
+    exact, _ = odq.validation.policy.dequantize_ulp(dtypes.parse(x_dt), dtypes.parse(out_dt))
+    assert {o.allowed for p in report.paths for o in p.outputs} == {"0 ULP" if exact else "1 ULP"}
+
+
+def test_symbolic_dims_and_kernel_paths():
+    report = validate(dq_model(symbolic=True, axes=(1, 2)), dims=["N=5"], paths=["kernel"])
+    assert report.inputs[0]["shape"] == [5, 3, 4]
+    assert report.ok, report.to_text()
+    assert statuses(report) == {"kernel/default": "pass", "kernel/off": "pass"}
+
+
+def test_model_without_dequantize_runs_ort_against_the_reference():
+    report = validate(plain_model())
+    assert statuses(report) == {"ort/default": "pass", "ort/off": "pass"}
+    assert report.inputs[0]["shape"] == [DEFAULT_DIM, 5]
+    out = report.paths[0].outputs[0]
+    assert out.why.startswith("Add 'add': float op") and out.allowed == "8 ULP (or of max |x|)"
+    assert report.exit_code == 0
+
+
+@needs_lower
+def test_two_stage_model_every_path():
+    report = validate(two_stage_model())
+    assert report.ok, report.to_text()
+    assert len(report.paths) == 4
+
+
+# ---- a tampered model given with against= fails and names the original node ----
+
+
+def test_against_hand_lowered_model_agrees():
+    m = two_stage_model()
+    report = validate(m, against=hand_lowered_two_stage(m))
+    assert report.ok, report.to_text()
+    assert statuses(report) == {"against/default": "pass", "against/off": "pass"}
+
+
+@pytest.mark.parametrize("initializer,node", [("s1", "dq1"), ("s2", "dq2")])
+def test_against_tampered_scale_names_the_original_node(initializer, node):
+    m = two_stage_model()
+    bad = tamper_scale(hand_lowered_two_stage(m), initializer, index=(1,) if initializer == "s1" else (1, 2))
+    report = validate(m, against=bad)
+    assert not report.ok and report.exit_code == 1
+    for p in report.paths:
+        assert p.status == "fail"
+        fd = p.first_difference
+        assert fd is not None and fd.node == node and fd.op_type == "Dequantize", report.to_text()
+        assert fd.result.failures >= 1 and fd.result.first_failure is not None
+    assert f"first differing node: '{node}' (Dequantize)" in report.to_text()
+
+
+def test_against_swapped_axis_names_the_original_node():
+    m = dq_model("i8", "f32", shape=(4, 4), axes=(1,), relu=True)
+    s = numpy_helper.to_array(m.graph.initializer[0])
+    z = numpy_helper.to_array(m.graph.initializer[1])
+    g = helper.make_graph(
+        [
+            helper.make_node("DequantizeLinear", ["x", "s", "zp"], ["w"], axis=0, name="swapped"),  # should be 1
+            helper.make_node("Relu", ["w"], ["y"], name="relu"),
+        ],
+        "lowered",
+        list(m.graph.input),
+        list(m.graph.output),
+        [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "zp")],
+    )
+    bad = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    report = validate(m, against=bad)
+    assert report.exit_code == 1
+    assert {p.first_difference.node for p in report.paths} == {"dq1"}
+
+
+@needs_lower
+def test_against_tampered_real_lowering_names_the_original_node():
+    m = two_stage_model()
+    lowered = lower(m)
+    assert validate(m, against=lowered).ok
+    # change one value of the first float initializer that holds dq2's scale values
+    s2 = numpy_helper.to_array([t for t in m.graph.initializer if t.name == "s2"][0])
+    target = None
+    for t in lowered.graph.initializer:
+        a = numpy_helper.to_array(t)
+        if a.dtype == np.float32 and a.size == s2.size and np.array_equal(np.sort(a.ravel()), np.sort(s2.ravel())):
+            target = t.name
+    assert target is not None, "no initializer holds dq2's scale"
+    a = numpy_helper.to_array([t for t in lowered.graph.initializer if t.name == target][0])
+    bad = tamper_scale(lowered, target, index=tuple(0 for _ in a.shape))
+    report = validate(m, against=bad)
+    assert report.exit_code == 1
+    assert {p.first_difference.node for p in report.paths} == {"dq2"}, report.to_text()
+
+
+@needs_lower
+def test_against_swapped_axis_in_real_lowering():
+    m = dq_model("u8", "f32", shape=(5, 5), axes=(0,), relu=True)
+    lowered = lower(m)
+    bad = onnx.ModelProto()
+    bad.CopyFrom(lowered)
+    swapped = 0
+    for n in bad.graph.node:
+        if n.op_type == "DequantizeLinear":
+            for a in n.attribute:
+                if a.name == "axis":
+                    a.i = 1 - a.i if a.i in (0, 1) else 0
+                    swapped += 1
+            if not swapped:  # axis defaults to 1
+                n.attribute.append(helper.make_attribute("axis", 0))
+                swapped += 1
+    assert swapped
+    report = validate(m, against=bad)
+    assert report.exit_code == 1
+    assert {p.first_difference.node for p in report.paths if p.status == "fail"} == {"dq1"}, report.to_text()
+
+
+def test_path_that_cannot_load_is_an_error_not_a_crash():
+    m = dq_model(relu=False)
+    broken = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("DequantizeLinear", ["x", "s"], ["y"], axis=1)],  # scale (2,4) on axis 1: wrong
+            "broken",
+            list(m.graph.input),
+            list(m.graph.output),
+            [m.graph.initializer[0]],
+        ),
+        opset_imports=[helper.make_opsetid("", 21)],
+    )
+    report = validate(m, against=broken)
+    assert report.exit_code == 1
+    assert {p.status for p in report.paths} == {"error"}
+    assert "ERROR" in report.to_text() and report.paths[0].reason
+
+
+def test_against_with_other_interface_is_bad_input():
+    m = dq_model(relu=False)
+    other = plain_model()
+    with pytest.raises(odq.DequantizeError, match="other model"):
+        validate(m, against=other)
+
+
+# ---- inputs ----
+
+
+def test_generated_integers_span_the_type_and_are_reproducible():
+    specs = [InputSpec("a", TensorProto.INT8, (64, 64)), InputSpec("b", TensorProto.UINT16, ("N",)),
+             InputSpec("c", TensorProto.INT4, (3, 3)), InputSpec("d", TensorProto.FLOAT16, (100,))]
+    f = generate(specs, seed=7, dims={"N": 50}, real_range=(-3.0, 2.0))
+    assert f["a"].dtype == np.int8 and f["a"].min() == -128 and f["a"].max() == 127
+    assert len(np.unique(f["a"])) > 200  # the whole range, not a corner of it
+    assert f["b"].shape == (50,) and f["b"].min() == 0 and f["b"].max() == 65535
+    assert f["c"].dtype == ml_dtypes.int4 and int(f["c"].min()) == -8 and int(f["c"].max()) == 7
+    assert f["d"].dtype == np.float16 and f["d"].min() >= -3 and f["d"].max() <= 2
+    again = generate(specs, seed=7, dims={"N": 50}, real_range=(-3.0, 2.0))
+    assert all(np.array_equal(f[k].view(np.uint8), again[k].view(np.uint8)) for k in f)
+    other = generate(specs, seed=8, dims={"N": 50}, real_range=(-3.0, 2.0))
+    assert not np.array_equal(f["a"], other["a"])
+
+
+def test_inputs_from_npz_by_name(tmp_path):
+    m = two_stage_model()
+    feeds = generate(graph_inputs(m), seed=3)
+    path = tmp_path / "in.npz"
+    np.savez(path, **feeds)
+    before = path.read_bytes()
+    report = validate(m, str(path), paths=["kernel"], levels=["off"])
+    assert report.ok and report.inputs[0]["source"] == "file"
+    assert path.read_bytes() == before  # never modified
+    same = validate(m, feeds, paths=["kernel"], levels=["off"])
+    assert same.ok
+
+
+@pytest.mark.parametrize(
+    "feeds,message",
+    [
+        ({"x": np.zeros((3, 4), np.int8)}, "missing input.*'wq'"),
+        ({"x": np.zeros((3, 4), np.int8), "wq": np.zeros((3, 4), np.uint8), "z": np.zeros(1)}, "unknown input name.*'z'"),
+        ({"x": np.zeros((3, 4), np.int16), "wq": np.zeros((3, 4), np.uint8)}, "'x' must have element type int8, got int16"),
+        ({"x": np.zeros((3, 5), np.int8), "wq": np.zeros((3, 4), np.uint8)}, "'x' dim 1 must be 4"),
+        ({"x": np.zeros((3,), np.int8), "wq": np.zeros((3, 4), np.uint8)}, "'x' must have rank 2"),
+        ({"x": [1, 2], "wq": np.zeros((3, 4), np.uint8)}, "must be a NumPy array"),
+    ],
+)
+def test_bad_inputs_are_refused_clearly(feeds, message):
+    with pytest.raises(odq.DequantizeError, match=message):
+        validate(two_stage_model(), feeds)
+
+
+def test_symbolic_dims_must_agree():
+    specs = [InputSpec("a", TensorProto.INT8, ("N", 2)), InputSpec("b", TensorProto.INT8, ("N",))]
+    with pytest.raises(odq.DequantizeError, match="dim 'N' is 3 in input 'a' but 4 in input 'b'"):
+        check_feeds(specs, {"a": np.zeros((3, 2), np.int8), "b": np.zeros(4, np.int8)})
+
+
+@pytest.mark.parametrize("dims,message", [(["N"], "NAME=SIZE"), (["N=x"], "integer"), (["N=-1"], ">= 0")])
+def test_bad_dims(dims, message):
+    with pytest.raises(odq.DequantizeError, match=message):
+        parse_dims(dims)
+
+
+def test_inputs_that_break_the_op_are_bad_input():
+    with pytest.raises(odq.DequantizeError, match=r"reference cannot run the model on these inputs: .*must match input shape \(\{5,3,4\}\)"):
+        validate(dq_model(symbolic=True), dims=["N=5"])
+
+
+def test_bad_real_range():
+    with pytest.raises(odq.DequantizeError, match="LOW <= HIGH"):
+        validate(plain_model(), real_range=(2.0, 1.0))
+
+
+def test_invalid_model_is_bad_input():
+    m = dq_model()
+    m.graph.node[0].attribute[0].ints[:] = [0, 5]  # axis 5 of a rank-3 input
+    with pytest.raises(odq.DequantizeError, match=r"Quantization axis \(5\) must be less than input shape rank \(3\)"):
+        validate(m)
+
+
+# ---- policy ----
+
+
+def test_policy_per_tensor():
+    m = two_stage_model()
+    tol = tolerances(onnx.shape_inference.infer_shapes(m))
+    assert tol["a"] == Tolerance(0, False, "Dequantize 'dq1': i8->f32 rounds once")
+    assert tol["r"].ulp == 0 and tol["r"].why.startswith("Dequantize 'dq1'")  # Relu keeps the budget
+    assert tol["y"].ulp == 8 and tol["y"].scaled and tol["y"].why.startswith("Add 'add'")
+    m16 = dq_model("i16", "f16", relu=True)
+    tol16 = tolerances(onnx.shape_inference.infer_shapes(m16))
+    assert tol16["y"].ulp == 1 and "rounds twice" in tol16["y"].why
+    strict = tolerances(onnx.shape_inference.infer_shapes(m), Policy(ulp=0))
+    assert strict["y"] == Tolerance(0, False, strict["y"].why)
+    loose = tolerances(onnx.shape_inference.infer_shapes(m), Policy(float_ulp=2))
+    assert loose["y"].ulp == 2
+    with pytest.raises(odq.DequantizeError):
+        Policy(float_ulp=-1)
+
+
+def test_compare_output_figures():
+    ref = np.array([[1.0, np.nan, 3.0], [0.0, 5.0, np.inf]], np.float32)
+    got = ref.copy()
+    r = compare_output("y", ref, got, Tolerance(0, False, ""))
+    assert r.ok and r.mismatches == 0 and r.max_ulp == 0 and r.first_mismatch is None  # NaN equals NaN
+    got[1, 1] = np.nextafter(np.float32(5.0), np.float32(10.0))
+    got[0, 2] = np.nan
+    r = compare_output("y", ref, got, Tolerance(1, False, ""))
+    assert not r.ok and r.mismatches == 2 and r.failures == 1
+    assert r.first_mismatch["index"] == [0, 2] and r.first_failure["index"] == [0, 2]
+    assert r.max_ulp == np.inf
+    got[0, 2] = 3.0
+    r = compare_output("y", ref, got, Tolerance(1, False, ""))
+    assert r.ok and r.mismatches == 1 and r.max_ulp == 1 and r.max_abs == pytest.approx(float(np.spacing(np.float32(5))))
+    assert r.first_mismatch == {"index": [1, 1], "reference": 5.0, "got": float(got[1, 1])}
+    shape = compare_output("y", ref, ref[:1], Tolerance(0, False, ""))
+    assert not shape.ok and "shape" in shape.note
+    # scaled: near zero an absolute error within N ULP of the largest magnitude passes
+    ref2 = np.array([1000.0, 1e-6], np.float32)
+    got2 = np.array([1000.0, 2e-6], np.float32)
+    assert not compare_output("y", ref2, got2, Tolerance(4, False, "")).ok
+    assert compare_output("y", ref2, got2, Tolerance(4, True, "")).ok
+
+
+def test_compare_output_bf16_and_integers():
+    ref = np.array([1, 2, 3], ml_dtypes.bfloat16)
+    got = ref.copy()
+    got[2] = ml_dtypes.bfloat16(3.015625)  # next bf16 after 3.0
+    r = compare_output("y", ref, got, Tolerance(0, False, ""))
+    assert not r.ok and r.max_ulp == 1 and r.first_failure["got"] == 3.015625
+    ri = compare_output("q", np.array([1, 2], np.int8), np.array([1, 4], np.int8), Tolerance(0, False, ""))
+    assert not ri.ok and ri.max_abs == 2
+
+
+def test_large_output_compares_in_chunks():
+    ref = np.arange(3 * (1 << 20) + 5, dtype=np.float32)
+    got = ref.copy()
+    got[-1] = -got[-1]
+    r = compare_output("y", ref, got, Tolerance(0, False, ""))
+    assert r.failures == 1 and r.first_failure["index"] == [ref.size - 1]
+
+
+# ---- report ----
+
+
+def test_report_json_and_text():
+    m = two_stage_model()
+    report = validate(m, against=tamper_scale(hand_lowered_two_stage(m), "s1", index=(1,)))
+    d = json.loads(report.to_json())
+    assert d["ok"] is False and d["verdict"].startswith("DISAGREE")
+    p = d["paths"][0]
+    assert p["path"] == "against" and p["level"] == "default" and p["status"] == "fail"
+    out = p["outputs"][0]
+    assert {"max_abs", "max_ulp", "mismatches", "first_mismatch", "ok", "allowed"} <= set(out)
+    assert p["first_difference"]["node"] == "dq1"
+    text = report.to_text()
+    assert "max ULP" in text and "against/default" in text and "DISAGREE" in text
+
+
+def test_all_paths_skipped_is_not_agreement(monkeypatch):
+    from onnx_dequant.validation import core, runners
+
+    def skip(*a, **k):
+        raise runners.Skip("not here")
+
+    monkeypatch.setattr(core, "OrtRunner", skip)
+    report = validate(plain_model())
+    assert not report.ok and report.exit_code == 1 and "NOTHING COMPARED" in report.verdict
+
+
+def test_progress_prints_slow_steps_only():
+    buf = io.StringIO()
+    p = Progress(True, after=0.0, stream=buf)
+    with p.step("running x"):
+        pass
+    assert "running x ..." in buf.getvalue() and "running x:" in buf.getvalue()
+    quiet = io.StringIO()
+    q = Progress(True, after=60.0, stream=quiet)
+    with q.step("quick"):
+        pass
+    assert quiet.getvalue() == ""
