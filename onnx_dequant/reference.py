@@ -21,7 +21,7 @@ import ml_dtypes
 import numpy as np
 from onnx.reference.op_run import OpRun
 
-from . import dtypes
+from . import _fused, dtypes
 from .contract import TensorType, infer, normalize_axes
 from .errors import DequantizeError
 from .schema import DOMAIN, OP_TYPE
@@ -106,12 +106,15 @@ def dequantize(
     *,
     axes: Any = (),
     dtype: Any = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``(x - zero_point[j]) * scale[j]`` exactly, ``j`` the output coordinate projected onto ``axes``.
 
     ``scale`` and ``zero_point`` are shaped as ``x``'s shape projected onto the sorted axes;
     ``zero_point=None`` means zero; ``dtype`` (any element type spelling) must equal the scale's type.
-    Raises ``DequantizeError`` when the arguments break the contract.
+    ``out``, when given, is a C-contiguous array of the output's shape and type to write into (it
+    saves the page faults of a fresh array) and is returned. Raises ``DequantizeError`` when the
+    arguments break the contract.
     """
     x = _array(x, "Input")
     scale = _array(scale, "Scale")
@@ -123,19 +126,94 @@ def dequantize(
     bshape = tuple(x.shape[i] if i in axes_t else 1 for i in range(x.ndim))
     s = scale.astype(work, copy=False).reshape(bshape)
     z = zp.astype(work).reshape(bshape) if zp is not None and zp.any() else None
-    out = np.empty(x.shape, out_t.elem_type.numpy)
-    blocks = list(_blocks(x.shape))
-    groups = _threads(x.size)
-    if groups == 1:
-        _run_blocks(blocks, x, s, z, out, work, bshape)
+    if out is None:
+        out = np.empty(x.shape, out_t.elem_type.numpy)
+    elif not (
+        isinstance(out, np.ndarray) and out.shape == x.shape and out.dtype == out_t.elem_type.numpy
+        and out.flags.c_contiguous and out.flags.writeable
+    ):
+        raise DequantizeError(
+            f"out must be a writeable C-contiguous {out_t.elem_type} array of shape {x.shape}, got "
+            + (f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__)
+        )
+    if x.size == 0:
+        return out
+    if x.size >= FUSED_MIN_ELEMENTS and _fused.available():
+        x_flat = np.ascontiguousarray(x).reshape(-1)
+        if in_t.bits < 8:  # ml_dtypes keeps one 4-bit value per byte, int4 without sign extension
+            x_flat = x_flat.astype(np.int8) if in_t.signed else x_flat.view(np.uint8)
+        z_flat = np.zeros(s.size, work) if z is None else np.ascontiguousarray(z).reshape(-1)
+        layout = _layout(x.shape, axes_t)
+        ranges = [(e, min(e + BLOCK_ELEMENTS, x.size)) for e in range(0, x.size, BLOCK_ELEMENTS)]
+        _parallel(_run_fused, ranges, x_flat, z_flat, np.ascontiguousarray(s).reshape(-1), out.reshape(-1), work, layout)
     else:
-        cut = [len(blocks) * i // groups for i in range(groups + 1)]
-        futures = [
-            _pool().submit(_run_blocks, blocks[a:b], x, s, z, out, work, bshape) for a, b in zip(cut, cut[1:]) if a < b
-        ]
-        for f in futures:
-            f.result()
+        _parallel(_run_blocks, list(_blocks(x.shape)), x, s, z, out, work, bshape)
     return out
+
+
+def _parallel(run: Any, items: list[Any], *args: Any) -> None:
+    """``run(items, *args)``, the items cut into contiguous runs over the thread pool when it pays."""
+    groups = min(_threads(len(items) * BLOCK_ELEMENTS), len(items))
+    if groups <= 1:
+        run(items, *args)
+        return
+    cut = [len(items) * i // groups for i in range(groups + 1)]
+    futures = [_pool().submit(run, items[a:b], *args) for a, b in zip(cut, cut[1:]) if a < b]
+    for f in futures:
+        f.result()
+
+
+def _layout(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """The input as rows for the fused loop: (outer dims, their scale strides, row width, row varies).
+
+    Size-1 dims are dropped and neighbouring dims of one kind (axis or not) merged; the last merged dim
+    is the row; the scale (contiguous, in axis order) has stride 0 along non-axis dims.
+    """
+    merged: list[list[Any]] = []  # [size, is_axis]
+    for i, n in enumerate(shape):
+        if n == 1:
+            continue
+        if merged and merged[-1][1] == (i in axes):
+            merged[-1][0] *= n
+        else:
+            merged.append([n, i in axes])
+    if not merged:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), 1, False
+    strides = []
+    run = 1
+    for n, is_axis in reversed(merged):
+        strides.append(run if is_axis else 0)
+        run *= n if is_axis else 1
+    strides.reverse()
+    width, inner_varies = merged[-1]
+    dims = np.array([n for n, _ in merged[:-1]], np.int64)
+    return dims, np.array(strides[:-1], np.int64), int(width), bool(inner_varies)
+
+
+def _run_fused(
+    ranges: list[tuple[int, int]],
+    x: np.ndarray,
+    z: np.ndarray,
+    s: np.ndarray,
+    out: np.ndarray,
+    work: np.dtype,
+    layout: tuple[np.ndarray, np.ndarray, int, bool],
+) -> None:
+    """The fused loop over flat element ranges; results not in ``work`` precision are rounded per block."""
+    fused = _fused.kernel(work)
+    dims, strides, width, inner_varies = layout
+    if out.dtype == work:
+        fused(x, z, s, out[ranges[0][0] : ranges[-1][1]], ranges[0][0], ranges[-1][1], width, inner_varies, dims, strides)
+        return
+    tmp = np.empty(BLOCK_ELEMENTS, work)
+    with np.errstate(all="ignore"):
+        for e0, e1 in ranges:
+            wb = tmp[: e1 - e0]
+            fused(x, z, s, wb, e0, e1, width, inner_varies, dims, strides)
+            if out.dtype == _BF16 and work == _F64:
+                round_f64_to_bf16(wb, out[e0:e1])
+            else:
+                out[e0:e1] = wb
 
 
 def _run_blocks(
@@ -165,6 +243,9 @@ def _run_blocks(
                 else:
                     ob[...] = wb
 
+
+FUSED_MIN_ELEMENTS = 1 << 16
+"""Inputs at least this large take the compiled fused loop when Numba is installed."""
 
 PARALLEL_MIN_ELEMENTS = 1 << 22
 """Inputs at least this large are cut among threads (NumPy releases the GIL in its loops)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import ml_dtypes
@@ -11,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import onnx_dequant as odq
-from onnx_dequant import dtypes, reference
+from onnx_dequant import _fused, dtypes, reference
 from onnx_dequant.compare import same_bits
 
 # ---- the independent implementation: Python ints and floats, one element at a time ----
@@ -81,11 +82,27 @@ def cases(draw, max_elems: int = 96):
     return x, scale, zp, tuple(axes), out_t
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(cases())
-def test_reference_matches_the_per_element_loop(case):
+@contextlib.contextmanager
+def loop_kind(kind: str):
+    """Force the NumPy blocked loop or the compiled fused loop, whatever the input's size."""
+    saved = reference.FUSED_MIN_ELEMENTS
+    reference.FUSED_MIN_ELEMENTS = 0 if kind == "fused" else 1 << 62
+    try:
+        yield
+    finally:
+        reference.FUSED_MIN_ELEMENTS = saved
+
+
+KINDS = ["numpy", pytest.param("fused", marks=pytest.mark.skipif(not _fused.available(), reason="no numba"))]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=cases())
+def test_reference_matches_the_per_element_loop(kind, case):
     x, scale, zp, axes, out_t = case
-    got = odq.dequantize(x, scale, zp, axes=axes, dtype=out_t.name if zp is not None else None)
+    with loop_kind(kind):
+        got = odq.dequantize(x, scale, zp, axes=axes, dtype=out_t.name if zp is not None else None)
     want = loop_dequantize(x, scale, zp, axes, out_t)
     assert got.dtype == out_t.numpy and got.shape == x.shape
     assert same_bits(got, want), (got, want)
@@ -124,12 +141,14 @@ def test_bf16_rounds_once_from_float64():
     assert float(dst[0]) == round_to(value, "bf16") == 2.0**15 + 2.0**8
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
     "shape,axes",
-    [((7, 300, 5), (0, 2)), ((3, 5, 7, 11, 13), (1, 3)), ((64, 3, 48, 64), (0, 1)), ((1000, 777), (1,)), ((2**17 + 3,), ())],
+    [((7, 300, 5), (0, 2)), ((5, 1, 9, 1, 4), (0, 3, 4)), ((2, 3, 1, 5), (0, 1, 2, 3)), ((40, 50), ()), ((3, 5, 7, 11, 13), (1, 3)), ((64, 3, 48, 64), (0, 1)), ((1000, 777), (1,)), ((2**17 + 3,), ())],
 )
-def test_blocked_and_threaded_paths(monkeypatch, shape, axes):
+def test_blocked_and_threaded_paths(monkeypatch, kind, shape, axes):
     """Odd shapes cut into many small blocks and spread over threads give the same bits."""
+    monkeypatch.setattr(reference, "FUSED_MIN_ELEMENTS", 0 if kind == "fused" else 1 << 62)
     monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)
     monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
     rng = np.random.default_rng(0)
@@ -144,6 +163,25 @@ def test_blocked_and_threaded_paths(monkeypatch, shape, axes):
         s2 = scale.astype(out)
         want2 = ((x.astype(np.float64) - zp.reshape(b)) * s2.reshape(b).astype(np.float64)).astype(out)
         assert same_bits(odq.dequantize(x, s2, zp, axes=axes), want2)
+    x16 = x.astype(np.int16) * 255  # 16-bit input, bf16 output: float64 work, rounded once per block
+    s16 = scale.astype(ml_dtypes.bfloat16)
+    got = odq.dequantize(x16, s16, zp.astype(np.int16), axes=axes).reshape(-1)
+    for flat in rng.integers(0, x.size, 200):
+        idx = np.unravel_index(flat, shape)
+        j = tuple(idx[a] for a in axes)
+        exact = (float(x16[idx]) - float(zp[j])) * float(s16[j])
+        assert same_bits(got[flat], np.float64(round_to(exact, "bf16")).astype(ml_dtypes.bfloat16))
+
+
+def test_out_argument():
+    x = np.arange(12, dtype=np.uint8).reshape(3, 4)
+    s = np.array([1.0, 2.0, 4.0], np.float32)
+    buf = np.full((3, 4), np.nan, np.float32)
+    assert odq.dequantize(x, s, axes=[0], out=buf) is buf
+    assert same_bits(buf, odq.dequantize(x, s, axes=[0]))
+    for bad in (np.empty((4, 3), np.float32), np.empty((3, 4), np.float64), np.empty((4, 3), np.float32).T, [0]):
+        with pytest.raises(odq.DequantizeError, match="out must be"):
+            odq.dequantize(x, s, axes=[0], out=bad)
 
 
 def test_scalar_and_zero_size_inputs():
