@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Benchmark the Python kernel inside ONNX Runtime against calling the NumPy reference directly.
+
+    python scripts/bench_kernel.py            # 16M int8 elements per case, multi-axis, f32 output
+    python scripts/bench_kernel.py --quick    # 1M elements, 3 runs (smoke test)
+    python scripts/bench_kernel.py --no-stock # skip the (slow) stock-bridge contrast
+
+Target (issue 4): on 16M int8 elements, multi-axis, f32 output, ``odq.session(...).run`` takes at most
+the reference's own time plus two casting copies (int8 -> f32 into a preallocated array). The
+contender "reference + 2 casting copies" runs exactly that budget, side by side, and is the baseline.
+The contrast case runs the same session through the extension's stock bridge (outputs turned into
+Python lists), on a smaller input so it finishes quickly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+from benchlib import Bench
+from onnx import TensorProto as TP
+from onnx import helper
+
+import onnx_dequant as odq
+from onnx_dequant.compare import same_bits
+from onnx_dequant.ort import kernels
+
+# (name, shape, axes) on 16M elements
+CASES = [
+    ("rank4 axes{0,3}", (64, 16, 128, 128), (0, 3)),
+    ("rank3 axes{0,1}", (256, 256, 256), (0, 1)),
+    ("rank4 axes{1,2} +zp", (16, 64, 128, 128), (1, 2)),
+]
+
+
+def model(shape: tuple[int, ...], axes: tuple[int, ...], zero_point: bool):
+    sshape = [shape[a] for a in axes]
+    ins = ["x", "s"] + (["z"] if zero_point else [])
+    vis = [helper.make_tensor_value_info("x", TP.INT8, list(shape)), helper.make_tensor_value_info("s", TP.FLOAT, sshape)]
+    if zero_point:
+        vis.append(helper.make_tensor_value_info("z", TP.INT8, sshape))
+    graph = helper.make_graph(
+        [odq.make_node(ins, ["y"], axes=axes, name="dq")], "bench", vis, [helper.make_tensor_value_info("y", TP.FLOAT, list(shape))]
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)], ir_version=10)
+
+
+def stock_bridge(fn):
+    """``fn`` run with the extension's own (list-building) invocation handler installed."""
+    import onnxruntime_extensions as ox
+    from onnxruntime_extensions import _ocos
+
+    def run():
+        ox.PyCustomOpDef.install_hooker(_ocos._on_pyop_invocation)
+        try:
+            return fn()
+        finally:
+            kernels.reinstall_hook()
+
+    return run
+
+
+def main() -> int:
+    bench = Bench("onnx_dequant kernel: odq.session (Python kernel in ONNX Runtime) vs the reference called directly")
+    bench.parser.add_argument("--no-stock", action="store_true", help="skip the stock-bridge contrast case")
+    args = bench.args
+    scale_down = 16 if args.quick else 1
+    rng = np.random.default_rng(0)
+    import onnxruntime_extensions as ox
+
+    first = True
+    for name, shape, axes in CASES:
+        shape = (shape[0] // scale_down,) + shape[1:]
+        if not bench.wants(name):
+            continue
+        zero_point = name.endswith("+zp")
+        x = rng.integers(-128, 128, shape, dtype=np.int8)
+        sshape = tuple(shape[a] for a in axes)
+        s = rng.uniform(0.001, 0.1, sshape).astype(np.float32)
+        z = rng.integers(-128, 128, sshape, dtype=np.int8) if zero_point else None
+        feed = {"x": x, "s": s, **({"z": z} if zero_point else {})}
+        sess = odq.session(model(shape, axes, zero_point))
+        if first:
+            print(f"onnxruntime {ort.__version__}, onnxruntime-extensions {ox.__version__}, "
+                  f"fast hook installed: {kernels.fast_bridge_installed()}", flush=True)
+            first = False
+        out = np.empty(shape, np.float32)
+        assert same_bits(sess.run(None, feed)[0], odq.dequantize(x, s, z, axes=axes))
+
+        def copy() -> None:
+            np.copyto(out, x, casting="unsafe")
+
+        def reference() -> np.ndarray:
+            return odq.dequantize(x, s, z, axes=axes)
+
+        def budget() -> None:
+            reference()
+            copy()
+            copy()
+
+        bench.case(
+            f"{name} {np.prod(shape) / 2**20:.0f}M int8 -> f32",
+            {
+                "casting copy int8->f32 (preallocated)": copy,
+                "reference (odq.dequantize)": reference,
+                "reference + 2 casting copies": budget,
+                "kernel in ORT (odq.session.run)": lambda: sess.run(None, feed),
+            },
+            baseline="reference + 2 casting copies",
+            targets={"kernel in ORT (odq.session.run)": ("<= reference + 2 casting copies", 1.0)},
+        )
+
+    if not args.no_stock and bench.wants("stock"):
+        shape, axes = (16, 16, 128, 128), (0, 3)  # 4M elements: the stock bridge takes seconds on 16M
+        shape = (shape[0] // scale_down,) + shape[1:]
+        x = rng.integers(-128, 128, shape, dtype=np.int8)
+        s = rng.uniform(0.001, 0.1, (shape[0], shape[3])).astype(np.float32)
+        sess = odq.session(model(shape, axes, False))
+        slow = stock_bridge(lambda: sess.run(None, {"x": x, "s": s}))
+        assert same_bits(slow()[0], odq.dequantize(x, s, axes=axes))
+        bench.case(
+            f"stock bridge contrast {np.prod(shape) / 2**20:.0f}M int8 -> f32",
+            {
+                "reference (odq.dequantize)": lambda: odq.dequantize(x, s, axes=axes),
+                "kernel in ORT, fast hook": lambda: sess.run(None, {"x": x, "s": s}),
+                "kernel in ORT, stock bridge": slow,
+            },
+            baseline="reference (odq.dequantize)",
+        )
+    return bench.finish()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
