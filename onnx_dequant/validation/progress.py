@@ -9,16 +9,19 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
-__all__ = ["Progress"]
+__all__ = ["Progress", "SLOW_AFTER"]
+
+SLOW_AFTER = 2.0
+"""Seconds after which a step is shown."""
 
 
 class Progress:
     """``with progress.step("running lowered/default"):`` prints the step once it has run ``after`` seconds,
     and its duration when it ends; steps after the whole run passed ``after`` seconds print as they start."""
 
-    def __init__(self, enabled: bool, *, after: float = 2.0, stream: TextIO | None = None, prefix: str = "validate") -> None:
+    def __init__(self, enabled: bool, *, after: float | None = None, stream: TextIO | None = None, prefix: str = "validate") -> None:
         self.enabled = enabled
-        self.after = after
+        self.after = SLOW_AFTER if after is None else after
         self.stream = stream
         self.prefix = prefix
         self.start = time.perf_counter()

@@ -1,0 +1,138 @@
+"""``onnx-dequant validate`` and ``scripts/validate_model.py``: output, exit codes 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from onnx_dequant.cli import main
+from onnx_dequant.validation.inputs import generate, graph_inputs
+
+from test_validate import dq_model, hand_lowered_two_stage, plain_model, tamper_scale, two_stage_model
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def files(tmp_path):
+    m = two_stage_model()
+    good = hand_lowered_two_stage(m)
+    paths = {
+        "model": tmp_path / "model.onnx",
+        "good": tmp_path / "good.onnx",
+        "bad": tmp_path / "bad.onnx",
+        "plain": tmp_path / "plain.onnx",
+        "inputs": tmp_path / "in.npz",
+    }
+    onnx.save(m, paths["model"])
+    onnx.save(good, paths["good"])
+    onnx.save(tamper_scale(good, "s2", index=(1, 2)), paths["bad"])
+    onnx.save(plain_model(), paths["plain"])
+    np.savez(paths["inputs"], **generate(graph_inputs(m), seed=1))
+    return {k: str(v) for k, v in paths.items()}
+
+
+def test_agreement_exits_0_with_a_table(files, capsys):
+    assert main(["validate", files["model"], "--against", files["good"], "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "against/default" in out and "against/off" in out and "AGREE" in out and "max ULP" in out
+
+
+def test_plain_model_with_dims(files, capsys):
+    assert main(["validate", files["plain"], "--dim", "B=7", "--json", "-q"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["ok"] and d["inputs"][0]["shape"] == [7, 5]
+    assert [(p["path"], p["level"]) for p in d["paths"]] == [("ort", "default"), ("ort", "off")]
+
+
+def test_tampered_against_exits_1_and_names_the_node(files, capsys):
+    assert main(["validate", files["model"], "--against", files["bad"], "--inputs", files["inputs"], "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "first differing node: 'dq2' (Dequantize)" in out and "DISAGREE" in out
+
+
+def test_tampered_against_json(files, capsys):
+    assert main(["validate", files["model"], "--against", files["bad"], "--json", "-q", "--level", "off"]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert d["ok"] is False and len(d["paths"]) == 1
+    assert d["paths"][0]["first_difference"]["node"] == "dq2"
+    assert d["paths"][0]["outputs"][0]["first_failure"]["index"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["{tmp}/missing.onnx"], "model file not found"),
+        (["{model}", "--inputs", "{tmp}/missing.npz"], "inputs file not found"),
+        (["{model}", "--inputs", "{model}"], "cannot read inputs"),
+        (["{model}", "--dim", "N"], "NAME=SIZE"),
+        (["{model}", "--against", "{plain}"], "other model"),
+        (["{notonnx}"], "not a readable ONNX model"),
+        (["{model}", "--inputs", "{wrongnpz}"], "missing input"),
+    ],
+)
+def test_bad_input_exits_2_without_traceback(files, tmp_path, capsys, args, message):
+    (tmp_path / "notonnx.onnx").write_bytes(b"this is not protobuf \xff\xff\xff")
+    np.savez(tmp_path / "wrong.npz", x=np.zeros((3, 4), np.int8))
+    fill = dict(tmp=str(tmp_path), model=files["model"], plain=files["plain"],
+                notonnx=str(tmp_path / "notonnx.onnx"), wrongnpz=str(tmp_path / "wrong.npz"))
+    assert main(["validate", *(a.format(**fill) for a in args), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("onnx-dequant validate: error:") and message in err
+    assert "Traceback" not in err
+
+
+def test_usage_errors_exit_2(files):
+    with pytest.raises(SystemExit) as e:
+        main(["validate", files["model"], "--float-ulp", "-1"])
+    assert e.value.code == 2
+
+
+def test_script_is_a_thin_wrapper(files):
+    ok = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "validate_model.py"), files["model"], "--against", files["good"], "-q"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert "AGREE" in ok.stdout
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "validate_model.py"), files["model"], "--inputs", files["plain"]],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "error:" in bad.stderr
+
+
+def _sample_graphs():
+    return sorted((ROOT / "models").glob("*.json"))
+
+
+@pytest.mark.skipif(not _sample_graphs(), reason="no sample nGraph graphs in models/ yet")
+@pytest.mark.parametrize("graph", _sample_graphs(), ids=lambda p: p.name)
+def test_sample_ngraph_graphs_validate(graph, capsys):
+    pytest.importorskip("onnx_dequant.ngraph")
+    code = main(["validate", str(graph), "--json", "-q"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 0, json.dumps(d, indent=1)[:4000]
+    assert d["dequantize_nodes"] >= 1
+
+
+def test_progress_on_stderr_for_slow_runs(files, capsys, monkeypatch):
+    from onnx_dequant.validation import progress
+
+    monkeypatch.setattr(progress, "SLOW_AFTER", 0.0)
+    assert main(["validate", files["model"], "--against", files["good"]]) == 0
+    err = capsys.readouterr().err
+    assert "validate: running the reference" in err and "validate: running against/default" in err
+
+
+def test_dq_model_via_cli_paths(tmp_path, capsys):
+    path = tmp_path / "dq.onnx"
+    onnx.save(dq_model("u8", "f32", axes=(1,)), path)
+    assert main(["validate", str(path), "--path", "kernel", "--level", "off", "-q"]) == 0
+    assert "kernel/off" in capsys.readouterr().out
