@@ -8,7 +8,7 @@ kernel for ONNX Runtime (``session``), nGraph's JSON importer (``ngraph.convert`
 
 from __future__ import annotations
 
-from . import dtypes
+from . import dtypes, ngraph
 from .contract import TensorType, infer
 from .errors import DequantizeError
 from .ort import session
@@ -31,6 +31,7 @@ __all__ = [
     "infer",
     "lower",
     "make_node",
+    "ngraph",
     "session",
     "validate",
 ]

@@ -1,0 +1,21 @@
+"""nGraph's serialized JSON functions as ONNX models: ``convert(source, *, function=None)``.
+
+``reader`` parses and checks the file's structure (every era of the format), ``ops`` holds one small
+converter per op (``ops.OPS``), ``importer`` builds the model. See docs/ngraph.md for the supported ops
+and where nGraph's semantics differ from the nearest ONNX op.
+"""
+
+from __future__ import annotations
+
+from .importer import DEFAULT_OPSET, convert
+from .ops import BACKEND_OPS, OPS
+
+__all__ = ["convert", "DEFAULT_OPSET", "OPS", "BACKEND_OPS", "supported_ops"]
+
+
+def supported_ops() -> dict[str, tuple[int, ...]]:
+    """Every supported op type with the op versions understood (Parameter and Result included)."""
+    table = {name: tuple(sorted(v)) for name, v in OPS.items()}
+    table["Parameter"] = (0,)
+    table["Result"] = (0,)
+    return dict(sorted(table.items()))

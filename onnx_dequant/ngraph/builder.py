@@ -1,0 +1,103 @@
+"""The ONNX graph under construction: nodes, initializers, unique tensor names, and each tensor's type.
+
+Converters add nodes through ``OpContext`` (``context.py``); this module owns the ``GraphProto``, the
+names already taken, small shared constants (deduplicated) and the ``TensorType`` of every tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .. import dtypes
+from ..contract import TensorType
+
+__all__ = ["Builder"]
+
+
+class Builder:
+    """Accumulates one ONNX graph."""
+
+    def __init__(self, opset: int) -> None:
+        self.opset = opset
+        self.model = onnx.ModelProto()
+        self.graph = self.model.graph
+        self.types: dict[str, TensorType] = {}
+        self.used: set[str] = set()
+        self._consts: dict[tuple[Any, ...], str] = {}
+        self.uses_custom_domain = False
+
+    # ---- names ----
+
+    def reserve(self, name: str) -> str:
+        """``name`` itself if free, else ``name__1``, ``name__2``...; the result is taken."""
+        if name not in self.used:
+            self.used.add(name)
+            return name
+        k = 1
+        while f"{name}__{k}" in self.used:
+            k += 1
+        name = f"{name}__{k}"
+        self.used.add(name)
+        return name
+
+    # ---- nodes and tensors ----
+
+    def node(
+        self,
+        op_type: str,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        name: str,
+        attrs: dict[str, Any] | None = None,
+        domain: str = "",
+    ) -> onnx.NodeProto:
+        n = self.graph.node.add()
+        n.op_type = op_type
+        n.name = name
+        n.input.extend(inputs)
+        n.output.extend(outputs)
+        if domain:
+            n.domain = domain
+        if attrs:
+            for k, v in attrs.items():
+                n.attribute.append(helper.make_attribute(k, v))
+        return n
+
+    def append(self, node: onnx.NodeProto) -> None:
+        self.graph.node.append(node)
+
+    def initializer(self, name: str, array: np.ndarray) -> str:
+        """Add ``array`` as an initializer called ``name`` (taken by the caller); returns the name."""
+        t = numpy_helper.from_array(np.ascontiguousarray(array), name)
+        self.graph.initializer.append(t)
+        self.types[name] = TensorType(dtypes.parse(array.dtype), tuple(int(d) for d in array.shape))
+        return name
+
+    def const(self, value: Any, dtype: Any, hint: str = "const") -> str:
+        """A small constant initializer (shared between nodes when equal); returns its name."""
+        arr = np.asarray(value, dtype=dtypes.parse(dtype).numpy)
+        key = (arr.dtype.str, arr.shape, arr.tobytes())
+        found = self._consts.get(key)
+        if found is not None:
+            return found
+        name = self.reserve(hint)
+        self.initializer(name, arr)
+        self._consts[key] = name
+        return name
+
+    def add_input(self, name: str, t: TensorType) -> None:
+        self.graph.input.append(_value_info(name, t))
+        self.types[name] = t
+
+    def add_output(self, name: str) -> None:
+        self.graph.output.append(_value_info(name, self.types[name]))
+
+
+def _value_info(name: str, t: TensorType) -> onnx.ValueInfoProto:
+    shape = None if t.shape is None else list(t.shape)
+    return helper.make_tensor_value_info(name, dtypes.parse(t.elem_type).onnx, shape)

@@ -1,0 +1,192 @@
+"""What a converter sees of one nGraph op: its attributes (read and checked), inputs, outputs, emitters.
+
+Attribute readers accept every spelling nGraph's serializer used over the years and raise
+``DequantizeError`` (the importer adds the op's name and the file) for anything else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes
+from ..contract import Dim, Shape, TensorType
+from ..errors import DequantizeError
+from .builder import Builder
+from .reader import Op
+
+__all__ = ["OpContext", "MISSING", "shape_str", "known", "numel"]
+
+MISSING: Any = object()
+MAX_DIM = 1 << 48
+"""Largest dimension or index accepted (larger values are certainly corrupt)."""
+
+
+def shape_str(shape: Shape) -> str:
+    if shape is None:
+        return "?"
+    return "{" + ",".join(str(d) if isinstance(d, int) else "?" for d in shape) + "}"
+
+
+def known(shape: Shape) -> bool:
+    """Whether every dimension (and the rank) is known."""
+    return shape is not None and all(isinstance(d, int) for d in shape)
+
+
+def numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _dump(v: Any) -> str:
+    try:
+        text = json.dumps(v)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class OpContext:
+    """One op under conversion: ``inputs`` (tensor names), ``types`` (their TensorTypes), ``outputs``."""
+
+    def __init__(self, op: Op, builder: Builder, inputs: list[str], types: list[TensorType], outputs: list[str]) -> None:
+        self.op = op
+        self.js = op.js
+        self.name = op.name
+        self.b = builder
+        self.inputs = inputs
+        self.types = types
+        self.outputs = outputs
+        self._aux = 0
+
+    # ---- checks ----
+
+    def error(self, message: str) -> DequantizeError:
+        return DequantizeError(message, node=self.name)
+
+    def expect_inputs(self, *counts: int) -> None:
+        if len(self.inputs) not in counts:
+            want = " or ".join(str(c) for c in counts)
+            raise self.error(f"{self.op.op} takes {want} input{'s' if counts[-1] != 1 else ''}, got {len(self.inputs)}")
+
+    def elem(self, i: int) -> dtypes.DType:
+        return self.types[i].elem_type
+
+    def shape(self, i: int) -> Shape:
+        return self.types[i].shape
+
+    def rank(self, i: int, what: str = "input") -> int:
+        s = self.types[i].shape
+        if s is None:
+            raise self.error(f"{self.op.op} needs the rank of its {what} (input {i}), which is unknown")
+        return len(s)
+
+    def static_shape(self, i: int, what: str = "input") -> tuple[int, ...]:
+        s = self.types[i].shape
+        if not known(s):
+            raise self.error(f"{self.op.op} needs the full shape of its {what} (input {i}), which is {shape_str(s)}")
+        return s  # type: ignore[return-value]
+
+    # ---- attributes ----
+
+    def has(self, key: str) -> bool:
+        return key in self.js and self.js[key] is not None
+
+    def raw(self, key: str, default: Any = MISSING) -> Any:
+        v = self.js.get(key, MISSING)
+        if v is MISSING or v is None:
+            if default is MISSING:
+                raise self.error(f"{self.op.op} has no '{key}' attribute")
+            return default
+        return v
+
+    def attr_int(self, key: str, default: Any = MISSING, *, lo: int = 0, hi: int = MAX_DIM) -> int:
+        v = self.raw(key, default)
+        if v is default and default is not MISSING:
+            return v
+        if not _is_int(v) or not lo <= v <= hi:
+            raise self.error(f"'{key}' must be an integer in [{lo}, {hi}], got {_dump(v)}")
+        return v
+
+    def attr_bool(self, key: str, default: Any = MISSING) -> bool:
+        v = self.raw(key, default)
+        if isinstance(v, bool):
+            return v
+        if _is_int(v) and v in (0, 1):
+            return bool(v)
+        raise self.error(f"'{key}' must be true or false, got {_dump(v)}")
+
+    def attr_ints(self, key: str, default: Any = MISSING, *, lo: int = 0, hi: int = MAX_DIM, length: int | None = None) -> list[int]:
+        v = self.raw(key, default)
+        if v is default and default is not MISSING:
+            return v
+        if not isinstance(v, list) or not all(_is_int(x) and lo <= x <= hi for x in v):
+            raise self.error(f"'{key}' must be a list of integers in [{lo}, {hi}], got {_dump(v)}")
+        if length is not None and len(v) != length:
+            raise self.error(f"'{key}' must have {length} entries, got {len(v)} ({_dump(v)})")
+        return v
+
+    def attr_axes(self, key: str, default: Any = MISSING) -> tuple[int, ...]:
+        """An AxisSet: distinct non-negative axes, sorted (nGraph reads it into a std::set)."""
+        v = self.attr_ints(key, default)
+        return tuple(sorted(set(v)))
+
+    def attr_type(self, key: str, default: Any = MISSING) -> dtypes.DType:
+        v = self.raw(key, default)
+        if v is default and default is not MISSING:
+            return v
+        return self.parse_type(v, key)
+
+    def parse_type(self, v: Any, key: str) -> dtypes.DType:
+        if isinstance(v, dict):  # the oldest files: {"bitwidth", "is_real", ..., "c_type_string"}
+            v = v.get("c_type_string")
+        if not isinstance(v, str):
+            raise self.error(f"'{key}' must be an element type name, got {_dump(v)}")
+        try:
+            return dtypes.parse(v)
+        except DequantizeError:
+            raise self.error(f"unknown element type '{v}' in '{key}'") from None
+
+    # ---- emitting ----
+
+    def out(self, i: int = 0) -> str:
+        return self.outputs[i]
+
+    def temp(self, hint: str) -> str:
+        return self.b.reserve(f"{self.name}/{hint}")
+
+    def node_name(self, final: bool) -> str:
+        if final:
+            return self.name
+        self._aux += 1
+        return f"{self.name}/{self._aux}"
+
+    def emit(self, op_type: str, inputs: Sequence[str], out: str | None = None, **attrs: Any) -> str:
+        """Add a standard-domain node with one output; ``out`` None means a fresh temporary tensor."""
+        final = out is not None and out in self.outputs
+        if out is None:
+            out = self.temp(op_type)
+        self.b.node(op_type, inputs, [out], self.node_name(final), attrs or None)
+        return out
+
+    def const(self, value: Any, dtype: Any, hint: str = "const") -> str:
+        return self.b.const(value, dtype, hint)
+
+    def int64s(self, values: Sequence[int]) -> str:
+        return self.b.const(np.asarray(values, np.int64).reshape(-1), np.int64, "ints")
+
+    def scalar(self, value: Any, dtype: Any) -> str:
+        return self.b.const(value, dtype, "scalar")
+
+
+def dims_str(shape: Sequence[Dim]) -> str:
+    return shape_str(tuple(shape))

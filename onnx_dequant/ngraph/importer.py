@@ -1,0 +1,168 @@
+"""``convert``: one nGraph function to one ONNX model.
+
+Parameters become graph inputs (named as the Parameter ops; unknown dims symbolic), Constants
+initializers (named as the Constant ops), Results graph outputs (named as the Result ops: the op
+feeding a Result writes straight into that name), every other op one or more nodes whose last one
+carries the op's name and writes the op's output name (``Add_3_0``). Ops no Result depends on are
+dropped, as nGraph drops them when it reads the function.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import onnx
+from onnx import helper
+
+from .. import schema
+from ..contract import TensorType
+from ..errors import DequantizeError
+from . import reader
+from .builder import Builder
+from .context import OpContext
+from .ops import BACKEND_OPS, OPS
+from .ops.io import parameter_type
+
+__all__ = ["convert", "DEFAULT_OPSET", "MIN_OPSET"]
+
+DEFAULT_OPSET = 21
+"""The standard-domain opset of converted models (ONNX Runtime has no kernel for DequantizeLinear-28)."""
+MIN_OPSET = 13
+
+_SOURCE_OPS = ("Parameter", "Constant")
+
+
+def _unsupported(op: reader.Op) -> DequantizeError:
+    if op.op in BACKEND_OPS:
+        return DequantizeError(
+            f"op type '{op.op}' is internal to nGraph's backends: the graph looks serialized after nGraph's "
+            "backend optimization passes (serialize the function before compiling it)"
+        )
+    versions = OPS.get(op.op)
+    if versions:
+        have = ", ".join(str(v) for v in sorted(versions))
+        return DequantizeError(f"{op.op} op_version {op.version} is not supported (supported: {have})")
+    return DequantizeError(f"unknown or unsupported op type '{op.op}'")
+
+
+def convert(source: Any, *, function: str | None = None, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
+    """The ONNX model of one function of an nGraph serialized graph.
+
+    ``source``: a path, JSON text, or parsed JSON. ``function``: the function's name (default: the last
+    function, as nGraph's reader picks). ``opset``: the standard domain's opset (13 and later).
+    Raises ``DequantizeError`` naming the file, the op and the rule for anything malformed.
+    """
+    data, path = reader.load(source)
+    fn = reader.read_function(data, function, path)
+    newest = onnx.defs.onnx_opset_version()
+    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
+        raise DequantizeError(f"opset must be an integer from {MIN_OPSET} to {newest}, got {opset!r}", path=path)
+    try:
+        return _convert(fn, opset, path)
+    except DequantizeError as e:
+        raise e.at(path=path) from None
+
+
+def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelProto:
+    by_name = fn.by_name
+    b = Builder(opset)
+
+    # ops some result depends on
+    live: set[str] = set()
+    wanted = set(fn.results)
+    for op in reversed(fn.ops):
+        if op.name in wanted:
+            live.add(op.name)
+            for src, _i in op.inputs:
+                wanted.add(src)
+
+    tensors: dict[str, list[str]] = {}
+    for name in fn.parameters:
+        op = by_name[name]
+        ctx = OpContext(op, b, [], [], [])
+        try:
+            t = parameter_type(ctx)
+        except DequantizeError as e:
+            raise e.at(node=name) from None
+        tname = b.reserve(name)
+        b.add_input(tname, t)
+        tensors[name] = [tname]
+
+    # a Result names the tensor of the op feeding it, unless that is a graph input or initializer
+    claims: dict[tuple[str, int], str] = {}
+    legacy = by_name[fn.results[0]].op != "Result"
+    if not legacy:
+        for r in fn.results:
+            rop = by_name[r]
+            if len(rop.inputs) != 1:
+                raise DequantizeError(f"Result takes 1 input, got {len(rop.inputs)}", node=r)
+            src = rop.inputs[0]
+            b.reserve(r)
+            if by_name[src[0]].op not in _SOURCE_OPS and src not in claims:
+                claims[src] = r
+
+    declared = set(fn.parameters)
+    for op in fn.ops:
+        if op.name not in live or op.name in declared:
+            continue
+        name = op.name
+        try:
+            if op.op == "Parameter":
+                raise DequantizeError("Parameter is used but not listed in the function's 'parameters'")
+            inputs: list[str] = []
+            for k, (src, idx) in enumerate(op.inputs):
+                outs = tensors[src]
+                if idx >= len(outs):
+                    raise DequantizeError(
+                        f"input {k} refers to output {idx} of '{src}', which has {len(outs)} output{'s' if len(outs) != 1 else ''}"
+                    )
+                inputs.append(outs[idx])
+            types = [b.types[i] for i in inputs]
+            if op.op == "Result":
+                if len(inputs) != 1:
+                    raise DequantizeError(f"Result takes 1 input, got {len(inputs)}")
+                if claims.get(op.inputs[0]) != name:
+                    b.node("Identity", inputs, [name], name)
+                    b.types[name] = types[0]
+                tensors[name] = [name]
+                continue
+            converter = OPS.get(op.op, {}).get(op.version)
+            if converter is None:
+                raise _unsupported(op)
+            if op.op == "Constant":  # initializers keep the Constant's name, as graph inputs the Parameter's
+                default = name
+            else:
+                default = op.output_names[0] if op.output_names else f"{name}_0"
+            out = claims.get((name, 0)) or b.reserve(default)
+            ctx = OpContext(op, b, inputs, types, [out])
+            out_types = converter(ctx)
+            for o, t in zip(ctx.outputs, out_types):
+                b.types[o] = t
+            tensors[name] = ctx.outputs
+        except DequantizeError as e:
+            raise e.at(node=name) from None
+
+    outputs: set[str] = set()
+    for r in fn.results:
+        tname = tensors[r][0]
+        if legacy and (by_name[r].op in _SOURCE_OPS or tname in outputs):
+            alias = b.reserve(f"{r}_result")
+            b.node("Identity", [tname], [alias], alias)
+            b.types[alias] = b.types[tname]
+            tname = alias
+        outputs.add(tname)
+        b.add_output(tname)
+
+    g = b.graph
+    g.name = fn.name
+    imports = [helper.make_opsetid("", opset)]
+    if b.uses_custom_domain:
+        imports.append(schema.opset_import())
+    model = b.model
+    model.opset_import.extend(imports)
+    model.producer_name = "onnx-dequant"
+    model.ir_version = helper.find_min_ir_version_for([imports[0]], ignore_unknown=True)
+    where = f" from {os.path.basename(path)}" if path else ""
+    model.doc_string = f"nGraph function '{fn.name}'{where}, converted by onnx_dequant.ngraph"
+    return model

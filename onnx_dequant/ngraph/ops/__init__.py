@@ -1,0 +1,51 @@
+"""The op table: nGraph op name -> converter, and the names of backend-internal ops.
+
+A converter is ``fn(ctx: OpContext) -> list[TensorType]``: it reads the op's attributes, checks its
+inputs with nGraph's rules, adds ONNX nodes whose last one writes ``ctx.outputs``, and returns the
+outputs' types. ``register`` puts one in ``OPS`` for the op versions it understands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...contract import TensorType
+from ..context import OpContext
+
+__all__ = ["OPS", "BACKEND_OPS", "register", "Converter"]
+
+Converter = Callable[[OpContext], "list[TensorType]"]
+
+OPS: dict[str, dict[int, Converter]] = {}
+"""``OPS[op][version]``: the converter for that op version."""
+
+
+def register(*names: str, versions: tuple[int, ...] = (0,)) -> Callable[[Converter], Converter]:
+    def deco(fn: Converter) -> Converter:
+        for n in names:
+            for v in versions:
+                OPS.setdefault(n, {})[v] = fn
+        return fn
+
+    return deco
+
+
+BACKEND_OPS = frozenset(
+    {
+        # fusions of nGraph's core and CPU backend passes (not readable by nGraph's own deserializer,
+        # or only produced by its optimization passes)
+        "QuantizedConvolution", "QuantizedConvolutionBias", "QuantizedConvolutionBiasAdd",
+        "QuantizedConvolutionBiasSignedAdd", "QuantizedConvolutionRelu", "QuantizedDot", "QuantizedDotBias",
+        "QuantizedMatmul", "QuantizedAvgPool", "QuantizedMaxPool", "QuantizedConcat",
+        "ConvolutionBias", "ConvolutionBiasAdd", "ConvolutionBiasBackpropFiltersBias", "ConvolutionAdd",
+        "ConvolutionRelu", "ConvolutionBiasRelu", "GroupConvolutionBias", "DeconvolutionBias",
+        "BatchNormInferenceRelu", "BatchNormTrainingRelu", "BatchMatMulTranspose", "MatmulBias",
+        "ConvertLayout", "LoopKernel", "CompiledKernel", "SigmoidMultiply", "SigmoidMultiplyBackprop",
+        "MaxPoolWithIndices", "MaxPoolWithIndicesBackprop", "Lstm", "Rnn", "UpdateSlice", "BoundedRelu",
+        "CPULeakyRelu", "LeakyRelu", "Dropout", "HalideOp", "ConvolutionBiasAddBackpropFiltersBias",
+        "GPUBroadcast", "LRN_Fused",
+    }
+)
+"""Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
+
+from . import conv, dot, elementwise, io, quant, reduce, shape  # noqa: E402,F401  (register the converters)

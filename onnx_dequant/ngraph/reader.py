@@ -1,0 +1,265 @@
+"""Reading nGraph's serialized JSON: the source (path, text or parsed), the functions, their structure.
+
+``load`` returns the parsed list of functions and the file's path (None for text or parsed JSON);
+``read_function`` picks one function and checks its structure: required keys, op names unique,
+inputs that name ops which exist and come earlier (else the cycle or the misordering is named),
+parameters that are Parameter ops, results that exist. Op attributes are checked later, by the op's
+converter. Every problem is a ``DequantizeError`` naming the file and the op.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import DequantizeError
+
+__all__ = ["Op", "Function", "load", "read_function", "function_names"]
+
+
+@dataclass(slots=True)
+class Op:
+    """One serialized op: its position, name, type, version, inputs ``(op name, output index)`` and JSON."""
+
+    index: int
+    name: str
+    op: str
+    version: int
+    inputs: list[tuple[str, int]]
+    output_names: list[str] | None
+    js: dict[str, Any]
+
+
+@dataclass
+class Function:
+    """One serialized function: ``parameters`` and ``results`` name ops of ``ops`` (in file order)."""
+
+    name: str
+    parameters: list[str]
+    results: list[str]
+    ops: list[Op]
+    by_name: dict[str, Op]
+
+
+def _looks_like_json(text: str) -> bool:
+    s = text.lstrip()
+    return s[:1] in ("[", "{")
+
+
+def load(source: Any) -> tuple[list[Any], str | None]:
+    """The parsed JSON (a list of functions) and the path it came from (None for text or parsed JSON).
+
+    ``source`` is a path (``str`` or ``os.PathLike``), JSON text (``str`` starting with ``[`` or ``{``,
+    or ``bytes``), or already-parsed JSON (a list of functions, or one function as a dict).
+    """
+    path: str | None = None
+    if isinstance(source, (list, dict)):
+        data = source
+    else:
+        if isinstance(source, (bytes, bytearray)):
+            raw: Any = bytes(source)
+        elif isinstance(source, str) and _looks_like_json(source):
+            raw = source
+        elif isinstance(source, (str, os.PathLike)):
+            path = os.fspath(source)
+            try:
+                raw = Path(path).read_bytes()
+            except OSError as e:
+                raise DequantizeError(f"cannot read the graph: {e.strerror or e}", path=path) from None
+        else:
+            raise DequantizeError(
+                f"expected a path, JSON text or parsed JSON, got {type(source).__name__}"
+            )
+        try:
+            data = json.loads(raw)
+        except UnicodeDecodeError as e:
+            raise DequantizeError(f"malformed JSON: not UTF-8 text ({e.reason} at byte {e.start})", path=path) from None
+        except json.JSONDecodeError as e:
+            raise DequantizeError(f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}", path=path) from None
+        except RecursionError:
+            raise DequantizeError("malformed JSON: nested too deeply", path=path) from None
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        raise DequantizeError(f"expected a JSON array of functions, got a JSON {_kind(data)}", path=path)
+    if not data:
+        raise DequantizeError("the file holds no functions (an empty JSON array)", path=path)
+    return data, path
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def function_names(data: list[Any], path: str | None = None) -> list[str]:
+    """The name of every function in the file, in file order."""
+    names = []
+    for i, fn in enumerate(data):
+        if not isinstance(fn, dict):
+            raise DequantizeError(f"function #{i} must be a JSON object, got a JSON {_kind(fn)}", path=path)
+        name = fn.get("name")
+        if not isinstance(name, str):
+            raise DequantizeError(f"function #{i} has no 'name' string", path=path)
+        names.append(name)
+    return names
+
+
+def _name_list(fn: dict[str, Any], key: str, fname: str, path: str | None) -> list[str]:
+    if key not in fn:
+        raise DequantizeError(f"function '{fname}' has no '{key}' list", path=path)
+    value = fn[key]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DequantizeError(f"function '{fname}': '{key}' must be a list of op names", path=path)
+    return value
+
+
+def _read_input(v: Any, name: str, k: int, path: str | None) -> tuple[str, int]:
+    if isinstance(v, str):
+        return v, 0
+    if isinstance(v, dict):
+        node = v.get("node")
+        index = v.get("index", 0)
+        if isinstance(node, str) and isinstance(index, int) and not isinstance(index, bool) and index >= 0:
+            return node, index
+    raise DequantizeError(
+        f"input {k} must be an op name or {{\"node\": name, \"index\": i}}, got {json.dumps(v)[:80]}",
+        node=name,
+        path=path,
+    )
+
+
+def _find_cycle(start: str, raw: dict[str, list[tuple[str, int]]]) -> list[str] | None:
+    """A path start -> ... -> start following inputs, if there is one."""
+    stack = [(start, iter(raw.get(start, ())))]
+    on_path = [start]
+    seen = {start}
+    while stack:
+        node, it = stack[-1]
+        step = next(it, None)
+        if step is None:
+            stack.pop()
+            on_path.pop()
+            continue
+        nxt = step[0]
+        if nxt == start:
+            return on_path + [start]
+        if nxt in seen or nxt not in raw:
+            continue
+        seen.add(nxt)
+        on_path.append(nxt)
+        stack.append((nxt, iter(raw[nxt])))
+    return None
+
+
+def read_function(data: list[Any], function: str | None = None, path: str | None = None) -> Function:
+    """The function named ``function`` (default: the last one, as nGraph's reader returns), checked."""
+    names = function_names(data, path)
+    if function is None:
+        index = len(data) - 1
+    else:
+        if function not in names:
+            raise DequantizeError(
+                f"no function named '{function}' (the file holds: {', '.join(repr(n) for n in names)})", path=path
+            )
+        index = len(names) - 1 - names[::-1].index(function)
+    fn = data[index]
+    fname = names[index]
+    parameters = _name_list(fn, "parameters", fname, path)
+    results = _name_list(fn, "result", fname, path)
+    if "ops" not in fn or not isinstance(fn["ops"], list):
+        raise DequantizeError(f"function '{fname}' has no 'ops' list", path=path)
+    raw_ops = fn["ops"]
+
+    ops: list[Op] = []
+    by_name: dict[str, Op] = {}
+    for i, js in enumerate(raw_ops):
+        if not isinstance(js, dict):
+            raise DequantizeError(f"op #{i} must be a JSON object, got a JSON {_kind(js)}", path=path)
+        name = js.get("name")
+        if not isinstance(name, str) or not name:
+            raise DequantizeError(f"op #{i} has no 'name' string", path=path)
+        op_type = js.get("op")
+        if not isinstance(op_type, str) or not op_type:
+            raise DequantizeError(f"op #{i} has no 'op' string (the op's type)", node=name, path=path)
+        if name in by_name:
+            raise DequantizeError(
+                f"duplicate op name: op #{i} and op #{by_name[name].index} are both named '{name}'", node=name, path=path
+            )
+        version = js.get("op_version", 0)
+        if version is None:
+            version = 0
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise DequantizeError(f"'op_version' must be a non-negative integer, got {json.dumps(version)}", node=name, path=path)
+        raw_inputs = js.get("inputs", [])
+        if raw_inputs is None:
+            raw_inputs = []
+        if not isinstance(raw_inputs, list):
+            raise DequantizeError("'inputs' must be a list", node=name, path=path)
+        inputs = [_read_input(v, name, k, path) for k, v in enumerate(raw_inputs)]
+        out_names = js.get("outputs")
+        if out_names is not None and not (isinstance(out_names, list) and all(isinstance(o, str) and o for o in out_names)):
+            raise DequantizeError("'outputs' must be a list of tensor names", node=name, path=path)
+        op = Op(i, name, op_type, version, inputs, out_names, js)
+        ops.append(op)
+        by_name[name] = op
+
+    # inputs and control dependencies name ops that exist and come earlier
+    for op in ops:
+        deps = list(op.inputs)
+        control = op.js.get("control_deps")
+        if control is not None:
+            if not isinstance(control, list) or not all(isinstance(c, str) for c in control):
+                raise DequantizeError("'control_deps' must be a list of op names", node=op.name, path=path)
+            deps += [(c, 0) for c in control]
+        for k, (src, _) in enumerate(deps):
+            what = f"input {k}" if k < len(op.inputs) else "control dependency"
+            target = by_name.get(src)
+            if target is None:
+                raise DequantizeError(f"{what} names op '{src}', which does not exist", node=op.name, path=path)
+            if target.index >= op.index:
+                raw = {o.name: o.inputs for o in ops}
+                cycle = _find_cycle(op.name, raw)
+                if cycle is not None:
+                    raise DequantizeError(f"the ops' inputs form a cycle: {' -> '.join(cycle)}", node=op.name, path=path)
+                raise DequantizeError(
+                    f"{what} names op '{src}', which comes later in 'ops' (nGraph writes ops in topological order)",
+                    node=op.name,
+                    path=path,
+                )
+
+    for p in parameters:
+        target = by_name.get(p)
+        if target is None:
+            raise DequantizeError(f"function '{fname}': parameter '{p}' names no op", path=path)
+        if target.op != "Parameter":
+            raise DequantizeError(f"function '{fname}': parameter '{p}' is a {target.op}, not a Parameter", node=p, path=path)
+    if len(set(parameters)) != len(parameters):
+        raise DequantizeError(f"function '{fname}': a parameter is listed twice", path=path)
+    if not results:
+        raise DequantizeError(f"function '{fname}' has no results", path=path)
+    n_result_ops = 0
+    for r in results:
+        target = by_name.get(r)
+        if target is None:
+            raise DequantizeError(f"function '{fname}': result '{r}' names no op", path=path)
+        n_result_ops += target.op == "Result"
+    if n_result_ops not in (0, len(results)):
+        raise DequantizeError(
+            f"function '{fname}': graph serialization is inconsistent; some Result ops appear to be missing "
+            "(the 'result' list mixes Result ops and other ops)",
+            path=path,
+        )
+    return Function(fname, parameters, results, ops, by_name)
