@@ -528,3 +528,16 @@ def test_model_without_the_op_is_a_plain_session():
     sess = odq.session(model)
     assert isinstance(sess, KernelSession) and sess.kernel_nodes == () and sess.lowered_nodes == ()
     assert sess.run(None, {"x": np.array([-1.0, 2.0], np.float32)})[0].tolist() == [0.0, 2.0]
+
+
+@needs_lower
+def test_fallback_in_an_opset_lowering_cannot_emit_needs_opset():
+    model = single_node_model("i8", "f16", (0,))
+    model.opset_import[0].version = 28  # onnx 1.23's default; ORT has no DequantizeLinear-28
+    with pytest.raises(odq.DequantizeError, match="opset 28.*lowering dq"):
+        odq.session(model)
+    sess = odq.session(model, opset=21)
+    assert sess.lowered_nodes == ("dq",)
+    rng = np.random.default_rng(8)
+    x, s, z = _ints(rng, "i8", SHAPE), _scales(rng, "f16", (3,)), _ints(rng, "i8", (3,))
+    assert same_bits(sess.run(None, {"x": x, "s": s, "z": z})[0], odq.dequantize(x, s, z, axes=[0]))

@@ -36,6 +36,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--no-optimizations", action="store_true", help="run with ONNX Runtime's graph optimizations off"
     )
+    p.add_argument(
+        "--opset", type=int, default=None, help="convert to this opset if nodes must be lowered (default: keep the model's)"
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run_command)
 
@@ -126,7 +129,7 @@ def run_command(args: argparse.Namespace) -> int:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     t0 = time.perf_counter()
-    sess = make_session(args.model, sess_options=options)
+    sess = make_session(args.model, sess_options=options, opset=args.opset)
     problems = check_feed(sess, feed, _declared_ranks(args.model))
     if problems:
         raise DequantizeError("bad inputs:\n  " + "\n  ".join(problems), path=args.inputs)

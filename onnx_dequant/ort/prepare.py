@@ -193,7 +193,7 @@ def _unique_name(model: ModelProto, base: str) -> str:
     return name
 
 
-def _lower_nodes(model: ModelProto, names: set[str], path: str | None) -> ModelProto:
+def _lower_nodes(model: ModelProto, names: set[str], path: str | None, opset: int | None) -> ModelProto:
     try:
         from ..rewrite import lower
     except ImportError as e:  # the lowering pass is not part of this build
@@ -203,13 +203,18 @@ def _lower_nodes(model: ModelProto, names: set[str], path: str | None) -> ModelP
             path=path,
         ) from None
     try:
-        return lower(model, opset=None, target="ort", only=lambda n: n.name in names)
+        return lower(model, opset=opset, target="ort", only=lambda n: n.name in names)
     except DequantizeError as e:
-        raise e.at(path=path) from None
+        raise DequantizeError(
+            f"{e.rule} (lowering {', '.join(sorted(names))}: no kernel can carry their types)", node=e.node, path=e.path or path
+        ) from None
 
 
-def prepare(model: Any) -> Prepared:
-    """The model, copied and rewritten so ONNX Runtime runs every Dequantize node (see module doc)."""
+def prepare(model: Any, *, opset: int | None = None) -> Prepared:
+    """The model, copied and rewritten so ONNX Runtime runs every Dequantize node (see module doc).
+
+    ``opset``: the default-domain opset to convert to when some nodes must be lowered (None: keep).
+    """
     copy, path = load_copy(model)
     if any(_uses_op(f.node) for f in copy.functions):
         try:
@@ -233,7 +238,7 @@ def prepare(model: Any) -> Prepared:
             routes[node.name] = op
 
     if lowered:
-        copy = _lower_nodes(copy, set(lowered), path)
+        copy = _lower_nodes(copy, set(lowered), path, opset)
     if not routes:
         return Prepared(copy, (), lowered, None, path)
 

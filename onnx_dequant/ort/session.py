@@ -186,6 +186,8 @@ def session(
     sess_options: ort.SessionOptions | None = None,
     providers: Sequence[Any] | None = None,
     provider_options: Sequence[dict[Any, Any]] | None = None,
+    *,
+    opset: int | None = None,
     **ort_options: Any,
 ) -> KernelSession:
     """An ONNX Runtime session that runs ``model`` with its Dequantize nodes (domain ``ngraph``) kept.
@@ -195,9 +197,10 @@ def session(
     op; nodes with f16/bf16 output or 4-bit inputs are lowered to standard ONNX (logged, and listed in
     ``.lowered_nodes``). The remaining arguments go to ``onnxruntime.InferenceSession``; caller-supplied
     ``sess_options`` get the extensions library registered (once). ``providers`` defaults to CPU.
-    Raises ``DequantizeError`` for a model that breaks the op's contract.
+    ``opset``: convert the model to this default-domain opset when nodes must be lowered (None keeps
+    it; lowering needs 13 to 27). Raises ``DequantizeError`` for a model that breaks the op's contract.
     """
-    prepared = prepare(model)
+    prepared = prepare(model, opset=opset)
     for name, reason in prepared.lowered.items():
         log.info("Dequantize node '%s' lowered to standard ONNX: %s", name, reason)
     return KernelSession(prepared, sess_options, providers, provider_options, **ort_options)
