@@ -16,7 +16,7 @@ from . import dtypes
 from .dtypes import DType
 from .errors import DequantizeError
 
-__all__ = ["TensorType", "infer", "normalize_axes", "projected_shape", "Dim", "Shape"]
+__all__ = ["TensorType", "infer", "normalize_axes", "projected_shape", "merge_dim", "merge_shapes", "shape_str", "Dim", "Shape"]
 
 Dim = Union[int, str, None]
 """A dimension: a size, a symbolic name (unknown size), or None (unknown)."""
@@ -52,21 +52,19 @@ def _dim_str(d: Dim) -> str:
     return str(d) if isinstance(d, int) else "?"
 
 
-def _shape_str(shape: Shape) -> str:
+def shape_str(shape: Shape) -> str:
+    """A shape as nGraph prints it: ``{64,3}``, ``?`` for an unknown dim or rank."""
     if shape is None:
         return "?"
     return "{" + ",".join(_dim_str(d) for d in shape) + "}"
-
-
-def _rank_str(shape: Shape) -> str:
-    return "?" if shape is None else str(len(shape))
 
 
 def _axes_str(axes: Sequence[int]) -> str:
     return "AxisSet{" + ", ".join(str(a) for a in axes) + "}"
 
 
-def _merge_dim(a: Dim, b: Dim) -> tuple[bool, Dim]:
+def merge_dim(a: Dim, b: Dim) -> tuple[bool, Dim]:
+    """Two dims that must be equal: (compatible, the merged dim); a known size wins over unknown."""
     if isinstance(a, int) and isinstance(b, int):
         return a == b, a
     if isinstance(a, int):
@@ -76,7 +74,8 @@ def _merge_dim(a: Dim, b: Dim) -> tuple[bool, Dim]:
     return True, a if a is not None else b
 
 
-def _merge_shape(a: Shape, b: Shape) -> tuple[bool, Shape]:
+def merge_shapes(a: Shape, b: Shape) -> tuple[bool, Shape]:
+    """Two shapes that must be equal: (compatible, the merged shape); unknown parts take the known."""
     if a is None:
         return True, b
     if b is None:
@@ -85,7 +84,7 @@ def _merge_shape(a: Shape, b: Shape) -> tuple[bool, Shape]:
         return False, a
     merged = []
     for x, y in zip(a, b):
-        ok, m = _merge_dim(x, y)
+        ok, m = merge_dim(x, y)
         if not ok:
             return False, a
         merged.append(m)
@@ -189,10 +188,10 @@ def infer(x: Any, scale: Any, zero_point: Any = None, *, axes: Any = (), dtype: 
     # 7: scale and zero point shapes agree
     sz_shape = st.shape
     if zt is not None:
-        ok, sz_shape = _merge_shape(st.shape, zt.shape)
+        ok, sz_shape = merge_shapes(st.shape, zt.shape)
         if not ok:
             raise DequantizeError(
-                f"Scale shape ({_shape_str(st.shape)}) and zero point shape ({_shape_str(zt.shape)}) must match"
+                f"Scale shape ({shape_str(st.shape)}) and zero point shape ({shape_str(zt.shape)}) must match"
             )
     # 8: one scale dimension per axis
     if sz_shape is not None and len(sz_shape) != len(axes_t):
@@ -205,10 +204,10 @@ def infer(x: Any, scale: Any, zero_point: Any = None, *, axes: Any = (), dtype: 
     if sz_shape is None:
         return TensorType(out_type, in_shape)
     at = dict(zip(axes_t, sz_shape))
-    ok, result = _merge_shape(in_shape, tuple(at.get(i) for i in range(len(in_shape))))
+    ok, result = merge_shapes(in_shape, tuple(at.get(i) for i in range(len(in_shape))))
     if not ok:
         raise DequantizeError(
-            f"Scale / zero point shape ({_shape_str(sz_shape)}) must match input shape ({_shape_str(in_shape)}) "
+            f"Scale / zero point shape ({shape_str(sz_shape)}) must match input shape ({shape_str(in_shape)}) "
             f"at the quantization axes ({_axes_str(axes_t)})"
         )
     return TensorType(out_type, result)

@@ -18,7 +18,10 @@ from . import dtypes
 from .contract import Shape, TensorType, infer, normalize_axes
 from .errors import DequantizeError
 
-__all__ = ["DOMAIN", "OP_TYPE", "OPSET_VERSION", "make_node", "is_dequantize", "node_attributes", "opset_import"]
+__all__ = [
+    "DOMAIN", "OP_TYPE", "OPSET_VERSION", "make_node", "is_dequantize", "node_attributes", "opset_import",
+    "tensor_type_of", "type_proto_of",
+]
 
 DOMAIN = "ngraph"
 """The custom op's domain."""
@@ -79,11 +82,18 @@ def node_attributes(node: onnx.NodeProto) -> tuple[tuple[int, ...], dtypes.DType
 # ---- shape and type inference ----
 
 
-def _tensor_type(tp: Any) -> TensorType:
+def tensor_type_of(tp: TypeProto | None) -> TensorType:
+    """A ``TypeProto``'s element type and shape as a ``TensorType`` (unknown parts None, names kept).
+
+    Element types outside the table (string, float8...) read as unknown.
+    """
     if tp is None or not tp.HasField("tensor_type"):
         return TensorType(None, None)
     tt = tp.tensor_type
-    elem = dtypes.parse(tt.elem_type) if tt.elem_type else None
+    try:
+        elem = dtypes.parse(tt.elem_type) if tt.elem_type else None
+    except DequantizeError:  # a type outside the table (string, float8...): unknown to the contract
+        elem = None
     if not tt.HasField("shape"):
         return TensorType(elem, None)
     dims = []
@@ -95,7 +105,8 @@ def _tensor_type(tp: Any) -> TensorType:
     return TensorType(elem, tuple(dims))
 
 
-def _type_proto(t: TensorType) -> TypeProto:
+def type_proto_of(t: TensorType) -> TypeProto:
+    """A ``TensorType`` with a known element type as a tensor ``TypeProto`` (symbolic dims kept)."""
     out = TypeProto()
     out.tensor_type.elem_type = t.elem_type.onnx
     shape: Shape = t.shape
@@ -120,13 +131,13 @@ def _infer_node(ctx: Any) -> None:
         axes = list(axes_attr.ints) if axes_attr is not None else []
         dtype = int(type_attr.i) if type_attr is not None else None
         n = ctx.get_num_inputs()
-        x = _tensor_type(ctx.get_input_type(0))
-        scale = _tensor_type(ctx.get_input_type(1))
-        zp = _tensor_type(ctx.get_input_type(2)) if n > 2 and ctx.has_input(2) else None
+        x = tensor_type_of(ctx.get_input_type(0))
+        scale = tensor_type_of(ctx.get_input_type(1))
+        zp = tensor_type_of(ctx.get_input_type(2)) if n > 2 and ctx.has_input(2) else None
         out = infer(x, scale, zp, axes=axes, dtype=dtype)
     except DequantizeError as e:
         raise e.at(node=name) from None
-    ctx.set_output_type(0, _type_proto(out))
+    ctx.set_output_type(0, type_proto_of(out))
 
 
 def _schema() -> onnx.defs.OpSchema:
