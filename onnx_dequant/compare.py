@@ -64,7 +64,7 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         mag = i & (sign - 1) if width < 8 else i & np.int64(0x7FFFFFFFFFFFFFFF)
         return np.where(i < 0, -mag, mag).astype(np.float64)
 
-    d = np.abs(ordered(a) - ordered(b))
+    d = np.asarray(np.abs(ordered(a) - ordered(b)))  # an array even for 0-d inputs
     na, nb = _is_nan(a), _is_nan(b)
     d[na & nb] = 0.0
     d[na ^ nb] = np.inf

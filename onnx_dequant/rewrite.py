@@ -331,7 +331,7 @@ def _rewrite_nodes(owner: Any, ctx: _Context, types: dict, consts: _Constants, *
             continue
         info = _node_info(n, ctx, types, consts, consumers, outputs)
         chosen = plan(info, ctx.strategies)
-        em = Emitter(n.name or info.output, ctx.names, function=function)
+        em = Emitter(n.name or info.output, ctx.names, function=function, constants=consts.tensors)
         chosen.strategy.emit(info, em)
         last = em.nodes[-1]
         assert list(last.output) == [info.output]

@@ -17,10 +17,10 @@ from onnx_dequant.schema import opset_import
 def random_case(rng: np.random.Generator, shape: Sequence[int], axes: Sequence[int], qt: str, rt: str, zp: bool = True):
     """Random ``(x, scale, zero_point)`` of the given shapes and types (scales with varied exponents)."""
     q, r = dtypes.parse(qt), dtypes.parse(rt)
-    x = rng.integers(int(q.min), int(q.max) + 1, size=tuple(shape)).astype(q.numpy)
+    x = np.asarray(rng.integers(int(q.min), int(q.max) + 1, size=tuple(shape))).astype(q.numpy)
     ss = tuple(shape[a] for a in axes)
-    s = (rng.standard_normal(ss) * np.exp2(rng.integers(-8, 8, ss))).astype(r.numpy)
-    z = rng.integers(int(q.min), int(q.max) + 1, size=ss).astype(q.numpy) if zp else None
+    s = np.asarray(rng.standard_normal(ss) * np.exp2(rng.integers(-8, 8, ss))).astype(r.numpy)
+    z = np.asarray(rng.integers(int(q.min), int(q.max) + 1, size=ss)).astype(q.numpy) if zp else None
     return x, s, z
 
 
@@ -62,7 +62,7 @@ def one_node_model(
         nodes.append(helper.make_node("Reshape", ["t", "flat"], ["y"]))
     elif consumer is not None:
         nodes.append(helper.make_node(consumer, ["t"], ["y"]))
-    out_shape = None if consumer == "Reshape" else [f"d{i}" if symbolic else d for i, d in enumerate(x.shape)]
+    out_shape = [int(x.size)] if consumer == "Reshape" else [f"d{i}" if symbolic else d for i, d in enumerate(x.shape)]
     out = helper.make_tensor_value_info("y", r.onnx, out_shape)
     g = helper.make_graph(nodes, "g", inputs, [out], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), opset_import()])
@@ -76,7 +76,8 @@ def readable(model: onnx.ModelProto) -> onnx.ModelProto:
         if o.type.tensor_type.elem_type == TensorProto.BFLOAT16:
             name = o.name + "__f32"
             model.graph.node.append(helper.make_node("Cast", [o.name], [name], to=TensorProto.FLOAT))
-            model.graph.output[i].CopyFrom(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+            dims = [d.dim_value or d.dim_param for d in o.type.tensor_type.shape.dim]
+            model.graph.output[i].CopyFrom(helper.make_tensor_value_info(name, TensorProto.FLOAT, dims))
     return model
 
 

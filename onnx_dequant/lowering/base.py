@@ -113,8 +113,11 @@ class Emitter:
     In a graph constants become initializers; in a function body (``function=True``) Constant nodes.
     """
 
-    def __init__(self, prefix: str, names: set[str], *, function: bool = False) -> None:
+    def __init__(
+        self, prefix: str, names: set[str], *, function: bool = False, constants: dict[str, TensorProto] | None = None
+    ) -> None:
         self.prefix = prefix
+        self.constants = constants or {}  # constant tensors visible here, by name
         self._names = names  # every name in use in the model; fresh names are added to it
         self.function = function
         self.nodes: list[onnx.NodeProto] = []
@@ -143,6 +146,23 @@ class Emitter:
         else:
             self.initializers.append(tensor)
         return name
+
+    def redim(self, name: str, dims: Sequence[int], hint: str) -> str | None:
+        """A new constant with ``name``'s data and ``dims`` (a reshape done on the model, not at run time);
+        None when ``name`` is not a constant. External data is shared, not copied."""
+        t = self.constants.get(name)
+        if t is None:
+            return None
+        copy = TensorProto()
+        copy.CopyFrom(t)
+        del copy.dims[:]
+        copy.dims.extend(int(d) for d in dims)
+        copy.name = self.fresh(hint)
+        if self.function:
+            self.nodes.append(helper.make_node("Constant", [], [copy.name], name=self.fresh("const"), value=copy))
+        else:
+            self.initializers.append(copy)
+        return copy.name
 
     def i64(self, values: Sequence[int], hint: str = "shape") -> str:
         return self.const(np.array(list(values), dtype=np.int64), hint)

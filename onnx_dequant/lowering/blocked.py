@@ -18,7 +18,10 @@ class Blocked(Strategy):
     def layouts(self, info: NodeInfo) -> list[Layout]:
         """Every whole-axis-block layout of the node whose block size is known."""
         out = []
-        for merge in (False, True):
+        small = info.in_type.bits < 8  # ORT has no Reshape or Expand for 4-bit types
+        if small and info.has_zp and not info.zp_const:
+            return []
+        for merge in ((False,) if small else (False, True)):
             gs = groups(info.rank or 0, info.axes, merge=merge)
             view = tuple(g for _, g in gs)
             quant = tuple(q for q, _ in gs)

@@ -56,7 +56,7 @@ class Layout:
 def ort_bug_reason(info: NodeInfo, scale_elements: int) -> str | None:
     """ORT 1.32 fails to load an int8 per-tensor DQL with a zero point followed by Reshape & co. at opset
     21+ (QDQ propagation, DESIGN 4): the reason to avoid a form, or None."""
-    if info.target != "ort" or info.opset < 21 or info.in_type.name != "i8" or not info.has_zp:
+    if info.opset < 21 or info.in_type.name != "i8" or not info.has_zp:
         return None
     if scale_elements != 1:
         return None
@@ -94,23 +94,37 @@ def _reshape(em: Emitter, tensor: str, shape_name: str, hint: str) -> str:
     return em.node("Reshape", [tensor, shape_name], hint=hint)
 
 
+def _reshape_param(em: Emitter, info: NodeInfo, tensor: str, sshape: list, gs: list, hint: str) -> str:
+    """``tensor`` (shaped ``sshape``) reshaped to the groups ``gs``: a new constant when it is one."""
+    if all(isinstance(d, int) for d in sshape):
+        dims = []
+        for g in gs:
+            n = 1
+            for a in [] if isinstance(g, int) else g:
+                n *= sshape[a]
+            dims.append(g if isinstance(g, int) else n)
+        const = em.redim(tensor, dims, hint)
+        if const is not None:
+            return const
+    return _reshape(em, tensor, merged_shape_tensor(em, tensor, sshape, gs, info.opset), hint)
+
+
 def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str) -> str:
     """The scale or zero point, reshaped (and expanded) for the layout."""
     if layout.mode == "tensor":
         return tensor
     shape = info.shape or ()
+    sshape = [shape[a] for a in info.axes]
     if layout.mode == "axis":
         if len(info.axes) == 1:
             return tensor
-        sshape = [shape[a] for a in info.axes]
-        return _reshape(em, tensor, merged_shape_tensor(em, tensor, sshape, [tuple(range(len(info.axes)))], info.opset), hint)
+        return _reshape_param(em, info, tensor, sshape, [tuple(range(len(info.axes)))], hint)
     # blocked: the scale in the view's rank, 1 on broadcast axes, then expanded
     pos = {a: i for i, a in enumerate(info.axes)}
-    sshape = [shape[a] for a in info.axes]
     gs: list = []
     for q, g in zip(layout.quant, layout.view):
         gs.append(tuple(pos[a] for a in g) if q else 1)
-    out = _reshape(em, tensor, merged_shape_tensor(em, tensor, sshape, gs, info.opset), hint)
+    out = _reshape_param(em, info, tensor, sshape, gs, hint)
     if layout.expand:
         target = []
         for i, g in enumerate(layout.view):

@@ -32,6 +32,8 @@ class Merged(Strategy):
         layout = self._layout(info)
         if not layout.reshapes:
             return "nothing to merge (the per-axis form)"
+        if info.in_type.bits < 8:
+            return "ORT has no Reshape for 4-bit types"
         return dql_reason(info) or ort_bug_reason(info, info.scale_size)
 
     def cost(self, info: NodeInfo) -> float:
