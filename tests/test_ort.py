@@ -541,3 +541,19 @@ def test_fallback_in_an_opset_lowering_cannot_emit_needs_opset():
     rng = np.random.default_rng(8)
     x, s, z = _ints(rng, "i8", SHAPE), _scales(rng, "f16", (3,)), _ints(rng, "i8", (3,))
     assert same_bits(sess.run(None, {"x": x, "s": s, "z": z})[0], odq.dequantize(x, s, z, axes=[0]))
+
+
+def test_outputs_above_the_scratch_limit_get_fresh_arrays(monkeypatch):
+    monkeypatch.setattr(kernels, "SCRATCH_MAX_BYTES", 64)
+    rng = np.random.default_rng(9)
+    nodes = [odq.make_node(["x", f"s{k}"], [f"y{k}"], axes=[2], name=f"dq{k}") for k in range(2)]
+    vis = [_vi("x", "i8", SHAPE), _vi("s0", "f32", (5,)), _vi("s1", "f64", (5,))]
+    model = _model(nodes + [odq.make_node(["x4", "s2"], ["y2"], axes=[], name="small")],
+                   vis + [_vi("x4", "i8", (2, 2)), _vi("s2", "f32", ())],
+                   [_vi("y0", "f32", SHAPE), _vi("y1", "f64", SHAPE), _vi("y2", "f32", (2, 2))])
+    feed = {"x": _ints(rng, "i8", SHAPE), "s0": _scales(rng, "f32", (5,)), "s1": _scales(rng, "f64", (5,)),
+            "x4": _ints(rng, "i8", (2, 2)), "s2": _scales(rng, "f32", ())}
+    y0, y1, y2 = odq.session(model).run(None, feed)
+    assert same_bits(y0, odq.dequantize(feed["x"], feed["s0"], axes=[2]))
+    assert same_bits(y1, odq.dequantize(feed["x"], feed["s1"], axes=[2]))
+    assert same_bits(y2, odq.dequantize(feed["x4"], feed["s2"]))

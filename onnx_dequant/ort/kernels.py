@@ -138,6 +138,29 @@ def stats() -> dict[str, int]:
 
 # ---- the kernel body ----
 
+SCRATCH_MAX_BYTES = 256 << 20
+"""Outputs up to this size are computed into a per-thread scratch buffer that is reused from call to
+call (a fresh array costs page faults about as long as a copy); larger ones get a fresh array."""
+
+_scratch = threading.local()
+
+
+def _scratch_out(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+    """A C-contiguous array of ``shape`` and ``dtype`` in this thread's scratch buffer, or None.
+
+    Safe because the bridge copies a kernel's result into ONNX Runtime's output before it returns, and
+    the next kernel call on this thread cannot start before that.
+    """
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes == 0 or nbytes > SCRATCH_MAX_BYTES:
+        return None
+    buf = getattr(_scratch, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = np.empty(nbytes, np.uint8)
+        _scratch.buf = buf
+    return buf[:nbytes].view(dtype).reshape(shape)
+
+
 
 def _parse_axes(text: str) -> tuple[int, ...]:
     text = text.strip()
@@ -149,14 +172,18 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
     n_inputs = 4 if spec.has_zero_point else 3
 
     def body(*feed: Any, odq_axes: str = "", odq_node: str = "") -> np.ndarray:
-        """Never raises: returns the result, or zeros of the declared dtype and records the error."""
+        """Never raises: returns the result, or zeros of the declared dtype and records the error.
+
+        The result may live in this thread's scratch buffer: valid until the thread's next call.
+        """
         _stats["calls"] += 1
         x = feed[0] if feed else None
         try:
             if len(feed) != n_inputs:
                 raise DequantizeError(f"kernel {spec.op_type} expects {n_inputs} inputs, got {len(feed)}")
             zp = feed[2] if spec.has_zero_point else None
-            y = dequantize(x, feed[1], zp, axes=_parse_axes(odq_axes), dtype=spec.out)
+            out = _scratch_out(x.shape, out_dtype) if isinstance(x, np.ndarray) else None
+            y = dequantize(x, feed[1], zp, axes=_parse_axes(odq_axes), dtype=spec.out, out=out)
             if y.dtype != out_dtype or not y.flags.c_contiguous:  # the bridge copies raw bytes
                 y = np.ascontiguousarray(y, dtype=out_dtype)
             return y
