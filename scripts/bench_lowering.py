@@ -157,28 +157,28 @@ def bench_f16(bench: Bench, quick: bool) -> None:
 def make_big_model(folder: Path, nodes: int, total_bytes: int) -> Path:
     """A model with ``nodes`` Dequantize nodes on int8 external weights of ``total_bytes`` in all."""
     per = total_bytes // nodes
-    side = int(np.sqrt(per))
-    rows, cols = per // side, side
+    side = int(np.sqrt(per // 8))
+    shape = (8, per // 8 // side, side)
     data = folder / "weights.bin"
     init, graph_nodes, outs = [], [], []
-    axes_cycle = [(), (0,), (1,), (0, 1)]
+    axes_cycle = [(), (0,), (2,), (0, 2), (1,)]
     rng = np.random.default_rng(3)
     with open(data, "wb") as f:
-        block = rng.integers(-128, 128, rows * cols, dtype=np.int8).tobytes()
+        block = rng.integers(-128, 128, int(np.prod(shape)), dtype=np.int8).tobytes()
         for i in range(nodes):
-            t = TensorProto(name=f"w{i}", data_type=TensorProto.INT8, dims=[rows, cols])
+            t = TensorProto(name=f"w{i}", data_type=TensorProto.INT8, dims=list(shape))
             t.data_location = TensorProto.EXTERNAL
             for k, v in (("location", "weights.bin"), ("offset", str(f.tell())), ("length", str(len(block)))):
                 e = t.external_data.add()
                 e.key, e.value = k, v
             f.write(block)
             init.append(t)
-            axes = axes_cycle[i % 4]
-            ss = tuple((rows, cols)[a] for a in axes)
+            axes = axes_cycle[i % len(axes_cycle)]
+            ss = tuple(shape[a] for a in axes)
             init.append(numpy_helper.from_array((rng.random(ss) + 0.5).astype(np.float32), f"s{i}"))
             init.append(numpy_helper.from_array(rng.integers(-5, 5, ss).astype(np.int8), f"z{i}"))
             graph_nodes.append(odq.make_node([f"w{i}", f"s{i}", f"z{i}"], [f"y{i}"], axes=axes, name=f"dq{i}"))
-            outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [rows, cols]))
+            outs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, list(shape)))
     g = helper.make_graph(graph_nodes, "big", [], outs, init)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
     m.ir_version = 10
