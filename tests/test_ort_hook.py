@@ -101,3 +101,38 @@ def test_registration_is_idempotent():
     kernels.ensure_registered()
     names = [od.op_type for od in _ocos.Opdef._odlist.values() if od.op_type.startswith(odq.DOMAIN + "::")]
     assert len(names) == len(set(names)) == 20
+
+
+_LAST_RESORT = """
+import sys
+import numpy as np
+import onnx_dequant as odq
+from onnx import helper, TensorProto as TP
+from onnxruntime_extensions import _ocos
+
+node = odq.make_node(["x", "s"], ["y"], axes=[1], name="dq")
+g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TP.INT8, [2, 3]),
+    helper.make_tensor_value_info("s", TP.FLOAT, [3])], [helper.make_tensor_value_info("y", TP.FLOAT, None)])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ngraph", 1)], ir_version=10)
+sess = odq.session(m)
+def raising(*a, **k):
+    raise OSError("body replaced")
+for od in _ocos.Opdef._odlist.values():
+    if od.op_type == "ngraph::Dequantize_i8_f32_nozp":
+        od.body = raising
+try:
+    sess.run(None, {"x": np.ones((2, 3), np.int8), "s": np.ones(3, np.float32)})
+except RuntimeError as e:
+    print("CAUGHT", e)
+    sys.exit(3)
+sys.exit(10)
+"""
+
+
+def test_the_hook_itself_never_lets_an_exception_escape():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _LAST_RESORT], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "node 'dq'" in proc.stdout and "body replaced" in proc.stdout
