@@ -189,7 +189,7 @@ def test_model_without_dequantize_runs_ort_against_the_reference():
     assert statuses(report) == {"ort/default": "pass", "ort/off": "pass"}
     assert report.inputs[0]["shape"] == [DEFAULT_DIM, 5]
     out = report.paths[0].outputs[0]
-    assert out.why.startswith("Add 'add': float op") and out.allowed == "8 ULP (or of max |x|)"
+    assert out.why.startswith("Add 'add': float op") and out.allowed == "64 ULP (or of max |x|)"
     assert report.exit_code == 0
 
 
@@ -395,7 +395,7 @@ def test_policy_per_tensor():
     tol = tolerances(onnx.shape_inference.infer_shapes(m))
     assert tol["a"] == Tolerance(0, False, "Dequantize 'dq1': i8->f32 rounds once")
     assert tol["r"].ulp == 0 and tol["r"].why.startswith("Dequantize 'dq1'")  # Relu keeps the budget
-    assert tol["y"].ulp == 8 and tol["y"].scaled and tol["y"].why.startswith("Add 'add'")
+    assert tol["y"].ulp == 64 and tol["y"].scaled and tol["y"].why.startswith("Add 'add'")
     m16 = dq_model("i16", "f16", relu=True)
     tol16 = tolerances(onnx.shape_inference.infer_shapes(m16))
     assert tol16["y"].ulp == 1 and "rounds twice" in tol16["y"].why

@@ -115,11 +115,31 @@ def _sample_graphs():
 @pytest.mark.skipif(not _sample_graphs(), reason="no sample nGraph graphs in models/ yet")
 @pytest.mark.parametrize("graph", _sample_graphs(), ids=lambda p: p.name)
 def test_sample_ngraph_graphs_validate(graph, capsys):
+    """Every path agrees, except (known) ORT's default-level fusions of the lowered DQL -> MatMul."""
+    pytest.importorskip("onnx_dequant.ngraph")
+    main(["validate", str(graph), "--json", "-q"])
+    d = json.loads(capsys.readouterr().out)
+    assert d["dequantize_nodes"] >= 1
+    for p in d["paths"]:
+        if (p["path"], p["level"]) != ("lowered", "default"):
+            assert p["status"] == "pass", json.dumps(p, indent=1)[:3000]
+        elif p["status"] == "fail":  # then it must say where and why
+            fd = p["first_difference"]
+            assert fd["node"] and "ONNX Runtime's optimized graph has" in fd["note"], fd
+
+
+@pytest.mark.xfail(
+    reason="ORT 1.32 at its default level fuses the lowered DequantizeLinear -> MatMul into MatMulNBits / "
+    "Gemm, which is not exact (0.14 abs on quantized_mlp, 0.027 on conv_block); see docs/validation.md",
+    strict=False,
+)
+@pytest.mark.skipif(not _sample_graphs(), reason="no sample nGraph graphs in models/ yet")
+@pytest.mark.parametrize("graph", _sample_graphs(), ids=lambda p: p.name)
+def test_sample_ngraph_graphs_agree_on_every_path(graph, capsys):
     pytest.importorskip("onnx_dequant.ngraph")
     code = main(["validate", str(graph), "--json", "-q"])
     d = json.loads(capsys.readouterr().out)
     assert code == 0, json.dumps(d, indent=1)[:4000]
-    assert d["dequantize_nodes"] >= 1
 
 
 def test_progress_on_stderr_for_slow_runs(files, capsys, monkeypatch):

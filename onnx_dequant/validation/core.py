@@ -28,7 +28,7 @@ from .localize import first_difference
 from .policy import Policy, Tolerance, tolerances
 from .progress import Progress
 from .report import PathResult, Report
-from .runners import LEVELS, OrtRunner, ReferenceRunner, Skip, has_dequantize
+from .runners import LEVELS, OrtRunner, ReferenceRunner, Skip, has_dequantize, ort_rewrites
 
 __all__ = ["validate", "load_model", "PATHS"]
 
@@ -199,6 +199,11 @@ def validate(
     out_names = [o.name for o in original.graph.output]
     out_tol = {n: tol.get(n, Tolerance(policy.exact_ulp, False, "graph output")) for n in out_names}
     state: dict[str, Any] = {}
+    buffers: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # one output buffer per output, reused by every path
+    for name in out_names:
+        ref = expected[name]
+        if isinstance(ref, np.ndarray) and ref.size and ref.flags.c_contiguous:
+            buffers[name] = (np.empty_like(ref), ref)
 
     def oracle_all() -> dict[str, Any]:
         if "intermediate" not in state:
@@ -217,7 +222,7 @@ def validate(
             t0 = time.perf_counter()
             with show.step(f"running {result.label}"):
                 try:
-                    got = OrtRunner(path_model, level, kernel=kernel).run(path_feeds)
+                    got = OrtRunner(path_model, level, kernel=kernel).run(path_feeds, buffers)
                 except Skip as e:
                     result.status, result.reason = "skipped", str(e)
                 except Exception as e:  # noqa: BLE001 - a path that cannot load or run is a finding
@@ -237,6 +242,11 @@ def validate(
                                 lambda expose, m=path_model, lv=level, k=kernel: OrtRunner(m, lv, kernel=k, expose=expose).run(path_feeds),
                                 tol,
                             )
+                            fused = ort_rewrites(path_model, level, kernel=kernel)
+                            if fused:
+                                fd = result.first_difference
+                                extra = "ONNX Runtime's optimized graph has " + ", ".join(fused[:8]) + (" ..." if len(fused) > 8 else "")
+                                fd.note = f"{fd.note}; {extra}" if fd.note else extra
             report.paths.append(result)
     return report
 

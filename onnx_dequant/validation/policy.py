@@ -51,7 +51,7 @@ class Policy:
 
     exact_ulp: int = 0
     rounded_ulp: int = 1
-    float_ulp: int = 8
+    float_ulp: int = 64
     ulp: int | None = None
 
     def __post_init__(self) -> None:

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Validation cost: ``odq.validate`` on a model with 100M dequantized elements against the runs it wraps.
+
+Targets (issue 6):
+- time: validating (reference + ORT on the lowered model and ORT with the Python kernel, each at the
+  default optimization level and with optimizations off, plus the comparisons) at most **3x** the time of
+  one ORT run of the lowered model plus one reference run;
+- memory: peak resident memory of the data at most **1.5x** what holding the inputs and the outputs
+  takes. Any comparison must hold the inputs, the reference's outputs and one path's outputs at once, so
+  that sum is the baseline the target is checked against; the ratio to inputs plus ONE set of outputs is
+  printed too.
+
+Model: ``x`` int8 (100, 1000, 1000) graph input -> Dequantize, axes {0, 2}, f32 scale and int8 zero
+point (100, 1000) -> ``y`` f32. ``--quick`` uses 10M elements. Memory is measured in a fresh
+subprocess per case (VmHWM after resetting it, minus the resident size before the inputs existed;
+tracemalloc's peak as a second figure, NumPy allocations only).
+
+    python scripts/bench_validate.py [--quick] [--repeat N] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from benchlib import Bench, Row  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import onnx_dequant as odq  # noqa: E402
+from onnx_dequant.validation.runners import OrtRunner, ReferenceRunner  # noqa: E402
+
+FULL = (100, 1000, 1000)
+QUICK = (10, 1000, 1000)
+
+
+def build(shape: tuple[int, ...]) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    pshape = (shape[0], shape[2])
+    s = rng.uniform(0.01, 1.0, pshape).astype(np.float32)
+    zp = rng.integers(-128, 128, pshape).astype(np.int8)
+    g = helper.make_graph(
+        [odq.make_node(["x", "s", "zp"], ["y"], axes=(0, 2), name="dq")],
+        "bench_validate",
+        [helper.make_tensor_value_info("x", TensorProto.INT8, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        [numpy_helper.from_array(s, "s"), numpy_helper.from_array(zp, "zp")],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+
+
+def inputs(shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    n = int(np.prod(shape))
+    return {"x": np.frombuffer(np.random.default_rng(1).bytes(n), np.int8).reshape(shape).copy()}
+
+
+def _status_mb(key: str) -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def memory_child(case: str, quick: bool) -> None:
+    """Runs in a subprocess: one case, prints its memory figures as JSON."""
+    shape = QUICK if quick else FULL
+    odq.validate(build((shape[0], 2, shape[2])))  # load every library first: not data
+    model = build(shape)
+    lowered = odq.lower(model)
+    base = _status_mb("VmRSS")
+    feeds = inputs(shape)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset VmHWM to the current resident size
+        reset = True
+    except OSError:
+        reset = False
+    tracemalloc.start()
+    if case == "validate":
+        report = odq.validate(model, feeds)
+        assert report.ok, report.to_text()
+    elif case == "ort":
+        OrtRunner(lowered, "default").run(feeds)
+    elif case == "reference":
+        ReferenceRunner(model).run(feeds)
+    _, traced = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    peak = _status_mb("VmHWM")
+    in_mb = sum(v.nbytes for v in feeds.values()) / 2**20
+    out_mb = int(np.prod(shape)) * 4 / 2**20
+    print(json.dumps({"case": case, "peak_data_mb": peak - base, "traced_mb": traced / 2**20,
+                      "in_mb": in_mb, "out_mb": out_mb, "hwm_reset": reset}))
+
+
+def memory(bench: Bench) -> None:
+    print("\n## peak memory (fresh subprocess per case; data = peak RSS - RSS before the inputs)")
+    print(f"{'case':<12} {'data peak':>10} {'tracemalloc':>12} {'/ (in+ref+out)':>15} {'/ (in+out)':>11}  target")
+    for case in ("ort", "reference", "validate"):
+        args = [sys.executable, __file__, "--memory-child", case] + (["--quick"] if bench.args.quick else [])
+        done = subprocess.run(args, capture_output=True, text=True, timeout=900)
+        if done.returncode:
+            print(f"{case}: failed\n{done.stderr[-2000:]}")
+            continue
+        d = json.loads(done.stdout.strip().splitlines()[-1])
+        both = d["in_mb"] + 2 * d["out_mb"]
+        one = d["in_mb"] + d["out_mb"]
+        r2, r1 = d["peak_data_mb"] / both, d["peak_data_mb"] / one
+        target = ""
+        if case == "validate":
+            target = f"<= 1.5x in+ref+out {'ok' if r2 <= 1.5 else 'MISSED'}; <= 1.5x in+out {'ok' if r1 <= 1.5 else 'MISSED'}"
+        print(f"{case:<12} {d['peak_data_mb']:>8.0f}MB {d['traced_mb']:>10.0f}MB {r2:>14.2f}x {r1:>10.2f}x  {target}")
+        ok = (r2 <= 1.5) if case == "validate" else None
+        bench.rows.append(Row(f"memory {case}", case, 0.0, r2, "in+ref+out", "<= 1.5x" if ok is not None else "", ok,
+                              {**d, "ratio_in_out": r1}))
+
+
+def main() -> int:
+    if "--memory-child" in sys.argv:
+        i = sys.argv.index("--memory-child")
+        memory_child(sys.argv[i + 1], "--quick" in sys.argv)
+        return 0
+    bench = Bench("validation: odq.validate against one ORT run plus one reference run", default_repeat=5)
+    bench.parser.add_argument("--no-memory", action="store_true", help="skip the memory subprocesses")
+    shape = QUICK if bench.args.quick else FULL
+    model = build(shape)
+    t0 = time.perf_counter()
+    lowered = odq.lower(model)
+    lower_s = time.perf_counter() - t0
+    feeds = inputs(shape)
+    n = int(np.prod(shape))
+    print(f"model: x int8 {shape} ({n / 1e6:.0f}M elements) -> Dequantize axes {{0,2}} -> y f32; lowering took {lower_s * 1e3:.0f} ms")
+
+    def ort_run() -> None:
+        OrtRunner(lowered, "default").run(feeds)
+
+    def reference_run() -> None:
+        ReferenceRunner(model).run(feeds)
+
+    def ort_plus_reference() -> None:
+        ort_run()
+        reference_run()
+
+    def validate() -> None:
+        report = odq.validate(model, feeds)
+        assert report.ok, report.to_text()
+
+    def validate_generated() -> None:
+        report = odq.validate(model)
+        assert report.ok, report.to_text()
+
+    bench.case(
+        f"validate {n // 10**6}M elements (lowered + kernel, 2 levels each)",
+        {
+            "ORT run + reference run": ort_plus_reference,
+            "ORT run (lowered, default level, new session)": ort_run,
+            "reference run (ReferenceEvaluator)": reference_run,
+            "odq.validate(model, inputs)": validate,
+            "odq.validate(model) (inputs generated)": validate_generated,
+        },
+        baseline="ORT run + reference run",
+        targets={"odq.validate(model, inputs)": ("<= 3x ORT run + reference run", 3.0)},
+    )
+    t0 = time.perf_counter()
+    report = odq.validate(model, feeds)
+    total = time.perf_counter() - t0
+    parts = ", ".join(f"{p.label} {p.seconds * 1e3:.0f} ms" for p in report.paths)
+    print(f"one validate: {total * 1e3:.0f} ms = reference {report.reference_seconds * 1e3:.0f} ms, {parts}, rest "
+          f"{(total - report.reference_seconds - sum(p.seconds for p in report.paths)) * 1e3:.0f} ms")
+    if not bench.args.no_memory:
+        memory(bench)
+    return bench.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
