@@ -488,3 +488,49 @@ def test_progress_prints_slow_steps_only():
     with q.step("quick"):
         pass
     assert quiet.getvalue() == ""
+
+
+# ---- reused output buffers ----
+
+
+def test_poison_makes_every_stride_element_differ():
+    from onnx_dequant.validation.runners import POISON_STRIDE, poison
+
+    for dt in (np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int8, np.uint16, np.bool_):
+        expected = np.zeros(3 * POISON_STRIDE + 7, dt)
+        if np.dtype(dt).kind == "f" or dt is ml_dtypes.bfloat16:
+            expected[::2] = np.nan  # NaN where expected: the poison must not be NaN
+        buf = expected.copy()
+        poison(buf, expected)
+        r = compare_output("y", expected, buf, Tolerance(0, False, ""))
+        assert r.failures == len(range(0, expected.size, POISON_STRIDE)), dt
+
+
+def test_buffers_are_written_in_place_and_reused():
+    from onnx_dequant.validation.runners import OrtRunner, ReferenceRunner
+
+    m = dq_model("u8", "f32", axes=(1,), relu=True)
+    feeds = generate(graph_inputs(m), seed=4)
+    expected = ReferenceRunner(m).run(feeds)["y"]
+    buf = np.empty_like(expected)
+    for kernel in (False, True):
+        model = m if kernel else hand_lowered(m)
+        got = OrtRunner(model, "default", kernel=kernel).run(feeds, {"y": (buf, expected)})["y"]
+        assert got is buf
+        assert compare_output("y", expected, got, Tolerance(0, False, "")).ok
+    # an output that does not fit the buffer comes back as its own array
+    small = np.empty((1,), np.float32)
+    got = OrtRunner(m, "off", kernel=True).run(feeds, {"y": (small, small)})["y"]
+    assert got is not small and got.shape == expected.shape
+
+
+def hand_lowered(m):
+    """dq_model(axes=(1,), relu=True) as DequantizeLinear (axis 1) and Relu."""
+    g = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["x", "s", "zp"], ["w"], axis=1), helper.make_node("Relu", ["w"], ["y"])],
+        "lowered",
+        list(m.graph.input),
+        list(m.graph.output),
+        list(m.graph.initializer),
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
