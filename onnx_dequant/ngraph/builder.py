@@ -73,7 +73,7 @@ class Builder:
 
     def initializer(self, name: str, array: np.ndarray) -> str:
         """Add ``array`` as an initializer called ``name`` (taken by the caller); returns the name."""
-        t = numpy_helper.from_array(np.ascontiguousarray(array), name)
+        t = numpy_helper.from_array(np.require(array, requirements="C"), name)
         self.graph.initializer.append(t)
         self.types[name] = TensorType(dtypes.parse(array.dtype), tuple(int(d) for d in array.shape))
         return name

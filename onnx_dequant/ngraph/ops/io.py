@@ -54,7 +54,10 @@ def parameter_type(ctx: OpContext) -> TensorType:
     elem = ctx.parse_type(holder["element_type"], "element_type")
     if "shape" not in holder:
         raise ctx.error("Parameter has no 'shape' attribute")
-    return TensorType(elem, _dims(ctx, holder["shape"], allow_dynamic=True))
+    shape = _dims(ctx, holder["shape"], allow_dynamic=True)
+    if shape is None:
+        raise ctx.error("Parameter has an unknown rank (shape null); ONNX graph inputs need a rank")
+    return TensorType(elem, shape)
 
 
 def _convert(arr: np.ndarray, dt: dtypes.DType) -> np.ndarray:
@@ -132,5 +135,5 @@ def constant(ctx: OpContext) -> list[TensorType]:
         ctx.emit("Expand", [scalar, ctx.int64s(shape)], ctx.out())
     else:
         arr = np.broadcast_to(flat, (count,)) if single else flat
-        b.initializer(ctx.out(), np.ascontiguousarray(arr).reshape(shape))
+        b.initializer(ctx.out(), np.array(arr).reshape(shape))
     return [TensorType(dt, shape)]
