@@ -501,21 +501,22 @@ def test_poison_makes_every_stride_element_differ():
         if np.dtype(dt).kind == "f" or dt is ml_dtypes.bfloat16:
             expected[::2] = np.nan  # NaN where expected: the poison must not be NaN
         buf = expected.copy()
-        poison(buf, expected)
+        poison(buf, expected[::POISON_STRIDE].copy())
         r = compare_output("y", expected, buf, Tolerance(0, False, ""))
         assert r.failures == len(range(0, expected.size, POISON_STRIDE)), dt
 
 
 def test_buffers_are_written_in_place_and_reused():
-    from onnx_dequant.validation.runners import OrtRunner, ReferenceRunner
+    from onnx_dequant.validation.runners import POISON_STRIDE, OrtRunner, ReferenceRunner
 
     m = dq_model("u8", "f32", axes=(1,), relu=True)
     feeds = generate(graph_inputs(m), seed=4)
     expected = ReferenceRunner(m).run(feeds)["y"]
     buf = np.empty_like(expected)
+    sample = expected.reshape(-1)[::POISON_STRIDE].copy()
     for kernel in (False, True):
         model = m if kernel else hand_lowered(m)
-        got = OrtRunner(model, "default", kernel=kernel).run(feeds, {"y": (buf, expected)})["y"]
+        got = OrtRunner(model, "default", kernel=kernel).run(feeds, {"y": (buf, sample)})["y"]
         assert got is buf
         assert compare_output("y", expected, got, Tolerance(0, False, "")).ok
     # an output that does not fit the buffer comes back as its own array
@@ -534,3 +535,15 @@ def hand_lowered(m):
         list(m.graph.initializer),
     )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_large_outputs_release_the_reference_during_kernel_runs(monkeypatch):
+    from onnx_dequant.validation import core
+
+    monkeypatch.setattr(core, "RELEASE_BYTES", 1)
+    report = validate(dq_model("i8", "f32", axes=(0, 2)))
+    assert report.ok, report.to_text()
+    assert report.reference_runs == 3  # once, then again after each kernel run
+    bad = validate(two_stage_model(), against=tamper_scale(hand_lowered_two_stage(two_stage_model()), "s1", index=(1,)),
+                   paths=["against", "kernel"])
+    assert statuses(bad) == {"against/default": "fail", "against/off": "fail", "kernel/default": "pass", "kernel/off": "pass"}

@@ -93,6 +93,7 @@ class Report:
     seed: int | None = None
     policy: dict[str, Any] = field(default_factory=dict)
     reference_seconds: float = 0.0
+    reference_runs: int = 0
     paths: list[PathResult] = field(default_factory=list)
 
     @property
@@ -129,6 +130,7 @@ class Report:
             "seed": self.seed,
             "policy": self.policy,
             "reference_seconds": round(self.reference_seconds, 4),
+            "reference_runs": self.reference_runs,
             "paths": [p.to_dict() for p in self.paths],
         }
 
@@ -151,7 +153,10 @@ class Report:
             else "given" if src else ""
         )
         lines.append(f"inputs {how}: {ins}")
-        lines.append(f"reference: onnx.reference.ReferenceEvaluator with the exact NumPy kernel ({self.reference_seconds:.2f} s)")
+        runs = f", {self.reference_runs} runs" if self.reference_runs > 1 else ""
+        lines.append(
+            f"reference: onnx.reference.ReferenceEvaluator with the exact NumPy kernel ({self.reference_seconds:.2f} s{runs})"
+        )
         lines.append("")
         header = ["path", "output", "allowed", "max ULP", "max abs", "mismatches", "first mismatch: reference vs got", "result"]
         rows: list[list[str]] = []

@@ -158,8 +158,8 @@ class OrtRunner:
     ) -> dict[str, np.ndarray]:
         """Every output (graph outputs and exposed tensors) by its original name and type.
 
-        ``buffers`` maps an output name to ``(buffer, expected)``: ONNX Runtime writes the output into
-        ``buffer`` where it can, after ``poison(buffer, expected)``; this spares a fresh allocation (and
+        ``buffers`` maps an output name to ``(buffer, sample)``: ONNX Runtime writes the output into
+        ``buffer`` where it can, after ``poison(buffer, sample)``; this spares a fresh allocation (and
         its page faults) per run. An output that does not fit its buffer comes back as a new array.
         """
         wanted = {i.name for i in self.session.get_inputs()}
@@ -203,8 +203,8 @@ class OrtRunner:
             if name not in bound:
                 binding.bind_output(name, "cpu")
             else:
-                buf, expected = bound[name]
-                poison(buf, expected)
+                buf, sample = bound[name]
+                poison(buf, sample)
                 binding.bind_output(name, "cpu", 0, buf.dtype, list(buf.shape), buf.ctypes.data)
         self.session.run_with_iobinding(binding)
         values = []
@@ -223,22 +223,23 @@ so rows of every length get hit at varying columns, and small enough that every 
 4-byte type gets one."""
 
 
-def poison(buf: np.ndarray, expected: np.ndarray) -> None:
-    """Spoil a reused output buffer, so an element a run leaves unwritten cannot pass for a result: every
-    ``POISON_STRIDE``-th element becomes the bitwise complement of the expected value, which never
-    compares equal to it (nor NaN where it is NaN)."""
+def poison(buf: np.ndarray, sample: np.ndarray) -> None:
+    """Spoil a reused output buffer, so an element a run leaves unwritten cannot pass for a result:
+    every ``POISON_STRIDE``-th element becomes the bitwise complement of the expected value there
+    (``sample``, the expected values at those positions), which never compares equal to it (nor is NaN
+    where it is NaN)."""
     flat = buf.reshape(-1)
-    want = np.asarray(expected)
-    if want.shape != buf.shape or want.dtype != buf.dtype:
+    target = flat[::POISON_STRIDE]
+    sample = np.asarray(sample).reshape(-1)
+    if sample.shape != target.shape or sample.dtype != flat.dtype:
         return
-    want = want.reshape(-1)
     if flat.dtype == np.bool_:
-        flat[::POISON_STRIDE] = ~want[::POISON_STRIDE]
+        flat[::POISON_STRIDE] = ~sample
         return
     if flat.dtype.itemsize not in (1, 2, 4, 8):
         return
     kind = f"u{flat.dtype.itemsize}"
-    np.invert(want.view(kind)[::POISON_STRIDE], out=flat.view(kind)[::POISON_STRIDE])
+    np.invert(sample.view(kind), out=flat.view(kind)[::POISON_STRIDE])
 
 
 def ort_rewrites(model: onnx.ModelProto, level: str, *, kernel: bool = False, limit_bytes: int = 64 << 20) -> list[str]:
