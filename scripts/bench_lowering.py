@@ -43,6 +43,9 @@ PATTERNS = {  # name: (rank, axes)
     "{0,1,2}": (4, (0, 1, 2)),
     "{1,2}": (4, (1, 2)),
 }
+THREADS = 1
+"""ORT's intra-op threads (``--threads``); 1 by default: on a shared machine a spinning thread pool
+makes every figure noise."""
 STANDALONE_TARGETS = {"{}", "{0}", "{last}", "{0,2}", "{1,3}"}
 
 
@@ -82,6 +85,7 @@ class Runner:
     def __init__(self, model: onnx.ModelProto, x: np.ndarray, out_dtype) -> None:
         so = ort.SessionOptions()
         so.log_severity_level = 3
+        so.intra_op_num_threads = THREADS
         self.sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
         self.y = np.empty(x.shape, out_dtype)
         self.b = self.sess.io_binding()
@@ -227,6 +231,9 @@ def bench_big(bench: Bench, quick: bool) -> None:
 def main() -> int:
     bench = Bench("onnx_dequant lowering: lowered models in ORT against ONNX's own forms", default_repeat=7)
     bench.parser.add_argument("--skip-big", action="store_true", help="skip the 1 GiB lowering case")
+    bench.parser.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (default 1)")
+    global THREADS
+    THREADS = bench.args.threads
     quick = bench.args.quick
     bench_patterns(bench, quick)
     bench_f16(bench, quick)

@@ -52,7 +52,7 @@ class Blocked(Strategy):
         best = self._best(info)
         if best is None:
             return "no broadcast axis of known size to block along"
-        return ort_bug_reason(info, best.scale_elements(info)) if info.static else None
+        return ort_bug_reason(info, best.scale_elements(info), reshape_after=best.reshapes)
 
     def cost(self, info: NodeInfo) -> float:
         best = self._best(info)

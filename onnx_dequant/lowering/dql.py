@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 from onnx import TensorProto
 
 from ..dtypes import DType
@@ -17,6 +18,8 @@ SLOW_LAST_AXIS = 6.0
 """ORT's per-axis DequantizeLinear on the last axis, in units of the output's bytes (measured 5-10x)."""
 SLOW_BLOCKED_LAST = 3.6
 """ORT's blocked DequantizeLinear reducing the last axis (measured 4.6x a casting copy)."""
+L1_BYTES = 16 << 10
+"""Scale/zero-point rows up to this size stay in the L1 cache while a block is processed."""
 SLOW_F16_DQL = 6.0
 """ORT's f16-output DequantizeLinear (measured 6x a casting copy)."""
 
@@ -53,14 +56,14 @@ class Layout:
         return n
 
 
-def ort_bug_reason(info: NodeInfo, scale_elements: int) -> str | None:
+def ort_bug_reason(info: NodeInfo, scale_elements: int, reshape_after: bool = False) -> str | None:
     """ORT 1.32 fails to load an int8 per-tensor DQL with a zero point followed by Reshape & co. at opset
     21+ (QDQ propagation, DESIGN 4): the reason to avoid a form, or None."""
     if info.opset < 21 or info.in_type.name != "i8" or not info.has_zp:
         return None
     if scale_elements != 1:
         return None
-    hit = sorted(set(info.consumers) & PROPAGATING_OPS)
+    hit = sorted((set(info.consumers) | ({"Reshape"} if reshape_after else set())) & PROPAGATING_OPS)
     if hit:
         return f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {hit[0]} at opset 21+"
     return None
@@ -85,7 +88,17 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
         elif layout.mode == "blocked":
             cost += SLOW_BLOCKED_LAST * n * db
     se = layout.scale_elements(info)
-    per = info.out_type.bits / 8 + (max(info.in_type.bits, 8) / 8 if info.has_zp else 0)
+    per = dql_t.bits / 8 + (max(info.in_type.bits, 8) / 8 if info.has_zp else 0)
+    if layout.mode == "blocked" and layout.axis is not None:
+        # the kernel walks the scale rows after the reduced axis once per block: when they do not stay
+        # in L1, every output element reads its scale (and zero point) again
+        dims = layout.view_dims(info)
+        inner = 1
+        for i in range(layout.axis + 1, len(dims)):
+            if layout.quant[i] or i in layout.expand:
+                inner *= dims[i] if isinstance(dims[i], int) else 256
+        if inner * per > L1_BYTES:
+            cost += n * per
     cost += se * per * (1 if info.scale_const else 2) if layout.expand else se * per
     return cost
 
@@ -147,6 +160,13 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
     inputs = [x, scale]
     if info.has_zp:
         inputs.append(_param(info, em, layout, info.zero_point, "zero_point"))  # type: ignore[arg-type]
+    elif info.in_type.name == "i8" and info.opset < 21 and layout.mode in ("tensor", "axis"):
+        # ORT 1.32 below opset 21: an int8 DQL with a one-element scale and no zero point, followed by
+        # Reshape/Transpose/..., gives wrong results (QDQ propagation inserts a uint8 QuantizeLinear);
+        # an explicit zero zero point avoids it at no cost
+        n = 1 if layout.mode == "tensor" else layout.scale_elements(info)
+        if layout.mode == "tensor" or (info.static and n == 1):
+            inputs.append(em.const(np.zeros(() if layout.mode == "tensor" else (1,), np.int8), "zero_point"))
     attrs: dict = {}
     if layout.mode in ("axis", "blocked"):
         attrs["axis"] = layout.axis

@@ -34,7 +34,7 @@ class Merged(Strategy):
             return "nothing to merge (the per-axis form)"
         if info.in_type.bits < 8:
             return "ORT has no Reshape for 4-bit types"
-        return dql_reason(info) or ort_bug_reason(info, info.scale_size)
+        return dql_reason(info) or ort_bug_reason(info, info.scale_size, reshape_after=True)
 
     def cost(self, info: NodeInfo) -> float:
         return layout_cost(info, self._layout(info))
