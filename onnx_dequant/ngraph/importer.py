@@ -31,6 +31,7 @@ DEFAULT_OPSET = 21
 MIN_OPSET = 13
 
 _SOURCE_OPS = ("Parameter", "Constant")
+_UNCLAIMABLE = ("Parameter", "Constant", "Result")  # their tensors are named already
 
 
 def _unsupported(op: reader.Op) -> DequantizeError:
@@ -98,11 +99,13 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
             if len(rop.inputs) != 1:
                 raise DequantizeError(f"Result takes 1 input, got {len(rop.inputs)}", node=r)
             src = rop.inputs[0]
-            b.reserve(r)
-            if by_name[src[0]].op not in _SOURCE_OPS and src not in claims:
+            if r not in claims.values():
+                b.reserve(r)
+            if by_name[src[0]].op not in _UNCLAIMABLE and src not in claims:
                 claims[src] = r
 
     declared = set(fn.parameters)
+    listed = set() if legacy else set(fn.results)
     for op in fn.ops:
         if op.name not in live or op.name in declared:
             continue
@@ -122,10 +125,13 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
             if op.op == "Result":
                 if len(inputs) != 1:
                     raise DequantizeError(f"Result takes 1 input, got {len(inputs)}")
+                out = name
                 if claims.get(op.inputs[0]) != name:
-                    b.node("Identity", inputs, [name], name)
-                    b.types[name] = types[0]
-                tensors[name] = [name]
+                    if name not in listed:  # a Result that no function result names: an ordinary tensor
+                        out = b.reserve(name)
+                    b.node("Identity", inputs, [out], name)
+                    b.types[out] = types[0]
+                tensors[name] = [out]
                 continue
             converter = OPS.get(op.op, {}).get(op.version)
             if converter is None:
@@ -146,7 +152,7 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
     outputs: set[str] = set()
     for r in fn.results:
         tname = tensors[r][0]
-        if legacy and (by_name[r].op in _SOURCE_OPS or tname in outputs):
+        if (legacy and by_name[r].op in _SOURCE_OPS) or tname in outputs:
             alias = b.reserve(f"{r}_result")
             b.node("Identity", [tname], [alias], alias)
             b.types[alias] = b.types[tname]
@@ -155,7 +161,7 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
         b.add_output(tname)
 
     g = b.graph
-    g.name = fn.name
+    g.name = fn.name or "function"  # ONNX requires a non-empty graph name
     imports = [helper.make_opsetid("", opset)]
     if b.uses_custom_domain:
         imports.append(schema.opset_import())

@@ -63,7 +63,8 @@ def parameter_type(ctx: OpContext) -> TensorType:
 def _convert(arr: np.ndarray, dt: dtypes.DType) -> np.ndarray:
     """Strings to ``dt``; ValueError / OverflowError when one does not parse or is out of range."""
     if dt.kind == "real":
-        return arr.astype(np.float64).astype(dt.numpy)
+        with np.errstate(over="ignore"):  # beyond the type's range: infinity, as C's strtof gives
+            return arr.astype(np.float64).astype(dt.numpy)
     if dt.kind == "boolean":
         low = np.char.lower(np.char.strip(arr))
         if not np.isin(low, ["0", "1", "true", "false"]).all():
