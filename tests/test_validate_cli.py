@@ -156,3 +156,21 @@ def test_dq_model_via_cli_paths(tmp_path, capsys):
     onnx.save(dq_model("u8", "f32", axes=(1,)), path)
     assert main(["validate", str(path), "--path", "kernel", "--level", "off", "-q"]) == 0
     assert "kernel/off" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not (ROOT / "models" / "quantized_mlp.json").exists(), reason="sample MLP not built yet")
+def test_matmulnbits_accuracy_config_makes_the_sample_mlp_agree(capsys):
+    pytest.importorskip("onnx_dequant.ngraph")
+    mlp = str(ROOT / "models" / "quantized_mlp.json")
+    code = main(["validate", mlp, "--path", "lowered", "--level", "default", "-q"])
+    out = capsys.readouterr().out
+    if code == 1:  # ORT's default MatMulNBits accuracy level: named in the report
+        assert "MatMulNBits" in out and "qdq_matmulnbits_accuracy_level" in out
+    code = main(["validate", mlp, "--ort-config", "session.qdq_matmulnbits_accuracy_level=0", "--json", "-q"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 0 and d["ort_config"] == {"session.qdq_matmulnbits_accuracy_level": "0"}
+
+
+def test_bad_ort_config_exits_2(files, capsys):
+    assert main(["validate", files["model"], "--ort-config", "novalue", "-q"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err

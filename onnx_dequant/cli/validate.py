@@ -64,6 +64,9 @@ def add_parser(subparsers: Any) -> None:
                    help="run only this path (repeatable): " + ", ".join(PATHS))
     p.add_argument("--level", action="append", choices=LEVELS, dest="levels",
                    help="ONNX Runtime optimization level (repeatable; default both)")
+    p.add_argument("--ort-config", action="append", default=[], metavar="KEY=VALUE",
+                   help="ONNX Runtime session config entry for every ORT session (repeatable), e.g. "
+                   "session.qdq_matmulnbits_accuracy_level=0")
     p.add_argument("--no-localize", action="store_true", help="do not search for the first differing node")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=validate_command)
@@ -73,6 +76,12 @@ def validate_command(args: argparse.Namespace) -> int:
     policy = Policy(float_ulp=args.float_ulp, ulp=args.ulp)
     if args.opset is not None and args.opset < 1:
         raise DequantizeError(f"--opset must be a positive opset version, got {args.opset}")
+    config = {}
+    for item in args.ort_config:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise DequantizeError(f"--ort-config wants KEY=VALUE, got '{item}'")
+        config[key.strip()] = value.strip()
     report = validate(
         args.model,
         args.inputs,
@@ -87,6 +96,7 @@ def validate_command(args: argparse.Namespace) -> int:
         levels=args.levels or LEVELS,
         localize=not args.no_localize,
         progress=not args.quiet,
+        ort_config=config,
     )
     print(report.to_json() if args.json else report.to_text(), flush=True)
     return report.exit_code

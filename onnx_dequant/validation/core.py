@@ -28,7 +28,7 @@ from .localize import first_difference
 from .policy import Policy, Tolerance, tolerances
 from .progress import Progress
 from .report import PathResult, Report
-from .runners import LEVELS, POISON_STRIDE, OrtRunner, ReferenceRunner, Skip, has_dequantize, ort_rewrites
+from .runners import KNOWN_REWRITES, LEVELS, POISON_STRIDE, OrtRunner, ReferenceRunner, Skip, has_dequantize, ort_rewrites
 
 __all__ = ["validate", "load_model", "PATHS"]
 
@@ -143,6 +143,7 @@ def validate(
     levels: Sequence[str] = LEVELS,
     localize: bool = True,
     progress: bool = False,
+    ort_config: Mapping[str, str] | None = None,
 ) -> Report:
     """Run ``model`` every way we can and compare each run with the reference; returns a ``Report``.
 
@@ -153,7 +154,8 @@ def validate(
     allowed ULP (see ``Policy``). ``paths`` picks among ``PATHS`` (default: lowered and kernel, or ort
     for a model without our op, or against when ``against`` is given); ``levels`` among "default" and
     "off". ``localize`` names the first differing node of a failing path. ``progress`` prints steps
-    that take more than two seconds to stderr.
+    that take more than two seconds to stderr. ``ort_config`` adds ONNX Runtime session config entries
+    (``{"session.qdq_matmulnbits_accuracy_level": "0"}``) to every ORT session.
 
     Raises ``DequantizeError`` for bad input (an invalid model, inputs that do not fit it, a model the
     reference cannot run); a path that fails to load or run is reported, not raised.
@@ -187,8 +189,10 @@ def validate(
                 f"the other model lacks output(s) {', '.join(map(repr, missing))} of the model", path=other_label
             )
     tol = tolerances(_with_types(original), policy)
+    config = {str(k): str(v) for k, v in (ort_config or {}).items()}
     report = Report(
         model=label,
+        ort_config=config,
         against=other_label,
         dequantize_nodes=_count_dequantize(original),
         inputs=[{"name": k, "dtype": str(v.dtype), "shape": list(v.shape), "source": source} for k, v in feeds.items()],
@@ -240,7 +244,7 @@ def validate(
             t0 = time.perf_counter()
             with show.step(f"running {result.label}"):
                 try:
-                    got = OrtRunner(path_model, level, kernel=kernel).run(path_feeds, buffers)
+                    got = OrtRunner(path_model, level, kernel=kernel, config=ort_config).run(path_feeds, buffers)
                 except Skip as e:
                     result.status, result.reason = "skipped", str(e)
                 except Exception as e:  # noqa: BLE001 - a path that cannot load or run is a finding
@@ -263,13 +267,17 @@ def validate(
                             result.first_difference = first_difference(
                                 original,
                                 oracle_all(),
-                                lambda expose, m=path_model, lv=level, k=kernel: OrtRunner(m, lv, kernel=k, expose=expose).run(path_feeds),
+                                lambda expose, m=path_model, lv=level, k=kernel: OrtRunner(
+                                    m, lv, kernel=k, expose=expose, config=ort_config
+                                ).run(path_feeds),
                                 tol,
                             )
-                            fused = ort_rewrites(path_model, level, kernel=kernel)
+                            fused = ort_rewrites(path_model, level, kernel=kernel, config=ort_config)
                             if fused:
                                 fd = result.first_difference
                                 extra = "ONNX Runtime's optimized graph has " + ", ".join(fused[:8]) + (" ..." if len(fused) > 8 else "")
+                                known = [v for k, v in KNOWN_REWRITES.items() if any(f.startswith(k + " ") for f in fused)]
+                                extra += "".join(f"; {k}" for k in known)
                                 fd.note = f"{fd.note}; {extra}" if fd.note else extra
             report.paths.append(result)
     return report

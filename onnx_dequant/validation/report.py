@@ -92,6 +92,7 @@ class Report:
     inputs: list[dict[str, Any]] = field(default_factory=list)  # name, dtype, shape, source
     seed: int | None = None
     policy: dict[str, Any] = field(default_factory=dict)
+    ort_config: dict[str, str] = field(default_factory=dict)
     reference_seconds: float = 0.0
     reference_runs: int = 0
     paths: list[PathResult] = field(default_factory=list)
@@ -129,6 +130,7 @@ class Report:
             "inputs": self.inputs,
             "seed": self.seed,
             "policy": self.policy,
+            "ort_config": self.ort_config,
             "reference_seconds": round(self.reference_seconds, 4),
             "reference_runs": self.reference_runs,
             "paths": [p.to_dict() for p in self.paths],
@@ -153,6 +155,8 @@ class Report:
             else "given" if src else ""
         )
         lines.append(f"inputs {how}: {ins}")
+        if self.ort_config:
+            lines.append("ONNX Runtime session config: " + ", ".join(f"{k}={v}" for k, v in self.ort_config.items()))
         runs = f", {self.reference_runs} runs" if self.reference_runs > 1 else ""
         lines.append(
             f"reference: onnx.reference.ReferenceEvaluator with the exact NumPy kernel ({self.reference_seconds:.2f} s{runs})"

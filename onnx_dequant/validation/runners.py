@@ -92,12 +92,15 @@ class ReferenceRunner:
         return dict(zip(self.output_names, values))
 
 
-def session_options(level: str) -> Any:
-    """ORT session options for an optimization level of ``LEVELS``; quiet, and without the memory arena
-    (it would keep each session's peak allocation alive until the session goes)."""
+def session_options(level: str, config: Mapping[str, str] | None = None) -> Any:
+    """ORT session options for an optimization level of ``LEVELS`` and session config entries
+    (``add_session_config_entry``); quiet, and without the memory arena (it would keep each session's
+    peak allocation alive until the session goes)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
+    for key, value in (config or {}).items():
+        so.add_session_config_entry(str(key), str(value))
     so.graph_optimization_level = {
         "default": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
         "off": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
@@ -107,7 +110,7 @@ def session_options(level: str) -> Any:
     return so
 
 
-def _kernel_session(model: onnx.ModelProto, level: str) -> Any:
+def _kernel_session(model: onnx.ModelProto, level: str, config: Mapping[str, str] | None = None) -> Any:
     try:
         from .. import ort as odq_ort
     except ImportError as e:
@@ -115,13 +118,14 @@ def _kernel_session(model: onnx.ModelProto, level: str) -> Any:
     make = getattr(odq_ort, "session", None)
     if make is None:
         raise Skip("the Python kernel (onnx_dequant.ort.session) is not available")
-    return make(model, sess_options=session_options(level))
+    return make(model, sess_options=session_options(level, config))
 
 
 class OrtRunner:
     """ONNX Runtime on ``model`` at ``level``; ``kernel`` runs our op through ``onnx_dequant.session``.
 
-    ``expose`` names intermediate tensors to return as well, with their NumPy dtypes.
+    ``expose`` names intermediate tensors to return as well, with their NumPy dtypes; ``config`` holds
+    ORT session config entries.
     """
 
     def __init__(
@@ -131,19 +135,21 @@ class OrtRunner:
         *,
         kernel: bool = False,
         expose: Mapping[str, np.dtype] | None = None,
+        config: Mapping[str, str] | None = None,
     ) -> None:
         self.level = level
         self.kernel = kernel
+        self.config = dict(config or {})
         model, self._in_map, self._out_map = _prepare(model, expose or {})
         self.session = self._create(model)
         self.output_names = [o.name for o in self.session.get_outputs()]
 
     def _create(self, model: onnx.ModelProto) -> Any:
         if self.kernel:
-            return _kernel_session(model, self.level)
+            return _kernel_session(model, self.level, self.config)
         import onnxruntime as ort
 
-        so = session_options(self.level)
+        so = session_options(self.level, self.config)
         if model.ByteSize() < 2**31 - 2**20:
             return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
         with tempfile.TemporaryDirectory(prefix="odq-validate-") as tmp:  # over 2 GB: weights in a side file
@@ -242,7 +248,21 @@ def poison(buf: np.ndarray, sample: np.ndarray) -> None:
     np.invert(sample.view(kind), out=flat.view(kind)[::POISON_STRIDE])
 
 
-def ort_rewrites(model: onnx.ModelProto, level: str, *, kernel: bool = False, limit_bytes: int = 64 << 20) -> list[str]:
+KNOWN_REWRITES = {
+    "MatMulNBits": "MatMulNBits from a DequantizeLinear -> MatMul fusion quantizes the activations to int8 "
+    "(ORT's default session.qdq_matmulnbits_accuracy_level is 4; 0-2 keep f32 activations)",
+}
+"""What is known about ops ONNX Runtime's optimizer introduces, for the report."""
+
+
+def ort_rewrites(
+    model: onnx.ModelProto,
+    level: str,
+    *,
+    kernel: bool = False,
+    config: Mapping[str, str] | None = None,
+    limit_bytes: int = 64 << 20,
+) -> list[str]:
     """The nodes ONNX Runtime's optimizer puts into ``model`` at ``level`` that ``model`` has no node of the
     same op for (fused ops such as MatMulNBits, QLinearConv), as ``"op 'name'"``; empty when none or when
     the model is over ``limit_bytes`` (the optimized model is written to a temporary file)."""
@@ -250,7 +270,7 @@ def ort_rewrites(model: onnx.ModelProto, level: str, *, kernel: bool = False, li
         return []
     have = {(n.domain or "", n.op_type) for n in model.graph.node}
     with tempfile.TemporaryDirectory(prefix="odq-validate-") as tmp:
-        so = session_options(level)
+        so = session_options(level, config)
         so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
         try:
             if kernel:
