@@ -118,3 +118,33 @@ def test_unknown_target():
     m = one_node_model(np.zeros((2,), np.int8), np.ones((), np.float32), None, ())
     with pytest.raises(odq.DequantizeError, match="target"):
         odq.lower(m, target="tensorrt")
+
+
+def test_i32_never_wraps_unless_asked():
+    x = np.array([2**31 - 1, -(2**31), 5], np.int32)
+    z = np.array(-(2**31), np.int32)
+    s = np.array(0.5, np.float32)
+    m = one_node_model(x, s, z, ())
+    report: list[LoweredNode] = []
+    exact = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), report=report)
+    assert report[0].strategy == "cast-sub-mul"
+    (y,) = run_ort(exact, {"x": x})
+    assert same_bits(y, odq.dequantize(x, s, z))
+    assert y[0] == np.float32((2**32 - 1) * 0.5)
+    report.clear()
+    wrapped = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), report=report, wrap_int32=True)
+    assert report[0].strategy == "dql-per-tensor"
+    (w,) = run_ort(wrapped, {"x": x})
+    assert w[0] == -0.5  # ORT's int32 arithmetic wraps: (2^31-1) - (-2^31) = -1
+
+
+@pytest.mark.parametrize("target", ["ort", "portable"])
+def test_symbolic_dims_and_fed_scale(target):
+    rng = np.random.default_rng(5)
+    for shape, axes in (((3, 4, 5, 6), (1, 3)), ((3, 4, 5, 6), (1, 2)), ((3, 4, 5), (2,))):
+        x, s, z = random_case(rng, shape, axes, "u8", "f32")
+        m = one_node_model(x, s, z, axes, const=False, symbolic=True, consumer="Relu")
+        lowered = lower_model(m, target=target)
+        onnx.checker.check_model(lowered, full_check=True)
+        (y,) = run_ort(lowered, {"x": x, "s": s, "z": z})
+        assert np.array_equal(y, np.maximum(odq.dequantize(x, s, z, axes=axes), 0))
