@@ -310,3 +310,20 @@ def test_save_never_leaves_partial_output(tmp_path, monkeypatch):
 
 
 _ = os
+
+
+def test_cli_opset_conversion_with_external_data(tmp_path, capsys):
+    w, s, z = random_case(RNG, (64, 32), (0, 1), "u8", "f32")
+    nodes = [odq.make_node(["w", "s", "z"], ["t"], axes=[0, 1], name="dq_ext"), helper.make_node("Relu", ["t"], ["y"])]
+    g = helper.make_graph(nodes, "g", [], [_vi("y", TensorProto.FLOAT, [64, 32])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), opset_import()])
+    m.ir_version = 8
+    src = tmp_path / "m17.onnx"
+    onnx.save(m, str(src), save_as_external_data=True, location="w.bin", size_threshold=0)
+    out = tmp_path / "m21.onnx"
+    assert cli_main(["lower", str(src), "-o", str(out), "--opset", "21", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["opset"] == 21
+    stored = onnx.load(str(out), load_external_data=False)
+    assert [o.version for o in stored.opset_import if o.domain == ""] == [21] and stored.ir_version >= 10
+    assert np.array_equal(_run_file(out), np.maximum(odq.dequantize(w, s, z, axes=(0, 1)), 0))
