@@ -9,6 +9,7 @@ import sys
 import time
 
 from .. import modelio
+from ..errors import DequantizeError
 from ..rewrite import MAX_OPSET, MIN_OPSET, LoweredNode, lower_model
 
 __all__ = ["add_parser", "run"]
@@ -32,6 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(out_dir):
+        raise DequantizeError(f"The output's folder does not exist: {out_dir}")
     base_dir = os.path.dirname(os.path.abspath(args.input))
     model = modelio.load(args.input, load_external=False)
     report: list[LoweredNode] = []
