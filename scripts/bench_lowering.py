@@ -205,7 +205,9 @@ def bench_big(bench: Bench, quick: bool) -> None:
             "import resource,sys,time\n"
             "from onnx_dequant.cli import main\n"
             "t=time.perf_counter(); rc=main(['lower',sys.argv[1],'-o',sys.argv[2]]); dt=time.perf_counter()-t\n"
-            "print('RESULT',rc,dt,resource.getrusage(resource.RUSAGE_SELF).ru_maxrss*1024)\n"
+            # VmHWM: the peak of this process's own memory (ru_maxrss would keep the parent's, across exec)
+            "hwm=[int(l.split()[1])*1024 for l in open('/proc/self/status') if l.startswith('VmHWM')][0]\n"
+            "print('RESULT',rc,dt,hwm)\n"
         )
         times, rss = [], []
         for _ in range(max(1, min(3, bench.args.repeat))):
