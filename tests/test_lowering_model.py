@@ -327,3 +327,25 @@ def test_cli_opset_conversion_with_external_data(tmp_path, capsys):
     stored = onnx.load(str(out), load_external_data=False)
     assert [o.version for o in stored.opset_import if o.domain == ""] == [21] and stored.ir_version >= 10
     assert np.array_equal(_run_file(out), np.maximum(odq.dequantize(w, s, z, axes=(0, 1)), 0))
+
+
+def test_scan_body():
+    x, s, z = random_case(RNG, (5, 3, 4), (2,), "i8", "f32")
+    s1, z1 = s, z  # per-axis along the slice's last axis (axis 1 of a (3, 4) slice)
+    body = helper.make_graph(
+        [odq.make_node(["xs", "s", "z"], ["ys"], axes=[1], name="dq_scan"), helper.make_node("Identity", ["st"], ["st_out"])],
+        "body",
+        [_vi("st", TensorProto.FLOAT, [1]), _vi("xs", TensorProto.INT8, [3, 4])],
+        [_vi("st_out", TensorProto.FLOAT, [1]), _vi("ys", TensorProto.FLOAT, [3, 4])],
+    )
+    scan = helper.make_node("Scan", ["st0", "x"], ["st", "y"], body=body, num_scan_inputs=1)
+    inits = [numpy_helper.from_array(s1, "s"), numpy_helper.from_array(z1, "z"), numpy_helper.from_array(np.zeros(1, np.float32), "st0")]
+    g = helper.make_graph([scan], "g", [_vi("x", TensorProto.INT8, [5, 3, 4])],
+                          [_vi("st", TensorProto.FLOAT, [1]), _vi("y", TensorProto.FLOAT, [5, 3, 4])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), opset_import()])
+    m.ir_version = 10
+    lowered = odq.lower(m)
+    assert domain_nodes(lowered) == 0
+    onnx.checker.check_model(lowered, full_check=True)
+    _, y = run_ort(lowered, {"x": x})
+    assert same_bits(y, odq.dequantize(x, s, z, axes=(2,)))
