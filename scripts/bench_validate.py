@@ -117,7 +117,8 @@ def memory(bench: Bench) -> None:
         r2, r1 = d["peak_data_mb"] / both, d["peak_data_mb"] / one
         target = ""
         if case == "validate":
-            target = f"<= 1.5x in+ref+out {'ok' if r2 <= 1.5 else 'MISSED'}; <= 1.5x in+out {'ok' if r1 <= 1.5 else 'MISSED'}"
+            target = f"<= 1.5x in+ref+out {'ok' if r2 <= 1.5 else 'MISSED'}; "
+            target += f"<= 1.5x in+out {'ok' if r1 <= 1.5 else 'MISSED'}"
         print(f"{case:<12} {d['peak_data_mb']:>8.0f}MB {d['traced_mb']:>10.0f}MB {r2:>14.2f}x {r1:>10.2f}x  {target}")
         ok = (r2 <= 1.5) if case == "validate" else None
         bench.rows.append(Row(f"memory {case}", case, 0.0, r2, "in+ref+out", "<= 1.5x" if ok is not None else "", ok,
@@ -138,7 +139,8 @@ def main() -> int:
     lower_s = time.perf_counter() - t0
     feeds = inputs(shape)
     n = int(np.prod(shape))
-    print(f"model: x int8 {shape} ({n / 1e6:.0f}M elements) -> Dequantize axes {{0,2}} -> y f32; lowering took {lower_s * 1e3:.0f} ms")
+    print(f"model: x int8 {shape} ({n / 1e6:.0f}M elements) -> Dequantize axes {{0,2}} -> y f32; "
+          f"lowering took {lower_s * 1e3:.0f} ms")
 
     def ort_run() -> None:
         OrtRunner(lowered, "default").run(feeds)

@@ -346,8 +346,14 @@ def test_inputs_from_npz_by_name(tmp_path):
     "feeds,message",
     [
         ({"x": np.zeros((3, 4), np.int8)}, "missing input.*'wq'"),
-        ({"x": np.zeros((3, 4), np.int8), "wq": np.zeros((3, 4), np.uint8), "z": np.zeros(1)}, "unknown input name.*'z'"),
-        ({"x": np.zeros((3, 4), np.int16), "wq": np.zeros((3, 4), np.uint8)}, "'x' must have element type int8, got int16"),
+        (
+            {"x": np.zeros((3, 4), np.int8), "wq": np.zeros((3, 4), np.uint8), "z": np.zeros(1)},
+            "unknown input name.*'z'",
+        ),
+        (
+            {"x": np.zeros((3, 4), np.int16), "wq": np.zeros((3, 4), np.uint8)},
+            "'x' must have element type int8, got int16",
+        ),
         ({"x": np.zeros((3, 5), np.int8), "wq": np.zeros((3, 4), np.uint8)}, "'x' dim 1 must be 4"),
         ({"x": np.zeros((3,), np.int8), "wq": np.zeros((3, 4), np.uint8)}, "'x' must have rank 2"),
         ({"x": [1, 2], "wq": np.zeros((3, 4), np.uint8)}, "must be a NumPy array"),
@@ -371,7 +377,8 @@ def test_bad_dims(dims, message):
 
 
 def test_inputs_that_break_the_op_are_bad_input():
-    with pytest.raises(odq.DequantizeError, match=r"reference cannot run the model on these inputs: .*must match input shape \(\{5,3,4\}\)"):
+    message = r"reference cannot run the model on these inputs: .*must match input shape \(\{5,3,4\}\)"
+    with pytest.raises(odq.DequantizeError, match=message):
         validate(dq_model(symbolic=True), dims=["N=5"])
 
 
@@ -420,7 +427,8 @@ def test_compare_output_figures():
     assert r.max_ulp == np.inf
     got[0, 2] = 3.0
     r = compare_output("y", ref, got, Tolerance(1, False, ""))
-    assert r.ok and r.mismatches == 1 and r.max_ulp == 1 and r.max_abs == pytest.approx(float(np.spacing(np.float32(5))))
+    assert r.ok and r.mismatches == 1 and r.max_ulp == 1
+    assert r.max_abs == pytest.approx(float(np.spacing(np.float32(5))))
     assert r.first_mismatch == {"index": [1, 1], "reference": 5.0, "got": float(got[1, 1])}
     shape = compare_output("y", ref, ref[:1], Tolerance(0, False, ""))
     assert not shape.ok and "shape" in shape.note
@@ -546,4 +554,9 @@ def test_large_outputs_release_the_reference_during_kernel_runs(monkeypatch):
     assert report.reference_runs == 3  # once, then again after each kernel run
     bad = validate(two_stage_model(), against=tamper_scale(hand_lowered_two_stage(two_stage_model()), "s1", index=(1,)),
                    paths=["against", "kernel"])
-    assert statuses(bad) == {"against/default": "fail", "against/off": "fail", "kernel/default": "pass", "kernel/off": "pass"}
+    assert statuses(bad) == {
+        "against/default": "fail",
+        "against/off": "fail",
+        "kernel/default": "pass",
+        "kernel/off": "pass",
+    }

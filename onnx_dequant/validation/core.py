@@ -27,8 +27,17 @@ from .diff import OutputResult, compare_output
 from .localize import first_difference
 from .policy import Policy, Tolerance, tolerances
 from .progress import Progress
-from .report import PathResult, Report
-from .runners import KNOWN_REWRITES, LEVELS, POISON_STRIDE, OrtRunner, ReferenceRunner, Skip, has_dequantize, ort_rewrites
+from .report import FirstDifference, PathResult, Report
+from .runners import (
+    KNOWN_REWRITES,
+    LEVELS,
+    POISON_STRIDE,
+    OrtRunner,
+    ReferenceRunner,
+    Skip,
+    has_dequantize,
+    ort_rewrites,
+)
 
 __all__ = ["validate", "load_model", "PATHS"]
 
@@ -55,7 +64,9 @@ def load_model(source: Any, *, what: str = "model") -> tuple[onnx.ModelProto, st
             try:
                 from ..ngraph import convert
             except ImportError as e:
-                raise DequantizeError(f"nGraph JSON input needs onnx_dequant.ngraph, which is not available: {e}", path=path) from None
+                raise DequantizeError(
+                    f"nGraph JSON input needs onnx_dequant.ngraph, which is not available: {e}", path=path
+                ) from None
             try:
                 model = convert(path)
             except DequantizeError as e:
@@ -98,10 +109,13 @@ def _with_types(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
 
 
-def _feeds(model: onnx.ModelProto, given: Any, *, seed: int, dims: Any, real_range: tuple[float, float]) -> tuple[dict[str, np.ndarray], str]:
+def _feeds(
+    model: onnx.ModelProto, given: Any, *, seed: int, dims: Any, real_range: tuple[float, float]
+) -> tuple[dict[str, np.ndarray], str]:
     specs = inputs_mod.graph_inputs(model)
     if given is None:
-        return inputs_mod.generate(specs, seed=seed, dims=inputs_mod.parse_dims(dims), real_range=real_range), "generated"
+        generated = inputs_mod.generate(specs, seed=seed, dims=inputs_mod.parse_dims(dims), real_range=real_range)
+        return generated, "generated"
     if isinstance(given, (str, os.PathLike)):
         path = os.fspath(given)
         if not os.path.exists(path):
@@ -264,23 +278,37 @@ def validate(
                     result.status = "fail"
                     if localize:
                         with show.step(f"finding the first differing node of {result.label}"):
-                            result.first_difference = first_difference(
-                                original,
-                                oracle_all(),
-                                lambda expose, m=path_model, lv=level, k=kernel: OrtRunner(
-                                    m, lv, kernel=k, expose=expose, config=ort_config
-                                ).run(path_feeds),
-                                tol,
+                            result.first_difference = _localize(
+                                original, oracle_all(), path_model, path_feeds, level, kernel, ort_config, tol
                             )
-                            fused = ort_rewrites(path_model, level, kernel=kernel, config=ort_config)
-                            if fused:
-                                fd = result.first_difference
-                                extra = "ONNX Runtime's optimized graph has " + ", ".join(fused[:8]) + (" ..." if len(fused) > 8 else "")
-                                known = [v for k, v in KNOWN_REWRITES.items() if any(f.startswith(k + " ") for f in fused)]
-                                extra += "".join(f"; {k}" for k in known)
-                                fd.note = f"{fd.note}; {extra}" if fd.note else extra
             report.paths.append(result)
     return report
+
+
+def _localize(
+    original: onnx.ModelProto,
+    oracle: dict[str, Any],
+    path_model: onnx.ModelProto,
+    feeds: dict[str, np.ndarray],
+    level: str,
+    kernel: bool,
+    config: Mapping[str, str] | None,
+    tol: dict[str, Tolerance],
+) -> FirstDifference:
+    """The first differing node of a failing path, with the ops ORT's optimizer introduced."""
+
+    def run_exposed(expose: Mapping[str, np.dtype]) -> dict[str, np.ndarray]:
+        return OrtRunner(path_model, level, kernel=kernel, expose=expose, config=config).run(feeds)
+
+    found = first_difference(original, oracle, run_exposed, tol)
+    fused = ort_rewrites(path_model, level, kernel=kernel, config=config)
+    if fused:
+        extra = "ONNX Runtime's optimized graph has " + ", ".join(fused[:8]) + (" ..." if len(fused) > 8 else "")
+        for op, what in KNOWN_REWRITES.items():
+            if any(f.startswith(op + " ") for f in fused):
+                extra += f"; {what}"
+        found.note = f"{found.note}; {extra}" if found.note else extra
+    return found
 
 
 def _path_model(

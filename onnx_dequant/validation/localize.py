@@ -59,7 +59,9 @@ def first_difference(
             i, node = producer[o]
             return FirstDifference(node.name or f"#{i}", node.op_type, o, i, r)
     if not shared:
-        return FirstDifference(None, note="could not localize: the path's model shares no intermediate tensor names with the original")
+        return FirstDifference(
+            None, note="could not localize: the path's model shares no intermediate tensor names with the original"
+        )
     # Every tensor agrees when all are exposed: the difference comes from a rewrite ORT makes only while
     # the tensors are internal. Expose one at a time; the first that differs is the first node whose
     # output disagrees in (nearly) the graph that disagreed.

@@ -61,7 +61,12 @@ class Policy:
                 raise DequantizeError(f"policy: {name} must be a non-negative integer, got {v!r}")
 
     def to_dict(self) -> dict[str, int | None]:
-        return {"exact_ulp": self.exact_ulp, "rounded_ulp": self.rounded_ulp, "float_ulp": self.float_ulp, "ulp": self.ulp}
+        return {
+            "exact_ulp": self.exact_ulp,
+            "rounded_ulp": self.rounded_ulp,
+            "float_ulp": self.float_ulp,
+            "ulp": self.ulp,
+        }
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,8 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
             except DequantizeError:
                 x = out = None
             if x is None or out is None:
-                own = Tolerance(policy.rounded_ulp if policy.ulp is None else policy.ulp, False, f"{label}: types unknown")
+                budget = policy.rounded_ulp if policy.ulp is None else policy.ulp
+                own = Tolerance(budget, False, f"{label}: types unknown")
             else:
                 achievable, why = dequantize_ulp(x, out)
                 budget = policy.exact_ulp if achievable else policy.rounded_ulp
@@ -147,7 +153,8 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
                 result = Tolerance(exact.ulp, False, f"{label}: integer op")
             else:
                 budget = policy.float_ulp if policy.ulp is None else policy.ulp
-                result = Tolerance(budget, policy.ulp is None, f"{label}: float op (ORT and NumPy may round differently)")
+                why = f"{label}: float op (ORT and NumPy may round differently)"
+                result = Tolerance(budget, policy.ulp is None, why)
                 if upstream is not None and rank(upstream) > rank(result):
                     result = upstream
         for o in node.output:

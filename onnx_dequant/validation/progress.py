@@ -19,7 +19,9 @@ class Progress:
     """``with progress.step("running lowered/default"):`` prints the step once it has run ``after`` seconds,
     and its duration when it ends; steps after the whole run passed ``after`` seconds print as they start."""
 
-    def __init__(self, enabled: bool, *, after: float | None = None, stream: TextIO | None = None, prefix: str = "validate") -> None:
+    def __init__(
+        self, enabled: bool, *, after: float | None = None, stream: TextIO | None = None, prefix: str = "validate"
+    ) -> None:
         self.enabled = enabled
         self.after = SLOW_AFTER if after is None else after
         self.stream = stream

@@ -30,11 +30,13 @@ class FirstDifference:
         figures = ""
         if r is not None:
             figures = r.note or (
-                f"{r.failures} of {r.size} elements beyond {r.allowed}, max {_fmt(r.max_ulp)} ULP, max abs {_fmt(r.max_abs)}"
+                f"{r.failures} of {r.size} elements beyond {r.allowed}, "
+                f"max {_fmt(r.max_ulp)} ULP, max abs {_fmt(r.max_abs)}"
             )
             if r.first_failure:
                 f = r.first_failure
-                figures += f"; first at {f['index']}: reference {_val(f['reference'], r.dtype)}, got {_val(f['got'], r.dtype)}"
+                ref_v, got_v = _val(f["reference"], r.dtype), _val(f["got"], r.dtype)
+                figures += f"; first at {f['index']}: reference {ref_v}, got {got_v}"
         s = f"first differing node: '{self.node}' ({self.op_type}), output '{self.tensor}'"
         s += f": {figures}" if figures else ""
         return s + (f" ({self.note})" if self.note else "")
@@ -159,21 +161,26 @@ class Report:
             lines.append("ONNX Runtime session config: " + ", ".join(f"{k}={v}" for k, v in self.ort_config.items()))
         runs = f", {self.reference_runs} runs" if self.reference_runs > 1 else ""
         lines.append(
-            f"reference: onnx.reference.ReferenceEvaluator with the exact NumPy kernel ({self.reference_seconds:.2f} s{runs})"
+            "reference: onnx.reference.ReferenceEvaluator with the exact NumPy kernel "
+            f"({self.reference_seconds:.2f} s{runs})"
         )
         lines.append("")
-        header = ["path", "output", "allowed", "max ULP", "max abs", "mismatches", "first mismatch: reference vs got", "result"]
+        header = ["path", "output", "allowed", "max ULP", "max abs", "mismatches"]
+        header += ["first mismatch: reference vs got", "result"]
         rows: list[list[str]] = []
         notes: dict[int, list[str]] = {}
         for p in self.paths:
             if p.status in ("skipped", "error"):
-                rows.append([p.label, "-", "", "", "", "", "", f"{p.status}: {p.reason}" if p.status == "skipped" else "ERROR"])
+                verdict = f"{p.status}: {p.reason}" if p.status == "skipped" else "ERROR"
+                rows.append([p.label, "-", "", "", "", "", "", verdict])
                 if p.status == "error":
                     notes.setdefault(len(rows) - 1, []).append(f"error: {p.reason}")
                 continue
             for o in p.outputs:
                 first = o.first_failure or o.first_mismatch
-                where = "-" if first is None else f"{first['index']}: {_val(first['reference'], o.dtype)} vs {_val(first['got'], o.dtype)}"
+                where = "-"
+                if first is not None:
+                    where = f"{first['index']}: {_val(first['reference'], o.dtype)} vs {_val(first['got'], o.dtype)}"
                 rows.append(
                     [
                         p.label,
