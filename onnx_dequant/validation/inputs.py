@@ -98,9 +98,11 @@ def _concrete_shape(spec: InputSpec, dims: Mapping[str, int], default: int) -> t
 
 
 def _random_bits(rng: np.random.Generator, dt: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """Uniform random bits shaped ``shape``, as the unsigned type of ``dt``'s size (a fresh, writable array)."""
     n = int(np.prod(shape, dtype=np.int64))
-    carrier = np.dtype(f"u{dt.itemsize}")
-    return np.frombuffer(rng.bytes(n * dt.itemsize), carrier).reshape(shape)
+    nbytes = n * dt.itemsize
+    raw = rng.bit_generator.random_raw(-(-nbytes // 8))  # 64 bits a draw, no copy
+    return raw.view(np.uint8)[:nbytes].view(f"u{dt.itemsize}").reshape(shape)
 
 
 def _generate_one(
@@ -124,7 +126,7 @@ def _generate_one(
         nib = (_random_bits(rng, np.dtype(np.uint8), shape) & 0xF).astype(np.int8)
         out = (nib - 8 if dt.signed else nib).astype(dt.numpy)
     else:
-        out = _random_bits(rng, dt.numpy, shape).view(dt.numpy).copy()  # frombuffer is read-only
+        out = _random_bits(rng, dt.numpy, shape).view(dt.numpy)
     if n >= 2:  # the extremes, always
         flat = out.reshape(-1)
         flat[0] = dt.min
