@@ -25,6 +25,14 @@ def atomic_path(target: str | os.PathLike[str], suffix: str = "") -> Iterator[Pa
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp makes the file private (0600): give it the target's mode, or the umask's default
+        try:
+            mode = target.stat().st_mode & 0o7777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp_path, mode)
         os.replace(tmp_path, target)
     except BaseException:
         with contextlib.suppress(OSError):

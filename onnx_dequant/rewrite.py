@@ -24,7 +24,7 @@ from .lowering import NodeInfo, TARGETS, plan
 from .lowering.base import Emitter
 from .schema import DOMAIN, is_dequantize, node_attributes
 
-__all__ = ["lower", "lower_model", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "LoweredNode", "iter_graphs"]
+__all__ = ["lower", "lower_file", "lower_model", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "LoweredNode", "iter_graphs"]
 
 MIN_OPSET = 13
 MAX_OPSET = 27
@@ -523,3 +523,34 @@ def lower(
         work = modelio.load(model, load_external=True)
         base_dir = os.path.dirname(os.path.abspath(os.fspath(model)))
     return lower_model(work, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir)
+
+
+def lower_file(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    opset: int | None = None,
+    target: str = "ort",
+    only: Callable[[NodeProto], bool] | None = None,
+    wrap_int32: bool = False,
+) -> tuple[list[LoweredNode], list[str], ModelProto]:
+    """Lower the model file ``src`` into ``dst`` without loading its external weights.
+
+    External data is checked, streamed into ``<dst>.data`` beside ``dst``, and both files are written
+    atomically (``dst`` may equal ``src``). Returns the lowered nodes, the files written and the
+    lowered model (its tensors pointing at the new data file).
+    """
+    from . import modelio
+
+    out_dir = os.path.dirname(os.path.abspath(os.fspath(dst)))
+    if not os.path.isdir(out_dir):
+        raise DequantizeError(f"The output's folder does not exist: {out_dir}")
+    base_dir = os.path.dirname(os.path.abspath(os.fspath(src)))
+    model = modelio.load(src, load_external=False)
+    report: list[LoweredNode] = []
+    try:
+        model = lower_model(model, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir, report=report)
+    except DequantizeError as e:
+        raise e.at(path=os.fspath(src)) from None
+    files = modelio.save(model, dst, source_dir=base_dir)
+    return report, files, model

@@ -218,6 +218,9 @@ def test_cli_external_data(tmp_path, capsys):
     onnx.checker.check_model(str(out), full_check=True)
     assert same_bits(_run_file(out), odq.dequantize(w, s, z, axes=(0,)))
     assert sorted(p.name for p in out_dir.iterdir()) == ["lowered.onnx", "lowered.onnx.data"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert all((p.stat().st_mode & 0o777) == 0o666 & ~umask for p in out_dir.iterdir())  # not mkstemp's 0600
 
 
 def test_cli_output_equals_input(tmp_path, capsys):

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
-from .. import modelio
-from ..errors import DequantizeError
-from ..rewrite import MAX_OPSET, MIN_OPSET, LoweredNode, lower_model
+from ..rewrite import MAX_OPSET, MIN_OPSET, lower_file
 
 __all__ = ["add_parser", "run"]
 
@@ -33,15 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    out_dir = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(out_dir):
-        raise DequantizeError(f"The output's folder does not exist: {out_dir}")
-    base_dir = os.path.dirname(os.path.abspath(args.input))
-    model = modelio.load(args.input, load_external=False)
-    report: list[LoweredNode] = []
     print(f"lowering {args.input} ...", file=sys.stderr, flush=True)
-    model = lower_model(model, opset=args.opset, target=args.target, wrap_int32=args.wrap_int32, base_dir=base_dir, report=report)
-    files = modelio.save(model, args.output, source_dir=base_dir)
+    report, files, model = lower_file(args.input, args.output, opset=args.opset, target=args.target, wrap_int32=args.wrap_int32)
     seconds = time.perf_counter() - t0
     counts: dict[str, int] = {}
     for r in report:
