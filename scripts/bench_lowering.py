@@ -15,12 +15,9 @@ buffers), so the figures are the kernels' time. Run: ``python scripts/bench_lowe
 
 from __future__ import annotations
 
-import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -246,5 +243,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-_ = (os, resource, time)

@@ -312,8 +312,6 @@ def test_save_never_leaves_partial_output(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "weights.bin"]
 
 
-_ = os
-
 
 def test_cli_opset_conversion_with_external_data(tmp_path, capsys):
     w, s, z = random_case(RNG, (64, 32), (0, 1), "u8", "f32")

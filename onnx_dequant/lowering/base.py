@@ -8,7 +8,7 @@ the planner's measure) and ``emit(info, em)`` that appends nodes computing ``inf
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np

@@ -4,8 +4,6 @@ broadcast. Exact for every type pair and every opset (no int32 wrap: i32 works i
 
 from __future__ import annotations
 
-import numpy as np
-
 from .. import dtypes
 from ..reference import _work_dtype
 from .base import Emitter, NodeInfo, Strategy
@@ -58,5 +56,3 @@ class CastSubMul(Strategy):
         if not last:
             em.node("Cast", [y], info.output, hint="y_cast", to=info.out_type.onnx)
 
-
-_ = np

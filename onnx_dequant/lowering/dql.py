@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from onnx import TensorProto
 
 from ..dtypes import DType
 from .base import Emitter, NodeInfo, PROPAGATING_OPS, dql_types
@@ -188,5 +187,3 @@ def dql_reason(info: NodeInfo) -> str | None:
 def out_type(info: NodeInfo) -> DType:
     return dql_types(info)[0]
 
-
-_ = TensorProto
