@@ -522,7 +522,10 @@ def lower(
     else:
         work = modelio.load(model, load_external=True)
         base_dir = os.path.dirname(os.path.abspath(os.fspath(model)))
-    return lower_model(work, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir)
+    try:
+        return lower_model(work, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir)
+    except DequantizeError as e:
+        raise (e if base_dir is None else e.at(path=os.fspath(model))) from None  # type: ignore[arg-type]
 
 
 def lower_file(
