@@ -6,6 +6,7 @@ names already taken, small shared constants (deduplicated) and the ``TensorType`
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,8 @@ from .. import dtypes
 from ..contract import TensorType
 
 __all__ = ["Builder"]
+
+_LITTLE = sys.byteorder == "little"
 
 
 class Builder:
@@ -71,11 +74,19 @@ class Builder:
     def append(self, node: onnx.NodeProto) -> None:
         self.graph.node.append(node)
 
-    def initializer(self, name: str, array: np.ndarray) -> str:
+    def initializer(self, name: str, array: np.ndarray, dt: dtypes.DType | None = None) -> str:
         """Add ``array`` as an initializer called ``name`` (taken by the caller); returns the name."""
-        t = numpy_helper.from_array(np.require(array, requirements="C"), name)
-        self.graph.initializer.append(t)
-        self.types[name] = TensorType(dtypes.parse(array.dtype), tuple(int(d) for d in array.shape))
+        dt = dt or dtypes.parse(array.dtype)
+        shape = array.shape
+        if dt.bits < 8 or not _LITTLE:  # packed 4-bit types, or a big-endian host: onnx's own conversion
+            self.graph.initializer.append(numpy_helper.from_array(np.require(array, requirements="C"), name))
+        else:
+            t = self.graph.initializer.add()
+            t.name = name
+            t.data_type = dt.onnx
+            t.dims.extend(shape)
+            t.raw_data = array.tobytes()
+        self.types[name] = TensorType(dt, shape)
         return name
 
     def const(self, value: Any, dtype: Any, hint: str = "const") -> str:

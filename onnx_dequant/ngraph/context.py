@@ -21,6 +21,7 @@ from .reader import Op
 __all__ = ["OpContext", "MISSING", "shape_str", "known", "numel"]
 
 MISSING: Any = object()
+_CTYPES = {t.ctype: t for t in dtypes.TABLE}
 MAX_DIM = 1 << 48
 """Largest dimension or index accepted (larger values are certainly corrupt)."""
 
@@ -57,6 +58,8 @@ def _is_int(v: Any) -> bool:
 
 class OpContext:
     """One op under conversion: ``inputs`` (tensor names), ``types`` (their TensorTypes), ``outputs``."""
+
+    __slots__ = ("op", "js", "name", "b", "inputs", "types", "outputs", "_aux")
 
     def __init__(self, op: Op, builder: Builder, inputs: list[str], types: list[TensorType], outputs: list[str]) -> None:
         self.op = op
@@ -151,6 +154,9 @@ class OpContext:
             v = v.get("c_type_string")
         if not isinstance(v, str):
             raise self.error(f"'{key}' must be an element type name, got {_dump(v)}")
+        found = _CTYPES.get(v)
+        if found is not None:
+            return found
         try:
             return dtypes.parse(v)
         except DequantizeError:

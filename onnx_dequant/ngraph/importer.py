@@ -9,9 +9,11 @@ dropped, as nGraph drops them when it reads the function.
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
+import numpy as np
 import onnx
 from onnx import helper
 
@@ -54,13 +56,24 @@ def convert(source: Any, *, function: str | None = None, opset: int = DEFAULT_OP
     function, as nGraph's reader picks). ``opset``: the standard domain's opset (13 and later).
     Raises ``DequantizeError`` naming the file, the op and the rule for anything malformed.
     """
+    collecting = gc.isenabled()
+    gc.disable()  # the parsed JSON is hundreds of thousands of acyclic objects: collections would only rescan them
+    try:
+        return _convert_source(source, function, opset)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _convert_source(source: Any, function: str | None, opset: int) -> onnx.ModelProto:
     data, path = reader.load(source)
     fn = reader.read_function(data, function, path)
     newest = onnx.defs.onnx_opset_version()
     if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
         raise DequantizeError(f"opset must be an integer from {MIN_OPSET} to {newest}, got {opset!r}", path=path)
     try:
-        return _convert(fn, opset, path)
+        with np.errstate(over="ignore"):  # Constant values beyond their type's range are infinities
+            return _convert(fn, opset, path)
     except DequantizeError as e:
         raise e.at(path=path) from None
 
@@ -105,46 +118,50 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
                 claims[src] = r
 
     declared = set(fn.parameters)
+    b_types = b.types
+    reserve = b.reserve
     listed = set() if legacy else set(fn.results)
+    claimed = {src: r for (src, idx), r in claims.items() if idx == 0}  # every converted op has one output
     for op in fn.ops:
-        if op.name not in live or op.name in declared:
-            continue
         name = op.name
+        if name not in live or name in declared:
+            continue
+        kind = op.op
         try:
-            if op.op == "Parameter":
-                raise DequantizeError("Parameter is used but not listed in the function's 'parameters'")
-            inputs: list[str] = []
-            for k, (src, idx) in enumerate(op.inputs):
-                outs = tensors[src]
-                if idx >= len(outs):
-                    raise DequantizeError(
-                        f"input {k} refers to output {idx} of '{src}', which has {len(outs)} output{'s' if len(outs) != 1 else ''}"
-                    )
-                inputs.append(outs[idx])
-            types = [b.types[i] for i in inputs]
-            if op.op == "Result":
+            try:
+                inputs = [tensors[src][idx] for src, idx in op.inputs]
+            except IndexError:
+                k, (src, idx) = next((k, s) for k, s in enumerate(op.inputs) if s[1] >= len(tensors[s[0]]))
+                n = len(tensors[src])
+                raise DequantizeError(f"input {k} refers to output {idx} of '{src}', which has {n} output{'s' if n != 1 else ''}") from None
+            types = [b_types[i] for i in inputs]
+            if kind == "Result":
                 if len(inputs) != 1:
                     raise DequantizeError(f"Result takes 1 input, got {len(inputs)}")
                 out = name
                 if claims.get(op.inputs[0]) != name:
                     if name not in listed:  # a Result that no function result names: an ordinary tensor
-                        out = b.reserve(name)
+                        out = reserve(name)
                     b.node("Identity", inputs, [out], name)
-                    b.types[out] = types[0]
+                    b_types[out] = types[0]
                 tensors[name] = [out]
                 continue
-            converter = OPS.get(op.op, {}).get(op.version)
+            if kind == "Parameter":
+                raise DequantizeError("Parameter is used but not listed in the function's 'parameters'")
+            versions = OPS.get(kind)
+            converter = versions.get(op.version) if versions else None
             if converter is None:
                 raise _unsupported(op)
-            if op.op == "Constant":  # initializers keep the Constant's name, as graph inputs the Parameter's
-                default = name
-            else:
-                default = op.output_names[0] if op.output_names else f"{name}_0"
-            out = claims.get((name, 0)) or b.reserve(default)
+            out = claimed.get(name)
+            if out is None:
+                if kind == "Constant":  # initializers keep the Constant's name, as graph inputs the Parameter's
+                    out = reserve(name)
+                else:
+                    names = op.output_names
+                    out = reserve(names[0] if names else f"{name}_0")
             ctx = OpContext(op, b, inputs, types, [out])
             out_types = converter(ctx)
-            for o, t in zip(ctx.outputs, out_types):
-                b.types[o] = t
+            b_types[out] = out_types[0]
             tensors[name] = ctx.outputs
         except DequantizeError as e:
             raise e.at(node=name) from None

@@ -185,60 +185,66 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
 
     ops: list[Op] = []
     by_name: dict[str, Op] = {}
+    pending: tuple[Op, str, str] | None = None  # the first input naming an op not seen yet
     for i, js in enumerate(raw_ops):
-        if not isinstance(js, dict):
+        if type(js) is not dict:
             raise DequantizeError(f"op #{i} must be a JSON object, got a JSON {_kind(js)}", path=path)
         name = js.get("name")
-        if not isinstance(name, str) or not name:
+        if type(name) is not str or not name:
             raise DequantizeError(f"op #{i} has no 'name' string", path=path)
         op_type = js.get("op")
-        if not isinstance(op_type, str) or not op_type:
+        if type(op_type) is not str or not op_type:
             raise DequantizeError(f"op #{i} has no 'op' string (the op's type)", node=name, path=path)
         if name in by_name:
             raise DequantizeError(
                 f"duplicate op name: op #{i} and op #{by_name[name].index} are both named '{name}'", node=name, path=path
             )
         version = js.get("op_version", 0)
-        if version is None:
+        if type(version) is not int:
+            if version is not None:
+                raise DequantizeError(f"'op_version' must be a non-negative integer, got {json.dumps(version)}", node=name, path=path)
             version = 0
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise DequantizeError(f"'op_version' must be a non-negative integer, got {json.dumps(version)}", node=name, path=path)
-        raw_inputs = js.get("inputs", [])
+        elif version < 0:
+            raise DequantizeError(f"'op_version' must be a non-negative integer, got {version}", node=name, path=path)
+        raw_inputs = js.get("inputs")
         if raw_inputs is None:
-            raw_inputs = []
-        if not isinstance(raw_inputs, list):
+            inputs: list[tuple[str, int]] = []
+        elif type(raw_inputs) is not list:
             raise DequantizeError("'inputs' must be a list", node=name, path=path)
-        inputs = [_read_input(v, name, k, path) for k, v in enumerate(raw_inputs)]
+        else:
+            inputs = [(v, 0) if type(v) is str else _read_input(v, name, k, path) for k, v in enumerate(raw_inputs)]
         out_names = js.get("outputs")
-        if out_names is not None and not (isinstance(out_names, list) and all(isinstance(o, str) and o for o in out_names)):
+        if out_names is not None and not (type(out_names) is list and all(type(o) is str and o for o in out_names)):
             raise DequantizeError("'outputs' must be a list of tensor names", node=name, path=path)
+        control = js.get("control_deps")
+        if control is not None and not (type(control) is list and all(type(c) is str for c in control)):
+            raise DequantizeError("'control_deps' must be a list of op names", node=name, path=path)
         op = Op(i, name, op_type, version, inputs, out_names, js)
+        if pending is None:
+            for k, (src, _) in enumerate(inputs):
+                if src not in by_name:
+                    pending = (op, src, f"input {k}")
+                    break
+            else:
+                for src in control or ():
+                    if src not in by_name:
+                        pending = (op, src, "control dependency")
+                        break
         ops.append(op)
         by_name[name] = op
 
-    # inputs and control dependencies name ops that exist and come earlier
-    for op in ops:
-        deps = list(op.inputs)
-        control = op.js.get("control_deps")
-        if control is not None:
-            if not isinstance(control, list) or not all(isinstance(c, str) for c in control):
-                raise DequantizeError("'control_deps' must be a list of op names", node=op.name, path=path)
-            deps += [(c, 0) for c in control]
-        for k, (src, _) in enumerate(deps):
-            what = f"input {k}" if k < len(op.inputs) else "control dependency"
-            target = by_name.get(src)
-            if target is None:
-                raise DequantizeError(f"{what} names op '{src}', which does not exist", node=op.name, path=path)
-            if target.index >= op.index:
-                raw = {o.name: o.inputs for o in ops}
-                cycle = _find_cycle(op.name, raw)
-                if cycle is not None:
-                    raise DequantizeError(f"the ops' inputs form a cycle: {' -> '.join(cycle)}", node=op.name, path=path)
-                raise DequantizeError(
-                    f"{what} names op '{src}', which comes later in 'ops' (nGraph writes ops in topological order)",
-                    node=op.name,
-                    path=path,
-                )
+    if pending is not None:  # an input names an op that does not exist, or comes later
+        op, src, what = pending
+        if src not in by_name:
+            raise DequantizeError(f"{what} names op '{src}', which does not exist", node=op.name, path=path)
+        cycle = _find_cycle(op.name, {o.name: o.inputs for o in ops})
+        if cycle is not None:
+            raise DequantizeError(f"the ops' inputs form a cycle: {' -> '.join(cycle)}", node=op.name, path=path)
+        raise DequantizeError(
+            f"{what} names op '{src}', which comes later in 'ops' (nGraph writes ops in topological order)",
+            node=op.name,
+            path=path,
+        )
 
     for p in parameters:
         target = by_name.get(p)

@@ -72,15 +72,24 @@ def broadcast_shapes(a: Shape, b: Shape) -> Shape | bool:
 
 _AUTOB_NAMES = {"none": "none", "explicit": "none", "numpy": "numpy", "pdpd": "pdpd"}
 _AUTOB_INTS = {0: "none", 1: "numpy", 2: "pdpd"}
+_AUTOB_OBJECTS = {(t, a): (k, a) for t, k in _AUTOB_INTS.items() for a in range(-1, 8)}
 
 
 def read_autob(ctx: OpContext) -> tuple[str, int]:
     """The op's broadcast rule ``(kind, axis)`` from ``autob`` (to v0.25), ``auto_broadcast`` as an object
     (v0.26-v0.29) or as a string (op_version 1 era). Absent: none for op_version 0, numpy for 1."""
-    key = next((k for k in ("auto_broadcast", "autob") if ctx.has(k)), None)
-    if key is None:
-        return ("numpy" if ctx.op.version >= 1 else "none"), -1
-    v: Any = ctx.js[key]
+    js = ctx.js
+    key = "auto_broadcast"
+    v: Any = js.get(key)
+    if v is None:
+        key = "autob"
+        v = js.get(key)
+        if v is None:
+            return ("numpy" if ctx.op.version >= 1 else "none"), -1
+    if type(v) is dict and len(v) == 2:  # the common case: {"axis": n, "type": t}
+        cached = _AUTOB_OBJECTS.get((v.get("type"), v.get("axis")))
+        if cached is not None:
+            return cached
     axis: Any = -1
     if isinstance(v, dict):
         axis = v.get("axis", -1)

@@ -19,6 +19,7 @@ from . import register
 __all__ = ["parameter_type", "parse_values"]
 
 EXPAND_ABOVE = 1 << 16
+_NUMPY2 = int(np.__version__.split(".")[0]) >= 2
 """A single-value Constant with more elements than this becomes a scalar and an Expand node."""
 
 
@@ -60,46 +61,61 @@ def parameter_type(ctx: OpContext) -> TensorType:
     return TensorType(elem, shape)
 
 
-def _convert(arr: np.ndarray, dt: dtypes.DType) -> np.ndarray:
+_CTYPES = {t.ctype: t for t in dtypes.TABLE}
+_RANGES = {t.name: (t.min, t.max) for t in dtypes.TABLE if t.kind in ("quantized", "integer")}
+_STR = {str}
+_BOOL = {"0": False, "1": True, "true": True, "false": False}
+
+
+def _convert(strs: list[str], dt: dtypes.DType) -> np.ndarray:
     """Strings to ``dt``; ValueError / OverflowError when one does not parse or is out of range."""
-    if dt.kind == "real":
-        with np.errstate(over="ignore"):  # beyond the type's range: infinity, as C's strtof gives
-            return arr.astype(np.float64).astype(dt.numpy)
+    n = len(strs)
+    if dt.kind == "real":  # beyond the type's range: infinity, as C's strtof gives (importer ignores overflow)
+        if dt.name in ("f32", "f64"):
+            return np.fromiter(map(float, strs), dt.numpy, n)
+        return np.fromiter(map(float, strs), np.float64, n).astype(dt.numpy)
     if dt.kind == "boolean":
-        low = np.char.lower(np.char.strip(arr))
-        if not np.isin(low, ["0", "1", "true", "false"]).all():
-            raise ValueError("not a boolean")
-        return np.isin(low, ["1", "true"])
-    wide = arr.astype(np.uint64 if dt.name == "u64" else np.int64)
-    if wide.size and (int(wide.min()) < dt.min or int(wide.max()) > dt.max):
+        try:
+            return np.fromiter((_BOOL[s.strip().lower()] for s in strs), np.bool_, n)
+        except KeyError:
+            raise ValueError("not a boolean") from None
+    if _NUMPY2 and dt.bits >= 8:  # NumPy 2 refuses out-of-range Python ints itself
+        return np.fromiter(map(int, strs), dt.numpy, n)
+    lo, hi = _RANGES[dt.name]
+    wide = np.fromiter(map(int, strs), np.uint64 if dt.name == "u64" else np.int64, n)
+    if n and (int(wide.min()) < lo or int(wide.max()) > hi):
         raise OverflowError("out of range")
     return wide.astype(dt.numpy)
 
 
 def _parse_strings(ctx: OpContext, values: list[Any], dt: dtypes.DType) -> np.ndarray:
     """The values as a flat array of ``dt``; DequantizeError naming the first value that does not parse."""
-    strs = []
-    for v in values:
-        if isinstance(v, str):
-            strs.append(v)
-        elif isinstance(v, bool):
-            strs.append("1" if v else "0")
-        elif isinstance(v, (int, float)):
-            strs.append(repr(v))
-        else:
-            raise ctx.error(f"Constant values must be strings, got {v!r:.40}")
-    arr = np.array(strs, dtype=str) if strs else np.zeros(0, dtype=str)
+    if dt.kind == "real" or set(map(type, values)) <= _STR:  # float() takes JSON numbers as they are
+        strs = values
+    else:
+        strs = []
+        for v in values:
+            if isinstance(v, str):
+                strs.append(v)
+            elif isinstance(v, bool):
+                strs.append("1" if v else "0")
+            elif isinstance(v, (int, float)):
+                strs.append(repr(v))
+            else:
+                raise ctx.error(f"Constant values must be strings, got {v!r:.40}")
     try:
-        return _convert(arr, dt)
-    except (ValueError, OverflowError):
+        return _convert(strs, dt)
+    except (ValueError, OverflowError, TypeError):
         pass
     for k, s in enumerate(strs):
+        if not isinstance(s, (str, int, float)):
+            raise ctx.error(f"Constant values must be strings, got {s!r:.40}")
         try:
-            _convert(np.array([s], dtype=str), dt)
+            _convert([s], dt)
         except OverflowError:
-            raise ctx.error(f"Constant value #{k} '{s:.40}' is out of the range of {dt} [{dt.min}, {dt.max}]") from None
+            raise ctx.error(f"Constant value #{k} '{str(s):.40}' is out of the range of {dt} [{dt.min}, {dt.max}]") from None
         except ValueError:
-            raise ctx.error(f"Constant value #{k} '{s:.40}' does not parse as {dt}") from None
+            raise ctx.error(f"Constant value #{k} '{str(s):.40}' does not parse as {dt}") from None
     raise ctx.error(f"Constant values do not parse as {dt}")
 
 
@@ -122,19 +138,25 @@ def parse_values(ctx: OpContext, dt: dtypes.DType, shape: tuple[int, ...]) -> tu
 
 @register("Constant")
 def constant(ctx: OpContext) -> list[TensorType]:
-    ctx.expect_inputs(0)
+    if ctx.inputs:
+        ctx.expect_inputs(0)
     holder = _type_holder(ctx)
-    dt = ctx.parse_type(holder["element_type"], "element_type")
+    et = holder["element_type"]
+    dt = _CTYPES.get(et) if type(et) is str else None
+    if dt is None:
+        dt = ctx.parse_type(et, "element_type")
     if "shape" not in holder:
         raise ctx.error("Constant has no 'shape' attribute")
-    shape: tuple[int, ...] = _dims(ctx, holder["shape"], allow_dynamic=False)  # type: ignore[assignment]
+    raw_shape = holder["shape"]
+    if type(raw_shape) is list and all(type(d) is int and 0 <= d <= MAX_DIM for d in raw_shape):
+        shape: tuple[int, ...] = tuple(raw_shape)
+    else:
+        shape = _dims(ctx, raw_shape, allow_dynamic=False)  # type: ignore[assignment]  # raises
     flat, single = parse_values(ctx, dt, shape)
-    count = numel(shape)
-    b = ctx.b
-    if single and count > EXPAND_ABOVE:
+    if single and len(shape) and numel(shape) > EXPAND_ABOVE:
         scalar = ctx.const(flat.reshape(()), dt, f"{ctx.name}/value")
         ctx.emit("Expand", [scalar, ctx.int64s(shape)], ctx.out())
     else:
-        arr = np.broadcast_to(flat, (count,)) if single else flat
-        b.initializer(ctx.out(), np.array(arr).reshape(shape))
+        arr = np.broadcast_to(flat, shape) if single else flat.reshape(shape)
+        ctx.b.initializer(ctx.out(), arr, dt)
     return [TensorType(dt, shape)]

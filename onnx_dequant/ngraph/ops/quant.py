@@ -12,6 +12,7 @@ not fit (undefined in C++); we clamp to the largest T value inside the range.
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from ... import dtypes, schema
 from ...contract import TensorType, infer
@@ -45,14 +46,33 @@ def _round_mode(ctx: OpContext) -> int:
     raise ctx.error(f"'round_mode' must be 0..8 or a round mode name, got {v!r:.40}")
 
 
+_INFERRED: dict[tuple, TensorType] = {}
+"""Contract results by (input types, axes, type): layers of a model repeat the same signature."""
+_TEMPLATES: dict[tuple, onnx.NodeProto] = {}
+"""A node from ``schema.make_node`` per (axes, type, input count); nodes copy its attributes."""
+
+
 @register("Dequantize")
 def dequantize(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(3, 2)
     dtype = ctx.attr_type("type")
     axes = ctx.attr_axes("axes")
     zp = ctx.types[2] if len(ctx.types) > 2 else None
-    out = infer(ctx.types[0], ctx.types[1], zp, axes=axes, dtype=dtype)
-    ctx.b.append(schema.make_node(ctx.inputs, [ctx.out()], axes=axes, dtype=dtype, name=ctx.name))
+    key = (ctx.types[0], ctx.types[1], zp, axes, dtype)
+    out = _INFERRED.get(key)
+    if out is None:
+        out = infer(ctx.types[0], ctx.types[1], zp, axes=axes, dtype=dtype)
+        if len(_INFERRED) < 4096:
+            _INFERRED[key] = out
+    tkey = (axes, dtype, len(ctx.inputs))
+    template = _TEMPLATES.get(tkey)
+    if template is None:
+        template = _TEMPLATES[tkey] = schema.make_node(ctx.inputs, [ctx.out()], axes=axes, dtype=dtype)
+    node = ctx.b.graph.node.add()
+    node.CopyFrom(template)
+    node.input[:] = ctx.inputs
+    node.output[0] = ctx.out()
+    node.name = ctx.name
     ctx.b.uses_custom_domain = True
     return [out]
 
