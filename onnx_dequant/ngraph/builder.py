@@ -33,6 +33,8 @@ class Builder:
         self.used: set[str] = set()
         self._consts: dict[tuple[Any, ...], str] = {}
         self.uses_custom_domain = False
+        self.small: dict[Any, str] = {}
+        """Names of small constants by their Python value (a faster path to ``const``'s sharing)."""
 
     # ---- names ----
 

@@ -188,10 +188,20 @@ class OpContext:
         return self.b.const(value, dtype, hint)
 
     def int64s(self, values: Sequence[int]) -> str:
-        return self.b.const(np.asarray(values, np.int64).reshape(-1), np.int64, "ints")
+        key = ("ints", tuple(values))
+        found = self.b.small.get(key)
+        if found is None:
+            found = self.b.small[key] = self.b.const(np.asarray(values, np.int64).reshape(-1), np.int64, "ints")
+        return found
 
     def scalar(self, value: Any, dtype: Any) -> str:
-        return self.b.const(value, dtype, "scalar")
+        if isinstance(value, np.ndarray):
+            return self.b.const(value, dtype, "scalar")
+        key = (type(value), value, str(dtype))  # type: 0 and 0.0 and False are equal keys otherwise
+        found = self.b.small.get(key)
+        if found is None:
+            found = self.b.small[key] = self.b.const(value, dtype, "scalar")
+        return found
 
 
 def dims_str(shape: Sequence[Dim]) -> str:

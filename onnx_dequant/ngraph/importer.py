@@ -158,7 +158,8 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
                     out = reserve(name)
                 else:
                     names = op.output_names
-                    out = reserve(names[0] if names else f"{name}_0")
+                    first = names[0] if type(names) is list and names else None
+                    out = reserve(first if type(first) is str and first else f"{name}_0")
             ctx = OpContext(op, b, inputs, types, [out])
             out_types = converter(ctx)
             b_types[out] = out_types[0]

@@ -9,6 +9,7 @@ converter. Every problem is a ``DequantizeError`` naming the file and the op.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from dataclasses import dataclass
@@ -18,6 +19,9 @@ from typing import Any
 from ..errors import DequantizeError
 
 __all__ = ["Op", "Function", "load", "read_function", "function_names"]
+
+_STR = {str}
+_ZEROS = itertools.repeat(0)
 
 
 @dataclass(slots=True)
@@ -29,7 +33,7 @@ class Op:
     op: str
     version: int
     inputs: list[tuple[str, int]]
-    output_names: list[str] | None
+    output_names: Any  # the JSON's "outputs" as it is (only its first name is used, when it is one)
     js: dict[str, Any]
 
 
@@ -186,6 +190,7 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
     ops: list[Op] = []
     by_name: dict[str, Op] = {}
     pending: tuple[Op, str, str] | None = None  # the first input naming an op not seen yet
+    contains = by_name.__contains__
     for i, js in enumerate(raw_ops):
         if type(js) is not dict:
             raise DequantizeError(f"op #{i} must be a JSON object, got a JSON {_kind(js)}", path=path)
@@ -209,27 +214,24 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
         raw_inputs = js.get("inputs")
         if raw_inputs is None:
             inputs: list[tuple[str, int]] = []
+            srcs: Any = ()
         elif type(raw_inputs) is not list:
             raise DequantizeError("'inputs' must be a list", node=name, path=path)
+        elif set(map(type, raw_inputs)) <= _STR:  # every input by name: output 0
+            inputs = list(zip(raw_inputs, _ZEROS))
+            srcs = raw_inputs
         else:
             inputs = [(v, 0) if type(v) is str else _read_input(v, name, k, path) for k, v in enumerate(raw_inputs)]
-        out_names = js.get("outputs")
-        if out_names is not None and not (type(out_names) is list and all(type(o) is str and o for o in out_names)):
-            raise DequantizeError("'outputs' must be a list of tensor names", node=name, path=path)
+            srcs = [src for src, _ in inputs]
         control = js.get("control_deps")
-        if control is not None and not (type(control) is list and all(type(c) is str for c in control)):
+        if control is not None and not (type(control) is list and set(map(type, control)) <= _STR):
             raise DequantizeError("'control_deps' must be a list of op names", node=name, path=path)
-        op = Op(i, name, op_type, version, inputs, out_names, js)
-        if pending is None:
-            for k, (src, _) in enumerate(inputs):
-                if src not in by_name:
-                    pending = (op, src, f"input {k}")
-                    break
-            else:
-                for src in control or ():
-                    if src not in by_name:
-                        pending = (op, src, "control dependency")
-                        break
+        op = Op(i, name, op_type, version, inputs, js.get("outputs"), js)
+        if pending is None and not (all(map(contains, srcs)) and (control is None or all(map(contains, control)))):
+            what_src = next(((f"input {k}", src) for k, src in enumerate(srcs) if src not in by_name), None)
+            if what_src is None:
+                what_src = ("control dependency", next(c for c in control if c not in by_name))
+            pending = (op, what_src[1], what_src[0])
         ops.append(op)
         by_name[name] = op
 

@@ -33,6 +33,8 @@ def _merge_dim(a: Dim, b: Dim) -> tuple[bool, Dim]:
 
 def merge_shapes(a: Shape, b: Shape) -> tuple[bool, Shape]:
     """Two shapes that must be equal, merged (unknown dims take the known side)."""
+    if a == b:
+        return True, a
     if a is None:
         return True, b
     if b is None:
@@ -50,6 +52,8 @@ def merge_shapes(a: Shape, b: Shape) -> tuple[bool, Shape]:
 
 def broadcast_shapes(a: Shape, b: Shape) -> Shape | bool:
     """NumPy broadcasting of two partial shapes; False when they cannot broadcast."""
+    if a == b:
+        return a
     if a is None or b is None:
         return None
     n = max(len(a), len(b))

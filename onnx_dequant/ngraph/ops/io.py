@@ -64,6 +64,7 @@ def parameter_type(ctx: OpContext) -> TensorType:
 _CTYPES = {t.ctype: t for t in dtypes.TABLE}
 _RANGES = {t.name: (t.min, t.max) for t in dtypes.TABLE if t.kind in ("quantized", "integer")}
 _STR = {str}
+_INT = {int}
 _BOOL = {"0": False, "1": True, "true": True, "false": False}
 
 
@@ -136,8 +137,36 @@ def parse_values(ctx: OpContext, dt: dtypes.DType, shape: tuple[int, ...]) -> tu
     return _parse_strings(ctx, values, dt), False
 
 
+_FAST_FLOAT = {"float": np.float32, "double": np.float64}
+_FAST_INT = {"int8_t": np.int8, "uint8_t": np.uint8, "int16_t": np.int16, "uint16_t": np.uint16, "int32_t": np.int32, "int64_t": np.int64}
+
+
 @register("Constant")
 def constant(ctx: OpContext) -> list[TensorType]:
+    js = ctx.js
+    et, raw_shape, values = js.get("element_type"), js.get("shape"), js.get("value")
+    if (  # the common case, straight through: one string per element of a plain f32/f64/integer shape
+        type(et) is str
+        and type(raw_shape) is list
+        and type(values) is list
+        and not ctx.inputs
+        and set(map(type, raw_shape)) <= _INT
+        and set(map(type, values)) <= _STR
+        and (et in _FAST_FLOAT or (_NUMPY2 and et in _FAST_INT))
+    ):
+        shape = tuple(raw_shape)
+        if (not shape or (min(shape) >= 0 and max(shape) <= MAX_DIM)) and len(values) == numel(shape):
+            try:
+                if et in _FAST_FLOAT:
+                    flat = np.fromiter(map(float, values), _FAST_FLOAT[et], len(values))
+                else:
+                    flat = np.fromiter(map(int, values), _FAST_INT[et], len(values))
+            except (ValueError, OverflowError):
+                pass  # the general path below names the value
+            else:
+                dt = _CTYPES[et]
+                ctx.b.initializer(ctx.out(), flat.reshape(shape), dt)
+                return [TensorType(dt, shape)]
     if ctx.inputs:
         ctx.expect_inputs(0)
     holder = _type_holder(ctx)
