@@ -130,7 +130,7 @@ def main() -> int:
         i = sys.argv.index("--memory-child")
         memory_child(sys.argv[i + 1], "--quick" in sys.argv)
         return 0
-    bench = Bench("validation: odq.validate against one ORT run plus one reference run", default_repeat=5)
+    bench = Bench("validation: odq.validate against one ORT run plus one reference run", default_repeat=9)
     bench.parser.add_argument("--no-memory", action="store_true", help="skip the memory subprocesses")
     shape = QUICK if bench.args.quick else FULL
     model = build(shape)
@@ -156,6 +156,17 @@ def main() -> int:
         report = odq.validate(model, feeds)
         assert report.ok, report.to_text()
 
+    def validate_held() -> None:
+        from onnx_dequant.validation import core
+
+        saved = core.RELEASE_BYTES
+        core.RELEASE_BYTES = 1 << 62  # never let the reference's outputs go: one reference run, more memory
+        try:
+            report = odq.validate(model, feeds)
+        finally:
+            core.RELEASE_BYTES = saved
+        assert report.ok and report.reference_runs == 1, report.to_text()
+
     def validate_generated() -> None:
         report = odq.validate(model)
         assert report.ok, report.to_text()
@@ -167,6 +178,7 @@ def main() -> int:
             "ORT run (lowered, default level, new session)": ort_run,
             "reference run (ReferenceEvaluator)": reference_run,
             "odq.validate(model, inputs)": validate,
+            "odq.validate, reference held (no reruns)": validate_held,
             "odq.validate(model) (inputs generated)": validate_generated,
         },
         baseline="ORT run + reference run",
