@@ -128,13 +128,22 @@ def test_sample_ngraph_graphs_validate(graph, capsys):
             assert fd["node"] and "ONNX Runtime's optimized graph has" in fd["note"], fd
 
 
-@pytest.mark.xfail(
-    reason="ORT 1.32 at its default level fuses the lowered DequantizeLinear -> MatMul into MatMulNBits / "
-    "Gemm, which is not exact (0.14 abs on quantized_mlp, 0.027 on conv_block); see docs/validation.md",
+_FUSED = pytest.mark.xfail(
+    reason="ORT 1.32 at its default level fuses the lowered DequantizeLinear -> MatMul into MatMulNBits, "
+    "which quantizes activations to int8 (0.14 abs on quantized_mlp, 0.027 on conv_block); see docs/validation.md",
     strict=False,
 )
+
+
+def _agreeing_graphs():
+    return [
+        pytest.param(p, id=p.name, marks=_FUSED if p.name in ("quantized_mlp.json", "conv_block.json") else ())
+        for p in _sample_graphs()
+    ]
+
+
 @pytest.mark.skipif(not _sample_graphs(), reason="no sample nGraph graphs in models/ yet")
-@pytest.mark.parametrize("graph", _sample_graphs(), ids=lambda p: p.name)
+@pytest.mark.parametrize("graph", _agreeing_graphs())
 def test_sample_ngraph_graphs_agree_on_every_path(graph, capsys):
     pytest.importorskip("onnx_dequant.ngraph")
     code = main(["validate", str(graph), "--json", "-q"])
