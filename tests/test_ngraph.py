@@ -32,9 +32,11 @@ def convert(w: FunctionWriter | list, **kw) -> onnx.ModelProto:
     return model
 
 
-def ort_run(model: onnx.ModelProto, feeds: dict, level: str = "ORT_ENABLE_ALL") -> list[np.ndarray]:
+def ort_run(model: onnx.ModelProto, feeds: dict, level: str = "ORT_ENABLE_ALL", **config: str) -> list[np.ndarray]:
     so = ort.SessionOptions()
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    for k, v in config.items():
+        so.add_session_config_entry(k, v)
     so.log_severity_level = 3
     s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return s.run(None, feeds)
@@ -92,9 +94,12 @@ def test_sample_model_converts_and_runs(name):
     got_ref = ReferenceEvaluator(model, new_ops=[odq.DequantizeOp]).run(None, feeds)
     # 2. the model as converted, our op running as the Python kernel in ORT
     got_kernel = odq.session(model).run(None, feeds)
-    # 3. lowered to standard ONNX, in ORT (basic optimizations: see docs/ngraph.md for ORT's lossy fusions)
-    got_lowered = ort_run(odq.lower(model), feeds, "ORT_ENABLE_BASIC")
-    for got in (got_ref, got_kernel, got_lowered):
+    # 3. lowered to standard ONNX, in ORT: basic optimizations, and all of them with MatMulNBits keeping f32
+    #    activations (its default accuracy level quantizes them: see docs/ngraph.md)
+    lowered = odq.lower(model)
+    got_basic = ort_run(lowered, feeds, "ORT_ENABLE_BASIC")
+    got_all = ort_run(lowered, feeds, "ORT_ENABLE_ALL", **{"session.qdq_matmulnbits_accuracy_level": "0"})
+    for got in (got_ref, got_kernel, got_basic, got_all):
         assert len(got) == len(expected)
         for (rname, e), g in zip(expected.items(), got):
             assert g.dtype == e.dtype and g.shape == e.shape
