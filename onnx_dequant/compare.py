@@ -62,9 +62,13 @@ def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     def ordered(x: np.ndarray) -> np.ndarray:
         i = x.view(_INT[width]).astype(np.int64)
         mag = i & (sign - 1) if width < 8 else i & np.int64(0x7FFFFFFFFFFFFFFF)
-        return np.where(i < 0, -mag, mag).astype(np.float64)
+        return np.asarray(np.where(i < 0, -mag, mag))  # int64: exact, even for f64 bit patterns
 
-    d = np.asarray(np.abs(ordered(a) - ordered(b)))  # an array even for 0-d inputs
+    oa, ob = ordered(a), ordered(b)
+    hi, lo = np.asarray(np.maximum(oa, ob)), np.asarray(np.minimum(oa, ob))
+    # hi - lo in uint64 cannot overflow (it wraps modulo 2**64 to the exact difference); the float64
+    # result is exact up to 2**53 ULPs (float64 differences used to round at 2**53 of the ordered value)
+    d = np.asarray((hi.view(np.uint64) - lo.view(np.uint64)).astype(np.float64))  # an array even for 0-d
     na, nb = _is_nan(a), _is_nan(b)
     d[na & nb] = 0.0
     d[na ^ nb] = np.inf

@@ -560,3 +560,104 @@ def test_large_outputs_release_the_reference_during_kernel_runs(monkeypatch):
         "kernel/default": "pass",
         "kernel/off": "pass",
     }
+
+
+# ---- properties ----
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from([np.float32, np.float16, np.float64, ml_dtypes.bfloat16]),
+    st.integers(1, 3000),
+    st.data(),
+)
+def test_compare_output_counts_what_was_changed(dt, n, data):
+    rng = np.random.default_rng(n)
+    ref = rng.uniform(-100, 100, n).astype(dt)
+    changed = sorted(data.draw(st.sets(st.integers(0, n - 1), max_size=5)))
+    steps = data.draw(st.lists(st.integers(1, 3), min_size=len(changed), max_size=len(changed)))
+    got = ref.copy()
+    bits = got.view(f"u{got.dtype.itemsize}")
+    for i, k in zip(changed, steps):
+        bits[i] += k  # k representable values further from zero (ref has no zeros, NaNs or infinities)
+    r = compare_output("y", ref, got, Tolerance(1, False, ""))
+    assert r.mismatches == len(changed)
+    assert r.failures == sum(k > 1 for k in steps)
+    assert r.max_ulp == (max(steps) if steps else 0)
+    if changed:
+        assert r.first_mismatch["index"] == [changed[0]]
+    assert r.ok == all(k <= 1 for k in steps)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from([("i8", "f32"), ("u8", "f16"), ("i16", "f32"), ("u8", "f64"), ("i32", "f32")]),
+    st.sampled_from([(), (0,), (1,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]),
+    st.integers(0, 2**31 - 1),
+)
+def test_any_tampered_scale_value_is_found_and_named(types, axes, seed):
+    """Valid models pass on the kernel path; a hand-lowered copy with one scale value changed fails on
+    whichever output element it reaches, and the original node is named."""
+    x_dt, out_dt = types
+    shape = (2, 3, 4)
+    m = dq_model(x_dt, out_dt, shape=shape, axes=axes, relu=False)
+    s = numpy_helper.to_array(m.graph.initializer[0])
+    zp = numpy_helper.to_array(m.graph.initializer[1])
+    rng = np.random.default_rng(seed)
+    s = s.copy()
+    s.reshape(-1)[rng.integers(0, s.size)] = rng.choice([0.0, -1.5, np.inf, np.nan, 1e-40])  # special values
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(s, "s"))
+    assert validate(m, seed=seed, paths=["kernel"], levels=["off"]).ok
+    # the same node as Cast/Sub/Mul with the scale broadcast by hand: exact for these types
+    bshape = tuple(shape[a] if a in axes else 1 for a in range(3))
+    out_np = dtypes.parse(out_dt).numpy
+    work = np.float64
+    sb = s.reshape(bshape).astype(work)
+    index = tuple(int(rng.integers(0, d)) for d in sb.shape)
+    bad_s = sb.copy()
+    bad_s[index] = bad_s[index] * 2 + 1  # always a different value (NaN stays NaN: pick another)
+    if np.isnan(sb[index]) or np.isinf(sb[index]):
+        bad_s[index] = 0.75
+    def lowered(scale):
+        g = helper.make_graph(
+            [
+                helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.DOUBLE),
+                helper.make_node("Cast", ["zp"], ["zf"], to=TensorProto.DOUBLE),
+                helper.make_node("Sub", ["xf", "zf"], ["d"]),
+                helper.make_node("Mul", ["d", "sd"], ["p"]),
+                helper.make_node("Cast", ["p"], ["y"], to=dtypes.parse(out_dt).onnx, name="cast_out"),
+            ],
+            "lowered",
+            list(m.graph.input),
+            list(m.graph.output),
+            [
+                numpy_helper.from_array(scale.astype(work), "sd"),
+                numpy_helper.from_array(zp.reshape(bshape), "zp"),
+            ],
+        )
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+    assert validate(m, seed=seed, against=lowered(sb), levels=["off"]).ok
+    if np.float64(bad_s[index]).astype(out_np) == np.float64(sb[index]).astype(out_np):
+        return  # the change vanishes in the output type
+    report = validate(m, seed=seed, against=lowered(bad_s), levels=["off"])
+    p = report.paths[0]
+    # it fails unless every input element the scale reaches makes the product equal (x == zp gives 0)
+    if p.status == "fail":
+        assert p.first_difference.node == "dq1" and p.first_difference.tensor == "y"
+    else:
+        assert p.outputs[0].mismatches == 0
+
+
+def test_f64_ulp_distance_is_exact():
+    """compare.ulp_distance used to subtract float64 copies of f64 bit patterns (1 ULP read as 0 or 1024)."""
+    from onnx_dequant.compare import ulp_distance
+
+    a = np.array([1.0, -3.5, 1e300, np.inf], np.float64)
+    b = np.array([np.nextafter(1.0, 2.0), np.nextafter(np.nextafter(-3.5, -9.0), -9.0), 1e300, -np.inf])
+    assert ulp_distance(a, b).tolist() == [1.0, 2.0, 0.0, float(2 * 0x7FF0000000000000)]
+    r = compare_output("y", a, b, Tolerance(0, False, ""))
+    assert r.mismatches == 3 and r.first_failure["index"] == [0]
