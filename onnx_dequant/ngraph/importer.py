@@ -18,7 +18,6 @@ import onnx
 from onnx import helper
 
 from .. import schema
-from ..contract import TensorType
 from ..errors import DequantizeError
 from . import reader
 from .builder import Builder
@@ -26,11 +25,13 @@ from .context import OpContext
 from .ops import BACKEND_OPS, OPS
 from .ops.io import parameter_type
 
-__all__ = ["convert", "DEFAULT_OPSET", "MIN_OPSET"]
+__all__ = ["convert", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET"]
 
 DEFAULT_OPSET = 21
 """The standard-domain opset of converted models (ONNX Runtime has no kernel for DequantizeLinear-28)."""
 MIN_OPSET = 13
+MAX_OPSET = 27
+"""The newest opset ONNX Runtime 1.32 loads models at (the lowering pass accepts the same range)."""
 
 _SOURCE_OPS = ("Parameter", "Constant")
 _UNCLAIMABLE = ("Parameter", "Constant", "Result")  # their tensors are named already
@@ -68,7 +69,7 @@ def convert(source: Any, *, function: str | None = None, opset: int = DEFAULT_OP
 def _convert_source(source: Any, function: str | None, opset: int) -> onnx.ModelProto:
     data, path = reader.load(source)
     fn = reader.read_function(data, function, path)
-    newest = onnx.defs.onnx_opset_version()
+    newest = min(MAX_OPSET, onnx.defs.onnx_opset_version())
     if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
         raise DequantizeError(f"opset must be an integer from {MIN_OPSET} to {newest}, got {opset!r}", path=path)
     try:

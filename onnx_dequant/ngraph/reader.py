@@ -65,7 +65,7 @@ def load(source: Any) -> tuple[list[Any], str | None]:
     else:
         if isinstance(source, (bytes, bytearray)):
             raw: Any = bytes(source)
-        elif isinstance(source, str) and _looks_like_json(source):
+        elif isinstance(source, str) and _looks_like_json(source) and not (len(source) < 4096 and os.path.isfile(source)):
             raw = source
         elif isinstance(source, (str, os.PathLike)):
             path = os.fspath(source)
