@@ -661,3 +661,56 @@ def test_f64_ulp_distance_is_exact():
     assert ulp_distance(a, b).tolist() == [1.0, 2.0, 0.0, float(2 * 0x7FF0000000000000)]
     r = compare_output("y", a, b, Tolerance(0, False, ""))
     assert r.mismatches == 3 and r.first_failure["index"] == [0]
+
+
+# ---- functions and subgraphs ----
+
+
+def _function_model():
+    fn = helper.make_function(
+        "local", "DQF", ["x", "s"], ["y"], [odq.make_node(["x", "s"], ["y"], axes=(1,), name="inner_dq")],
+        opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()],
+    )
+    g = helper.make_graph(
+        [helper.make_node("DQF", ["x", "s"], ["y"], domain="local", name="call")],
+        "fn",
+        [helper.make_tensor_value_info("x", TensorProto.INT8, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [numpy_helper.from_array(_scale((4,), "f32"), "s")],
+    )
+    opsets = [helper.make_opsetid("", 21), odq.schema.opset_import(), helper.make_opsetid("local", 1)]
+    return helper.make_model(g, opset_imports=opsets, functions=[fn])
+
+
+def test_model_local_function_with_dequantize():
+    report = validate(_function_model())
+    assert report.ok, report.to_text()
+    assert report.dequantize_nodes == 1 and len(report.paths) == 4
+    assert {o.allowed for p in report.paths for o in p.outputs} == {"0 ULP"}  # the body is seen by the policy
+
+
+def test_if_subgraph_with_dequantize_both_branches():
+    s = _scale((4,), "f32")
+    then_g = helper.make_graph(
+        [odq.make_node(["x", "s"], ["t"], axes=(1,), name="dq_then")], "then", [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 4])],
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["e"], to=TensorProto.FLOAT)], "else", [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 4])],
+    )
+    g = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g, name="if")],
+        "ifg",
+        [
+            helper.make_tensor_value_info("x", TensorProto.INT8, [3, 4]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
+        [numpy_helper.from_array(s, "s")],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+    x = generate(graph_inputs(m), seed=2)["x"]
+    for c in (True, False):
+        report = validate(m, {"x": x, "c": np.array(c)})
+        assert report.ok and report.dequantize_nodes == 1, report.to_text()

@@ -96,7 +96,33 @@ def _check(model: onnx.ModelProto, path: str | None) -> None:
 
 
 def _count_dequantize(model: onnx.ModelProto) -> int:
-    return sum(is_dequantize(n) for n in model.graph.node)
+    """Our nodes in the main graph, its subgraphs and the model-local functions."""
+
+    def count(nodes: Any) -> int:
+        n = 0
+        for node in nodes:
+            n += is_dequantize(node)
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    n += count(a.g.node)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    n += sum(count(g.node) for g in a.graphs)
+        return n
+
+    return count(model.graph.node) + sum(count(f.node) for f in model.functions)
+
+
+def _for_reference(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model the oracle runs: model-local functions inlined (ReferenceEvaluator does not hand our op
+    to function bodies), so function bodies' nodes are also walked by the policy and the localization."""
+    if not model.functions:
+        return model
+    import onnx.inliner
+
+    try:
+        return onnx.inliner.inline_local_functions(model)
+    except Exception as e:  # noqa: BLE001
+        raise DequantizeError(f"cannot inline the model's local functions for the reference: {e}") from None
 
 
 def _with_types(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -202,7 +228,8 @@ def validate(
             raise DequantizeError(
                 f"the other model lacks output(s) {', '.join(map(repr, missing))} of the model", path=other_label
             )
-    tol = tolerances(_with_types(original), policy)
+    oracle_model = _for_reference(original)
+    tol = tolerances(_with_types(oracle_model), policy)
     config = {str(k): str(v) for k, v in (ort_config or {}).items()}
     report = Report(
         model=label,
@@ -214,7 +241,7 @@ def validate(
         policy=policy.to_dict(),
     )
 
-    oracle = ReferenceRunner(original)
+    oracle = ReferenceRunner(oracle_model)
     t0 = time.perf_counter()
     with show.step("running the reference"):
         expected: dict[str, Any] | None = oracle.run(feeds)
@@ -279,7 +306,7 @@ def validate(
                     if localize:
                         with show.step(f"finding the first differing node of {result.label}"):
                             result.first_difference = _localize(
-                                original, oracle_all(), path_model, path_feeds, level, kernel, ort_config, tol
+                                oracle_model, oracle_all(), path_model, path_feeds, level, kernel, ort_config, tol
                             )
             report.paths.append(result)
     return report
