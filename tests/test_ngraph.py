@@ -140,11 +140,18 @@ def test_names_inputs_outputs_and_dynamic_dims():
     assert g.output[1].name in {o for n in g.node for o in n.output}
 
 
-@pytest.mark.parametrize("opset", [13, 17, 21, 23])
-def test_opset_choice(opset):
-    model = odq.ngraph.convert(MODELS / "conv_block.json", opset=opset)
+@pytest.mark.parametrize("opset", [13, 17, 21, 23, 27])
+@pytest.mark.parametrize("name", sorted(SAMPLE_FEEDS))
+def test_opset_choice(opset, name):
+    model = odq.ngraph.convert(MODELS / name, opset=opset)
     onnx.checker.check_model(model, full_check=True)
     assert {o.domain: o.version for o in model.opset_import}[""] == opset
+    if opset == 13:  # the oldest opset runs too
+        feeds = SAMPLE_FEEDS[name]()
+        expected = evaluate(json.loads((MODELS / name).read_text()), feeds)
+        got = ReferenceEvaluator(model, new_ops=[odq.DequantizeOp]).run(None, feeds)
+        for e, g in zip(expected.values(), got):
+            assert np.allclose(g, e, rtol=1e-5, atol=1e-5)  # f32 sums in another order
 
 
 def test_function_choice_default_last():
@@ -589,3 +596,36 @@ def test_quantize_bf16_graph_converts():
     w.result(w.op("Quantize", w.parameter("bf16", [4]), w.constant(np.array(0.5, ml_dtypes.bfloat16)), w.constant(np.int8(0)),
                   type="i8", axes=[], round_mode=0))
     convert(w)  # checker-clean; ORT has no bf16 kernels for this
+
+
+def test_quantize_16_bit_uses_quantize_linear_from_opset_21():
+    w = FunctionWriter()
+    w.result(w.op("Quantize", w.parameter("f32", [6]), w.constant(np.float32(0.01)), w.constant(np.int16(-3)), type="i16", axes=[], round_mode=4))
+    x = np.float32([1.005, -1.005, 300.0, -400.0, 0.025, 1e9])
+    for opset, fused in ((19, False), (21, True)):
+        model = odq.ngraph.convert(dumps([w]), opset=opset)
+        onnx.checker.check_model(model, full_check=True)
+        assert ("QuantizeLinear" in {n.op_type for n in model.graph.node}) == fused
+        (y,) = ort_run(model, {"Parameter_0": x})
+        (want,) = evaluate(w.to_json(), {"Parameter_0": x}).values()
+        assert same_bits(y, want)
+
+
+def test_pool_op_version_1_names():
+    w = FunctionWriter(era="v0.29")
+    x = w.parameter("f32", [1, 2, 6, 6])
+    w.result(w.op("MaxPool", x, version=1, kernel=[2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], rounding_type="floor", auto_pad="explicit"))
+    w.result(w.op("AvgPool", x, version=1, kernel=[3, 3], strides=[1, 1], pads_begin=[1, 1], pads_end=[1, 1], exclude_pad=True, rounding_type="floor"))
+    w.result(w.op("Softmax", x, version=1, axis=3))
+    model = convert(w)
+    xv = RNG.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    a, b, c = ort_run(model, {"Parameter_0": xv})
+    v0 = FunctionWriter()
+    y = v0.parameter("f32", [1, 2, 6, 6])
+    v0.result(v0.op("MaxPool", y, window_shape=[2, 2], window_movement_strides=[2, 2]))
+    v0.result(v0.op("AvgPool", y, window_shape=[3, 3], window_movement_strides=[1, 1], padding_below=[1, 1], padding_above=[1, 1],
+                    include_padding_in_avg_computation=False))
+    v0.result(v0.op("Softmax", y, softmax_axes=[3]))
+    want = evaluate(v0.to_json(), {"Parameter_0": xv})
+    for g, e in zip((a, b, c), want.values()):
+        assert np.allclose(g, e, rtol=1e-6, atol=1e-7)

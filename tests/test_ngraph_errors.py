@@ -124,6 +124,12 @@ def test_input_naming_later_op(tmp_path):
     expect_error(tmp_path, g, "input 0 names op 'Constant_1', which comes later in 'ops'", "Dequantize_4")
 
 
+def test_control_dependency_naming_missing_op(tmp_path):
+    g = small_graph()
+    op(g, "Relu_6")["control_deps"] = ["Add_5", "Ghost"]
+    expect_error(tmp_path, g, "control dependency names op 'Ghost', which does not exist", "Relu_6")
+
+
 def test_self_cycle(tmp_path):
     g = small_graph()
     op(g, "Relu_6")["inputs"] = ["Relu_6"]
