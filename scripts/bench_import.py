@@ -51,7 +51,7 @@ def big_graph(n_ops: int, seed: int = 0) -> str:
 
 
 def main() -> int:
-    bench = Bench("nGraph JSON import: convert vs json.load + onnx.save", default_repeat=7)
+    bench = Bench("nGraph JSON import: convert vs json.load + onnx.save", default_repeat=11)
     bench.parser.add_argument("--ops", type=int, default=10_000, help="ops in the graph (default 10000)")
     args = bench.args
     n_ops = 1_000 if args.quick else args.ops

@@ -75,6 +75,6 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"converted function '{g.name}' of {args.graph}: {len(g.input)} input(s), {len(g.output)} output(s), "
             f"{len(g.node)} node(s), {len(g.initializer)} initializer(s) ({what}), opset {opsets.get('ai.onnx')}: "
-            f"wrote {args.output} in {seconds:.2f} s"
+            f"wrote {args.output} in {seconds * 1e3:.0f} ms"
         )
     return 0
