@@ -191,7 +191,11 @@ class OpContext:
         key = ("ints", tuple(values))
         found = self.b.small.get(key)
         if found is None:
-            found = self.b.small[key] = self.b.const(np.asarray(values, np.int64).reshape(-1), np.int64, "ints")
+            try:
+                arr = np.asarray(values, np.int64).reshape(-1)
+            except OverflowError:
+                raise self.error(f"a shape or index does not fit in 64 bits: {list(values)}") from None
+            found = self.b.small[key] = self.b.const(arr, np.int64, "ints")
         return found
 
     def scalar(self, value: Any, dtype: Any) -> str:
