@@ -160,7 +160,7 @@ def constant(ctx: OpContext) -> list[TensorType]:
                 if et in _FAST_FLOAT:
                     flat = np.fromiter(map(float, values), _FAST_FLOAT[et], len(values))
                 else:
-                    flat = np.fromiter(map(int, values), _FAST_INT[et], len(values))
+                    flat = np.array(values, dtype=_FAST_INT[et])  # int() per string; out of range raises
             except (ValueError, OverflowError):
                 pass  # the general path below names the value
             else:
