@@ -9,22 +9,22 @@ our domain's opset import goes when no node needs it any more.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import onnx
-from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper, numpy_helper
+from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from . import dtypes
 from .contract import TensorType, infer
 from .errors import DequantizeError
 from .lowering import NodeInfo, TARGETS, plan
 from .lowering.base import Emitter
-from .schema import DOMAIN, is_dequantize, node_attributes
+from .graphs import iter_graphs, iter_nodes, subgraphs, value_types
+from .schema import DOMAIN, is_dequantize, node_attributes, tensor_type_of
 
-__all__ = ["lower", "lower_file", "lower_model", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "LoweredNode", "iter_graphs"]
+__all__ = ["lower", "lower_file", "lower_model", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "LoweredNode"]
 
 MIN_OPSET = 13
 MAX_OPSET = 27
@@ -49,33 +49,6 @@ class LoweredNode:
 # ---- walking the model ----
 
 
-def _subgraphs(node: NodeProto) -> Iterator[GraphProto]:
-    for a in node.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            yield a.g
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            yield from a.graphs
-
-
-def iter_graphs(graph: GraphProto) -> Iterator[GraphProto]:
-    """``graph`` and every graph nested in its nodes' attributes."""
-    yield graph
-    for n in graph.node:
-        for g in _subgraphs(n):
-            yield from iter_graphs(g)
-
-
-def _all_nodes(model: ModelProto) -> Iterator[NodeProto]:
-    for g in iter_graphs(model.graph):
-        yield from g.node
-    for f in model.functions:
-        for n in f.node:
-            yield n
-            for sg in _subgraphs(n):
-                for g in iter_graphs(sg):
-                    yield from g.node
-
-
 def _all_names(model: ModelProto) -> set[str]:
     names: set[str] = set()
     for g in iter_graphs(model.graph):
@@ -86,7 +59,7 @@ def _all_names(model: ModelProto) -> set[str]:
     for f in model.functions:
         names.update(f.input)
         names.update(f.output)
-    for n in _all_nodes(model):
+    for n in iter_nodes(model):
         names.update(n.input)
         names.update(n.output)
         names.add(n.name)
@@ -95,47 +68,6 @@ def _all_names(model: ModelProto) -> set[str]:
 
 
 # ---- types and shapes ----
-
-
-def _type_of(tp: onnx.TypeProto) -> tuple[Any, Any]:
-    if not tp.HasField("tensor_type"):
-        return None, None
-    tt = tp.tensor_type
-    try:
-        elem = dtypes.parse(tt.elem_type) if tt.elem_type else None
-    except DequantizeError:
-        elem = None
-    if not tt.HasField("shape"):
-        return elem, None
-    dims: list[Any] = []
-    for d in tt.shape.dim:
-        dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
-    return elem, tuple(dims)
-
-
-def _merge_types(types: dict[str, tuple[Any, Any]], name: str, t: tuple[Any, Any]) -> None:
-    old = types.get(name)
-    if old is None:
-        types[name] = t
-        return
-    types[name] = (old[0] or t[0], old[1] if old[1] is not None else t[1])
-
-
-def _collect_types(graph: GraphProto, types: dict[str, tuple[Any, Any]]) -> None:
-    for g in iter_graphs(graph):
-        for t in g.initializer:
-            try:
-                elem = dtypes.parse(t.data_type)
-            except DequantizeError:
-                elem = None
-            _merge_types(types, t.name, (elem, tuple(int(d) for d in t.dims)))
-        for v in (*g.input, *g.output, *g.value_info):
-            _merge_types(types, v.name, _type_of(v.type))
-        for n in g.node:
-            if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
-                for a in n.attribute:
-                    if a.name == "value":
-                        _merge_types(types, n.output[0], (dtypes.parse(a.t.data_type), tuple(int(d) for d in a.t.dims)))
 
 
 def _strip_big(model: ModelProto) -> list[tuple[TensorProto, bytes]]:
@@ -160,19 +92,17 @@ def _infer(model: ModelProto) -> ModelProto:
             t.raw_data = raw
 
 
-def _graph_types(model: ModelProto) -> dict[str, tuple[Any, Any]]:
-    types: dict[str, tuple[Any, Any]] = {}
-    _collect_types(model.graph, types)
-    _collect_types(_infer(model).graph, types)
+def _graph_types(model: ModelProto) -> dict[str, TensorType]:
+    types: dict[str, TensorType] = {}
+    value_types(model.graph, types)
+    value_types(_infer(model).graph, types)
     return types
 
 
-def _function_types(model: ModelProto, fn: onnx.FunctionProto, outer: dict[str, tuple[Any, Any]]) -> dict:
+def _function_types(model: ModelProto, fn: onnx.FunctionProto, outer: dict[str, TensorType]) -> dict:
     """Types inside a function body, inferred from the first call site whose input types are known."""
-    types: dict[str, tuple[Any, Any]] = {}
-    for vi in getattr(fn, "value_info", []):
-        _merge_types(types, vi.name, _type_of(vi.type))
-    for call in _all_nodes(model):
+    types = {vi.name: tensor_type_of(vi.type) for vi in getattr(fn, "value_info", [])}
+    for call in iter_nodes(model):
         if call.op_type != fn.name or call.domain != fn.domain:
             continue
         ins = []
@@ -185,9 +115,9 @@ def _function_types(model: ModelProto, fn: onnx.FunctionProto, outer: dict[str, 
             g = helper.make_graph(list(fn.node), "body", ins, [helper.make_value_info(o, onnx.TypeProto()) for o in fn.output])
             m = helper.make_model(g, opset_imports=list(fn.opset_import) or list(model.opset_import), functions=list(model.functions))
             m.ir_version = model.ir_version
-            _collect_types(g, types)
+            value_types(g, types)
             try:
-                _collect_types(onnx.shape_inference.infer_shapes(m, strict_mode=False).graph, types)
+                value_types(onnx.shape_inference.infer_shapes(m, strict_mode=False).graph, types)
             except Exception:  # noqa: BLE001
                 pass
             break
@@ -305,7 +235,7 @@ def _consumers(nodes: Any) -> dict[str, list[str]]:
     for n in nodes:
         for i in n.input:
             out.setdefault(i, []).append(n.op_type)
-        for sg in _subgraphs(n):  # outer-scope names read inside subgraphs
+        for sg in subgraphs(n):  # outer-scope names read inside subgraphs
             for g in iter_graphs(sg):
                 for m in g.node:
                     for i in m.input:
@@ -317,7 +247,7 @@ def _rewrite_nodes(owner: Any, ctx: _Context, types: dict, consts: _Constants, *
     """Lower the Dequantize nodes of a graph or function body (``owner``), recursing into subgraphs."""
     consts = consts.scope(owner)
     for n in owner.node:
-        for sg in _subgraphs(n):
+        for sg in subgraphs(n):
             _rewrite_nodes(sg, ctx, types, consts, function=False, label=f"{label}/{n.name or n.op_type}")
     if not any(is_dequantize(n) for n in owner.node):
         return
@@ -429,7 +359,7 @@ def _convert(model: ModelProto, opset: int) -> ModelProto:
 
 def _cleanup_opsets(model: ModelProto, opset: int) -> None:
     """Drop our domain's import where unused; give functions that now hold ONNX ops the default domain."""
-    left = any(n.domain == DOMAIN for n in _all_nodes(model))
+    left = any(n.domain == DOMAIN for n in iter_nodes(model))
     if not left:
         keep = [o for o in model.opset_import if o.domain != DOMAIN]
         del model.opset_import[:]
@@ -465,7 +395,7 @@ def lower_model(
         raise DequantizeError(f"Unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
     if opset is not None:
         _check_opset(opset)
-    todo = [n for n in _all_nodes(model) if is_dequantize(n) and (only is None or only(n))]
+    todo = [n for n in iter_nodes(model) if is_dequantize(n) and (only is None or only(n))]
     if opset is not None:
         model = _convert(model, opset)
     current = _default_opset(model.opset_import)
@@ -488,7 +418,7 @@ def lower_model(
     consts = _Constants(None if base_dir is None else os.fspath(base_dir))
     _rewrite_nodes(model.graph, ctx, types, consts, function=False, label=model.graph.name or "main")
     for fn in model.functions:
-        if any(is_dequantize(n) for n in fn.node) or any(True for n in fn.node for _ in _subgraphs(n)):
+        if any(is_dequantize(n) for n in fn.node) or any(True for n in fn.node for _ in subgraphs(n)):
             ftypes = dict(types)
             ftypes.update(_function_types(model, fn, types))
             _rewrite_nodes(fn, ctx, ftypes, _Constants(consts.base_dir), function=True, label=f"function {fn.name}")

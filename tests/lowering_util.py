@@ -91,6 +91,6 @@ def run_ort(model: onnx.ModelProto, feeds: dict, *, level: ort.GraphOptimization
 
 
 def domain_nodes(model: onnx.ModelProto) -> int:
-    from onnx_dequant.rewrite import _all_nodes
+    from onnx_dequant.graphs import iter_nodes as _all_nodes
 
     return sum(n.domain == odq.DOMAIN for n in _all_nodes(model))

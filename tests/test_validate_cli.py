@@ -73,7 +73,7 @@ def test_tampered_against_json(files, capsys):
         (["{model}", "--inputs", "{model}"], "cannot read inputs"),
         (["{model}", "--dim", "N"], "NAME=SIZE"),
         (["{model}", "--against", "{plain}"], "other model"),
-        (["{notonnx}"], "not a readable ONNX model"),
+        (["{notonnx}"], "Not a valid ONNX model"),
         (["{model}", "--inputs", "{wrongnpz}"], "missing input"),
     ],
 )

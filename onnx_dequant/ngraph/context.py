@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..contract import Dim, Shape, TensorType
+from ..contract import Dim, Shape, TensorType, shape_str
 from ..errors import DequantizeError
 from .builder import Builder
 from .reader import Op
@@ -24,12 +24,6 @@ MISSING: Any = object()
 _CTYPES = {t.ctype: t for t in dtypes.TABLE}
 MAX_DIM = 1 << 48
 """Largest dimension or index accepted (larger values are certainly corrupt)."""
-
-
-def shape_str(shape: Shape) -> str:
-    if shape is None:
-        return "?"
-    return "{" + ",".join(str(d) if isinstance(d, int) else "?" for d in shape) + "}"
 
 
 def known(shape: Shape) -> bool:

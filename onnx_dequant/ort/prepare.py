@@ -10,7 +10,6 @@ attribute ``odq_axes``, and one extra graph input, the run token, fed to every k
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,11 +17,12 @@ from typing import Any
 import onnx
 import onnx.inliner
 import onnx.shape_inference
-from onnx import GraphProto, ModelProto, NodeProto, TensorProto, helper
+from onnx import ModelProto, NodeProto, TensorProto, helper
 
-from .. import dtypes
+from .. import dtypes, modelio
 from ..contract import TensorType, infer
 from ..errors import DequantizeError
+from ..graphs import dequantize_nodes, iter_graphs, value_types
 from ..schema import OPSET_VERSION, is_dequantize, node_attributes
 from .kernels import KERNEL_DOMAIN, kernel_op_type
 
@@ -58,69 +58,8 @@ def load_copy(model: Any) -> tuple[ModelProto, str | None]:
         path = os.fspath(model)
         if not Path(path).is_file():
             raise DequantizeError("no such model file", path=path)
-        try:
-            return onnx.load(path), path
-        except OSError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            raise DequantizeError(f"not an ONNX model: {e}", path=path) from None
+        return modelio.load(path), path
     raise DequantizeError(f"model must be an onnx.ModelProto, a path or bytes, got {type(model).__name__}")
-
-
-# ---- walking graphs ----
-
-
-def _graphs(graph: GraphProto) -> Iterator[GraphProto]:
-    """``graph`` and every subgraph in it, outer graphs first."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _graphs(g)
-
-
-def _our_nodes(model: ModelProto) -> Iterator[NodeProto]:
-    for g in _graphs(model.graph):
-        for node in g.node:
-            if is_dequantize(node):
-                yield node
-
-
-def _tensor_type(tp: onnx.TypeProto) -> TensorType:
-    if not tp.HasField("tensor_type"):
-        return TensorType(None, None)
-    tt = tp.tensor_type
-    try:
-        elem = dtypes.parse(tt.elem_type) if tt.elem_type else None
-    except DequantizeError:
-        elem = None
-    if not tt.HasField("shape"):
-        return TensorType(elem, None)
-    dims: list[Any] = []
-    for d in tt.shape.dim:
-        dims.append(int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None))
-    return TensorType(elem, tuple(dims))
-
-
-def _known_types(model: ModelProto) -> dict[str, TensorType]:
-    """Every value's type that the model (after inference) states, across all graphs."""
-    types: dict[str, TensorType] = {}
-    for g in _graphs(model.graph):
-        for init in g.initializer:
-            try:
-                elem = dtypes.parse(init.data_type)
-            except DequantizeError:
-                elem = None
-            types[init.name] = TensorType(elem, tuple(int(d) for d in init.dims))
-        for vi in list(g.input) + list(g.value_info) + list(g.output):
-            t = _tensor_type(vi.type)
-            old = types.get(vi.name)
-            if old is None or (old.elem_type is None and t.elem_type is not None):
-                types[vi.name] = t
-    return types
 
 
 def _uses_op(nodes: Any) -> bool:
@@ -130,7 +69,7 @@ def _uses_op(nodes: Any) -> bool:
 def _name_nodes(model: ModelProto) -> None:
     """Give every Dequantize node a unique name (unnamed ones: ``Dequantize->OUTPUT``), for messages."""
     seen: set[str] = set()
-    for node in _our_nodes(model):
+    for node in dequantize_nodes(model):
         base = node.name or f"Dequantize->{node.output[0] if node.output else '?'}"
         name, k = base, 2
         while name in seen:
@@ -182,7 +121,7 @@ def _route(node: NodeProto, types: dict[str, TensorType], path: str | None) -> t
 
 def _unique_name(model: ModelProto, base: str) -> str:
     names: set[str] = set()
-    for g in _graphs(model.graph):
+    for g in iter_graphs(model.graph):
         names.update(v.name for v in g.input)
         names.update(v.name for v in g.initializer)
         for n in g.node:
@@ -222,12 +161,12 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
         except Exception as e:  # noqa: BLE001
             raise DequantizeError(f"cannot inline the model's local functions: {e}", path=path) from None
     _name_nodes(copy)
-    nodes = list(_our_nodes(copy))
+    nodes = list(dequantize_nodes(copy))
     if not nodes:
         return Prepared(copy, path=path)
 
     inferred = _infer_shapes(copy, path)
-    types = _known_types(inferred)
+    types = value_types(inferred.graph)
     routes: dict[str, str] = {}
     lowered: dict[str, str] = {}
     for node in nodes:
@@ -244,7 +183,7 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
 
     token = _unique_name(copy, TOKEN_INPUT)
     done = set()
-    for node in _our_nodes(copy):
+    for node in dequantize_nodes(copy):
         op = routes.get(node.name)
         if op is None:
             raise DequantizeError("the lowering pass left a node it was asked to lower", node=node.name, path=path)

@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from .. import modelio
 from ..errors import DequantizeError
-from ..schema import is_dequantize
+from ..graphs import dequantize_nodes
 from . import inputs as inputs_mod
-from .diff import OutputResult, compare_output
+from .diff import compare_output
 from .localize import first_difference
 from .policy import Policy, Tolerance, tolerances
 from .progress import Progress
@@ -72,10 +73,7 @@ def load_model(source: Any, *, what: str = "model") -> tuple[onnx.ModelProto, st
             except DequantizeError as e:
                 raise e.at(path=path) from None
         else:
-            try:
-                model = onnx.load(path)
-            except Exception as e:  # noqa: BLE001 - protobuf raises its own DecodeError, among others
-                raise DequantizeError(f"not a readable ONNX model: {type(e).__name__}: {e}", path=path) from None
+            model = modelio.load(path)
     else:
         raise DequantizeError(f"{what} must be an onnx.ModelProto or a file path, got {type(source).__name__}")
     _check(model, path)
@@ -97,19 +95,7 @@ def _check(model: onnx.ModelProto, path: str | None) -> None:
 
 def _count_dequantize(model: onnx.ModelProto) -> int:
     """Our nodes in the main graph, its subgraphs and the model-local functions."""
-
-    def count(nodes: Any) -> int:
-        n = 0
-        for node in nodes:
-            n += is_dequantize(node)
-            for a in node.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    n += count(a.g.node)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    n += sum(count(g.node) for g in a.graphs)
-        return n
-
-    return count(model.graph.node) + sum(count(f.node) for f in model.functions)
+    return sum(1 for _ in dequantize_nodes(model))
 
 
 def _for_reference(model: onnx.ModelProto) -> onnx.ModelProto:

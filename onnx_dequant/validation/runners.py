@@ -20,7 +20,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from ..errors import DequantizeError
-from ..schema import is_dequantize
+from ..graphs import dequantize_nodes
 
 __all__ = ["Skip", "LEVELS", "ReferenceRunner", "OrtRunner", "has_dequantize", "session_options"]
 
@@ -41,19 +41,7 @@ class Skip(Exception):
 
 def has_dequantize(model: onnx.ModelProto) -> bool:
     """Whether the model holds our op anywhere: main graph, subgraphs or model-local functions."""
-
-    def graph_has(g: onnx.GraphProto) -> bool:
-        for n in g.node:
-            if is_dequantize(n):
-                return True
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH and graph_has(a.g):
-                    return True
-                if a.type == onnx.AttributeProto.GRAPHS and any(graph_has(s) for s in a.graphs):
-                    return True
-        return False
-
-    return graph_has(model.graph) or any(is_dequantize(n) for f in model.functions for n in f.node)
+    return next(dequantize_nodes(model), None) is not None
 
 
 def _np_to_onnx(dt: np.dtype) -> int:

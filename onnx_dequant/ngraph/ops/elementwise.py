@@ -14,40 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 from ... import dtypes
-from ...contract import Dim, Shape, TensorType
+from ...contract import Dim, Shape, TensorType, merge_shapes
 from ..context import OpContext, shape_str
 from . import register
 
 __all__ = ["broadcast_shapes", "read_autob"]
-
-
-def _merge_dim(a: Dim, b: Dim) -> tuple[bool, Dim]:
-    if isinstance(a, int) and isinstance(b, int):
-        return a == b, a
-    if isinstance(a, int):
-        return True, a
-    if isinstance(b, int):
-        return True, b
-    return True, a if a == b else None
-
-
-def merge_shapes(a: Shape, b: Shape) -> tuple[bool, Shape]:
-    """Two shapes that must be equal, merged (unknown dims take the known side)."""
-    if a == b:
-        return True, a
-    if a is None:
-        return True, b
-    if b is None:
-        return True, a
-    if len(a) != len(b):
-        return False, a
-    out = []
-    for x, y in zip(a, b):
-        ok, m = _merge_dim(x, y)
-        if not ok:
-            return False, a
-        out.append(m)
-    return True, tuple(out)
 
 
 def broadcast_shapes(a: Shape, b: Shape) -> Shape | bool:

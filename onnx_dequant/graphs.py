@@ -1,0 +1,82 @@
+"""Walking ONNX models: every graph and node (subgraphs and model-local functions too), and every
+value's stated type."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import onnx
+from onnx import GraphProto, ModelProto, NodeProto
+
+from . import dtypes
+from .contract import TensorType
+from .errors import DequantizeError
+from .schema import is_dequantize, tensor_type_of
+
+__all__ = ["subgraphs", "iter_graphs", "iter_nodes", "dequantize_nodes", "value_types"]
+
+
+def subgraphs(node: NodeProto) -> Iterator[GraphProto]:
+    """The graphs held in a node's attributes (If branches, Loop and Scan bodies)."""
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            yield a.g
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            yield from a.graphs
+
+
+def iter_graphs(graph: GraphProto) -> Iterator[GraphProto]:
+    """``graph`` and every graph nested in its nodes' attributes, outer graphs first."""
+    yield graph
+    for n in graph.node:
+        for g in subgraphs(n):
+            yield from iter_graphs(g)
+
+
+def iter_nodes(model: ModelProto) -> Iterator[NodeProto]:
+    """Every node: the main graph, its subgraphs, and model-local functions with their subgraphs."""
+    for g in iter_graphs(model.graph):
+        yield from g.node
+    for f in model.functions:
+        for n in f.node:
+            yield n
+            for sg in subgraphs(n):
+                for g in iter_graphs(sg):
+                    yield from g.node
+
+
+def dequantize_nodes(model: ModelProto) -> Iterator[NodeProto]:
+    """Every node of our op, wherever it is."""
+    return (n for n in iter_nodes(model) if is_dequantize(n))
+
+
+def _elem(data_type: int) -> dtypes.DType | None:
+    try:
+        return dtypes.parse(data_type)
+    except DequantizeError:
+        return None
+
+
+def value_types(graph: GraphProto, types: dict[str, TensorType] | None = None) -> dict[str, TensorType]:
+    """Types stated in ``graph`` and its subgraphs: initializers, inputs, outputs, value_info and
+    Constant nodes, added to ``types``; a later statement fills only what earlier ones left unknown."""
+    types = {} if types is None else types
+
+    def merge(name: str, t: TensorType) -> None:
+        old = types.get(name)
+        if old is None:
+            types[name] = t
+        else:
+            types[name] = TensorType(old.elem_type or t.elem_type, old.shape if old.shape is not None else t.shape)
+
+    for g in iter_graphs(graph):
+        for init in g.initializer:
+            merge(init.name, TensorType(_elem(init.data_type), tuple(int(d) for d in init.dims)))
+        for v in (*g.input, *g.output, *g.value_info):
+            merge(v.name, tensor_type_of(v.type))
+        for n in g.node:
+            if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+                for a in n.attribute:
+                    if a.name == "value":
+                        merge(n.output[0], TensorType(_elem(a.t.data_type), tuple(int(d) for d in a.t.dims)))
+    return types
