@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import dtypes
+from ..errors import DequantizeError
 from .diff import OutputResult, _json_float
 
 __all__ = ["Report", "PathResult", "FirstDifference"]
@@ -221,11 +223,9 @@ def _fmt(v: float) -> str:
 
 def _val(v: Any, dtype: str) -> str:
     """A value as its own type prints it (shortest repr that round-trips)."""
+    if isinstance(v, str):
+        return v
     try:
-        import numpy as np
-
-        from .. import dtypes
-
-        return str(dtypes.parse(dtype).numpy.type(v)) if not isinstance(v, str) else v
-    except Exception:  # noqa: BLE001 - types outside the table print as they are
+        return str(dtypes.parse(dtype).numpy.type(v))
+    except (DequantizeError, TypeError, ValueError, OverflowError):  # types outside the table print as they are
         return str(v)
