@@ -1,6 +1,7 @@
 """The reference's fused loop, compiled with Numba when it is installed (``pip install onnx-dequant[fast]``).
 
-One pass over a flat element range computes ``(x - z) * s`` in the work precision, the same operations
+One pass over a flat element range computes ``(x - z) * s`` in the work precision (``x`` and ``z`` in
+their integer type, ``s`` in the work type), the same operations
 in the same order as the NumPy path, so the bits are the same. The input is seen as rows of ``W``
 contiguous elements (the innermost merged run of dims); the scale offset of each row comes from an
 odometer over the outer merged dims, so no index array is ever materialized.
@@ -57,9 +58,9 @@ def _make(work: type) -> Callable[..., None]:
                 zr = z[off + col : off + col + n]
                 sr = s[off + col : off + col + n]
                 for i in range(n):
-                    orow[i] = (work(xr[i]) - zr[i]) * sr[i]
+                    orow[i] = (work(xr[i]) - work(zr[i])) * sr[i]
             else:
-                zv = z[off]
+                zv = work(z[off])
                 sv = s[off]
                 for i in range(n):
                     orow[i] = (work(xr[i]) - zv) * sv

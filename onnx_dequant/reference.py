@@ -140,12 +140,12 @@ def dequantize(
         return out
     if x.size >= FUSED_MIN_ELEMENTS and _fused.available():
         x_flat = np.ascontiguousarray(x).reshape(-1)
+        z_flat = np.zeros(s.size, x.dtype) if z is None else np.ascontiguousarray(zp).reshape(-1)
         if in_t.bits < 8:  # ml_dtypes keeps one 4-bit value per byte, int4 without sign extension
-            x_flat = x_flat.astype(np.int8) if in_t.signed else x_flat.view(np.uint8)
-        z_flat = np.zeros(s.size, work) if z is None else np.ascontiguousarray(z).reshape(-1)
-        layout = _layout(x.shape, axes_t)
+            x_flat, z_flat = (a.astype(np.int8) if in_t.signed else a.view(np.uint8) for a in (x_flat, z_flat))
+        layout, s_flat, z_flat = _widen_rows(_layout(x.shape, axes_t), np.ascontiguousarray(s).reshape(-1), z_flat)
         ranges = [(e, min(e + BLOCK_ELEMENTS, x.size)) for e in range(0, x.size, BLOCK_ELEMENTS)]
-        _parallel(_run_fused, ranges, x_flat, z_flat, np.ascontiguousarray(s).reshape(-1), out.reshape(-1), work, layout)
+        _parallel(_run_fused, ranges, x_flat, z_flat, s_flat, out.reshape(-1), work, layout)
     else:
         _parallel(_run_blocks, list(_blocks(x.shape)), x, s, z, out, work, bshape)
     return out
@@ -163,7 +163,7 @@ def _parallel(run: Any, items: list[Any], *args: Any) -> None:
         f.result()
 
 
-def _layout(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, int, bool]:
+def _layout(shape: tuple[int, ...], axes: tuple[int, ...]) -> "Layout":
     """The input as rows for the fused loop: (outer dims, their scale strides, row width, row varies).
 
     Size-1 dims are dropped and neighbouring dims of one kind (axis or not) merged; the last merged dim
@@ -190,6 +190,37 @@ def _layout(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[np.ndarray, 
     return dims, np.array(strides[:-1], np.int64), int(width), bool(inner_varies)
 
 
+ROW_MIN = 256
+"""Rows narrower than this, whose scale varies along them, are widened (see ``_widen_rows``)."""
+ROW_TARGET = 4096
+TILE_BUDGET = 1 << 20
+"""The most scale elements that widening may create."""
+
+Layout = tuple[np.ndarray, np.ndarray, int, bool]
+
+
+def _widen_rows(layout: Layout, s: np.ndarray, z: np.ndarray) -> tuple[Layout, np.ndarray, np.ndarray]:
+    """Join ``k`` narrow rows that share one scale run into one row, tiling the scale ``k`` times.
+
+    Each row costs the fused loop a fixed overhead, so a per-channel scale on a short last axis
+    (NHWC with 3 channels) would otherwise run at a few elements per overhead.
+    """
+    dims, strides, width, inner_varies = layout
+    if not inner_varies or width >= ROW_MIN or not len(dims) or strides[-1] != 0:
+        return layout, s, z
+    rows = int(dims[-1])  # consecutive rows over a non-axis dim: the same scale run
+    k = next(d for d in range(min(rows, ROW_TARGET // width), 0, -1) if rows % d == 0)
+    if k == 1 or s.size * k > TILE_BUDGET:
+        return layout, s, z
+
+    def tile(a: np.ndarray) -> np.ndarray:
+        return np.repeat(a.reshape(-1, 1, width), k, axis=1).reshape(-1)
+
+    dims = dims.copy()
+    dims[-1] = rows // k
+    return (dims, strides * k, width * k, True), tile(s), tile(z)
+
+
 def _run_fused(
     ranges: list[tuple[int, int]],
     x: np.ndarray,
@@ -197,7 +228,7 @@ def _run_fused(
     s: np.ndarray,
     out: np.ndarray,
     work: np.dtype,
-    layout: tuple[np.ndarray, np.ndarray, int, bool],
+    layout: Layout,
 ) -> None:
     """The fused loop over flat element ranges; results not in ``work`` precision are rounded per block."""
     fused = _fused.kernel(work)

@@ -144,7 +144,7 @@ def test_bf16_rounds_once_from_float64():
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize(
     "shape,axes",
-    [((7, 300, 5), (0, 2)), ((5, 1, 9, 1, 4), (0, 3, 4)), ((2, 3, 1, 5), (0, 1, 2, 3)), ((40, 50), ()), ((3, 5, 7, 11, 13), (1, 3)), ((64, 3, 48, 64), (0, 1)), ((1000, 777), (1,)), ((2**17 + 3,), ())],
+    [((7, 300, 5), (0, 2)), ((5, 1, 9, 1, 4), (0, 3, 4)), ((2, 600, 3), (2,)), ((6, 10, 4), (0, 2)), ((997, 3), (1,)), ((2, 3, 1, 5), (0, 1, 2, 3)), ((40, 50), ()), ((3, 5, 7, 11, 13), (1, 3)), ((64, 3, 48, 64), (0, 1)), ((1000, 777), (1,)), ((2**17 + 3,), ())],
 )
 def test_blocked_and_threaded_paths(monkeypatch, kind, shape, axes):
     """Odd shapes cut into many small blocks and spread over threads give the same bits."""
