@@ -76,8 +76,8 @@ class Builder:
     def append(self, node: onnx.NodeProto) -> None:
         self.graph.node.append(node)
 
-    def initializer(self, name: str, array: np.ndarray, dt: dtypes.DType | None = None) -> str:
-        """Add ``array`` as an initializer called ``name`` (taken by the caller); returns the name."""
+    def initializer(self, name: str, array: np.ndarray, dt: dtypes.DType | None = None) -> TensorType:
+        """Add ``array`` as an initializer called ``name`` (taken by the caller); returns its type."""
         dt = dt or dtypes.parse(array.dtype)
         shape = array.shape
         if dt.bits < 8 or not _LITTLE:  # packed 4-bit types, or a big-endian host: onnx's own conversion
@@ -88,8 +88,8 @@ class Builder:
             t.data_type = dt.onnx
             t.dims.extend(shape)
             t.raw_data = array.tobytes()
-        self.types[name] = TensorType(dt, shape)
-        return name
+        t = self.types[name] = TensorType(dt, shape)
+        return t
 
     def const(self, value: Any, dtype: Any, hint: str = "const") -> str:
         """A small constant initializer (shared between nodes when equal); returns its name."""

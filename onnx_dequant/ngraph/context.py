@@ -171,11 +171,16 @@ class OpContext:
         return f"{self.name}/{self._aux}"
 
     def emit(self, op_type: str, inputs: Sequence[str], out: str | None = None, **attrs: Any) -> str:
-        """Add a standard-domain node with one output; ``out`` None means a fresh temporary tensor."""
-        final = out is not None and out in self.outputs
+        """Add a standard-domain node with one output; ``out`` None means a fresh temporary tensor.
+
+        The node writing one of the op's outputs carries the op's name; helper nodes ``name/1``, ``name/2``...
+        """
         if out is None:
-            out = self.temp(op_type)
-        self.b.node(op_type, inputs, [out], self.node_name(final), attrs or None)
+            out = self.b.reserve(f"{self.name}/{op_type}")
+            final = False
+        else:
+            final = out in self.outputs
+        self.b.node(op_type, inputs, (out,), self.name if final else self.node_name(False), attrs)
         return out
 
     def const(self, value: Any, dtype: Any, hint: str = "const") -> str:

@@ -50,6 +50,18 @@ def _unsupported(op: reader.Op) -> DequantizeError:
     return DequantizeError(f"unknown or unsupported op type '{op.op}'")
 
 
+def _outputs_at(op: reader.Op, tensors: dict[str, list[str]]) -> list[str]:
+    """The tensors an op's ``{node, index}`` inputs name; DequantizeError for an index out of range."""
+    out = []
+    for k, (src, idx) in enumerate(op.inputs):
+        have = tensors[src]
+        if idx >= len(have):
+            n = len(have)
+            raise DequantizeError(f"input {k} refers to output {idx} of '{src}', which has {n} output{'s' if n != 1 else ''}")
+        out.append(have[idx])
+    return out
+
+
 def convert(source: Any, *, function: str | None = None, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
     """The ONNX model of one function of an nGraph serialized graph.
 
@@ -84,13 +96,10 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
     b = Builder(opset)
 
     # ops some result depends on
-    live: set[str] = set()
-    wanted = set(fn.results)
+    live = set(fn.results)
     for op in reversed(fn.ops):
-        if op.name in wanted:
-            live.add(op.name)
-            for src, _i in op.inputs:
-                wanted.add(src)
+        if op.name in live:
+            live.update(op.sources)
 
     tensors: dict[str, list[str]] = {}
     for name in fn.parameters:
@@ -129,12 +138,10 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
             continue
         kind = op.op
         try:
-            try:
-                inputs = [tensors[src][idx] for src, idx in op.inputs]
-            except IndexError:
-                k, (src, idx) = next((k, s) for k, s in enumerate(op.inputs) if s[1] >= len(tensors[s[0]]))
-                n = len(tensors[src])
-                raise DequantizeError(f"input {k} refers to output {idx} of '{src}', which has {n} output{'s' if n != 1 else ''}") from None
+            if op.indices is None:
+                inputs = [tensors[src][0] for src in op.sources]
+            else:
+                inputs = _outputs_at(op, tensors)
             types = [b_types[i] for i in inputs]
             if kind == "Result":
                 if len(inputs) != 1:

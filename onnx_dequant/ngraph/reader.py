@@ -9,7 +9,6 @@ converter. Every problem is a ``DequantizeError`` naming the file and the op.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from dataclasses import dataclass
@@ -21,20 +20,31 @@ from ..errors import DequantizeError
 __all__ = ["Op", "Function", "load", "read_function", "function_names"]
 
 _STR = {str}
-_ZEROS = itertools.repeat(0)
 
 
 @dataclass(slots=True)
 class Op:
-    """One serialized op: its position, name, type, version, inputs ``(op name, output index)`` and JSON."""
+    """One serialized op: its position, name, type, version, inputs and JSON.
+
+    Input ``k`` is output ``indices[k]`` of the op named ``sources[k]``; ``indices`` is None when every
+    input is an output 0 (inputs given by name).
+    """
 
     index: int
     name: str
     op: str
     version: int
-    inputs: list[tuple[str, int]]
+    sources: list[str]
+    indices: list[int] | None
     output_names: Any  # the JSON's "outputs" as it is (only its first name is used, when it is one)
     js: dict[str, Any]
+
+    @property
+    def inputs(self) -> list[tuple[str, int]]:
+        """The inputs as ``(op name, output index)`` pairs."""
+        if self.indices is None:
+            return [(s, 0) for s in self.sources]
+        return list(zip(self.sources, self.indices))
 
 
 @dataclass
@@ -145,7 +155,7 @@ def _read_input(v: Any, name: str, k: int, path: str | None) -> tuple[str, int]:
     )
 
 
-def _find_cycle(start: str, raw: dict[str, list[tuple[str, int]]]) -> list[str] | None:
+def _find_cycle(start: str, raw: dict[str, list[str]]) -> list[str] | None:
     """A path start -> ... -> start following inputs, if there is one."""
     stack = [(start, iter(raw.get(start, ())))]
     on_path = [start]
@@ -157,7 +167,7 @@ def _find_cycle(start: str, raw: dict[str, list[tuple[str, int]]]) -> list[str] 
             stack.pop()
             on_path.pop()
             continue
-        nxt = step[0]
+        nxt = step
         if nxt == start:
             return on_path + [start]
         if nxt in seen or nxt not in raw:
@@ -211,22 +221,20 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
             version = 0
         elif version < 0:
             raise DequantizeError(f"'op_version' must be a non-negative integer, got {version}", node=name, path=path)
-        raw_inputs = js.get("inputs")
-        if raw_inputs is None:
-            inputs: list[tuple[str, int]] = []
-            srcs: Any = ()
-        elif type(raw_inputs) is not list:
+        srcs = js.get("inputs")
+        indices: list[int] | None = None
+        if srcs is None:
+            srcs = []
+        elif type(srcs) is not list:
             raise DequantizeError("'inputs' must be a list", node=name, path=path)
-        elif set(map(type, raw_inputs)) <= _STR:  # every input by name: output 0
-            inputs = list(zip(raw_inputs, _ZEROS))
-            srcs = raw_inputs
-        else:
-            inputs = [(v, 0) if type(v) is str else _read_input(v, name, k, path) for k, v in enumerate(raw_inputs)]
-            srcs = [src for src, _ in inputs]
+        elif not set(map(type, srcs)) <= _STR:  # some input as {"node": name, "index": i}
+            pairs = [(v, 0) if type(v) is str else _read_input(v, name, k, path) for k, v in enumerate(srcs)]
+            srcs = [src for src, _ in pairs]
+            indices = [idx for _, idx in pairs]
         control = js.get("control_deps")
         if control is not None and not (type(control) is list and set(map(type, control)) <= _STR):
             raise DequantizeError("'control_deps' must be a list of op names", node=name, path=path)
-        op = Op(i, name, op_type, version, inputs, js.get("outputs"), js)
+        op = Op(i, name, op_type, version, srcs, indices, js.get("outputs"), js)
         if pending is None and not (all(map(contains, srcs)) and (control is None or all(map(contains, control)))):
             what_src = next(((f"input {k}", src) for k, src in enumerate(srcs) if src not in by_name), None)
             if what_src is None:
@@ -239,7 +247,7 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
         op, src, what = pending
         if src not in by_name:
             raise DequantizeError(f"{what} names op '{src}', which does not exist", node=op.name, path=path)
-        cycle = _find_cycle(op.name, {o.name: o.inputs for o in ops})
+        cycle = _find_cycle(op.name, {o.name: o.sources for o in ops})
         if cycle is not None:
             raise DequantizeError(f"the ops' inputs form a cycle: {' -> '.join(cycle)}", node=op.name, path=path)
         raise DequantizeError(

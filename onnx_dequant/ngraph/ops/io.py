@@ -61,7 +61,6 @@ def parameter_type(ctx: OpContext) -> TensorType:
     return TensorType(elem, shape)
 
 
-_CTYPES = {t.ctype: t for t in dtypes.TABLE}
 _RANGES = {t.name: (t.min, t.max) for t in dtypes.TABLE if t.kind in ("quantized", "integer")}
 _STR = {str}
 _INT = {int}
@@ -137,43 +136,42 @@ def parse_values(ctx: OpContext, dt: dtypes.DType, shape: tuple[int, ...]) -> tu
     return _parse_strings(ctx, values, dt), False
 
 
-_FAST_FLOAT = {"float": np.float32, "double": np.float64}
-_FAST_INT = {"int8_t": np.int8, "uint8_t": np.uint8, "int16_t": np.int16, "uint16_t": np.uint16, "int32_t": np.int32, "int64_t": np.int64}
+_DIRECT = {
+    t.ctype: t for t in dtypes.TABLE if t.name in ("f32", "f64") or (_NUMPY2 and t.bits >= 8 and t.kind in ("quantized", "integer"))
+}
+"""Element types whose values NumPy parses straight into the type, range-checked (the fast path)."""
 
 
 @register("Constant")
 def constant(ctx: OpContext) -> list[TensorType]:
     js = ctx.js
     et, raw_shape, values = js.get("element_type"), js.get("shape"), js.get("value")
-    if (  # the common case, straight through: one string per element of a plain f32/f64/integer shape
-        type(et) is str
+    dt = _DIRECT.get(et) if type(et) is str else None
+    if (  # the common case: one value per element of a plain shape
+        dt is not None
         and type(raw_shape) is list
         and type(values) is list
         and not ctx.inputs
         and set(map(type, raw_shape)) <= _INT
-        and set(map(type, values)) <= _STR
-        and (et in _FAST_FLOAT or (_NUMPY2 and et in _FAST_INT))
+        and len(values) == numel(raw_shape)
+        and (not raw_shape or (min(raw_shape) >= 0 and max(raw_shape) <= MAX_DIM))
     ):
-        shape = tuple(raw_shape)
-        if (not shape or (min(shape) >= 0 and max(shape) <= MAX_DIM)) and len(values) == numel(shape):
-            try:
-                if et in _FAST_FLOAT:
-                    flat = np.fromiter(map(float, values), _FAST_FLOAT[et], len(values))
-                else:
-                    flat = np.array(values, dtype=_FAST_INT[et])  # int() per string; out of range raises
-            except (ValueError, OverflowError):
-                pass  # the general path below names the value
+        try:
+            if dt.kind == "real":  # float() reads strings and JSON numbers alike, as the general path does
+                flat = np.fromiter(map(float, values), dt.numpy, len(values))
+            elif set(map(type, values)) <= _STR:
+                flat = np.array(values, dtype=dt.numpy)  # int() per string; out of range raises
             else:
-                dt = _CTYPES[et]
-                ctx.b.initializer(ctx.out(), flat.reshape(shape), dt)
-                return [TensorType(dt, shape)]
+                flat = None
+        except (ValueError, OverflowError, TypeError):
+            flat = None  # the general path below names the value
+        if flat is not None:
+            shape = tuple(raw_shape)
+            return [ctx.b.initializer(ctx.out(), flat.reshape(shape), dt)]
     if ctx.inputs:
         ctx.expect_inputs(0)
     holder = _type_holder(ctx)
-    et = holder["element_type"]
-    dt = _CTYPES.get(et) if type(et) is str else None
-    if dt is None:
-        dt = ctx.parse_type(et, "element_type")
+    dt = ctx.parse_type(holder["element_type"], "element_type")
     if "shape" not in holder:
         raise ctx.error("Constant has no 'shape' attribute")
     raw_shape = holder["shape"]
