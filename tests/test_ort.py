@@ -168,16 +168,18 @@ def test_mixed_with_standard_ops_matches_reference_evaluator():
         helper.make_node("Relu", ["mm"], ["out"]),
     ]
     vis = [_vi("xq", "u8", (6, 5)), _vi("xs", "f32", (5,))]
-    model = _model(nodes, vis, [_vi("out", "f32", (5, 4))], inits)
+    outs = [_vi("out", "f32", (5, 4)), _vi("xf", "f32", (5, 6)), _vi("wf", "f32", (6, 4))]
+    model = _model(nodes, vis, outs, inits)
     xq = _ints(rng, "u8", (6, 5))
     xs = _scales(rng, "f32", (5,))
     sess = odq.session(model)
     assert set(sess.kernel_nodes) == {"dq_act", "dq_weight"}
-    (got,) = sess.run(None, {"xq": xq, "xs": xs})
-    (want,) = onnx.reference.ReferenceEvaluator(model, new_ops=[DequantizeOp]).run(None, {"xq": xq, "xs": xs})
+    got, got_xf, got_wf = sess.run(None, {"xq": xq, "xs": xs})
+    want, _, _ = onnx.reference.ReferenceEvaluator(model, new_ops=[DequantizeOp]).run(None, {"xq": xq, "xs": xs})
     xf = odq.dequantize(xq.T.copy(), xs, axes=(0,))
     wf = odq.dequantize(w, ws, wz, axes=(1,))
-    np.testing.assert_allclose(got, np.maximum(xf @ wf, 0), rtol=1e-5, atol=1e-5)
+    assert same_bits(got_xf, xf) and same_bits(got_wf, wf)  # our nodes exact, fed by and feeding standard ops
+    np.testing.assert_allclose(got, np.maximum(xf @ wf, 0), rtol=1e-5, atol=1e-5)  # MatMul's summation order
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -216,6 +218,24 @@ def test_local_function_with_the_op_is_inlined():
     assert same_bits(y, odq.dequantize(x, s, axes=[1]))
 
 
+def test_op_in_an_if_inside_a_local_function_is_inlined():
+    then_g = helper.make_graph([odq.make_node(["a", "b"], ["t"], axes=[1], name="in_if")], "then", [], [_vi("t", "f32", (2, 3))])
+    else_g = helper.make_graph([helper.make_node("Cast", ["a"], ["e"], to=TP.FLOAT)], "else", [], [_vi("e", "f32", (2, 3))])
+    fn = helper.make_function(
+        "local", "F", ["c", "a", "b"], ["o"], [helper.make_node("If", ["c"], ["o"], then_branch=then_g, else_branch=else_g)],
+        opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)],
+    )
+    vis = [_vi("c", "boolean", ()), _vi("x", "i8", (2, 3)), _vi("s", "f32", (3,))]
+    model = _model([helper.make_node("F", ["c", "x", "s"], ["y"], domain="local")], vis, [_vi("y", "f32", (2, 3))])
+    model.functions.append(fn)
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    sess = odq.session(model)
+    assert len(sess.kernel_nodes) == 1
+    x = np.array([[1, -2, 3], [-128, 127, 0]], np.int8)
+    s = np.array([0.5, -3.0, 0.125], np.float32)
+    assert same_bits(sess.run(None, {"c": np.array(True), "x": x, "s": s})[0], odq.dequantize(x, s, axes=[1]))
+
+
 # ---- nodes the kernel cannot carry are lowered ----
 
 
@@ -240,10 +260,14 @@ def test_fallback_nodes_are_lowered_logged_and_listed(caplog):
     z = _ints(rng, "i8", (4,))
     x4 = np.array([[-8, 7, 0, 1], [3, -1, -8, 7]], ml_dtypes.int4)
     s4 = np.array([0.5, 2.0], np.float32)
+    xu4 = np.array([[0, 15, 7], [8, 1, 2]], ml_dtypes.uint4)
+    su4 = np.array([0.25, -1.0, 3.0])
     inits = [
         numpy_helper.from_array(sbf.astype(np.float32), "sbf32"),
         helper.make_tensor("x4", TP.INT4, [2, 4], x4.astype(np.int8).flatten().tolist()),
         numpy_helper.from_array(s4, "s4"),
+        helper.make_tensor("xu4", TP.UINT4, [2, 3], xu4.astype(np.uint8).flatten().tolist()),
+        numpy_helper.from_array(su4, "su4"),
     ]
     nodes = [
         odq.make_node(["x", "s16", "z"], ["y16"], axes=[0], name="to_f16"),
@@ -252,22 +276,24 @@ def test_fallback_nodes_are_lowered_logged_and_listed(caplog):
         odq.make_node(["x", "sbf", "z"], ["ybf"], axes=[0], name="to_bf16"),
         helper.make_node("Cast", ["ybf"], ["ybf_f32"], to=TP.FLOAT),  # ORT cannot hand bf16 to NumPy
         odq.make_node(["x4", "s4"], ["y4"], axes=[0], name="from_i4"),
+        odq.make_node(["xu4", "su4"], ["yu4"], axes=[1], name="from_u4"),
     ]
     vis = [_vi("x", "i8", (4, 6)), _vi("s16", "f16", (4,)), _vi("s32", "f32", (6,)), _vi("z", "i8", (4,))]
-    outs = [_vi("y16", "f16", (4, 6)), _vi("y32", "f32", (4, 6)), _vi("ybf_f32", "f32", (4, 6)), _vi("y4", "f32", (2, 4))]
+    outs = [_vi("y16", "f16", (4, 6)), _vi("y32", "f32", (4, 6)), _vi("ybf_f32", "f32", (4, 6)), _vi("y4", "f32", (2, 4)), _vi("yu4", "f64", (2, 3))]
     model = _model(nodes, vis, outs, inits)
     with caplog.at_level(logging.INFO, logger="onnx_dequant.ort"):
         sess = odq.session(model)
     assert sess.kernel_nodes == ("to_f32",)
-    assert sess.lowered_nodes == ("to_f16", "to_bf16", "from_i4")
+    assert sess.lowered_nodes == ("to_f16", "to_bf16", "from_i4", "from_u4")
     assert set(sess.lowered) == set(sess.lowered_nodes)
     for name in sess.lowered_nodes:
         assert any(name in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
-    y16, y32, ybf, y4 = sess.run(None, {"x": x, "s16": s16, "s32": s32, "z": z})
+    y16, y32, ybf, y4, yu4 = sess.run(None, {"x": x, "s16": s16, "s32": s32, "z": z})
     assert y16.dtype == np.float16 and same_bits(y16, odq.dequantize(x, s16, z, axes=[0]))
     assert same_bits(y32, odq.dequantize(x, s32, axes=[1]))
     assert same_bits(ybf, odq.dequantize(x, sbf, z, axes=[0]).astype(np.float32))
     assert same_bits(y4, odq.dequantize(x4, s4, axes=[0]))
+    assert same_bits(yu4, odq.dequantize(xu4, su4, axes=[1]))
 
 
 @needs_lower
@@ -310,6 +336,13 @@ def test_callers_model_and_file_untouched(tmp_path):
 def test_contract_error_at_session_creation_names_node():
     model = single_node_model("i8", "f32", (0, 2), scale_shape=(3, 4))
     with pytest.raises(odq.DequantizeError, match=r"node 'dq'.*must match input shape"):
+        odq.session(model)
+
+
+def test_output_declared_with_another_type_is_a_clear_error():
+    model = single_node_model("i8", "f32", (0,))
+    model.graph.output[0].type.tensor_type.elem_type = TP.DOUBLE
+    with pytest.raises(odq.DequantizeError, match="node 'dq'.*output 'y' is declared f64, but the node produces f32"):
         odq.session(model)
 
 
@@ -514,6 +547,36 @@ def test_caller_session_options_are_used_and_reusable():
     assert same_bits(a.run(None, feed)[0], want) and same_bits(b.run(None, feed)[0], want)
 
 
+def test_threads_creating_sessions_with_shared_options():
+    so = ort.SessionOptions()
+    model = single_node_model("u16", "f32", (0, 1))
+    rng = np.random.default_rng(11)
+    feed = {"x": _ints(rng, "u16", SHAPE), "s": _scales(rng, "f32", (3, 4)), "z": _ints(rng, "u16", (3, 4))}
+    want = odq.dequantize(feed["x"], feed["s"], feed["z"], axes=(0, 1))
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def worker() -> None:
+        try:
+            barrier.wait(30)
+            for _ in range(3):
+                assert same_bits(odq.session(model, so).run(None, feed)[0], want)
+        except BaseException as e:  # noqa: BLE001 - reported to the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, errors[0]
+
+
 def test_options_with_extensions_already_registered_is_a_clear_error():
     import onnxruntime_extensions as ox
 
@@ -541,19 +604,3 @@ def test_fallback_in_an_opset_lowering_cannot_emit_needs_opset():
     rng = np.random.default_rng(8)
     x, s, z = _ints(rng, "i8", SHAPE), _scales(rng, "f16", (3,)), _ints(rng, "i8", (3,))
     assert same_bits(sess.run(None, {"x": x, "s": s, "z": z})[0], odq.dequantize(x, s, z, axes=[0]))
-
-
-def test_outputs_above_the_scratch_limit_get_fresh_arrays(monkeypatch):
-    monkeypatch.setattr(kernels, "SCRATCH_MAX_BYTES", 64)
-    rng = np.random.default_rng(9)
-    nodes = [odq.make_node(["x", f"s{k}"], [f"y{k}"], axes=[2], name=f"dq{k}") for k in range(2)]
-    vis = [_vi("x", "i8", SHAPE), _vi("s0", "f32", (5,)), _vi("s1", "f64", (5,))]
-    model = _model(nodes + [odq.make_node(["x4", "s2"], ["y2"], axes=[], name="small")],
-                   vis + [_vi("x4", "i8", (2, 2)), _vi("s2", "f32", ())],
-                   [_vi("y0", "f32", SHAPE), _vi("y1", "f64", SHAPE), _vi("y2", "f32", (2, 2))])
-    feed = {"x": _ints(rng, "i8", SHAPE), "s0": _scales(rng, "f32", (5,)), "s1": _scales(rng, "f64", (5,)),
-            "x4": _ints(rng, "i8", (2, 2)), "s2": _scales(rng, "f32", ())}
-    y0, y1, y2 = odq.session(model).run(None, feed)
-    assert same_bits(y0, odq.dequantize(feed["x"], feed["s0"], axes=[2]))
-    assert same_bits(y1, odq.dequantize(feed["x"], feed["s1"], axes=[2]))
-    assert same_bits(y2, odq.dequantize(feed["x4"], feed["s2"]))

@@ -12,7 +12,8 @@ they are handled:
   ``odq_node`` (the node's name, for messages) as strings.
 - An exception escaping a kernel aborts the interpreter, and a wrong output dtype or shape gives
   garbage: the kernel body catches everything, returns a zero array of exactly the declared dtype, and
-  records the error under the run token it was fed; ``KernelSession.run`` raises it after the run.
+  records the error under the run token it was fed (``runs``); ``KernelSession.run`` raises it after
+  the run.
 - Ops are defined once per process (a second definition of a name breaks every later session) and
   all of them before any ``SessionOptions`` registers the library (later ones are not seen by it).
 - The stock bridge turns every output into a Python list (about 40x the kernel's own time). The
@@ -36,6 +37,7 @@ from .. import dtypes
 from ..errors import DequantizeError
 from ..reference import dequantize
 from ..schema import DOMAIN, OP_TYPE
+from . import runs
 
 __all__ = [
     "KERNEL_DOMAIN",
@@ -44,8 +46,6 @@ __all__ = [
     "kernel_op_type",
     "ensure_registered",
     "fast_bridge_installed",
-    "new_run",
-    "finish_run",
     "stats",
 ]
 
@@ -92,41 +92,6 @@ def _all_specs() -> list[KernelSpec]:
     return specs
 
 
-# ---- the error side channel: errors recorded by kernels, keyed by the run token they were fed ----
-
-_token_counter = itertools.count(1)
-_runs: dict[int, list[tuple[str, BaseException]]] = {}
-_runs_lock = threading.Lock()
-
-
-def new_run() -> int:
-    """A fresh run token; the kernels record their errors under it until ``finish_run``."""
-    token = next(_token_counter)
-    with _runs_lock:
-        _runs[token] = []
-    return token
-
-
-def finish_run(token: int) -> list[tuple[str, BaseException]]:
-    """The ``(node, error)`` pairs recorded under ``token``, in the order they happened; forgets the token."""
-    with _runs_lock:
-        return _runs.pop(token, [])
-
-
-def _record(token: Any, node: str, error: BaseException) -> None:
-    try:
-        key = int(np.asarray(token).reshape(-1)[0])
-    except Exception:  # noqa: BLE001 - a kernel must never raise
-        key = None
-    with _runs_lock:
-        errors = _runs.get(key) if key is not None else None
-        if errors is not None:
-            errors.append((node, error))
-            return
-    # no run is waiting for it (the session was run around KernelSession.run): nothing can raise it
-    log.error("node '%s': Dequantize kernel error outside a KernelSession run (its result is zeros): %s", node, error)
-
-
 _stats = {"calls": 0, "fast": 0, "errors": 0}
 """Counters: kernel calls, those answered through the fast hook (the rest took the stock bridge), errors."""
 
@@ -137,28 +102,6 @@ def stats() -> dict[str, int]:
 
 
 # ---- the kernel body ----
-
-SCRATCH_MAX_BYTES = 256 << 20
-"""Outputs up to this size are computed into a per-thread scratch buffer that is reused from call to
-call (a fresh array costs page faults about as long as a copy); larger ones get a fresh array."""
-
-_scratch = threading.local()
-
-
-def _scratch_out(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
-    """A C-contiguous array of ``shape`` and ``dtype`` in this thread's scratch buffer, or None.
-
-    Safe because the bridge copies a kernel's result into ONNX Runtime's output before it returns, and
-    the next kernel call on this thread cannot start before that.
-    """
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if nbytes == 0 or nbytes > SCRATCH_MAX_BYTES:
-        return None
-    buf = getattr(_scratch, "buf", None)
-    if buf is None or buf.nbytes < nbytes:
-        buf = np.empty(nbytes, np.uint8)
-        _scratch.buf = buf
-    return buf[:nbytes].view(dtype).reshape(shape)
 
 
 def _parse_axes(text: str) -> tuple[int, ...]:
@@ -173,7 +116,7 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
     def body(*feed: Any, odq_axes: str = "", odq_node: str = "") -> np.ndarray:
         """Never raises: returns the result, or zeros of the declared dtype and records the error.
 
-        The result may live in this thread's scratch buffer: valid until the thread's next call.
+        The result may live in a buffer the run lends this thread: valid until the thread's next call.
         """
         _stats["calls"] += 1
         x = feed[0] if feed else None
@@ -181,7 +124,8 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
             if len(feed) != n_inputs:
                 raise DequantizeError(f"kernel {spec.op_type} expects {n_inputs} inputs, got {len(feed)}")
             zp = feed[2] if spec.has_zero_point else None
-            out = _scratch_out(x.shape, out_dtype) if isinstance(x, np.ndarray) else None
+            run = runs.lookup(feed[-1])
+            out = run.out_array(x.shape, out_dtype) if run is not None and isinstance(x, np.ndarray) else None
             y = dequantize(x, feed[1], zp, axes=_parse_axes(odq_axes), dtype=spec.out, out=out)
             if y.dtype != out_dtype or not y.flags.c_contiguous:  # the bridge copies raw bytes
                 y = np.ascontiguousarray(y, dtype=out_dtype)
@@ -190,7 +134,7 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
             _stats["errors"] += 1
             if isinstance(e, DequantizeError):
                 e = e.at(node=odq_node or None)
-            _record(feed[-1] if feed else None, odq_node, e)
+            runs.record(feed[-1] if feed else None, odq_node, e)
             try:
                 shape = x.shape if isinstance(x, np.ndarray) else (0,)
                 return np.zeros(shape, out_dtype)
@@ -231,7 +175,7 @@ def _fast_hook(stock: Callable[..., Any], opdefs: dict[int, Any]) -> Callable[..
             return (k_id, y.shape, y)
         except BaseException as e:  # noqa: BLE001 - last resort: nothing may escape into the extension
             try:
-                _record(feed[-1], str(attributes.get("odq_node", "")), e)
+                runs.record(feed[-1], str(attributes.get("odq_node", "")), e)
             except BaseException:  # noqa: BLE001
                 pass
             empty = np.zeros((0,), spec.out.numpy)

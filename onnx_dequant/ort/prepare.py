@@ -62,8 +62,10 @@ def load_copy(model: Any) -> tuple[ModelProto, str | None]:
     raise DequantizeError(f"model must be an onnx.ModelProto, a path or bytes, got {type(model).__name__}")
 
 
-def _uses_op(nodes: Any) -> bool:
-    return any(is_dequantize(n) for n in nodes)
+def _op_in_functions(model: ModelProto) -> bool:
+    """Whether a model-local function (or a subgraph inside one) holds a Dequantize node."""
+    in_main = sum(1 for g in iter_graphs(model.graph) for n in g.node if is_dequantize(n))
+    return sum(1 for _ in dequantize_nodes(model)) > in_main
 
 
 def _name_nodes(model: ModelProto) -> None:
@@ -104,6 +106,12 @@ def _route(node: NodeProto, types: dict[str, TensorType], path: str | None) -> t
         has_zp = len(node.input) == 3 and bool(node.input[2])
         zp = types.get(node.input[2], TensorType(None, None)) if has_zp else None
         out = infer(x, scale, zp, axes=axes, dtype=type_attr).elem_type
+        declared = types.get(node.output[0], TensorType(None, None)).elem_type
+        if declared is not None and dtypes.parse(declared) != dtypes.parse(out):
+            raise DequantizeError(
+                f"output '{node.output[0]}' is declared {dtypes.parse(declared).name}, "
+                f"but the node produces {dtypes.parse(out).name}"
+            )
         x_elem = x.elem_type or (zp.elem_type if zp is not None else None)
         if x_elem is None:
             raise DequantizeError(
@@ -155,7 +163,7 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
     ``opset``: the default-domain opset to convert to when some nodes must be lowered (None: keep).
     """
     copy, path = load_copy(model)
-    if any(_uses_op(f.node) for f in copy.functions):
+    if _op_in_functions(copy):
         try:
             copy = onnx.inliner.inline_local_functions(copy)
         except Exception as e:  # noqa: BLE001

@@ -3,12 +3,14 @@
 ``KernelSession`` is an ``InferenceSession`` whose model is the private rewritten copy (see
 ``prepare``). Its run methods feed the hidden run token and raise the errors the kernels recorded
 under it: a bad scale fed at run time surfaces as a ``DequantizeError`` naming the node, never as a
-crashed interpreter. ``get_inputs`` leaves the token out, so the session looks like the model.
+crashed interpreter. ``get_inputs`` leaves the token out, so the session looks like the model. The
+session owns the scratch buffers its kernels compute into (``runs.ScratchPool``).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,7 +18,7 @@ import numpy as np
 import onnxruntime as ort
 
 from ..errors import DequantizeError
-from . import kernels
+from . import kernels, runs
 from .prepare import Prepared, prepare
 
 __all__ = ["session", "KernelSession"]
@@ -26,18 +28,21 @@ log = logging.getLogger("onnx_dequant.ort")
 _REGISTERED_KEY = "onnx_dequant.extensions_library"
 """A session config entry marking SessionOptions that already carry the extensions library."""
 
+_register_lock = threading.Lock()
+
 
 def _register_library(options: ort.SessionOptions) -> None:
     """Register onnxruntime-extensions with ``options`` once (a second registration breaks sessions)."""
-    try:
-        if options.get_session_config_entry(_REGISTERED_KEY) == "1":
-            return
-    except RuntimeError:  # the entry is absent
-        pass
-    import onnxruntime_extensions as ox
+    with _register_lock:  # threads sharing one SessionOptions
+        try:
+            if options.get_session_config_entry(_REGISTERED_KEY) == "1":
+                return
+        except RuntimeError:  # the entry is absent
+            pass
+        import onnxruntime_extensions as ox
 
-    options.register_custom_ops_library(ox.get_library_path())
-    options.add_session_config_entry(_REGISTERED_KEY, "1")
+        options.register_custom_ops_library(ox.get_library_path())
+        options.add_session_config_entry(_REGISTERED_KEY, "1")
 
 
 def _raise_recorded(errors: list[tuple[str, BaseException]], cause: BaseException | None, path: str | None) -> None:
@@ -54,11 +59,14 @@ class KernelSession(ort.InferenceSession):
 
     ``kernel_nodes``: names of the nodes the kernel runs. ``lowered_nodes``: names of the nodes lowered
     to standard ONNX because no kernel can carry their types; ``lowered`` maps them to the reason.
+    ``scratch``: the output buffers the kernels reuse from run to run (at most ``scratch.max_bytes``
+    kept between runs; ``scratch.clear()`` drops them), freed with the session.
     """
 
     kernel_nodes: tuple[str, ...]
     lowered_nodes: tuple[str, ...]
     lowered: dict[str, str]
+    scratch: runs.ScratchPool
 
     def __init__(
         self,
@@ -66,8 +74,11 @@ class KernelSession(ort.InferenceSession):
         sess_options: ort.SessionOptions | None = None,
         providers: Sequence[Any] | None = None,
         provider_options: Sequence[dict[Any, Any]] | None = None,
+        *,
+        scratch_bytes: int = runs.SCRATCH_MAX_BYTES,
         **kwargs: Any,
     ) -> None:
+        self.scratch = runs.ScratchPool(scratch_bytes)
         self.kernel_nodes = prepared.kernel_nodes
         self.lowered = dict(prepared.lowered)
         self.lowered_nodes = tuple(prepared.lowered)
@@ -107,14 +118,14 @@ class KernelSession(ort.InferenceSession):
         return np.array(token, dtype=np.int64)
 
     def _finish(self, token: int, cause: BaseException | None) -> None:
-        errors = kernels.finish_run(token)
+        errors = runs.end(token, reuse=cause is None)
         if errors:
             _raise_recorded(errors, cause, self._odq_path)
 
     def _checked(self, call: Callable[[int], Any]) -> Any:
         if self._token_input is None:
             return call(0)
-        token = kernels.new_run()
+        token = runs.begin(self.scratch)
         try:
             result = call(token)
         except BaseException as e:
@@ -159,13 +170,13 @@ class KernelSession(ort.InferenceSession):
         """As ``InferenceSession.run_async``; a kernel's error reaches ``callback`` as its ``err`` string."""
         if self._token_input is None:
             return super().run_async(output_names, input_feed, callback, user_data, run_options)
-        token = kernels.new_run()
+        token = runs.begin(self.scratch)
         feed = dict(input_feed)
         feed[self._token_input] = self._token_value(token)
         path = self._odq_path
 
         def done(results: Any, data: Any, err: str) -> None:
-            errors = kernels.finish_run(token)
+            errors = runs.end(token, reuse=not err)
             if errors:
                 try:
                     _raise_recorded(errors, None, path)
@@ -177,7 +188,7 @@ class KernelSession(ort.InferenceSession):
         try:
             return super().run_async(output_names, feed, done, user_data, run_options)
         except BaseException:
-            kernels.finish_run(token)
+            runs.end(token, reuse=False)
             raise
 
 
@@ -188,6 +199,7 @@ def session(
     provider_options: Sequence[dict[Any, Any]] | None = None,
     *,
     opset: int | None = None,
+    scratch_bytes: int = runs.SCRATCH_MAX_BYTES,
     **ort_options: Any,
 ) -> KernelSession:
     """An ONNX Runtime session that runs ``model`` with its Dequantize nodes (domain ``ngraph``) kept.
@@ -198,9 +210,11 @@ def session(
     ``.lowered_nodes``). The remaining arguments go to ``onnxruntime.InferenceSession``; caller-supplied
     ``sess_options`` get the extensions library registered (once). ``providers`` defaults to CPU.
     ``opset``: convert the model to this default-domain opset when nodes must be lowered (None keeps
-    it; lowering needs 13 to 27). Raises ``DequantizeError`` for a model that breaks the op's contract.
+    it; lowering needs 13 to 27). ``scratch_bytes``: the most output-buffer memory the session keeps
+    between runs for its kernels to reuse (0: a fresh array per kernel call). Raises
+    ``DequantizeError`` for a model that breaks the op's contract.
     """
     prepared = prepare(model, opset=opset)
     for name, reason in prepared.lowered.items():
         log.info("Dequantize node '%s' lowered to standard ONNX: %s", name, reason)
-    return KernelSession(prepared, sess_options, providers, provider_options, **ort_options)
+    return KernelSession(prepared, sess_options, providers, provider_options, scratch_bytes=scratch_bytes, **ort_options)

@@ -1,0 +1,161 @@
+"""Per-run state the kernels share with ``KernelSession``: the errors they record and the output
+buffers they borrow.
+
+A run token (an int64 scalar fed to every kernel node) names one run of one session. Kernels record
+their errors under it (the session raises them when the run is over) and borrow output buffers from
+the session's ``ScratchPool``; the buffers go back to the pool when the run ends well. A pool keeps
+at most ``max_bytes`` between runs and is freed with its session.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..errors import DequantizeError
+
+__all__ = ["SCRATCH_MAX_BYTES", "ScratchPool", "Run", "begin", "lookup", "record", "end"]
+
+log = logging.getLogger("onnx_dequant.ort")
+
+SCRATCH_MAX_BYTES = 256 << 20
+"""Default for ``ScratchPool.max_bytes``: the most scratch a session keeps between runs."""
+
+
+class ScratchPool:
+    """Output buffers one session reuses from run to run; at most ``max_bytes`` kept between runs.
+
+    Reusing a buffer saves the page faults of a fresh output array (about as long as a copy).
+    ``max_bytes=0`` turns reuse off: every kernel output is a fresh array.
+    """
+
+    def __init__(self, max_bytes: int = SCRATCH_MAX_BYTES) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise DequantizeError(f"scratch_bytes must be an integer >= 0, got {max_bytes!r}")
+        self.max_bytes = int(max_bytes)
+        self._free: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes held between runs now."""
+        with self._lock:
+            return sum(b.nbytes for b in self._free)
+
+    def take(self, nbytes: int) -> np.ndarray | None:
+        """A byte buffer of at least ``nbytes`` (the smallest kept one that fits, else a new one);
+        None when ``nbytes`` is 0 or over ``max_bytes``."""
+        if nbytes <= 0 or nbytes > self.max_bytes:
+            return None
+        with self._lock:
+            fits = [i for i, b in enumerate(self._free) if b.nbytes >= nbytes]
+            if fits:
+                best = min(fits, key=lambda i: self._free[i].nbytes)
+                return self._free.pop(best)
+        return np.empty(nbytes, np.uint8)
+
+    def give(self, buffers: list[np.ndarray]) -> None:
+        """Keep ``buffers``, largest first, while the total kept stays within ``max_bytes``."""
+        with self._lock:
+            kept, total = [], 0
+            for b in sorted([*self._free, *buffers], key=lambda b: b.nbytes, reverse=True):
+                if total + b.nbytes <= self.max_bytes:
+                    kept.append(b)
+                    total += b.nbytes
+            self._free = kept
+
+    def clear(self) -> None:
+        """Drop every kept buffer."""
+        with self._lock:
+            self._free = []
+
+
+class Run:
+    """One run: the ``(node, error)`` pairs recorded so far and the buffers borrowed, by thread."""
+
+    def __init__(self, pool: ScratchPool | None) -> None:
+        self.errors: list[tuple[str, BaseException]] = []
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._current: dict[int, np.ndarray] = {}  # thread id -> the buffer its last kernel call used
+        self._spent: list[np.ndarray] = []
+
+    def out_array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+        """A C-contiguous ``shape``/``dtype`` array in a buffer this thread holds for the run, or None
+        (no pool, or too large): the caller then makes a fresh array.
+
+        The extension copies a kernel's result into ONNX Runtime's output before the kernel call
+        returns, so a thread's buffer is free again when that thread's next kernel call starts.
+        """
+        if self._pool is None:
+            return None
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        me = threading.get_ident()
+        with self._lock:
+            buf = self._current.get(me)
+        if buf is None or buf.nbytes < nbytes:
+            new = self._pool.take(nbytes)
+            if new is None:
+                return None
+            with self._lock:
+                if buf is not None:
+                    self._spent.append(buf)
+                self._current[me] = buf = new
+        return buf[:nbytes].view(dtype).reshape(shape)
+
+    def release(self) -> None:
+        """Give every borrowed buffer back to the pool (only once no kernel of the run can be running)."""
+        if self._pool is not None:
+            with self._lock:
+                borrowed = [*self._current.values(), *self._spent]
+                self._current, self._spent = {}, []
+            self._pool.give(borrowed)
+
+
+_counter = itertools.count(1)
+_runs: dict[int, Run] = {}
+_lock = threading.Lock()
+
+
+def begin(pool: ScratchPool | None = None) -> int:
+    """A fresh run token; kernels fed it record errors and borrow from ``pool`` until ``end``."""
+    token = next(_counter)
+    with _lock:
+        _runs[token] = Run(pool)
+    return token
+
+
+def lookup(token: Any) -> Run | None:
+    """The run a kernel's token input names (an int64 scalar array), or None. Never raises."""
+    try:
+        key = int(np.asarray(token).reshape(-1)[0])
+    except Exception:  # noqa: BLE001 - called from kernels, which must never raise
+        return None
+    with _lock:
+        return _runs.get(key)
+
+
+def record(token: Any, node: str, error: BaseException) -> None:
+    """Record a kernel's error under its run; logged when no run is waiting for it. Never raises."""
+    run = lookup(token)
+    if run is not None:
+        with run._lock:
+            run.errors.append((node, error))
+        return
+    log.error("node '%s': Dequantize kernel error outside a KernelSession run (its result is zeros): %s", node, error)
+
+
+def end(token: int, *, reuse: bool) -> list[tuple[str, BaseException]]:
+    """Forget the run; its ``(node, error)`` pairs in the order they happened. ``reuse``: give its
+    buffers back to the pool (pass False when the run may not be over, e.g. it raised)."""
+    with _lock:
+        run = _runs.pop(token, None)
+    if run is None:
+        return []
+    if reuse:
+        run.release()
+    return run.errors

@@ -1,0 +1,141 @@
+"""The kernel's output buffers: owned by the session, bounded, never shared between concurrent calls,
+and every kernel returns exactly its declared dtype."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+from test_ort import SHAPE, _ints, _model, _scales, _vi, single_node_model
+
+import onnx_dequant as odq
+from onnx_dequant.compare import same_bits
+from onnx_dequant.ort import kernels, runs
+
+
+def _feed(seed, shape=SHAPE, axes=(0, 2), x_elem="i8", out_elem="f32"):
+    rng = np.random.default_rng(seed)
+    sshape = tuple(shape[a] for a in axes)
+    return {"x": _ints(rng, x_elem, shape), "s": _scales(rng, out_elem, sshape), "z": _ints(rng, x_elem, sshape)}
+
+
+def _want(feed, axes=(0, 2)):
+    return odq.dequantize(feed["x"], feed["s"], feed["z"], axes=axes)
+
+
+# ---- the pool itself ----
+
+
+def test_pool_keeps_at_most_max_bytes_largest_first():
+    pool = runs.ScratchPool(1000)
+    assert pool.take(0) is None and pool.take(1001) is None
+    a, b, c = pool.take(600), pool.take(300), pool.take(200)
+    assert a.nbytes == 600 and b.nbytes == 300 and c.nbytes == 200
+    pool.give([c, a, b])  # 1100 bytes offered: the 200-byte buffer does not fit any more
+    assert pool.kept_bytes == 900
+    assert pool.take(250) is b  # the smallest kept buffer that fits
+    assert pool.take(700).nbytes == 700  # nothing kept fits: a new one
+    pool.clear()
+    assert pool.kept_bytes == 0
+    with pytest.raises(odq.DequantizeError, match="scratch_bytes"):
+        runs.ScratchPool(-1)
+
+
+# ---- the session's pool ----
+
+
+def test_session_reuses_a_bounded_pool_and_frees_it_with_the_session():
+    sess = odq.session(single_node_model("i8", "f32", (0, 2)))
+    assert sess.scratch.max_bytes == runs.SCRATCH_MAX_BYTES
+    feeds = [_feed(k) for k in range(3)]
+    results = [sess.run(None, f)[0] for f in feeds]
+    # each result is ONNX Runtime's own array, not a view of a reused buffer
+    for f, y in zip(feeds, results):
+        assert same_bits(y, _want(f))
+    assert 0 < sess.scratch.kept_bytes <= sess.scratch.max_bytes
+    pool = weakref.ref(sess.scratch)
+    del sess
+    gc.collect()
+    assert pool() is None
+
+
+def test_scratch_bytes_bounds_what_is_kept_and_zero_turns_it_off():
+    nodes = [odq.make_node(["x", "s0"], ["y0"], axes=[2], name="big_f32"),
+             odq.make_node(["x", "s1"], ["y1"], axes=[2], name="big_f64"),
+             odq.make_node(["x4", "s2"], ["y2"], axes=[], name="small")]
+    vis = [_vi("x", "i8", SHAPE), _vi("s0", "f32", (5,)), _vi("s1", "f64", (5,)), _vi("x4", "i8", (2, 2)), _vi("s2", "f32", ())]
+    model = _model(nodes, vis, [_vi("y0", "f32", SHAPE), _vi("y1", "f64", SHAPE), _vi("y2", "f32", (2, 2))])
+    rng = np.random.default_rng(9)
+    feed = {"x": _ints(rng, "i8", SHAPE), "s0": _scales(rng, "f32", (5,)), "s1": _scales(rng, "f64", (5,)),
+            "x4": _ints(rng, "i8", (2, 2)), "s2": _scales(rng, "f32", ())}
+    want = (odq.dequantize(feed["x"], feed["s0"], axes=[2]), odq.dequantize(feed["x"], feed["s1"], axes=[2]),
+            odq.dequantize(feed["x4"], feed["s2"]))
+    for limit in (64, 0, 10_000):  # outputs: 240, 480 and 16 bytes
+        sess = odq.session(model, scratch_bytes=limit)
+        for _ in range(3):
+            got = sess.run(None, feed)
+            assert all(same_bits(g, w) for g, w in zip(got, want))
+        assert sess.scratch.kept_bytes <= limit
+        assert (sess.scratch.kept_bytes > 0) == (limit > 0)
+    with pytest.raises(odq.DequantizeError, match="scratch_bytes"):
+        odq.session(model, scratch_bytes=-5)
+
+
+def test_a_run_that_fails_gives_nothing_back_and_the_next_run_is_right():
+    sess = odq.session(single_node_model("i8", "f32", (0, 2), scale_shape=None))
+    bad = dict(_feed(1), s=np.ones((3, 4), np.float32), z=np.zeros((3, 4), np.int8))
+    with pytest.raises(odq.DequantizeError):
+        sess.run(None, bad)
+    good = _feed(2)
+    assert same_bits(sess.run(None, good)[0], _want(good))
+
+
+def test_concurrent_runs_never_share_a_buffer():
+    # large enough for the reference's compiled loop, which runs without the GIL
+    shape = (16, 64, 256)
+    sess = odq.session(single_node_model("i16", "f32", (0, 2), x_shape=shape))
+    feeds = [_feed(k, shape, x_elem="i16") for k in range(4)]
+    wants = [_want(f) for f in feeds]
+    failures: list[str] = []
+
+    def worker(k: int) -> None:
+        for _ in range(6):
+            (y,) = sess.run(None, feeds[k])
+            if not same_bits(y, wants[k]):
+                failures.append(f"thread {k}")
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not failures, failures
+    assert sess.scratch.kept_bytes <= sess.scratch.max_bytes
+
+
+# ---- exactly the declared dtype, on success and on error ----
+
+
+@pytest.mark.parametrize("spec", kernels._all_specs(), ids=lambda s: s.op_type)
+def test_every_kernel_returns_exactly_its_declared_dtype(spec, caplog):
+    body = kernels._make_body(spec)
+    rng = np.random.default_rng(10)
+    x = _ints(rng, spec.x.name, SHAPE)
+    s = _scales(rng, spec.out.name, (3, 5))
+    zp = [_ints(rng, spec.x.name, (3, 5))] if spec.has_zero_point else []
+    token = np.array(runs.begin(runs.ScratchPool(1 << 20)), np.int64)
+    try:
+        y = body(x, s, *zp, token, odq_axes="0,2", odq_node="n")
+        assert y.dtype == spec.out.numpy and y.shape == SHAPE and y.flags.c_contiguous
+        assert same_bits(y, odq.dequantize(x, s, *zp, axes=(0, 2)))
+        bad = body(x, s[:, :2].copy(), *[z[:, :2].copy() for z in zp], token, odq_axes="0,2", odq_node="n")
+        assert bad.dtype == spec.out.numpy and bad.shape == SHAPE and not bad.any()
+    finally:
+        errors = runs.end(int(token), reuse=True)
+    assert [n for n, _ in errors] == ["n"] and isinstance(errors[0][1], odq.DequantizeError)
+    # a token no run is waiting for: the error is logged, the result still has the declared dtype
+    lost = body(x, s[:1].copy(), *[z[:1].copy() for z in zp], np.array(-1, np.int64), odq_axes="0,2", odq_node="lost")
+    assert lost.dtype == spec.out.numpy and any("lost" in r.getMessage() for r in caplog.records)
