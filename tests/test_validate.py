@@ -189,7 +189,7 @@ def test_model_without_dequantize_runs_ort_against_the_reference():
     assert statuses(report) == {"ort/default": "pass", "ort/off": "pass"}
     assert report.inputs[0]["shape"] == [DEFAULT_DIM, 5]
     out = report.paths[0].outputs[0]
-    assert out.why.startswith("Add 'add': float op") and out.allowed == "64 ULP (or of max |x|)"
+    assert out.why.startswith("Add 'add': arithmetic on inexact") and out.allowed == "64 ULP (or of max |x|)"
     assert report.exit_code == 0
 
 
@@ -401,17 +401,89 @@ def test_policy_per_tensor():
     m = two_stage_model()
     tol = tolerances(onnx.shape_inference.infer_shapes(m))
     assert tol["a"] == Tolerance(0, False, "Dequantize 'dq1': i8->f32 rounds once")
-    assert tol["r"].ulp == 0 and tol["r"].why.startswith("Dequantize 'dq1'")  # Relu keeps the budget
-    assert tol["y"].ulp == 64 and tol["y"].scaled and tol["y"].why.startswith("Add 'add'")
+    assert tol["r"] == Tolerance(0, False, "Dequantize 'dq1': i8->f32 rounds once, then Relu")
+    # Add rounds once in both ORT and NumPy: exact inputs give an exact sum
+    assert tol["y"].exact and tol["y"].why.startswith("Add 'add': rounds once")
     m16 = dq_model("i16", "f16", relu=True)
     tol16 = tolerances(onnx.shape_inference.infer_shapes(m16))
-    assert tol16["y"].ulp == 1 and "rounds twice" in tol16["y"].why
+    assert tol16["y"].ulp == 1 and not tol16["y"].scaled and "rounds twice" in tol16["y"].why
     strict = tolerances(onnx.shape_inference.infer_shapes(m), Policy(ulp=0))
     assert strict["y"] == Tolerance(0, False, strict["y"].why)
-    loose = tolerances(onnx.shape_inference.infer_shapes(m), Policy(float_ulp=2))
-    assert loose["y"].ulp == 2
+    one = tolerances(onnx.shape_inference.infer_shapes(m), Policy(ulp=3))
+    assert one["a"].ulp == one["y"].ulp == 3 and one["x"].ulp == 0
+    loose = tolerances(onnx.shape_inference.infer_shapes(plain_model()), Policy(float_ulp=2))
+    assert loose["t"] == Tolerance(2, True, loose["t"].why) and loose["t"].why.startswith("Tanh 'tanh': float")
+    assert loose["y"].ulp == 2 and loose["y"].scaled  # Add of an inexact tensor
     with pytest.raises(odq.DequantizeError):
         Policy(float_ulp=-1)
+
+
+def _chain_model(x_dt, out_dt, ops, *, out_type=None):
+    """x -> Dequantize 'dq' -> ops (op_type, attrs) one after another -> y."""
+    x, out = dtypes.parse(x_dt), dtypes.parse(out_dt)
+    nodes = [odq.make_node(["x", "s", "zp"], ["t0"], axes=(1,), name="dq")]
+    for i, (op, attrs) in enumerate(ops):
+        nodes.append(helper.make_node(op, [f"t{i}"], [f"t{i + 1}"], name=f"n{i}", **attrs))
+    nodes[-1].output[0] = "y"
+    last = dtypes.parse(out_type) if out_type else out
+    g = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", x.onnx, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", last.onnx, ["a", "b", "c"])],
+        [numpy_helper.from_array(_scale((3,), out), "s"), numpy_helper.from_array(_zp((3,), x), "zp")],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+
+
+@pytest.mark.parametrize(
+    "x_dt,out_dt,ops,out_type,allowed",
+    [
+        ("i8", "f32", [("Identity", {})], None, "0 ULP"),
+        ("i8", "f32", [("Transpose", {"perm": [2, 0, 1]}), ("Identity", {})], None, "0 ULP"),
+        ("u8", "f16", [("Cast", {"to": TensorProto.FLOAT})], "f32", "0 ULP"),
+        ("i16", "f16", [("Transpose", {"perm": [1, 0, 2]})], None, "1 ULP"),
+        ("i16", "f16", [("Cast", {"to": TensorProto.FLOAT})], "f32", "1 ULP of f16"),
+        ("i16", "f16", [("Cast", {"to": TensorProto.FLOAT}), ("Relu", {})], "f32", "1 ULP of f16"),
+        ("i8", "f32", [("Tanh", {})], None, "64 ULP (or of max |x|)"),
+        ("i8", "f32", [("Tanh", {}), ("Identity", {})], None, "64 ULP (or of max |x|)"),
+    ],
+)
+def test_dequantize_outputs_get_the_strict_budget_through_exact_ops(x_dt, out_dt, ops, out_type, allowed):
+    report = validate(_chain_model(x_dt, out_dt, ops, out_type=out_type))
+    assert report.ok, report.to_text()
+    assert {o.allowed for p in report.paths for o in p.outputs} == {allowed}
+
+
+def test_integer_results_of_inexact_tensors_allow_one_flip():
+    g = helper.make_graph(
+        [
+            helper.make_node("Tanh", ["x"], ["t"], name="tanh"),
+            helper.make_node("QuantizeLinear", ["t", "s"], ["q"], name="q"),
+            helper.make_node("QuantizeLinear", ["x", "s"], ["qx"], name="qx"),
+        ],
+        "flip",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("q", TensorProto.UINT8, [4]),
+         helper.make_tensor_value_info("qx", TensorProto.UINT8, [4])],
+        [numpy_helper.from_array(np.array(0.01, np.float32), "s")],
+    )
+    tol = tolerances(onnx.shape_inference.infer_shapes(helper.make_model(g)))
+    assert tol["q"].ulp == 1 and "may flip" in tol["q"].why
+    assert tol["qx"].exact  # QuantizeLinear divides once and rounds half to even, as the reference does
+
+
+def test_unit_counts_ulps_of_the_narrower_type():
+    ref = np.array([1.0, 2.0, 3.0], np.float16)
+    got = ref.copy()
+    got[1] = np.nextafter(ref[1], np.float16(10))
+    wide_ref, wide_got = ref.astype(np.float32), got.astype(np.float32)
+    assert not compare_output("y", wide_ref, wide_got, Tolerance(1, False, "")).ok  # 8192 f32 ULPs
+    r = compare_output("y", wide_ref, wide_got, Tolerance(1, False, "", "f16"))
+    assert r.ok and r.max_ulp == 1 and r.mismatches == 1 and r.allowed == "1 ULP of f16"
+    got[2] = np.nextafter(np.nextafter(ref[2], np.float16(10)), np.float16(10))
+    r = compare_output("y", wide_ref, got.astype(np.float32), Tolerance(1, False, "", "f16"))
+    assert not r.ok and r.failures == 1 and r.first_failure["index"] == [2]
 
 
 def test_compare_output_figures():

@@ -144,6 +144,22 @@ def test_sample_ngraph_graphs_agree_on_every_path(graph, capsys):
     code = main(["validate", str(graph), "--json", "-q"])
     d = json.loads(capsys.readouterr().out)
     assert code == 0, json.dumps(d, indent=1)[:4000]
+    assert {(p["path"], p["level"]) for p in d["paths"]} == {
+        (p, lv) for p in ("lowered", "kernel") for lv in ("default", "off")
+    }
+
+
+def test_qdq_chain_outputs_are_held_to_0_ulp(capsys):
+    """Every output of the README's sample is computed by Dequantize, exact ops and correctly rounded
+    arithmetic on exact tensors: no float-op allowance, and every path is bit-exact."""
+    pytest.importorskip("onnx_dequant.ngraph")
+    code = main(["validate", str(ROOT / "models" / "qdq_chain.json"), "--json", "-q"])
+    d = json.loads(capsys.readouterr().out)
+    assert code == 0
+    outs = [o for p in d["paths"] for o in p["outputs"]]
+    assert len(outs) == 16 and {o["allowed"] for o in outs} == {"0 ULP"}
+    assert all(o["mismatches"] == 0 for o in outs)
+    assert any("Dequantize" in o["why"] for o in outs)
 
 
 def test_progress_on_stderr_for_slow_runs(files, capsys, monkeypatch):
@@ -168,8 +184,10 @@ def test_matmulnbits_accuracy_config_makes_the_fused_samples_agree(name, capsys)
     mlp = str(ROOT / "models" / name)
     code = main(["validate", mlp, "--path", "lowered", "--level", "default", "-q"])
     out = capsys.readouterr().out
-    if code == 1:  # ORT's default MatMulNBits accuracy level: named in the report
-        assert "MatMulNBits" in out and "qdq_matmulnbits_accuracy_level" in out
+    # ORT's default MatMulNBits accuracy level quantizes the activations: a real difference, named
+    assert code == 1 and "DISAGREE: lowered/default" in out, out
+    assert "first differing node: 'Dot_" in out and "(MatMul)" in out, out
+    assert "MatMulNBits" in out and "qdq_matmulnbits_accuracy_level" in out, out
     code = main(["validate", mlp, "--ort-config", "session.qdq_matmulnbits_accuracy_level=0", "--json", "-q"])
     d = json.loads(capsys.readouterr().out)
     assert code == 0 and d["ort_config"] == {"session.qdq_matmulnbits_accuracy_level": "0"}

@@ -1,42 +1,58 @@
 """How far each tensor may be from the reference: the precision policy of DESIGN section 2, per tensor.
 
-- A tensor computed by our Dequantize (then only by value-preserving ops such as Reshape, Transpose,
-  Relu, Max) must be **bit-identical** (0 ULP) where exactness is achievable: 8/16-bit input with f32 or
-  f64 output, 8-bit (and 4-bit) input with f16 or bf16 output, and i32 input (our lowering subtracts
-  without wrapping and rounds once). **1 ULP** where ONNX Runtime must round twice: 16-bit input with
-  f16 or bf16 output.
-- A tensor computed by any other float op (Add, MatMul, Conv, Exp, ...) may differ by ``float_ulp`` ULP
-  (ONNX Runtime and NumPy sum in different orders and use different math libraries); since sums of terms
-  that cancel lose relative precision near zero, an element also passes when its absolute error is at
-  most ``float_ulp`` ULP of the tensor's largest finite magnitude.
-- Everything else (inputs, constants, integer arithmetic, shapes) must be identical. NaN equals NaN.
+Each tensor of the main graph gets a ``Tolerance`` from the nodes that compute it, in graph order:
 
-``Policy`` holds the knobs; ``tolerances(model, policy)`` gives every tensor of the main graph its
-``Tolerance``.
+- **Exact** (0 ULP): inputs and constants; anything computed from exact tensors by ops whose result is
+  fully determined by IEEE rules, so ONNX Runtime and NumPy cannot differ: ops that move or select
+  values (Reshape, Transpose, Slice, Concat, Gather, Relu, Max, Where, Floor, Cast, ...), correctly
+  rounded arithmetic (Add, Sub, Mul, Div, Sqrt, QuantizeLinear), and integer or boolean results.
+- **A Dequantize** (ours, or a standard 8/16-bit DequantizeLinear) of exact tensors: ``exact_ulp`` (0)
+  where DESIGN section 2 says exactness is achievable, ``rounded_ulp`` (1) where ONNX Runtime must round
+  twice (16-bit input to f16/bf16 output).
+- **Moving, selecting and widening** an inexact tensor keeps its budget; a widening Cast keeps counting
+  ULPs of the narrower type (``Tolerance.unit``), a narrowing one allows what is left after rounding.
+- **Any other float arithmetic** (MatMul, Conv, Tanh, Softmax, ReduceSum, ...), and correctly rounded
+  arithmetic on an inexact tensor: ``float_ulp`` ULP, or an absolute error of ``float_ulp`` ULP of the
+  tensor's largest finite magnitude (sums whose terms cancel lose relative precision near zero).
+- An integer or boolean result of inexact tensors may differ by 1 (a rounding or comparison flips).
+
+``Policy.ulp``, when set, is one budget for every computed real tensor. NaN equals NaN.
+``tolerances(model, policy)`` gives every tensor of the main graph its ``Tolerance``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import ml_dtypes
 import onnx
 
 from .. import dtypes
 from ..errors import DequantizeError
+from ..graphs import subgraphs, value_types
 from ..schema import is_dequantize
 
-__all__ = ["Policy", "Tolerance", "tolerances", "dequantize_ulp", "VALUE_PRESERVING"]
+__all__ = ["Policy", "Tolerance", "tolerances", "dequantize_ulp", "MOVING", "CORRECTLY_ROUNDED", "ALWAYS_EXACT"]
 
-VALUE_PRESERVING = frozenset(
+MOVING = frozenset(
     {
         "Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Split", "Slice",
-        "Gather", "GatherElements", "GatherND", "Expand", "Tile", "Pad", "Relu", "Max", "Min", "Abs", "Neg",
-        "MaxPool", "Cast", "CastLike", "DepthToSpace", "SpaceToDepth", "ReduceMax", "ReduceMin", "Shape", "Size",
-        "Optional", "OptionalGetElement",
+        "Gather", "GatherElements", "GatherND", "Expand", "Tile", "Pad", "DepthToSpace", "SpaceToDepth",
+        "Compress", "ReverseSequence", "ScatterND", "ScatterElements", "Optional", "OptionalGetElement",
+        "Relu", "Max", "Min", "Abs", "Neg", "Sign", "Floor", "Ceil", "Round", "Clip", "Where", "MaxPool",
+        "ReduceMax", "ReduceMin", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And",
+        "Or", "Xor", "IsNaN", "IsInf", "ArgMax", "ArgMin",
     }
 )
-"""Ops whose output is within the largest ULP error of their inputs (they move, select or exactly
-negate values; Cast to a narrower type keeps a 1-ULP error within 1 ULP)."""
+"""Standard ops whose outputs are input values moved, selected or exactly transformed (or exact facts
+about them): exact inputs give exact outputs, and an inexact input's budget carries over."""
+
+CORRECTLY_ROUNDED = frozenset({"Add", "Sub", "Mul", "Div", "Sqrt", "QuantizeLinear"})
+"""Standard ops IEEE arithmetic rounds once, the same way in ONNX Runtime and NumPy: exact on exact inputs."""
+
+ALWAYS_EXACT = frozenset({"Shape", "Size", "Constant", "ConstantOfShape", "EyeLike"})
+"""Standard ops whose outputs do not depend on input values beyond shapes and attributes."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +61,8 @@ class Policy:
 
     ``exact_ulp`` where DESIGN section 2 says ONNX Runtime can be bit-identical (default 0);
     ``rounded_ulp`` where it must round twice, 16-bit input to f16/bf16 output (default 1);
-    ``float_ulp`` for tensors computed by other float ops (default 8, see the module docstring);
-    ``ulp``, when given, replaces all three (a single budget for every real tensor).
+    ``float_ulp`` for tensors other float arithmetic computes (default 64, see ``docs/validation.md``);
+    ``ulp``, when given, replaces all three (one budget for every computed real tensor).
     """
 
     exact_ulp: int = 0
@@ -71,93 +87,151 @@ class Policy:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """A tensor's budget: ``ulp`` per element; ``scaled`` also accepts an absolute error of ``ulp`` ULP of
-    the tensor's largest magnitude; ``why`` says where the budget comes from."""
+    """A tensor's budget: ``ulp`` per element (for integers: the absolute difference); ``scaled`` also
+    accepts an absolute error of ``ulp`` ULP of the tensor's largest finite magnitude; ``unit``, when set,
+    is the (narrower) real type whose ULPs are counted (nGraph name); ``why`` says where it comes from."""
 
     ulp: int
     scaled: bool
     why: str
+    unit: str | None = None
+
+    @property
+    def exact(self) -> bool:
+        return self.ulp == 0 and not self.scaled
 
     def describe(self) -> str:
-        s = f"{self.ulp} ULP"
+        s = f"{self.ulp} ULP" + (f" of {self.unit}" if self.unit else "")
         return s + " (or of max |x|)" if self.scaled else s
+
+
+def mantissa_bits(t: dtypes.DType) -> int:
+    """Significand bits of a real type, the implicit bit included (f32: 24)."""
+    return int(ml_dtypes.finfo(t.numpy).nmant) + 1
 
 
 def dequantize_ulp(x: dtypes.DType, out: dtypes.DType) -> tuple[bool, str]:
     """Whether exactness is achievable for input type ``x`` and output type ``out``, and why (DESIGN 2)."""
     if x.name == "i32":
         return True, "i32: the exact lowering subtracts without wrapping and rounds once"
-    diff_bits = x.bits + 1
-    mantissa = {"bf16": 8, "f16": 11, "f32": 24, "f64": 53}[out.name]
-    if out.name in ("f32", "f64") or diff_bits + mantissa <= 24:
+    if out.name in ("f32", "f64") or x.bits + 1 + mantissa_bits(out) <= 24:
         return True, f"{x.name}->{out.name} rounds once"
     return False, f"{x.name}->{out.name}: ONNX Runtime rounds twice (via f32)"
 
 
-def _elem(type_proto: onnx.TypeProto | None) -> int:
-    if type_proto is None or not type_proto.HasField("tensor_type"):
-        return 0
-    return int(type_proto.tensor_type.elem_type)
+def _real(t: dtypes.DType | None) -> bool:
+    return t is not None and t.is_real
 
 
-def _is_float(elem: int) -> bool:
-    try:
-        return dtypes.parse(elem).is_real
-    except DequantizeError:
-        return elem in (onnx.TensorProto.FLOAT8E4M3FN, onnx.TensorProto.FLOAT8E5M2)
+def _cast_to(node: onnx.NodeProto) -> dtypes.DType | None:
+    for a in node.attribute:
+        if a.name == "to":
+            try:
+                return dtypes.parse(int(a.i))
+            except DequantizeError:
+                return None
+    return None
+
+
+def _weight(t: Tolerance, of: dtypes.DType | None) -> tuple[bool, float]:
+    """How loose ``t`` is, comparable across units: (scaled, ULP of ``of``)."""
+    if t.unit and _real(of):
+        return t.scaled, t.ulp * 2.0 ** (mantissa_bits(of) - mantissa_bits(dtypes.parse(t.unit)))
+    return t.scaled, float(t.ulp)
+
+
+def _narrowed(t: Tolerance, src: dtypes.DType | None, dst: dtypes.DType, label: str) -> Tolerance:
+    """An inexact real tensor's budget after a Cast from ``src`` to the real type ``dst``."""
+    unit = dtypes.parse(t.unit) if t.unit else src
+    if unit is None:
+        return Tolerance(t.ulp, t.scaled, t.why)
+    if mantissa_bits(unit) <= mantissa_bits(dst):  # widening: the values are still those of ``unit``
+        return Tolerance(t.ulp, t.scaled, t.why, None if unit == dst else unit.name)
+    if t.scaled:
+        return Tolerance(t.ulp, True, t.why)
+    left = 1 + (t.ulp >> (mantissa_bits(unit) - mantissa_bits(dst)))
+    return Tolerance(left, False, f"{label}: narrowed from {t.describe()} ({t.why})")
+
+
+def _moved_why(node: onnx.NodeProto, tol: dict[str, Tolerance], label: str) -> str:
+    """Where an exact tensor moved by ``node`` comes from: the first input computed by the graph."""
+    for n in node.input:
+        t = tol.get(n)
+        if t is not None and t.why != "input":
+            tail = f", then {node.op_type}"
+            return t.why if t.why.endswith(tail) else t.why + tail
+    return f"{label}: exact op on exact tensors"
 
 
 def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str, Tolerance]:
     """A ``Tolerance`` for every tensor the main graph computes or takes in (by tensor name)."""
     policy = policy or Policy()
     g = model.graph
-    types: dict[str, int] = {}
-    for vi in list(g.input) + list(g.value_info) + list(g.output):
-        types[vi.name] = _elem(vi.type)
-    for t in g.initializer:
-        types[t.name] = int(t.data_type)
-    exact = Tolerance(0, False, "computed from inputs by value-preserving ops")
+    types = {k: v.elem_type for k, v in value_types(g).items()}
+    loose = Tolerance(policy.float_ulp, True, "")
     tol: dict[str, Tolerance] = {}
     for name in [vi.name for vi in g.input] + [t.name for t in g.initializer]:
         tol[name] = Tolerance(0, False, "input")
 
-    def rank(t: Tolerance) -> tuple[bool, int, bool]:
-        return (t.scaled, t.ulp, t.why != "input")
-
-    def worst(names: list[str]) -> Tolerance | None:
-        found = [tol[n] for n in names if n and n in tol]
-        return max(found, key=rank) if found else None
+    def worst(found: Sequence[Tolerance], of: dtypes.DType | None) -> Tolerance:
+        return max(found, key=lambda t: _weight(t, of))
 
     for i, node in enumerate(g.node):
         label = f"{node.op_type} '{node.name or f'#{i}'}'"
-        upstream = worst(list(node.input))
-        if is_dequantize(node):
-            try:
-                x = dtypes.parse(types.get(node.input[0], 0))
-                out = dtypes.parse(types.get(node.input[1], 0))
-            except DequantizeError:
-                x = out = None
-            if x is None or out is None:
-                budget = policy.rounded_ulp if policy.ulp is None else policy.ulp
-                own = Tolerance(budget, False, f"{label}: types unknown")
+        standard = node.domain in ("", "ai.onnx")
+        inexact_names = [n for n in node.input if n and not tol.get(n, loose).exact]
+        inexact = [tol.get(n, loose) for n in inexact_names]
+
+        def float_op(why: str = "float arithmetic (ONNX Runtime and NumPy may round differently)") -> Tolerance:
+            own = Tolerance(loose.ulp, True, f"{label}: {why}")
+            return worst([own, *inexact], None) if inexact else own
+
+        own: Tolerance | None = None  # one budget for every real output, when the node sets it
+        if is_dequantize(node) or (standard and node.op_type == "DequantizeLinear"):
+            x = types.get(node.input[0]) if node.input else None
+            out = types.get(node.output[0]) if node.output else None
+            if inexact:
+                own = float_op("dequantizes inexact tensors (a rounding flip upstream moves a whole step)")
+            elif x is None or out is None or not x.is_quantized or not out.is_real:
+                own = Tolerance(policy.rounded_ulp, False, f"{label}: types unknown")
+            elif not is_dequantize(node) and x.name == "i32":
+                own = float_op("the ONNX reference subtracts i32 in f32")
             else:
                 achievable, why = dequantize_ulp(x, out)
-                budget = policy.exact_ulp if achievable else policy.rounded_ulp
-                own = Tolerance(budget if policy.ulp is None else policy.ulp, False, f"{label}: {why}")
-            result = own if upstream is None or rank(own) >= rank(upstream) else upstream
-        elif node.op_type in VALUE_PRESERVING and node.domain in ("", "ai.onnx"):
-            result = upstream if upstream is not None and upstream.why != "input" else exact
-        else:
-            outs_int = all(not _is_float(types.get(o, 0)) and types.get(o, 0) for o in node.output if o)
-            if (upstream is None or not (upstream.ulp or upstream.scaled)) and outs_int:
-                result = Tolerance(exact.ulp, False, f"{label}: integer op")
-            else:
-                budget = policy.float_ulp if policy.ulp is None else policy.ulp
-                why = f"{label}: float op (ORT and NumPy may round differently)"
-                result = Tolerance(budget, policy.ulp is None, why)
-                if upstream is not None and rank(upstream) > rank(result):
-                    result = upstream
+                own = Tolerance(policy.exact_ulp if achievable else policy.rounded_ulp, False, f"{label}: {why}")
+        elif standard and node.op_type in ALWAYS_EXACT:
+            own = Tolerance(0, False, f"{label}: depends on shapes only")
+        elif standard and node.op_type == "Cast" and inexact:
+            dst = _cast_to(node)
+            src = types.get(node.input[0])
+            if _real(dst) and _real(src):
+                own = _narrowed(inexact[0], src, dst, label)
+        elif standard and not list(subgraphs(node)) and node.op_type in MOVING | CORRECTLY_ROUNDED | {"Cast"}:
+            if not inexact and node.op_type in CORRECTLY_ROUNDED:
+                own = Tolerance(0, False, f"{label}: rounds once, as the reference does, on exact tensors")
+            elif not inexact:
+                own = Tolerance(0, False, _moved_why(node, tol, label))
+            elif node.op_type in CORRECTLY_ROUNDED:
+                own = float_op("arithmetic on inexact tensors")
+        held = bool(list(subgraphs(node)))
+        moves = standard and not held and node.op_type in MOVING
         for o in node.output:
-            if o:
-                tol[o] = result
+            if not o:
+                continue
+            t = types.get(o)
+            if own is not None and (own.exact or t is None or t.is_real):
+                tol[o] = own
+            elif t is not None and not t.is_real:
+                if inexact or held:
+                    tol[o] = Tolerance(1, False, f"{label}: integer result of inexact tensors (a rounding may flip)")
+                else:
+                    tol[o] = Tolerance(0, False, f"{label}: integer result of exact tensors")
+            elif moves and inexact and all(_real(types.get(n)) for n in inexact_names):
+                tol[o] = worst(inexact, t)
+            else:
+                tol[o] = float_op()
+    if policy.ulp is not None:
+        for name, t in tol.items():
+            if t.why != "input" and _real(types.get(name)):
+                tol[name] = Tolerance(policy.ulp, False, f"one budget for every tensor (ulp={policy.ulp})")
     return tol
