@@ -12,8 +12,8 @@ import onnx
 
 from ..errors import DequantizeError
 from ..fileio import atomic_path
+from ..graphs import dequantize_nodes, iter_nodes
 from ..ngraph import DEFAULT_OPSET, convert
-from ..schema import is_dequantize
 
 __all__ = ["add_parser", "run"]
 
@@ -36,15 +36,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Convert, check, write atomically, report; exit status 0 (bad input raises DequantizeError: 2)."""
     t0 = time.perf_counter()
     print(f"converting {args.graph} ...", file=sys.stderr, flush=True)
     model = convert(args.graph, function=args.function, opset=args.opset)
-    dequantize = sum(1 for n in model.graph.node if is_dequantize(n))
+    dequantize = sum(1 for _ in dequantize_nodes(model))
     if args.lower:
         from ..rewrite import lower  # imported here: the importer does not need the lowering pass
 
         print(f"lowering {dequantize} Dequantize node(s) ...", file=sys.stderr, flush=True)
-        model = lower(model)
+        try:
+            model = lower(model)
+        except DequantizeError as e:
+            raise e.at(path=args.graph) from None
     try:
         onnx.checker.check_model(model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
@@ -53,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         onnx.save(model, str(tmp))
     seconds = time.perf_counter() - t0
     g = model.graph
-    kinds = Counter(f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in g.node)
+    kinds = Counter(f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in iter_nodes(model))
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     if args.json:
         print(json.dumps({

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 
 from .. import dtypes
 from ..contract import Dim, Shape, TensorType, shape_str
@@ -18,7 +19,7 @@ from ..errors import DequantizeError
 from .builder import Builder
 from .reader import Op
 
-__all__ = ["OpContext", "MISSING", "shape_str", "known", "numel"]
+__all__ = ["OpContext", "MISSING", "shape_str", "known", "numel", "accumulator"]
 
 MISSING: Any = object()
 _CTYPES = {t.ctype: t for t in dtypes.TABLE}
@@ -32,10 +33,38 @@ def known(shape: Shape) -> bool:
 
 
 def numel(shape: Sequence[int]) -> int:
+    """The number of elements of a static shape."""
     n = 1
     for d in shape:
         n *= d
     return n
+
+
+def accumulator(dt: dtypes.DType) -> dtypes.DType | None:
+    """The 64-bit type an integer narrower than 32 bits is summed / multiplied in (None for other types).
+
+    The result cast back to ``dt`` wraps exactly as nGraph's arithmetic in the element type does.
+    """
+    if dt.kind in ("quantized", "integer") and dt.bits < 32:
+        return _I64 if dt.signed else _U64
+    return None
+
+
+_I64, _U64 = dtypes.parse("i64"), dtypes.parse("u64")
+
+
+_ONNX_TAKES: dict[tuple[str, int, str, bool], bool] = {}
+
+
+def _onnx_takes(onnx_op: str, opset: int, dt: dtypes.DType, output: bool) -> bool:
+    """Whether the op's data input (or output): its first one open to several types, takes ``dt`` at ``opset``."""
+    schema = onnx.defs.get_schema(onnx_op, opset)
+    allowed = {t.type_param_str: t.allowed_type_strs for t in schema.type_constraints}
+    for formal in schema.outputs if output else schema.inputs:
+        types = allowed.get(formal.type_str, [formal.type_str])
+        if len(types) > 1:
+            return f"tensor({dt.onnx_name.lower()})" in types
+    return True
 
 
 def _dump(v: Any) -> str:
@@ -86,6 +115,21 @@ class OpContext:
         if s is None:
             raise self.error(f"{self.op.op} needs the rank of its {what} (input {i}), which is unknown")
         return len(s)
+
+    def require_onnx(self, dt: dtypes.DType, *onnx_ops: str, output: bool = False) -> None:
+        """Refuse ``dt`` when one of the standard ONNX ops the conversion emits has no version for it
+        (for its data input; with ``output``, for its output)."""
+        opset = self.b.opset
+        for onnx_op in onnx_ops:
+            key = (onnx_op, opset, dt.name, output)
+            ok = _ONNX_TAKES.get(key)
+            if ok is None:
+                ok = _ONNX_TAKES[key] = _onnx_takes(onnx_op, opset, dt, output)
+            if not ok:
+                raise self.error(
+                    f"{self.op.op} on {dt} has no ONNX counterpart at opset {opset} "
+                    f"(ONNX {onnx_op} does not {'produce' if output else 'take'} {dt.onnx_name.lower()})"
+                )
 
     def static_shape(self, i: int, what: str = "input") -> tuple[int, ...]:
         s = self.types[i].shape
@@ -205,7 +249,3 @@ class OpContext:
         if found is None:
             found = self.b.small[key] = self.b.const(value, dtype, "scalar")
         return found
-
-
-def dims_str(shape: Sequence[Dim]) -> str:
-    return shape_str(tuple(shape))

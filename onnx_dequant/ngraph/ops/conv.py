@@ -121,6 +121,7 @@ def convolution(ctx: OpContext) -> list[TensorType]:
         ends = [above[i - 2] if above[i - 2] < 0 else MAX_DIM for i in axes]  # -k drops the last k
         x = ctx.emit("Slice", [x, ctx.int64s(starts), ctx.int64s(ends), ctx.int64s(axes)])
     pads = [max(0, p) for p in below] + [max(0, p) for p in above]
+    ctx.require_onnx(td.elem_type, "Conv")
     ctx.emit("Conv", [x, ctx.inputs[1]], ctx.out(), strides=strides, dilations=dil, pads=pads, kernel_shape=window)
     out_shape = (td.shape[0], fshape[0], *out_sp)  # type: ignore[index]
     return [TensorType(td.elem_type, out_shape)]
@@ -153,6 +154,7 @@ def _pool(ctx: OpContext, onnx_op: str, extra: dict[str, Any]) -> list[TensorTyp
     out_sp = _out_dims(ctx, dims, window, strides, below, above, ceil)
     if t.elem_type.kind == "boolean" or (onnx_op == "AveragePool" and not t.elem_type.is_real):
         raise ctx.error(f"{ctx.op.op} on {t.elem_type} is not supported")
+    ctx.require_onnx(t.elem_type, onnx_op)
     ctx.emit(onnx_op, ctx.inputs, ctx.out(), kernel_shape=window, strides=strides, pads=below + above, ceil_mode=int(ceil), **extra)
     return [TensorType(t.elem_type, (t.shape[0], t.shape[1], *out_sp))]  # type: ignore[index]
 

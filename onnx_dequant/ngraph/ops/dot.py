@@ -8,12 +8,9 @@ above 2 that differs from ONNX MatMul, so the general case is Reshape -> MatMul 
 
 from __future__ import annotations
 
-from ... import dtypes
 from ...contract import Dim, TensorType
-from ..context import OpContext, numel, shape_str
+from ..context import OpContext, accumulator, numel, shape_str
 from . import register
-
-_WIDEN = {"i8": "i64", "i16": "i64", "i4": "i64", "u8": "u64", "u16": "u64", "u4": "u64"}
 
 
 @register("Dot")
@@ -40,12 +37,13 @@ def dot(ctx: OpContext) -> list[TensorType]:
     a_outer, k_dims, b_outer = sa[: ra - n], sa[ra - n :], sb[n:]  # type: ignore[index]
     out_shape: tuple[Dim, ...] = tuple(a_outer) + tuple(b_outer)
     a, b = ctx.inputs
-    wide = _WIDEN.get(dt.name)
+    wide = accumulator(dt)
     if wide is not None:
-        w = dtypes.parse(wide).onnx
-        a = ctx.emit("Cast", [a], to=w)
-        b = ctx.emit("Cast", [b], to=w)
+        ctx.require_onnx(dt, "Cast")
+        a = ctx.emit("Cast", [a], to=wide.onnx)
+        b = ctx.emit("Cast", [b], to=wide.onnx)
     final = ctx.out() if wide is None else None
+    ctx.require_onnx(wide or dt, "Mul" if n == 0 and (ra == 0 or rb == 0) else "MatMul")
 
     if n == 0 and (ra == 0 or rb == 0):
         r = ctx.emit("Mul", [a, b], final)

@@ -130,6 +130,7 @@ def _simple(onnx_op: str):  # noqa: ANN202
     def convert(ctx: OpContext) -> list[TensorType]:
         a, b, t = _binary(ctx)
         _no_boolean(ctx, t.elem_type)
+        ctx.require_onnx(t.elem_type, onnx_op)
         ctx.emit(onnx_op, [a, b], ctx.out())
         return [t]
 
@@ -148,8 +149,10 @@ def divide(ctx: OpContext) -> list[TensorType]:
     _no_boolean(ctx, dt)
     pythondiv = ctx.attr_bool("pythondiv", True)
     if dt.is_real or not dt.signed or not pythondiv:
+        ctx.require_onnx(dt, "Div")
         ctx.emit("Div", [a, b], ctx.out())
         return [t]
+    ctx.require_onnx(dt, "Div", "Mul", "Sub", "Equal", "Less")
     # floor division: q = trunc(a / b); q - 1 where the remainder is non-zero and the signs differ
     q = ctx.emit("Div", [a, b])
     r = ctx.emit("Sub", [a, ctx.emit("Mul", [q, b])])
@@ -166,8 +169,10 @@ def _select(compare: str, fallback: str):  # noqa: ANN202
         a, b, t = _binary(ctx)
         _no_boolean(ctx, t.elem_type)
         if t.elem_type.is_real:  # a > b ? a : b exactly, NaN and signed zeros included
+            ctx.require_onnx(t.elem_type, compare, "Where")
             ctx.emit("Where", [ctx.emit(compare, [a, b]), a, b], ctx.out())
         else:
+            ctx.require_onnx(t.elem_type, fallback)
             ctx.emit(fallback, [a, b], ctx.out())
         return [t]
 
@@ -188,8 +193,10 @@ def negative(ctx: OpContext) -> list[TensorType]:
     t = _unary(ctx)
     _no_boolean(ctx, t.elem_type)
     if t.elem_type.kind != "real" and not t.elem_type.signed:  # wraps, as C++ does
+        ctx.require_onnx(t.elem_type, "Sub")
         ctx.emit("Sub", [ctx.scalar(0, t.elem_type), ctx.inputs[0]], ctx.out())
     else:
+        ctx.require_onnx(t.elem_type, "Neg")
         ctx.emit("Neg", ctx.inputs, ctx.out())
     return [t]
 
@@ -198,6 +205,7 @@ def negative(ctx: OpContext) -> list[TensorType]:
 def abs_(ctx: OpContext) -> list[TensorType]:
     t = _unary(ctx)
     _no_boolean(ctx, t.elem_type)
+    ctx.require_onnx(t.elem_type, "Abs")
     ctx.emit("Abs", ctx.inputs, ctx.out())
     return [t]
 
@@ -209,11 +217,14 @@ def relu(ctx: OpContext) -> list[TensorType]:
     _no_boolean(ctx, dt)
     x = ctx.inputs[0]
     if dt.is_real:  # x > 0 ? x : 0
+        ctx.require_onnx(dt, "Greater", "Where")
         zero = ctx.scalar(0, dt)
         ctx.emit("Where", [ctx.emit("Greater", [x, zero]), x, zero], ctx.out())
     elif dt.signed:
+        ctx.require_onnx(dt, "Max")
         ctx.emit("Max", [x, ctx.scalar(0, dt)], ctx.out())
     else:
+        ctx.require_onnx(dt, "Identity")
         ctx.emit("Identity", [x], ctx.out())
     return [t]
 
@@ -223,6 +234,7 @@ def _real_math(onnx_op: str):  # noqa: ANN202
         t = _unary(ctx)
         if not t.elem_type.is_real:
             raise ctx.error(f"{ctx.op.op} on {t.elem_type} is not supported (the importer maps it for real types only)")
+        ctx.require_onnx(t.elem_type, onnx_op)
         ctx.emit(onnx_op, ctx.inputs, ctx.out())
         return [t]
 
@@ -239,7 +251,10 @@ def convert(ctx: OpContext) -> list[TensorType]:
     key = "target_type" if ctx.has("target_type") or not ctx.has("destination_type") else "destination_type"
     target = ctx.attr_type(key)
     if target is t.elem_type:
+        ctx.require_onnx(target, "Identity")
         ctx.emit("Identity", ctx.inputs, ctx.out())
     else:
+        ctx.require_onnx(t.elem_type, "Cast")
+        ctx.require_onnx(target, "Cast", output=True)
         ctx.emit("Cast", ctx.inputs, ctx.out(), to=target.onnx)
     return [TensorType(target, t.shape)]

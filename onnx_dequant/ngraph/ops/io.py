@@ -48,11 +48,22 @@ def _dims(ctx: OpContext, shape: Any, allow_dynamic: bool) -> tuple[Any, ...] | 
     return tuple(out)
 
 
+FOUR_BIT_OPSET = 21
+"""The first opset (ONNX IR version 10) with 4-bit integer tensors."""
+
+
+def _element_type(ctx: OpContext, holder: dict[str, Any]) -> dtypes.DType:
+    dt = ctx.parse_type(holder["element_type"], "element_type")
+    if dt.bits < 8 and ctx.b.opset < FOUR_BIT_OPSET:
+        raise ctx.error(f"{ctx.op.op} of type {dt} needs opset {FOUR_BIT_OPSET} or later (ONNX has 4-bit tensors from there)")
+    return dt
+
+
 def parameter_type(ctx: OpContext) -> TensorType:
     """The Parameter's element type and (partial) shape; unknown dims become symbolic names."""
     ctx.expect_inputs(0)
     holder = _type_holder(ctx)
-    elem = ctx.parse_type(holder["element_type"], "element_type")
+    elem = _element_type(ctx, holder)
     if "shape" not in holder:
         raise ctx.error("Parameter has no 'shape' attribute")
     shape = _dims(ctx, holder["shape"], allow_dynamic=True)
@@ -171,7 +182,7 @@ def constant(ctx: OpContext) -> list[TensorType]:
     if ctx.inputs:
         ctx.expect_inputs(0)
     holder = _type_holder(ctx)
-    dt = ctx.parse_type(holder["element_type"], "element_type")
+    dt = _element_type(ctx, holder)
     if "shape" not in holder:
         raise ctx.error("Constant has no 'shape' attribute")
     raw_shape = holder["shape"]

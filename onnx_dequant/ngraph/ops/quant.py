@@ -90,6 +90,20 @@ def _bounds(real: dtypes.DType, quant: dtypes.DType) -> tuple[np.ndarray, np.nda
     return out[0], out[1]
 
 
+_MODE_OPS = (
+    ("Abs", "Floor", "Sub", "GreaterOrEqual", "Add", "Less", "Neg", "Where"),
+    ("Abs", "Sub", "Ceil", "Less", "Neg", "Where"),
+    ("Add", "Floor"),
+    ("Sub", "Ceil"),
+    ("Round",),
+    ("Abs", "Ceil", "Less", "Neg", "Where"),
+    ("Less", "Ceil", "Floor", "Where"),
+    ("Ceil",),
+    ("Floor",),
+)
+"""The ONNX ops ``_round`` emits for each round mode."""
+
+
 def _round(ctx: OpContext, q: str, mode: int, t: dtypes.DType) -> str:
     half = ctx.scalar(0.5, t)
     zero = ctx.scalar(0, t)
@@ -148,6 +162,7 @@ def quantize(ctx: OpContext) -> list[TensorType]:
         attrs = {"axis": axes[0]} if axes else {}
         ctx.emit("QuantizeLinear", [x, s, z], ctx.out(), **attrs)
         return [TensorType(quant, shape)]
+    ctx.require_onnx(real, "Div", "Add", "Clip", "Cast", *_MODE_OPS[mode])
     rank = ctx.rank(0)
     others = [i for i in range(rank) if i not in axes]
     if axes and others:  # scale / offset indexed by the axes: unsqueeze the rest to broadcast

@@ -9,10 +9,8 @@ Softmax over one axis is ONNX Softmax; over several it is exp(x - max) / sum, re
 from __future__ import annotations
 
 from ...contract import TensorType
-from ..context import OpContext, shape_str
+from ..context import OpContext, accumulator, shape_str
 from . import register
-
-_WIDEN = {"i8": "i64", "i16": "i64", "i4": "i64", "u8": "u64", "u16": "u64", "u4": "u64"}
 
 
 def _check_axes(ctx: OpContext, axes: tuple[int, ...], rank: int) -> None:
@@ -34,16 +32,16 @@ def sum_(ctx: OpContext) -> list[TensorType]:
     out_shape = tuple(d for i, d in enumerate(t.shape) if i not in axes)  # type: ignore[union-attr]
     x = ctx.inputs[0]
     if not axes:
+        ctx.require_onnx(dt, "Identity")
         ctx.emit("Identity", [x], ctx.out())
         return [t]
-    wide = _WIDEN.get(dt.name)
+    wide = accumulator(dt)
+    ctx.require_onnx(wide or dt, "ReduceSum")
     if wide is None:
         ctx.emit("ReduceSum", [x, ctx.int64s(axes)], ctx.out(), keepdims=0)
     else:
-        from ... import dtypes
-
-        w = dtypes.parse(wide)
-        x = ctx.emit("Cast", [x], to=w.onnx)
+        ctx.require_onnx(dt, "Cast")
+        x = ctx.emit("Cast", [x], to=wide.onnx)
         s = ctx.emit("ReduceSum", [x, ctx.int64s(axes)], keepdims=0)
         ctx.emit("Cast", [s], ctx.out(), to=dt.onnx)
     return [TensorType(dt, out_shape)]
@@ -65,8 +63,10 @@ def softmax(ctx: OpContext) -> list[TensorType]:
         raise ctx.error(f"Softmax on {t.elem_type} is not supported (real types only)")
     x = ctx.inputs[0]
     if len(axes) == 1:
+        ctx.require_onnx(t.elem_type, "Softmax")
         ctx.emit("Softmax", [x], ctx.out(), axis=axes[0])
     else:
+        ctx.require_onnx(t.elem_type, "ReduceMax", "Exp", "ReduceSum")
         ax = ctx.int64s(axes)
         m = ctx.emit("ReduceMax", [x, ax], keepdims=1) if ctx.b.opset >= 18 else ctx.emit("ReduceMax", [x], keepdims=1, axes=list(axes))
         e = ctx.emit("Exp", [ctx.emit("Sub", [x, m])])

@@ -37,13 +37,18 @@ def reshape(ctx: OpContext) -> list[TensorType]:
     transposed = tuple(t.shape[i] for i in order)  # type: ignore[index]
     identity_order = order == list(range(rank))
     same_shape = transposed == tuple(out_shape)
+    dt = t.elem_type
     if identity_order and same_shape:
+        ctx.require_onnx(dt, "Identity")
         ctx.emit("Identity", [x], ctx.out())
     elif same_shape:
+        ctx.require_onnx(dt, "Transpose")
         ctx.emit("Transpose", [x], ctx.out(), perm=order)
     else:
         if not identity_order:
+            ctx.require_onnx(dt, "Transpose")
             x = ctx.emit("Transpose", [x], perm=order)
+        ctx.require_onnx(dt, "Reshape")
         _reshape_node(ctx, x, out_shape, ctx.out())
     return [TensorType(t.elem_type, tuple(out_shape))]
 
@@ -68,8 +73,10 @@ def broadcast(ctx: OpContext) -> list[TensorType]:
         )
     x = ctx.inputs[0]
     if not axes:
+        ctx.require_onnx(t.elem_type, "Identity")
         ctx.emit("Identity", [x], ctx.out())
     else:
+        ctx.require_onnx(t.elem_type, "Unsqueeze", "Expand")
         x = ctx.emit("Unsqueeze", [x, ctx.int64s(axes)])
         ctx.emit("Expand", [x, ctx.int64s(shape)], ctx.out())
     return [TensorType(t.elem_type, tuple(shape))]
@@ -106,6 +113,7 @@ def concat(ctx: OpContext) -> list[TensorType]:
             elif not isinstance(out[k], int):
                 out[k] = d
     out[axis] = total
+    ctx.require_onnx(t0.elem_type, "Concat")
     ctx.emit("Concat", ctx.inputs, ctx.out(), axis=axis)
     return [TensorType(t0.elem_type, tuple(out))]
 
@@ -136,8 +144,10 @@ def slice_(ctx: OpContext) -> list[TensorType]:
             axes.append(i)
             steps.append(st)
     if not axes:
+        ctx.require_onnx(t.elem_type, "Identity")
         ctx.emit("Identity", ctx.inputs, ctx.out())
     else:
+        ctx.require_onnx(t.elem_type, "Slice")
         ctx.emit(
             "Slice", [ctx.inputs[0], ctx.int64s(starts), ctx.int64s(ends), ctx.int64s(axes), ctx.int64s(steps)], ctx.out()
         )
