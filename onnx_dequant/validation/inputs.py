@@ -161,9 +161,10 @@ def generate(
 def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """The arrays of an ``.npz`` file by name (no pickles); ``DequantizeError`` for a bad file."""
     try:
-        with np.load(os.fspath(path), allow_pickle=False) as data:
-            if not hasattr(data, "files"):
-                raise DequantizeError("not an .npz archive (a single .npy array?)", path=os.fspath(path))
+        data = np.load(os.fspath(path), allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a single .npy array is not a context manager
+            raise DequantizeError("not an .npz archive (a single .npy array?)", path=os.fspath(path))
+        with data:
             return {k: data[k] for k in data.files}
     except DequantizeError:
         raise
