@@ -7,7 +7,7 @@ Importing this module registers the schema once per process, so ``onnx.checker.c
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -19,8 +19,8 @@ from .contract import Shape, TensorType, infer, normalize_axes
 from .errors import DequantizeError
 
 __all__ = [
-    "DOMAIN", "OP_TYPE", "OPSET_VERSION", "make_node", "is_dequantize", "node_attributes", "opset_import",
-    "tensor_type_of", "type_proto_of",
+    "DOMAIN", "OP_TYPE", "OPSET_VERSION", "make_node", "is_dequantize", "node_attributes", "check_node",
+    "opset_import", "tensor_type_of", "type_proto_of",
 ]
 
 DOMAIN = "ngraph"
@@ -77,6 +77,39 @@ def node_attributes(node: onnx.NodeProto) -> tuple[tuple[int, ...], dtypes.DType
         elif a.name == "type":
             elem = dtypes.parse(int(a.i))
     return normalize_axes(axes), elem
+
+
+def check_node(node: onnx.NodeProto, types: Mapping[str, TensorType]) -> tuple[dtypes.DType, TensorType]:
+    """A node of the op checked against the contract with the value types in ``types`` (absent names are
+    unknown): ``(input element type, output type)``.
+
+    ``DequantizeError`` naming the node for a wrong number of inputs or outputs, a broken rule of the
+    contract, an input element type that is unknown, or an output declared with another element type.
+    """
+    unknown = TensorType(None, None)
+    try:
+        if len(node.output) != 1 or not node.output[0]:
+            raise DequantizeError(f"Dequantize has exactly one output, got {len(node.output)}")
+        if not 2 <= len(node.input) <= 3 or not node.input[0] or not node.input[1]:
+            raise DequantizeError("Dequantize takes 2 or 3 inputs (input, scale, zero_point)")
+        axes, elem = node_attributes(node)
+        x = types.get(node.input[0], unknown)
+        zp = types.get(node.input[2], unknown) if len(node.input) == 3 and node.input[2] else None
+        out = infer(x, types.get(node.input[1], unknown), zp, axes=axes, dtype=elem)
+        in_type = x.elem_type or (zp.elem_type if zp is not None else None)
+        if in_type is None:
+            raise DequantizeError(
+                f"The element type of input '{node.input[0]}' is unknown (add value_info or a typed graph input)"
+            )
+        out_type = dtypes.parse(out.elem_type)
+        declared = types.get(node.output[0], unknown).elem_type
+        if declared is not None and dtypes.parse(declared) != out_type:
+            raise DequantizeError(
+                f"Output '{node.output[0]}' is declared {dtypes.parse(declared).name}, but the node produces {out_type.name}"
+            )
+    except DequantizeError as e:
+        raise e.at(node=node.name or (node.output[0] if node.output else None)) from None
+    return dtypes.parse(in_type), out
 
 
 # ---- shape and type inference ----

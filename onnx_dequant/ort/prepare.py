@@ -19,11 +19,11 @@ import onnx.inliner
 import onnx.shape_inference
 from onnx import ModelProto, NodeProto, TensorProto, helper
 
-from .. import dtypes, modelio
-from ..contract import TensorType, infer
+from .. import modelio
+from ..contract import TensorType
 from ..errors import DequantizeError
 from ..graphs import dequantize_nodes, iter_graphs, value_types
-from ..schema import OPSET_VERSION, is_dequantize, node_attributes
+from ..schema import OPSET_VERSION, check_node, is_dequantize, node_attributes
 from .kernels import KERNEL_DOMAIN, kernel_op_type
 
 __all__ = ["Prepared", "prepare", "load_copy"]
@@ -94,36 +94,14 @@ def _infer_shapes(model: ModelProto, path: str | None) -> ModelProto:
 
 def _route(node: NodeProto, types: dict[str, TensorType], path: str | None) -> tuple[str | None, str]:
     """``(kernel op name, "")`` for a node a kernel can run, ``(None, reason)`` for one to lower."""
-    name = node.name
     try:
-        if len(node.output) != 1 or not node.output[0]:
-            raise DequantizeError(f"Dequantize has exactly one output, got {len(node.output)}")
-        if not 2 <= len(node.input) <= 3 or not node.input[0] or not node.input[1]:
-            raise DequantizeError("Dequantize takes the inputs (input, scale[, zero_point])")
-        axes, type_attr = node_attributes(node)
-        x = types.get(node.input[0], TensorType(None, None))
-        scale = types.get(node.input[1], TensorType(None, None))
-        has_zp = len(node.input) == 3 and bool(node.input[2])
-        zp = types.get(node.input[2], TensorType(None, None)) if has_zp else None
-        out = infer(x, scale, zp, axes=axes, dtype=type_attr).elem_type
-        declared = types.get(node.output[0], TensorType(None, None)).elem_type
-        if declared is not None and dtypes.parse(declared) != dtypes.parse(out):
-            raise DequantizeError(
-                f"output '{node.output[0]}' is declared {dtypes.parse(declared).name}, "
-                f"but the node produces {dtypes.parse(out).name}"
-            )
-        x_elem = x.elem_type or (zp.elem_type if zp is not None else None)
-        if x_elem is None:
-            raise DequantizeError(
-                f"the input element type of '{node.input[0]}' is unknown; the kernel needs it "
-                "(give the value a type in the graph's inputs or value_info)"
-            )
+        in_type, out = check_node(node, types)
     except DequantizeError as e:
-        raise e.at(node=name, path=path) from None
-    x_t = dtypes.parse(x_elem)
-    op = kernel_op_type(x_t, out, has_zp)
+        raise e.at(path=path) from None
+    has_zp = len(node.input) == 3 and bool(node.input[2])
+    op = kernel_op_type(in_type, out.elem_type, has_zp)
     if op is None:
-        return None, f"{x_t.name} -> {dtypes.parse(out).name}: onnxruntime-extensions cannot carry this type pair"
+        return None, f"{in_type.name} -> {out.elem_type.name}: onnxruntime-extensions cannot carry this type pair"
     return op, ""
 
 
