@@ -204,7 +204,7 @@ def _run(js: dict, args: list[np.ndarray]) -> np.ndarray:
     if op == "Dot":
         a, b = args
         n = js.get("reduction_axes_count", 0 if a.ndim == 0 or b.ndim == 0 else 1)
-        if a.dtype.kind == "f":
+        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
             return np.tensordot(a.astype(f64), b.astype(f64), axes=n).astype(a.dtype)
         return np.tensordot(a.astype(np.int64), b.astype(np.int64), axes=n).astype(a.dtype)
     if op == "Dequantize":

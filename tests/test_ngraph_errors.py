@@ -338,7 +338,7 @@ def test_cli_failure_keeps_existing_output(tmp_path):
 
 # ---------------------------------------------------------------- fuzz
 
-SEEDS = [small_graph(), json.loads((MODELS / "qdq_chain.json").read_text()), json.loads((MODELS / "conv_block.json").read_text())]
+SEEDS = [small_graph()] + [json.loads((MODELS / name).read_text()) for name in ("qdq_chain.json", "conv_block.json", "quantized_mlp.json")]
 JUNK = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=8),
     st.sampled_from(["float", "int8_t", "NAN", "Parameter_0", "Add", "Result", "-1", "1e999", "char"]),
@@ -396,7 +396,7 @@ def _mutate(doc, data) -> None:
         parent[key] = data.draw(JUNK)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_fuzz_only_dequantize_error_escapes(data):
     doc = copy.deepcopy(SEEDS[data.draw(st.integers(0, len(SEEDS) - 1))])
@@ -405,9 +405,15 @@ def test_fuzz_only_dequantize_error_escapes(data):
             _mutate(doc, data)
         except (KeyError, IndexError, TypeError, AttributeError):  # the mutation itself did not apply
             pass
+    source: object = doc
+    if data.draw(st.integers(0, 9)) == 0:  # the text itself damaged: cut short, or a byte replaced
+        text = json.dumps(doc).encode()
+        at = data.draw(st.integers(0, len(text) - 1))
+        source = text[:at] if data.draw(st.booleans()) else text[:at] + bytes([data.draw(st.integers(0, 255))]) + text[at + 1 :]
+    opset = data.draw(st.sampled_from([13, 17, 21]))
     try:
-        model = odq.ngraph.convert(doc)
+        model = odq.ngraph.convert(source, opset=opset)
     except odq.DequantizeError as e:
-        assert str(e)
+        assert e.rule and str(e)
         return
     onnx.checker.check_model(model, full_check=True)
