@@ -19,7 +19,7 @@ from onnx import ModelProto, TensorProto, numpy_helper
 from .errors import DequantizeError
 from .fileio import atomic_path
 
-__all__ = ["load", "save", "iter_tensors", "read_external", "external_info", "EXTERNAL_THRESHOLD"]
+__all__ = ["load", "save", "iter_tensors", "read_external", "external_info", "external_files", "data_path", "EXTERNAL_THRESHOLD"]
 
 EXTERNAL_THRESHOLD = 1024
 """Tensors of at least this many bytes go to the external data file when a model is saved with one."""
@@ -86,6 +86,17 @@ def _resolve(base_dir: str, t: TensorProto, path: str | None) -> tuple[Path, int
     return full, offset, length if length is not None else size - offset
 
 
+def external_files(model: ModelProto, base_dir: str | os.PathLike[str]) -> set[Path]:
+    """The files (resolved, checked) that the model's external tensors read, relative to ``base_dir``."""
+    return {_resolve(os.fspath(base_dir), t, None)[0] for t in iter_tensors(model) if t.data_location == TensorProto.EXTERNAL}
+
+
+def data_path(path: str | os.PathLike[str]) -> Path:
+    """The external data file ``save`` writes beside ``path``: ``<name>.data``."""
+    path = Path(os.fspath(path))
+    return path.with_name(path.name + ".data")
+
+
 def read_external(t: TensorProto, base_dir: str | os.PathLike[str]) -> np.ndarray:
     """The value of a tensor whose data lives in an external file under ``base_dir`` (checked)."""
     full, offset, length = _resolve(os.fspath(base_dir), t, None)
@@ -130,15 +141,17 @@ def load(path: str | os.PathLike[str], *, load_external: bool = True) -> ModelPr
 
 
 def _copy_range(src: Path, offset: int, length: int, dst) -> None:  # type: ignore[no-untyped-def]
+    """Copy ``length`` bytes at ``offset`` of ``src`` into the open file ``dst`` through one reused buffer."""
+    buf = memoryview(bytearray(min(_CHUNK, length)))
     with open(src, "rb") as f:
         f.seek(offset)
         left = length
         while left > 0:
-            chunk = f.read(min(_CHUNK, left))
-            if not chunk:
+            n = f.readinto(buf[: min(len(buf), left)])
+            if not n:
                 raise DequantizeError(f"External data file '{src.name}' ended early (truncated?)")
-            dst.write(chunk)
-            left -= len(chunk)
+            dst.write(buf[:n])
+            left -= n
 
 
 def save(
@@ -167,11 +180,11 @@ def save(
             with open(tmp, "wb") as f:
                 f.write(model.SerializeToString())
         return [str(path)]
-    data_name = path.name + ".data"
-    data_path = path.with_name(data_name)
+    data_file = data_path(path)
+    data_name = data_file.name
     with contextlib.ExitStack() as stack:
         tmp_model = stack.enter_context(atomic_path(path))
-        tmp_data = stack.enter_context(atomic_path(data_path))  # renamed first, on success
+        tmp_data = stack.enter_context(atomic_path(data_file))  # renamed first, on success
         sources = [(t, _resolve(os.fspath(source_dir), t, None)) if t.data_location == TensorProto.EXTERNAL else (t, None) for t in tensors]  # type: ignore[arg-type]
         with open(tmp_data, "wb") as out:
             pos = 0
@@ -196,4 +209,4 @@ def save(
                 pos += length
         with open(tmp_model, "wb") as f:
             f.write(model.SerializeToString())
-    return [str(path), str(data_path)]
+    return [str(path), str(data_file)]

@@ -17,9 +17,10 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from .contract import TensorType, infer
+from . import modelio
+from .contract import Shape, TensorType, infer
 from .errors import DequantizeError
-from .lowering import NodeInfo, TARGETS, plan
+from .lowering import NodeInfo, check_target, plan
 from .lowering.base import Emitter
 from .graphs import iter_graphs, iter_nodes, subgraphs, value_types
 from .schema import DOMAIN, is_dequantize, node_attributes, tensor_type_of
@@ -70,14 +71,21 @@ def _all_names(model: ModelProto) -> set[str]:
 # ---- types and shapes ----
 
 
-def _strip_big(model: ModelProto) -> list[tuple[TensorProto, bytes]]:
+def _strip_big(model: ModelProto) -> list[tuple[int, TensorProto, bytes]]:
+    """Clear the data of initializers over 4 KiB (for ONNX's C++ passes, which copy the model); returns
+    (graph index in ``iter_graphs`` order, tensor, data) to put it back."""
     stash = []
-    for g in iter_graphs(model.graph):
+    for gi, g in enumerate(iter_graphs(model.graph)):
         for t in g.initializer:
             if len(t.raw_data) > 4096:
-                stash.append((t, t.raw_data))
+                stash.append((gi, t, t.raw_data))
                 t.ClearField("raw_data")
     return stash
+
+
+def _restore(stash: list[tuple[int, TensorProto, bytes]]) -> None:
+    for _, t, raw in stash:
+        t.raw_data = raw
 
 
 def _infer(model: ModelProto) -> ModelProto:
@@ -88,8 +96,7 @@ def _infer(model: ModelProto) -> ModelProto:
     except Exception:  # noqa: BLE001 - inference is best effort; the types we have still count
         return model
     finally:
-        for t, raw in stash:
-            t.raw_data = raw
+        _restore(stash)
 
 
 def _graph_types(model: ModelProto) -> dict[str, TensorType]:
@@ -99,28 +106,47 @@ def _graph_types(model: ModelProto) -> dict[str, TensorType]:
     return types
 
 
+def _common_shape(a: Shape, b: Shape) -> Shape:
+    """The dims two shapes agree on (the others unknown); None when the ranks differ or one is unknown."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
 def _function_types(model: ModelProto, fn: onnx.FunctionProto, outer: dict[str, TensorType]) -> dict:
-    """Types inside a function body, inferred from the first call site whose input types are known."""
-    types = {vi.name: tensor_type_of(vi.type) for vi in getattr(fn, "value_info", [])}
+    """Types inside a function body, inferred from what every call site gives its inputs: the element
+    type they agree on (a ``DequantizeError`` when they differ) and the dims they agree on, so one body
+    serves every call."""
+    formal: dict[str, TensorType] = {}
     for call in iter_nodes(model):
         if call.op_type != fn.name or call.domain != fn.domain:
             continue
-        ins = []
-        for formal, actual in zip(fn.input, call.input):
-            elem, shape = outer.get(actual, (None, None))
-            if elem is None:
-                break
-            ins.append(helper.make_tensor_value_info(formal, elem.onnx, None if shape is None else list(shape)))
-        else:
-            g = helper.make_graph(list(fn.node), "body", ins, [helper.make_value_info(o, onnx.TypeProto()) for o in fn.output])
-            m = helper.make_model(g, opset_imports=list(fn.opset_import) or list(model.opset_import), functions=list(model.functions))
-            m.ir_version = model.ir_version
-            value_types(g, types)
-            try:
-                value_types(onnx.shape_inference.infer_shapes(m, strict_mode=False).graph, types)
-            except Exception:  # noqa: BLE001
-                pass
-            break
+        for name, actual in zip(fn.input, call.input):
+            t = outer.get(actual, TensorType(None, None))
+            old = formal.get(name)
+            if old is None:
+                formal[name] = t
+                continue
+            if old.elem_type is not None and t.elem_type is not None and old.elem_type is not t.elem_type:
+                raise DequantizeError(
+                    f"Function '{fn.name}' is called with input '{name}' of types {old.elem_type.name} and "
+                    f"{t.elem_type.name}: one lowered body cannot serve both"
+                )
+            formal[name] = TensorType(old.elem_type or t.elem_type, _common_shape(old.shape, t.shape))
+    types = {vi.name: tensor_type_of(vi.type) for vi in getattr(fn, "value_info", [])}
+    ins = [
+        helper.make_tensor_value_info(n, t.elem_type.onnx, None if t.shape is None else list(t.shape))
+        for n, t in formal.items()
+        if t.elem_type is not None
+    ]
+    g = helper.make_graph(list(fn.node), "body", ins, [helper.make_value_info(o, onnx.TypeProto()) for o in fn.output])
+    m = helper.make_model(g, opset_imports=list(fn.opset_import) or list(model.opset_import), functions=list(model.functions))
+    m.ir_version = model.ir_version
+    value_types(g, types)
+    try:
+        value_types(onnx.shape_inference.infer_shapes(m, strict_mode=False).graph, types)
+    except Exception:  # noqa: BLE001 - inference is best effort; the types we have still count
+        pass
     return types
 
 
@@ -156,11 +182,9 @@ class _Constants:
             return None
         try:
             if t.data_location == TensorProto.EXTERNAL:
-                info = {e.key: e.value for e in t.external_data}
+                info = modelio.external_info(t)
                 if self.base_dir is None or int(info.get("length", max_bytes + 1)) > max_bytes:
                     return None
-                from . import modelio
-
                 return modelio.read_external(t, self.base_dir)
             return numpy_helper.to_array(t)
         except Exception:  # noqa: BLE001 - unreadable constants are treated as unknown
@@ -302,11 +326,38 @@ def _check_opset(opset: int) -> None:
         )
 
 
+_HIDDEN = DOMAIN + ".hidden"
+"""A domain no schema is registered for: our nodes go there while ``onnx.version_converter`` runs, so its
+shape inference does not run the contract on inputs whose types only the call site knows."""
+
+
+def _rename_domain(nodes: Any, opsets: Any, old: str, new: str) -> None:
+    for n in nodes:
+        if n.domain == old:
+            n.domain = new
+    for o in opsets:
+        if o.domain == old:
+            o.domain = new
+
+
+def _convert_version(model: ModelProto, opset: int) -> ModelProto:
+    """``onnx.version_converter.convert_version`` with our nodes hidden from it (``model`` unchanged)."""
+    _rename_domain(iter_nodes(model), model.opset_import, DOMAIN, _HIDDEN)
+    try:
+        converted = onnx.version_converter.convert_version(model, opset)
+    finally:
+        _rename_domain(iter_nodes(model), model.opset_import, _HIDDEN, DOMAIN)
+    _rename_domain(iter_nodes(converted), converted.opset_import, _HIDDEN, DOMAIN)
+    return converted
+
+
 def _convert_function(fn: onnx.FunctionProto, model: ModelProto, opset: int) -> None:
     """Convert a model-local function body's default-domain ops to ``opset`` (via a temporary model)."""
     old = _default_opset(fn.opset_import)
-    if old is None or old == opset or not any(n.domain in ("", "ai.onnx") for n in fn.node):
-        _set_default_opset(fn.opset_import, opset) if old is not None else None
+    if old is None:
+        return  # no ONNX ops: nothing to convert
+    if old == opset or not any(n.domain in ("", "ai.onnx") for n in fn.node):
+        _set_default_opset(fn.opset_import, opset)
         return
     g = helper.make_graph(
         list(fn.node),
@@ -316,7 +367,7 @@ def _convert_function(fn: onnx.FunctionProto, model: ModelProto, opset: int) -> 
     )
     m = helper.make_model(g, opset_imports=list(fn.opset_import))
     try:
-        m2 = onnx.version_converter.convert_version(m, opset)
+        m2 = _convert_version(m, opset)
     except Exception as e:  # noqa: BLE001 - the converter raises many types
         raise DequantizeError(f"Cannot convert function '{fn.name}' from opset {old} to {opset}: {e}") from None
     del fn.node[:]
@@ -336,18 +387,18 @@ def _convert(model: ModelProto, opset: int) -> ModelProto:
     value_info = list(model.graph.value_info)
     functions = list(model.functions)
     try:
-        converted = onnx.version_converter.convert_version(model, opset)
-    except Exception as e:  # noqa: BLE001
+        converted = _convert_version(model, opset)
+    except Exception as e:  # noqa: BLE001 - the converter raises many types
         raise DequantizeError(f"Cannot convert the model from opset {old} to {opset}: {e}") from None
     finally:
-        for t, raw in stash:
-            t.raw_data = raw
-    # the converter copies the model: put the big tensors' data back (by name) and what it drops
-    by_name = {t.name: raw for t, raw in stash}
-    for g in iter_graphs(converted.graph):
+        _restore(stash)
+    # the converter copies the model: put the big tensors' data back (by graph and name) and what it drops
+    by_name = {(gi, t.name): raw for gi, t, raw in stash}
+    for gi, g in enumerate(iter_graphs(converted.graph)):
         for t in g.initializer:
-            if t.name in by_name and not t.raw_data and t.data_location != TensorProto.EXTERNAL:
-                t.raw_data = by_name[t.name]
+            raw = by_name.get((gi, t.name))
+            if raw is not None and not t.raw_data and t.data_location != TensorProto.EXTERNAL:
+                t.raw_data = raw
     del converted.graph.value_info[:]
     converted.graph.value_info.extend(value_info)
     del converted.functions[:]
@@ -357,8 +408,22 @@ def _convert(model: ModelProto, opset: int) -> ModelProto:
     return converted
 
 
-def _cleanup_opsets(model: ModelProto, opset: int) -> None:
-    """Drop our domain's import where unused; give functions that now hold ONNX ops the default domain."""
+def _align_function_opset(fn: onnx.FunctionProto, model_opset: int) -> None:
+    """Give a function the model's default-domain opset, which its lowered nodes use. A function without
+    ONNX ops gets it (nothing changes meaning); one whose ONNX ops use another opset is refused, since
+    the ops emitted into it could then not match both (``opset=`` converts the functions too)."""
+    own = _default_opset(fn.opset_import)
+    has_onnx = any(n.domain in ("", "ai.onnx") for n in fn.node)
+    if own is not None and own != model_opset and has_onnx:
+        raise DequantizeError(
+            f"Function '{fn.name}' imports opset {own} but the model {model_opset}: pass opset= (or --opset) "
+            "to convert both to one opset"
+        )
+    _set_default_opset(fn.opset_import, model_opset)
+
+
+def _cleanup_opsets(model: ModelProto) -> None:
+    """Drop our domain's import (model and functions) where no node needs it any more."""
     left = any(n.domain == DOMAIN for n in iter_nodes(model))
     if not left:
         keep = [o for o in model.opset_import if o.domain != DOMAIN]
@@ -369,8 +434,6 @@ def _cleanup_opsets(model: ModelProto, opset: int) -> None:
             keep = [o for o in fn.opset_import if o.domain != DOMAIN]
             del fn.opset_import[:]
             fn.opset_import.extend(keep)
-        if any(n.domain in ("", "ai.onnx") for n in fn.node) and _default_opset(fn.opset_import) is None:
-            fn.opset_import.append(helper.make_opsetid("", opset))
 
 
 def lower_model(
@@ -391,8 +454,7 @@ def lower_model(
     ``wrap_int32`` allows ORT's int32 semantics (wrapping subtraction) for speed. ``report`` (a list)
     receives one ``LoweredNode`` per lowered node. ``strategies`` (names) limits the forms used.
     """
-    if target not in TARGETS:
-        raise DequantizeError(f"Unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
+    check_target(target)
     if opset is not None:
         _check_opset(opset)
     todo = [n for n in iter_nodes(model) if is_dequantize(n) and (only is None or only(n))]
@@ -421,8 +483,9 @@ def lower_model(
         if any(is_dequantize(n) for n in fn.node) or any(True for n in fn.node for _ in subgraphs(n)):
             ftypes = dict(types)
             ftypes.update(_function_types(model, fn, types))
+            _align_function_opset(fn, current)
             _rewrite_nodes(fn, ctx, ftypes, _Constants(consts.base_dir), function=True, label=f"function {fn.name}")
-    _cleanup_opsets(model, current)
+    _cleanup_opsets(model)
     return model
 
 
@@ -443,8 +506,6 @@ def lower(
     wrapping int32 arithmetic. Raises ``DequantizeError`` for a node that breaks the contract, an
     unsupported opset or target, or an unreadable file.
     """
-    from . import modelio
-
     base_dir = None
     if isinstance(model, ModelProto):
         work = ModelProto()
@@ -456,6 +517,17 @@ def lower(
         return lower_model(work, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir)
     except DequantizeError as e:
         raise (e if base_dir is None else e.at(path=os.fspath(model))) from None  # type: ignore[arg-type]
+
+
+def _check_outputs(model: ModelProto, src: Any, dst: Any, base_dir: str) -> None:
+    """Refuse an output that would replace a file the input reads, unless it replaces the input itself."""
+    src_path, dst_path = os.path.realpath(os.fspath(src)), os.path.realpath(os.fspath(dst))
+    if src_path == dst_path:
+        return  # -o names the input: the model and its data are replaced, atomically
+    inputs = {str(p) for p in modelio.external_files(model, base_dir)} | {src_path}
+    for out in (dst_path, os.path.realpath(modelio.data_path(dst_path))):
+        if out in inputs:
+            raise DequantizeError(f"Writing {out} would overwrite a file the input model reads: choose another output name")
 
 
 def lower_file(
@@ -473,13 +545,12 @@ def lower_file(
     atomically (``dst`` may equal ``src``). Returns the lowered nodes, the files written and the
     lowered model (its tensors pointing at the new data file).
     """
-    from . import modelio
-
     out_dir = os.path.dirname(os.path.abspath(os.fspath(dst)))
     if not os.path.isdir(out_dir):
         raise DequantizeError(f"The output's folder does not exist: {out_dir}")
     base_dir = os.path.dirname(os.path.abspath(os.fspath(src)))
     model = modelio.load(src, load_external=False)
+    _check_outputs(model, src, dst, base_dir)
     report: list[LoweredNode] = []
     try:
         model = lower_model(model, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir, report=report)

@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import Bench, Row  # noqa: E402
 
 import onnx_dequant as odq  # noqa: E402
+from onnx_dequant.lowering import STRATEGIES  # noqa: E402
 from onnx_dequant.rewrite import LoweredNode, lower_model  # noqa: E402
 
 PATTERNS = {  # name: (rank, axes)
@@ -140,6 +141,7 @@ def bench_patterns(bench: Bench, quick: bool) -> None:
 
 def bench_f16(bench: Bench, quick: bool) -> None:
     rng = np.random.default_rng(2)
+    unchunked = [s.name for s in STRATEGIES if s.name != "scan-chunked"]
     for pname in ("{}", "{0,2}", "{1,3}"):
         rank, axes = PATTERNS[pname]
         shape = shapes(quick)[rank]
@@ -150,6 +152,9 @@ def bench_f16(bench: Bench, quick: bool) -> None:
         f32, s32 = lowered(node_model(shape, axes))
         f16, s16 = lowered(node_model(shape, axes, out="f16"))
         c = {f"f32 lowered ({s32})": Runner(f32, x, np.float32), f"f16 lowered ({s16})": Runner(f16, x, np.float16)}
+        if s16 == "scan-chunked":
+            whole, sw = lowered(node_model(shape, axes, out="f16"), strategies=unchunked)
+            c[f"f16 unchunked ({sw}: f32 DQL + Cast)"] = Runner(whole, x, np.float16)
         if not axes:
             c["ORT's f16 DequantizeLinear"] = Runner(node_model(shape, axes, out="f16", native_dql=True), x, np.float16)
         bench.case(case, c, baseline=f"f32 lowered ({s32})", targets={f"f16 lowered ({s16})": ("<= 2x f32", 2.0)})

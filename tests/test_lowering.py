@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 import onnx_dequant as odq
@@ -161,3 +162,50 @@ def test_symbolic_dims_and_fed_scale(target):
         onnx.checker.check_model(lowered, full_check=True)
         (y,) = run_ort(lowered, {"x": x, "s": s, "z": z})
         assert np.array_equal(y, np.maximum(odq.dequantize(x, s, z, axes=axes), 0))
+
+
+CHUNKED = [
+    ((2, 256, 256), ()),
+    ((2, 256, 256), (0, 2)),
+    ((2, 16, 64, 64), (1, 3)),
+    ((3, 16, 64, 64), (0, 1)),
+    ((4, 128, 512), (2,)),
+    ((4, 128, 512), (0,)),
+]
+
+
+@pytest.mark.parametrize("shape,axes", CHUNKED)
+@pytest.mark.parametrize("rt,opset,const", [("f16", 13, True), ("f16", 21, False), ("f16", 25, True), ("bf16", 21, True)])
+def test_f16_chunked_scan_exact(shape, axes, rt, opset, const):
+    """f16/bf16 output with 64K-element slices along axis 0: a Scan whose body is the f32 DQL + Cast form,
+    bit-identical to the reference, also when the scale and zero point are scanned (0 in axes) or fed."""
+    rng = np.random.default_rng(sum(shape) + len(axes))
+    x, s, z = random_case(rng, shape, axes, "i8", rt)
+    m = one_node_model(x, s, z, axes, opset=opset, const=const)
+    report: list[LoweredNode] = []
+    lowered = lower_model(m, report=report)
+    assert report[0].strategy == "scan-chunked"
+    assert [n.op_type for n in lowered.graph.node][-1] == "Scan"
+    onnx.checker.check_model(lowered, full_check=True)
+    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
+    for level in (None, ort.GraphOptimizationLevel.ORT_DISABLE_ALL):
+        (y,) = run_ort(lowered, feeds, level=level)
+        ref = odq.dequantize(x, s, z, axes=axes)
+        assert same_bits(y.astype(ref.dtype), ref)
+
+
+def test_chunked_only_where_it_pays():
+    rng = np.random.default_rng(3)
+    for shape, rt, opset, why in (
+        ((4, 8, 8), "f16", 21, "holds 64 elements"),  # slices too small
+        ((2, 256, 256), "f32", 21, "only an f16 or bf16 output"),
+        ((2, 256, 256), "bf16", 13, "no bf16 before opset 16"),
+    ):
+        x, s, z = random_case(rng, shape, (), "u8", rt)
+        report: list[LoweredNode] = []
+        lower_model(one_node_model(x, s, z, (), opset=opset), report=report, target="ort")
+        assert report[0].strategy != "scan-chunked" and why in report[0].refused["scan-chunked"]
+    x, s, z = random_case(rng, (2, 256, 256), (), "u8", "f16")
+    report = []
+    lower_model(one_node_model(x, s, z, ()), report=report, target="portable")
+    assert report[0].strategy == "dql-per-tensor" and report[0].refused["scan-chunked"] == "not a portable form"

@@ -1,10 +1,12 @@
 """Property test: ORT on the lowered model equals the reference bit for bit (ULPs where DESIGN allows),
 over ranks 0-6, random axes, every type pair, opsets 13/19/21/25, constant or fed scale/zero point,
-static or symbolic shapes, targets ort/portable, and the node's output as graph output or fed on."""
+static or symbolic shapes, targets ort/portable, the node's output as graph output or fed on, and the
+Scan-chunked form on slices of any size (its size window lifted)."""
 
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import numpy as np
 import onnx
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 import onnx_dequant as odq
 from onnx_dequant import dtypes
 from onnx_dequant.compare import same_bits, ulp_distance
+from onnx_dequant.lowering import chunked
 from onnx_dequant.rewrite import LoweredNode, lower_model
 
 from lowering_util import domain_nodes, one_node_model, random_case, run_ort
@@ -47,13 +50,19 @@ def cases(draw):
     consumer = draw(st.sampled_from([None, None, "Relu", "Reshape"]))
     target = draw(st.sampled_from(["ort", "portable"]))
     seed = draw(st.integers(0, 2**16))
-    return shape, axes, qt, rt, opset, const, zp, symbolic, consumer, target, seed
+    chunk_any = draw(st.booleans())  # let the Scan-chunked form take tiny slices
+    return shape, axes, qt, rt, opset, const, zp, symbolic, consumer, target, seed, chunk_any
 
 
 @settings(max_examples=int(os.environ.get("ODQ_LOWERING_EXAMPLES", "250")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_lowered_equals_reference(case):
-    shape, axes, qt, rt, opset, const, zp, symbolic, consumer, target, seed = case
+    *case, chunk_any = case
+    with mock.patch.object(chunked, "CHUNK_MIN", 1 if chunk_any else chunked.CHUNK_MIN):
+        _lowered_equals_reference(*case)
+
+
+def _lowered_equals_reference(shape, axes, qt, rt, opset, const, zp, symbolic, consumer, target, seed):
     rng = np.random.default_rng(seed)
     x, s, z = random_case(rng, shape, axes, qt, rt, zp=zp)
     small = dtypes.parse(qt).bits < 8

@@ -6,7 +6,7 @@ writes its nodes into an ``Emitter``. ``onnx_dequant.rewrite`` runs this over wh
 
 from __future__ import annotations
 
-from .base import Emitter, NodeInfo, Strategy, dql_types
-from .planner import STRATEGIES, TARGETS, Plan, plan
+from .base import DQL_TYPE, Emitter, NodeInfo, Strategy, dql_reason
+from .planner import STRATEGIES, TARGETS, Plan, check_target, plan
 
-__all__ = ["Emitter", "NodeInfo", "Plan", "STRATEGIES", "Strategy", "TARGETS", "dql_types", "plan"]
+__all__ = ["DQL_TYPE", "Emitter", "NodeInfo", "Plan", "STRATEGIES", "Strategy", "TARGETS", "check_target", "dql_reason", "plan"]

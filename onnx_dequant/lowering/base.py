@@ -19,7 +19,7 @@ from .. import dtypes
 from ..contract import Dim
 from ..dtypes import DType
 
-__all__ = ["NodeInfo", "Emitter", "Strategy", "UNKNOWN_DIM", "dql_types", "PROPAGATING_OPS"]
+__all__ = ["NodeInfo", "Emitter", "Strategy", "UNKNOWN_DIM", "DQL_TYPE", "dql_reason", "PROPAGATING_OPS"]
 
 UNKNOWN_DIM = 256
 """The size the cost model assumes for a dimension it does not know."""
@@ -86,25 +86,24 @@ class NodeInfo:
         return self.node.name or self.output
 
 
-def dql_types(info: NodeInfo) -> tuple[DType, str | None]:
-    """The scale/output type a DequantizeLinear should use for ``info``, or the reason there is none.
+DQL_TYPE = dtypes.parse("f32")
+"""The scale/output type of every DequantizeLinear the lowering emits: f16 and bf16 outputs go through an
+f32 DequantizeLinear and a Cast (exact for 8-bit inputs; ORT's f16 kernel is 6-10x slower, it has no bf16
+kernel, and every opset and runtime reads f32)."""
 
-    Returns ``(dql_type, reason)``: f16 and bf16 outputs go through an f32 DequantizeLinear and a Cast
-    (exact for 8-bit inputs, 4x faster in ORT than its f16 kernel; ORT has no bf16 kernel; and every
-    opset and runtime reads it).
-    """
-    f32 = dtypes.parse("f32")
-    out = info.out_type
+
+def dql_reason(info: NodeInfo) -> str | None:
+    """Why no DequantizeLinear computes ``info`` exactly (at its opset, in ORT 1.32), or None."""
     q = info.in_type
-    if out.name == "f64":
-        return f32, "DequantizeLinear has no f64 scale or output"
+    if info.out_type.name == "f64":
+        return "DequantizeLinear has no f64 scale or output"
     if q.name == "i32" and not info.int32_wrap:
-        return f32, "DequantizeLinear subtracts i32 in int32 (wraps) and rounds twice"
+        return "DequantizeLinear subtracts i32 in int32 (wraps) and rounds twice"
     if q.name in ("i16", "u16", "i4", "u4") and info.opset < 21:
-        return f32, f"DequantizeLinear-{info.opset} has no {q.name} input (needs opset 21)"
+        return f"DequantizeLinear-{info.opset} has no {q.name} input (needs opset 21)"
     if info.opset > 27:
-        return f32, "ORT has no DequantizeLinear-28 kernel"
-    return f32, None
+        return "ORT has no DequantizeLinear-28 kernel"
+    return None
 
 
 class Emitter:
@@ -123,6 +122,13 @@ class Emitter:
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[TensorProto] = []
 
+    def child(self, prefix: str) -> "Emitter":
+        """An emitter for a subgraph's nodes: the same names and constants; its initializers go into
+        this emitter's graph (a subgraph reads them from the outer scope)."""
+        sub = Emitter(prefix, self._names, function=self.function, constants=self.constants)
+        sub.initializers = self.initializers
+        return sub
+
     def fresh(self, hint: str) -> str:
         base = f"{self.prefix}__{hint}"
         name, k = base, 1
@@ -140,12 +146,15 @@ class Emitter:
     def const(self, value: Any, hint: str = "c", dtype: Any = None) -> str:
         arr = np.asarray(value, dtype=dtype)
         name = self.fresh(hint)
-        tensor = numpy_helper.from_array(arr, name)
+        return self._add(numpy_helper.from_array(arr, name))
+
+    def _add(self, tensor: TensorProto) -> str:
+        """``tensor`` as a constant: an initializer, or a Constant node in a function body."""
         if self.function:
-            self.nodes.append(helper.make_node("Constant", [], [name], name=self.fresh("const"), value=tensor))
+            self.nodes.append(helper.make_node("Constant", [], [tensor.name], name=self.fresh("const"), value=tensor))
         else:
             self.initializers.append(tensor)
-        return name
+        return tensor.name
 
     def redim(self, name: str, dims: Sequence[int], hint: str) -> str | None:
         """A new constant with ``name``'s data and ``dims`` (a reshape done on the model, not at run time);
@@ -158,11 +167,7 @@ class Emitter:
         del copy.dims[:]
         copy.dims.extend(int(d) for d in dims)
         copy.name = self.fresh(hint)
-        if self.function:
-            self.nodes.append(helper.make_node("Constant", [], [copy.name], name=self.fresh("const"), value=copy))
-        else:
-            self.initializers.append(copy)
-        return copy.name
+        return self._add(copy)
 
     def i64(self, values: Sequence[int], hint: str = "shape") -> str:
         return self.const(np.array(list(values), dtype=np.int64), hint)
@@ -173,6 +178,7 @@ class Strategy:
 
     name = "strategy"
     portable = True  # usable with target "portable"
+    plain = False  # the plain DequantizeLinear that ORT's MatMul/Conv fusions read
 
     def check(self, info: NodeInfo) -> str | None:
         """None when the strategy lowers ``info`` exactly, else why it does not."""

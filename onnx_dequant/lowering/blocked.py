@@ -4,14 +4,14 @@ merged by Reshape first. Picks the cheapest such layout (ORT's fast path: r not 
 
 from __future__ import annotations
 
-from .base import Emitter, NodeInfo, Strategy
-from .dql import Layout, dql_reason, emit_layout, layout_cost, ort_bug_reason
+from .base import NodeInfo
+from .dql import DQLStrategy, Layout, layout_cost
 from .shapes import groups
 
 __all__ = ["Blocked"]
 
 
-class Blocked(Strategy):
+class Blocked(DQLStrategy):
     name = "dql-blocked"
     portable = False  # other runtimes read blocked DQL only partly (DESIGN 4)
 
@@ -30,35 +30,20 @@ class Blocked(Strategy):
                 if q or not isinstance(dims[r], int) or dims[r] < 1:
                     continue
                 expand = tuple(i for i, qq in enumerate(quant) if not qq and i != r)
-                if expand and info.has_zp and info.in_type.bits < 8:
+                if expand and info.has_zp and small:
                     continue  # Expand has no 4-bit types
                 out.append(Layout(view, quant, "blocked", r, expand))
         return list(dict.fromkeys(out))
 
-    def _best(self, info: NodeInfo) -> Layout | None:
-        layouts = self.layouts(info)
-        return min(layouts, key=lambda lay: layout_cost(info, lay)) if layouts else None
-
-    def check(self, info: NodeInfo) -> str | None:
+    def refuse(self, info: NodeInfo) -> str | None:
         if info.opset < 21:
             return "blocked DequantizeLinear needs opset 21"
         if not info.axes:
             return "the node has no quantization axes"
         if info.rank is None:
             return "the input's rank is unknown"
-        reason = dql_reason(info)
-        if reason:
-            return reason
-        best = self._best(info)
-        if best is None:
-            return "no broadcast axis of known size to block along"
-        return ort_bug_reason(info, best.scale_elements(info), reshape_after=best.reshapes)
+        return None if self.layouts(info) else "no broadcast axis of known size to block along"
 
-    def cost(self, info: NodeInfo) -> float:
-        best = self._best(info)
-        return float("inf") if best is None else layout_cost(info, best)
-
-    def emit(self, info: NodeInfo, em: Emitter) -> None:
-        best = self._best(info)
-        assert best is not None
-        emit_layout(info, em, best)
+    def layout(self, info: NodeInfo) -> Layout:
+        """The cheapest blocked layout."""
+        return min(self.layouts(info), key=lambda lay: layout_cost(info, lay))

@@ -1,5 +1,6 @@
 """The DequantizeLinear forms' shared part: a ``Layout`` (how the input is viewed, which DQL mode),
-its cost in bytes moved, and its emission (Reshape -> DequantizeLinear -> Cast -> Reshape)."""
+its cost in bytes moved, its emission (Reshape -> DequantizeLinear -> Cast -> Reshape), and
+``DQLStrategy``, the base of the strategies that differ only in the layout they choose."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..dtypes import DType
-from .base import Emitter, NodeInfo, PROPAGATING_OPS, dql_types
+from .base import DQL_TYPE, PROPAGATING_OPS, UNKNOWN_DIM, Emitter, NodeInfo, Strategy, dql_reason
 from .shapes import merged_dims, merged_shape_tensor, shape_tensor
 
-__all__ = ["Layout", "layout_cost", "emit_layout", "ort_bug_reason", "SLOW_LAST_AXIS", "SLOW_BLOCKED_LAST"]
+__all__ = ["Layout", "DQLStrategy", "layout_cost", "emit_layout", "ort_bug_reason", "SLOW_LAST_AXIS", "SLOW_BLOCKED_LAST"]
 
 SLOW_LAST_AXIS = 6.0
 """ORT's per-axis DequantizeLinear on the last axis, in units of the output's bytes (measured 5-10x)."""
@@ -19,8 +19,6 @@ SLOW_BLOCKED_LAST = 3.6
 """ORT's blocked DequantizeLinear reducing the last axis (measured 4.6x a casting copy)."""
 L1_BYTES = 16 << 10
 """Scale/zero-point rows up to this size stay in the L1 cache while a block is processed."""
-SLOW_F16_DQL = 6.0
-"""ORT's f16-output DequantizeLinear (measured 6x a casting copy)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,7 @@ class Layout:
         n = 1
         for i, d in enumerate(dims):
             if self.quant[i] or i in self.expand:
-                n *= d if isinstance(d, int) else 256
+                n *= d if isinstance(d, int) else UNKNOWN_DIM
         return n
 
 
@@ -70,14 +68,12 @@ def ort_bug_reason(info: NodeInfo, scale_elements: int, reshape_after: bool = Fa
 
 def layout_cost(info: NodeInfo, layout: Layout) -> float:
     """Bytes moved, with ORT's measured slow paths charged as extra bytes."""
-    dql_t, _ = dql_types(info)
+    dql_t = DQL_TYPE
     n = info.size()
     ib, db, ob = max(info.in_type.bits, 8) / 8, dql_t.bits / 8, info.out_type.bits / 8
     cost = n * (ib + db)
     if dql_t is not info.out_type:
         cost += n * (db + ob)
-    elif info.target == "ort" and dql_t.name == "f16":
-        cost += SLOW_F16_DQL * n * db
     if layout.reshapes and info.graph_output:
         cost += 2 * n * ob  # a Reshape whose output is a graph output copies
     last = len(layout.view) - 1
@@ -95,7 +91,7 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
         inner = 1
         for i in range(layout.axis + 1, len(dims)):
             if layout.quant[i] or i in layout.expand:
-                inner *= dims[i] if isinstance(dims[i], int) else 256
+                inner *= dims[i] if isinstance(dims[i], int) else UNKNOWN_DIM
         if inner * per > L1_BYTES:
             cost += n * per
     cost += se * per * (1 if info.scale_const else 2) if layout.expand else se * per
@@ -147,7 +143,7 @@ def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str) 
 
 def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
     """Nodes computing the node's output through one DequantizeLinear in ``layout``."""
-    dql_t, _ = dql_types(info)
+    dql_t = DQL_TYPE
     shape = info.shape or ()
     x = info.x
     if layout.reshapes:
@@ -180,10 +176,27 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
         em.node("Reshape", [y, shape_tensor(em, info.x, shape, info.opset)], info.output, hint="y")
 
 
-def dql_reason(info: NodeInfo) -> str | None:
-    return dql_types(info)[1]
+class DQLStrategy(Strategy):
+    """A strategy that is one DequantizeLinear in some ``Layout``: subclasses say why they do not apply
+    (``refuse``) and which layout they use (``layout``); the checks every DQL needs, the cost and the
+    emission are shared."""
 
+    def refuse(self, info: NodeInfo) -> str | None:
+        """Why this layout family does not fit the node (before the checks every DQL needs), or None."""
+        raise NotImplementedError
 
-def out_type(info: NodeInfo) -> DType:
-    return dql_types(info)[0]
+    def layout(self, info: NodeInfo) -> Layout:
+        raise NotImplementedError
 
+    def check(self, info: NodeInfo) -> str | None:
+        reason = self.refuse(info) or dql_reason(info)
+        if reason:
+            return reason
+        lay = self.layout(info)
+        return ort_bug_reason(info, lay.scale_elements(info), reshape_after=lay.reshapes)
+
+    def cost(self, info: NodeInfo) -> float:
+        return layout_cost(info, self.layout(info))
+
+    def emit(self, info: NodeInfo, em: Emitter) -> None:
+        emit_layout(info, em, self.layout(info))

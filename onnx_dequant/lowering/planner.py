@@ -13,16 +13,23 @@ from ..errors import DequantizeError
 from .base import NodeInfo, Strategy
 from .blocked import Blocked
 from .cast_sub_mul import CastSubMul
+from .chunked import Chunked
 from .merged import Merged
 from .per_axis import PerAxis
 from .per_tensor import PerTensor
 
-__all__ = ["STRATEGIES", "Plan", "plan", "TARGETS"]
+__all__ = ["STRATEGIES", "Plan", "plan", "TARGETS", "check_target"]
 
-STRATEGIES: tuple[Strategy, ...] = (PerTensor(), PerAxis(), Merged(), Blocked(), CastSubMul())
+STRATEGIES: tuple[Strategy, ...] = (PerTensor(), PerAxis(), Merged(), Blocked(), Chunked(), CastSubMul())
 """Every strategy, in order of preference when costs tie."""
 
 TARGETS = ("ort", "portable")
+
+
+def check_target(target: str) -> None:
+    """``DequantizeError`` unless ``target`` is one of ``TARGETS``."""
+    if target not in TARGETS:
+        raise DequantizeError(f"Unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
 
 
 @dataclass
@@ -40,8 +47,7 @@ def plan(info: NodeInfo, strategies: Sequence[str] | None = None) -> Plan:
 
     ``strategies`` limits the choice to those names (tests and benchmarks force a form this way).
     """
-    if info.target not in TARGETS:
-        raise DequantizeError(f"Unknown target '{info.target}' (expected one of {', '.join(TARGETS)})")
+    check_target(info.target)
     refused: dict[str, str] = {}
     costs: dict[str, float] = {}
     usable: list[Strategy] = []
@@ -62,7 +68,7 @@ def plan(info: NodeInfo, strategies: Sequence[str] | None = None) -> Plan:
         detail = "; ".join(f"{k}: {v}" for k, v in refused.items())
         raise DequantizeError(f"No exact lowering for this node ({detail})", node=info.name)
     if info.weight:
-        plain = [s for s in usable if getattr(s, "plain", False)]
+        plain = [s for s in usable if s.plain]
         if plain:
             return Plan(plain[0], costs[plain[0].name], refused, costs)
     best = min(usable, key=lambda s: costs[s.name])
