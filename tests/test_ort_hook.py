@@ -51,7 +51,17 @@ def test_private_api_is_where_the_kernel_expects_it():
     stock = _ocos._on_pyop_invocation
     assert list(inspect.signature(stock).parameters) == ["k_id", "feed", "attributes"]
     assert isinstance(_ocos.Opdef._odlist, dict)
-    assert "op_type" in inspect.signature(_ocos.Opdef.create).parameters or inspect.signature(_ocos.Opdef.create)
+    create = inspect.getsource(_ocos.Opdef.create)  # the keywords the kernel defines its ops with
+    for keyword in ("op_type", "inputs", "outputs", "attrs"):
+        assert f'kwargs.get("{keyword}"' in create, keyword
+    # every op the kernel defined is in the registry under its id (the hook's k_id), with a replaceable body
+    kernels.ensure_registered()
+    ours = {od.op_type: (k, od) for k, od in _ocos.Opdef._odlist.items() if od.op_type.startswith(odq.DOMAIN + "::")}
+    for spec in kernels._all_specs():
+        k, od = ours[f"{odq.DOMAIN}::{spec.op_type}"]
+        assert k == id(od) and callable(od.body)
+        assert len(od._nativedef.input_types) == (4 if spec.has_zero_point else 3)
+        assert set(od._nativedef.attrs) == {"odq_axes", "odq_node"}
     # the stock handler still turns outputs into Python lists: the reason for the hook
     assert "tolist" in inspect.getsource(stock)
 
