@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import onnx
-from onnx import GraphProto, ModelProto, NodeProto
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 from . import dtypes
 from .contract import TensorType
 from .errors import DequantizeError
 from .schema import is_dequantize, tensor_type_of
 
-__all__ = ["subgraphs", "iter_graphs", "iter_nodes", "dequantize_nodes", "value_types"]
+__all__ = ["subgraphs", "iter_graphs", "iter_nodes", "dequantize_nodes", "constants", "names", "value_types"]
 
 
 def subgraphs(node: NodeProto) -> Iterator[GraphProto]:
@@ -50,6 +50,34 @@ def dequantize_nodes(model: ModelProto) -> Iterator[NodeProto]:
     return (n for n in iter_nodes(model) if is_dequantize(n))
 
 
+def constants(graph: GraphProto | onnx.FunctionProto) -> Iterator[tuple[str, TensorProto]]:
+    """The constant tensors one graph or function body (not its subgraphs) defines, by the name of the
+    value: initializers, then Constant nodes' ``value`` tensors."""
+    for t in getattr(graph, "initializer", ()):
+        yield t.name, t
+    for n in graph.node:
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+            for a in n.attribute:
+                if a.name == "value":
+                    yield n.output[0], a.t
+
+
+def names(model: ModelProto) -> set[str]:
+    """Every value and node name in use: graphs, subgraphs and functions."""
+    out: set[str] = set()
+    for g in iter_graphs(model.graph):
+        out.update(v.name for v in (*g.input, *g.output, *g.value_info, *g.initializer))
+    for f in model.functions:
+        out.update(f.input)
+        out.update(f.output)
+    for n in iter_nodes(model):
+        out.update(n.input)
+        out.update(n.output)
+        out.add(n.name)
+    out.discard("")
+    return out
+
+
 def _elem(data_type: int) -> dtypes.DType | None:
     try:
         return dtypes.parse(data_type)
@@ -70,13 +98,8 @@ def value_types(graph: GraphProto, types: dict[str, TensorType] | None = None) -
             types[name] = TensorType(old.elem_type or t.elem_type, old.shape if old.shape is not None else t.shape)
 
     for g in iter_graphs(graph):
-        for init in g.initializer:
-            merge(init.name, TensorType(_elem(init.data_type), tuple(int(d) for d in init.dims)))
+        for name, t in constants(g):
+            merge(name, TensorType(_elem(t.data_type), tuple(int(d) for d in t.dims)))
         for v in (*g.input, *g.output, *g.value_info):
             merge(v.name, tensor_type_of(v.type))
-        for n in g.node:
-            if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
-                for a in n.attribute:
-                    if a.name == "value":
-                        merge(n.output[0], TensorType(_elem(a.t.data_type), tuple(int(d) for d in a.t.dims)))
     return types

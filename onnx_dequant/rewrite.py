@@ -17,15 +17,15 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from . import modelio
-from .contract import Shape, TensorType, infer
+from . import dtypes, modelio
+from .contract import Shape, TensorType
 from .errors import DequantizeError
 from .lowering import NodeInfo, check_target, plan
 from .lowering.base import Emitter
-from .graphs import iter_graphs, iter_nodes, subgraphs, value_types
-from .schema import DOMAIN, is_dequantize, node_attributes, tensor_type_of
+from .graphs import constants, iter_graphs, iter_nodes, names, subgraphs, value_types
+from .schema import DOMAIN, check_node, is_dequantize, node_attributes, tensor_type_of
 
-__all__ = ["lower", "lower_file", "lower_model", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "LoweredNode"]
+__all__ = ["lower", "lower_file", "lower_model", "default_opset", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "LoweredNode"]
 
 MIN_OPSET = 13
 MAX_OPSET = 27
@@ -45,27 +45,6 @@ class LoweredNode:
     strategy: str
     cost: float
     refused: dict[str, str] = field(default_factory=dict)
-
-
-# ---- walking the model ----
-
-
-def _all_names(model: ModelProto) -> set[str]:
-    names: set[str] = set()
-    for g in iter_graphs(model.graph):
-        names.update(v.name for v in g.input)
-        names.update(v.name for v in g.output)
-        names.update(v.name for v in g.value_info)
-        names.update(t.name for t in g.initializer)
-    for f in model.functions:
-        names.update(f.input)
-        names.update(f.output)
-    for n in iter_nodes(model):
-        names.update(n.input)
-        names.update(n.output)
-        names.add(n.name)
-    names.discard("")
-    return names
 
 
 # ---- types and shapes ----
@@ -106,6 +85,20 @@ def _graph_types(model: ModelProto) -> dict[str, TensorType]:
     return types
 
 
+def _body_model(fn: onnx.FunctionProto, inputs: list[onnx.ValueInfoProto] | None = None, model: ModelProto | None = None) -> ModelProto:
+    """A function body as a model, for ONNX's passes: ``inputs`` (default: the formal inputs, untyped),
+    the function's opsets, and ``model``'s functions and IR version when given."""
+    if inputs is None:
+        inputs = [helper.make_value_info(i, onnx.TypeProto()) for i in fn.input]
+    outputs = [helper.make_value_info(o, onnx.TypeProto()) for o in fn.output]
+    g = helper.make_graph(list(fn.node), "body", inputs, outputs)
+    if model is None:
+        return helper.make_model(g, opset_imports=list(fn.opset_import))
+    m = helper.make_model(g, opset_imports=list(fn.opset_import) or list(model.opset_import), functions=list(model.functions))
+    m.ir_version = model.ir_version
+    return m
+
+
 def _common_shape(a: Shape, b: Shape) -> Shape:
     """The dims two shapes agree on (the others unknown); None when the ranks differ or one is unknown."""
     if a is None or b is None or len(a) != len(b):
@@ -139,10 +132,8 @@ def _function_types(model: ModelProto, fn: onnx.FunctionProto, outer: dict[str, 
         for n, t in formal.items()
         if t.elem_type is not None
     ]
-    g = helper.make_graph(list(fn.node), "body", ins, [helper.make_value_info(o, onnx.TypeProto()) for o in fn.output])
-    m = helper.make_model(g, opset_imports=list(fn.opset_import) or list(model.opset_import), functions=list(model.functions))
-    m.ir_version = model.ir_version
-    value_types(g, types)
+    m = _body_model(fn, ins, model)
+    value_types(m.graph, types)
     try:
         value_types(onnx.shape_inference.infer_shapes(m, strict_mode=False).graph, types)
     except Exception:  # noqa: BLE001 - inference is best effort; the types we have still count
@@ -163,13 +154,7 @@ class _Constants:
     def scope(self, graph: Any) -> "_Constants":
         inner = _Constants(self.base_dir)
         inner.tensors = dict(self.tensors)
-        for t in getattr(graph, "initializer", []):
-            inner.tensors[t.name] = t
-        for n in graph.node:
-            if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
-                for a in n.attribute:
-                    if a.name == "value":
-                        inner.tensors[n.output[0]] = a.t
+        inner.tensors.update(constants(graph))
         return inner
 
     def is_const(self, name: str | None) -> bool:
@@ -196,7 +181,6 @@ class _Constants:
 
 @dataclass
 class _Context:
-    model: ModelProto
     opset: int
     target: str
     only: Callable[[NodeProto], bool] | None
@@ -209,24 +193,10 @@ class _Context:
 def _node_info(
     node: NodeProto, ctx: _Context, types: dict, consts: _Constants, consumers: dict[str, list[str]], outputs: set[str]
 ) -> NodeInfo:
-    name = node.name or (node.output[0] if node.output else "?")
-    try:
-        if len(node.output) != 1:
-            raise DequantizeError(f"Dequantize has exactly one output, got {len(node.output)}")
-        if not 2 <= len(node.input) <= 3 or not node.input[0] or not node.input[1]:
-            raise DequantizeError("Dequantize takes 2 or 3 inputs (input, scale, zero_point)")
-        x, scale = node.input[0], node.input[1]
-        zp = node.input[2] if len(node.input) > 2 and node.input[2] else None
-        axes, elem = node_attributes(node)
-        xt, xs = types.get(x, (None, None))
-        st, ss = types.get(scale, (None, None))
-        zt, zs = types.get(zp, (None, None)) if zp else (None, None)
-        out = infer(TensorType(xt, xs), TensorType(st, ss), None if zp is None else TensorType(zt, zs), axes=axes, dtype=elem)
-        in_type = xt or zt
-        if in_type is None:
-            raise DequantizeError(f"The element type of input '{x}' is unknown (add value_info or a typed graph input)")
-    except DequantizeError as e:
-        raise e.at(node=name) from None
+    in_type, out = check_node(node, types)  # DequantizeError naming the node and the rule
+    x, scale = node.input[0], node.input[1]
+    zp = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    axes, _ = node_attributes(node)
     cons = consumers.get(node.output[0], [])
     zp_zero = False
     if zp is not None:
@@ -240,7 +210,7 @@ def _node_info(
         output=node.output[0],
         axes=axes,
         in_type=in_type,
-        out_type=out.elem_type,
+        out_type=dtypes.parse(out.elem_type),
         shape=out.shape,
         opset=ctx.opset,
         target=ctx.target,
@@ -303,7 +273,8 @@ def _rewrite_nodes(owner: Any, ctx: _Context, types: dict, consts: _Constants, *
         owner.initializer.extend(new_inits)
 
 
-def _default_opset(opsets: Any) -> int | None:
+def default_opset(opsets: Any) -> int | None:
+    """The default-domain version in an ``opset_import`` list, or None."""
     for o in opsets:
         if o.domain in ("", "ai.onnx"):
             return int(o.version)
@@ -353,21 +324,14 @@ def _convert_version(model: ModelProto, opset: int) -> ModelProto:
 
 def _convert_function(fn: onnx.FunctionProto, model: ModelProto, opset: int) -> None:
     """Convert a model-local function body's default-domain ops to ``opset`` (via a temporary model)."""
-    old = _default_opset(fn.opset_import)
+    old = default_opset(fn.opset_import)
     if old is None:
         return  # no ONNX ops: nothing to convert
     if old == opset or not any(n.domain in ("", "ai.onnx") for n in fn.node):
         _set_default_opset(fn.opset_import, opset)
         return
-    g = helper.make_graph(
-        list(fn.node),
-        "body",
-        [helper.make_value_info(i, onnx.TypeProto()) for i in fn.input],
-        [helper.make_value_info(o, onnx.TypeProto()) for o in fn.output],
-    )
-    m = helper.make_model(g, opset_imports=list(fn.opset_import))
     try:
-        m2 = _convert_version(m, opset)
+        m2 = _convert_version(_body_model(fn), opset)
     except Exception as e:  # noqa: BLE001 - the converter raises many types
         raise DequantizeError(f"Cannot convert function '{fn.name}' from opset {old} to {opset}: {e}") from None
     del fn.node[:]
@@ -377,7 +341,7 @@ def _convert_function(fn: onnx.FunctionProto, model: ModelProto, opset: int) -> 
 
 def _convert(model: ModelProto, opset: int) -> ModelProto:
     """``model`` converted to default-domain ``opset``, keeping value_info, functions and metadata."""
-    old = _default_opset(model.opset_import)
+    old = default_opset(model.opset_import)
     if old == opset:
         return model
     if old is None:
@@ -412,7 +376,7 @@ def _align_function_opset(fn: onnx.FunctionProto, model_opset: int) -> None:
     """Give a function the model's default-domain opset, which its lowered nodes use. A function without
     ONNX ops gets it (nothing changes meaning); one whose ONNX ops use another opset is refused, since
     the ops emitted into it could then not match both (``opset=`` converts the functions too)."""
-    own = _default_opset(fn.opset_import)
+    own = default_opset(fn.opset_import)
     has_onnx = any(n.domain in ("", "ai.onnx") for n in fn.node)
     if own is not None and own != model_opset and has_onnx:
         raise DequantizeError(
@@ -460,7 +424,7 @@ def lower_model(
     todo = [n for n in iter_nodes(model) if is_dequantize(n) and (only is None or only(n))]
     if opset is not None:
         model = _convert(model, opset)
-    current = _default_opset(model.opset_import)
+    current = default_opset(model.opset_import)
     if todo:
         if current is None:
             current = DEFAULT_OPSET
@@ -475,7 +439,7 @@ def lower_model(
         model.ir_version = min_ir
     if not todo:
         return model
-    ctx = _Context(model, current, target, only, wrap_int32, strategies, _all_names(model), report if report is not None else [])
+    ctx = _Context(current, target, only, wrap_int32, strategies, names(model), report if report is not None else [])
     types = _graph_types(model)
     consts = _Constants(None if base_dir is None else os.fspath(base_dir))
     _rewrite_nodes(model.graph, ctx, types, consts, function=False, label=model.graph.name or "main")

@@ -272,6 +272,16 @@ def test_external_data_outside_folder_refused(tmp_path, capsys):
     _bad(tmp_path, capsys, src, "outside the model's folder")
 
 
+def test_external_data_through_a_symlink_out_of_the_folder_refused(tmp_path, capsys):
+    inner = tmp_path / "m"
+    inner.mkdir()
+    src, *_ = _external_model(inner)
+    (tmp_path / "weights.bin").write_bytes((inner / "weights.bin").read_bytes())
+    (inner / "weights.bin").unlink()
+    (inner / "weights.bin").symlink_to(tmp_path / "weights.bin")  # the location is relative, its target is not inside
+    _bad(tmp_path, capsys, src, "outside the model's folder")
+
+
 def test_truncated_external_data_refused(tmp_path, capsys):
     src, *_ = _external_model(tmp_path)
     data = tmp_path / "weights.bin"

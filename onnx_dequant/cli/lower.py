@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from ..rewrite import MAX_OPSET, MIN_OPSET, lower_file
+from ..rewrite import MAX_OPSET, MIN_OPSET, default_opset, lower_file
 
 __all__ = ["add_parser", "run"]
 
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     counts: dict[str, int] = {}
     for r in report:
         counts[r.strategy] = counts.get(r.strategy, 0) + 1
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    opset = default_opset(model.opset_import)
     if args.json:
         print(json.dumps({
             "input": args.input,
