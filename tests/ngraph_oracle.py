@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from onnx_dequant import dtypes
@@ -100,7 +101,7 @@ def ngraph_quantize(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, axes: 
     else:
         r = np.floor(q)
     v = (r.astype(T) + z).astype(T)
-    info = np.iinfo(out)
+    info = ml_dtypes.iinfo(out)
     v = np.minimum(np.maximum(v, T.type(info.min)), T.type(info.max))
     return v.astype(out)
 

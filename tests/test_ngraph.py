@@ -258,6 +258,17 @@ def test_dead_ops_are_dropped():
 # ---------------------------------------------------------------- Constant values
 
 
+def test_constant_single_special_value():
+    js = [{"name": "f", "parameters": [], "result": ["R", "S"], "ops": [
+        {"name": "C", "op": "Constant", "element_type": "float", "shape": [2, 2], "value": ["NAN"]},
+        {"name": "D", "op": "Constant", "element_type": "float16", "shape": [3], "value": ["-INFINITY"]},
+        {"name": "R", "op": "Result", "inputs": ["C"]}, {"name": "S", "op": "Result", "inputs": ["D"]}]}]
+    model = odq.ngraph.convert(js)
+    onnx.checker.check_model(model, full_check=True)
+    c, d = ort_run(model, {})
+    assert c.shape == (2, 2) and np.isnan(c).all() and same_bits(d, np.full(3, -np.inf, np.float16))
+
+
 @pytest.mark.parametrize("et", ["f32", "f64", "f16", "bf16"])
 def test_constant_special_values(et):
     js = [{"name": "f", "parameters": [], "result": ["R"], "ops": [
@@ -526,7 +537,8 @@ def test_pools():
 
 @pytest.mark.parametrize("qt,rt,axes,shape", [
     ("i8", "f32", [1], (4, 5, 6)), ("u8", "f32", [0, 2], (4, 5, 6)), ("i32", "f64", [], (3, 4)),
-    ("i16", "f32", [0, 1], (3, 4)), ("u8", "f16", [1], (2, 3)),
+    ("i16", "f32", [0, 1], (3, 4)), ("u8", "f16", [1], (2, 3)), ("u16", "bf16", [1], (4, 2)),
+    ("i4", "f32", [0], (4, 2)), ("u4", "f16", [], (3,)), ("i4", "bf16", [0, 1], (2, 3)),
 ])
 def test_dequantize_matches_reference(qt, rt, axes, shape):
     q, r = odq.dtypes.parse(qt), odq.dtypes.parse(rt)
@@ -588,6 +600,22 @@ def test_quantize_per_axis_quantize_linear_and_saturation():
                   type="i8", axes=[0], round_mode="ROUND_NEAREST_TOWARD_EVEN"))
     model = check(w, {"Parameter_0": x})
     assert [n.op_type for n in model.graph.node] == ["QuantizeLinear"]
+
+
+@pytest.mark.parametrize("out", ["i16", "u16", "i4", "u4"])
+def test_quantize_other_output_types(out):
+    """Every round mode with clamping into 16- and 4-bit outputs (ONNX semantics: onnx.reference)."""
+    qt = odq.dtypes.parse(out)
+    x = np.concatenate([_ties(np.random.default_rng(3), 20, 0.5) / 40, np.float32([1e6, -1e6])])
+    for mode in range(9):
+        w = FunctionWriter()
+        w.result(w.op("Quantize", w.parameter("f32", [x.size]), w.constant(np.float32(0.5)), w.constant(np.array(1, qt.numpy)),
+                      type=out, axes=[], round_mode=mode))
+        model = convert(w)
+        (got,) = ReferenceEvaluator(model).run(None, {"Parameter_0": x})
+        (want,) = evaluate(w.to_json(), {"Parameter_0": x}).values()
+        assert got.dtype == qt.numpy and same_bits(got, want), (out, mode)
+        assert int(want.min()) == qt.min and int(want.max()) == qt.max  # both clamps reached
 
 
 def test_quantize_i32_clamps_inside_the_range():

@@ -7,6 +7,7 @@ Attribute readers accept every spelling nGraph's serializer used over the years 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,10 +35,7 @@ def known(shape: Shape) -> bool:
 
 def numel(shape: Sequence[int]) -> int:
     """The number of elements of a static shape."""
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+    return math.prod(shape)
 
 
 def accumulator(dt: dtypes.DType) -> dtypes.DType | None:
