@@ -264,24 +264,27 @@ def test_against_tampered_real_lowering_names_the_original_node():
     assert {p.first_difference.node for p in report.paths} == {"dq2"}, report.to_text()
 
 
-@needs_lower
-def test_against_swapped_axis_in_real_lowering():
-    m = dq_model("u8", "f32", shape=(5, 5), axes=(0,), relu=True)
-    lowered = lower(m)
+def swap_axis(lowered):
+    """A copy of ``lowered`` with every DequantizeLinear's axis swapped between 0 and 1."""
     bad = onnx.ModelProto()
     bad.CopyFrom(lowered)
     swapped = 0
     for n in bad.graph.node:
         if n.op_type == "DequantizeLinear":
-            for a in n.attribute:
-                if a.name == "axis":
-                    a.i = 1 - a.i if a.i in (0, 1) else 0
-                    swapped += 1
-            if not swapped:  # axis defaults to 1
+            axis = [a for a in n.attribute if a.name == "axis"]
+            if axis:
+                axis[0].i = 1 - axis[0].i if axis[0].i in (0, 1) else 0
+            else:  # axis defaults to 1
                 n.attribute.append(helper.make_attribute("axis", 0))
-                swapped += 1
+            swapped += 1
     assert swapped
-    report = validate(m, against=bad)
+    return bad
+
+
+@needs_lower
+def test_against_swapped_axis_in_real_lowering():
+    m = dq_model("u8", "f32", shape=(5, 5), axes=(0,), relu=True)
+    report = validate(m, against=swap_axis(lower(m)))
     assert report.exit_code == 1
     assert {p.first_difference.node for p in report.paths if p.status == "fail"} == {"dq1"}, report.to_text()
 
@@ -786,3 +789,20 @@ def test_if_subgraph_with_dequantize_both_branches():
     for c in (True, False):
         report = validate(m, {"x": x, "c": np.array(c)})
         assert report.ok and report.dequantize_nodes == 1, report.to_text()
+
+
+def test_large_initializers_are_left_out_of_checking_and_typing_only(monkeypatch):
+    from onnx_dequant.validation import loading
+
+    monkeypatch.setattr(loading, "LARGE_BYTES", 0)  # every initializer counts as large
+    m = two_stage_model()
+    light = loading.without_large_initializers(m)
+    assert not light.graph.initializer and {"s1", "z1", "s2", "z2"} <= {i.name for i in light.graph.input}
+    assert len(m.graph.initializer) == 4  # the model itself is untouched
+    report = validate(m)
+    assert report.ok and report.paths[0].outputs[0].allowed == "0 ULP", report.to_text()
+    bad = onnx.ModelProto()
+    bad.CopyFrom(m)
+    bad.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.ones(5, np.float32), "s1"))  # 5 scales, axis has 4
+    with pytest.raises(odq.DequantizeError, match=r"Scale shape \(\{5\}\) and zero point shape \(\{4\}\) must match"):
+        validate(bad)

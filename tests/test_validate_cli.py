@@ -14,7 +14,15 @@ import pytest
 from onnx_dequant.cli import main
 from onnx_dequant.validation.inputs import generate, graph_inputs
 
-from test_validate import dq_model, hand_lowered_two_stage, plain_model, tamper_scale, two_stage_model
+from test_validate import (
+    dq_model,
+    hand_lowered_two_stage,
+    needs_lower,
+    plain_model,
+    swap_axis,
+    tamper_scale,
+    two_stage_model,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,6 +63,29 @@ def test_tampered_against_exits_1_and_names_the_node(files, capsys):
     assert main(["validate", files["model"], "--against", files["bad"], "--inputs", files["inputs"], "-q"]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "first differing node: 'dq2' (Dequantize)" in out and "DISAGREE" in out
+
+
+@needs_lower
+@pytest.mark.parametrize("tamper", ["scale", "axis"])
+def test_tampered_lowering_against_exits_1_naming_the_original_node(tmp_path, capsys, tamper):
+    """Our own lowering, tampered with after the fact (one scale value changed; the axis swapped)."""
+    from onnx_dequant.rewrite import lower
+
+    m = dq_model("u8", "f32", shape=(5, 5), axes=(0,), relu=True)  # square: a swapped axis still loads
+    lowered = lower(m)
+    if tamper == "axis":
+        bad = swap_axis(lowered)
+    else:
+        scale = next(t for t in lowered.graph.initializer if t.data_type == onnx.TensorProto.FLOAT)
+        bad = tamper_scale(lowered, scale.name, index=(0,) * len(scale.dims))
+    onnx.save(m, tmp_path / "m.onnx")
+    onnx.save(lowered, tmp_path / "good.onnx")
+    onnx.save(bad, tmp_path / "bad.onnx")
+    assert main(["validate", str(tmp_path / "m.onnx"), "--against", str(tmp_path / "good.onnx"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(tmp_path / "m.onnx"), "--against", str(tmp_path / "bad.onnx"), "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "first differing node: 'dq1' (Dequantize)" in out and "DISAGREE: against/default, against/off" in out
 
 
 def test_tampered_against_json(files, capsys):

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .. import modelio
 from ..errors import DequantizeError
 from ..graphs import dequantize_nodes
 from . import inputs as inputs_mod
 from .diff import compare_output
+from .loading import for_reference, load_model, serialized, with_types
 from .localize import first_difference
 from .policy import Policy, Tolerance, tolerances
 from .progress import Progress
@@ -51,74 +51,9 @@ RELEASE_SECONDS = 1.0
 while a kernel path runs: the reference runs again after it (time traded for peak memory)."""
 
 
-def load_model(source: Any, *, what: str = "model") -> tuple[onnx.ModelProto, str]:
-    """A ModelProto from a ModelProto, an ``.onnx`` path or an nGraph ``.json`` path (converted), and a
-    name for the report. Checks the model with the ONNX checker (full check, our op's contract included)."""
-    if isinstance(source, onnx.ModelProto):
-        model, label, path = source, source.graph.name or "<model>", None
-    elif isinstance(source, (str, os.PathLike)):
-        path = os.fspath(source)
-        label = path
-        if not os.path.exists(path):
-            raise DequantizeError(f"{what} file not found", path=path)
-        if path.lower().endswith(".json"):
-            try:
-                from ..ngraph import convert
-            except ImportError as e:
-                raise DequantizeError(
-                    f"nGraph JSON input needs onnx_dequant.ngraph, which is not available: {e}", path=path
-                ) from None
-            try:
-                model = convert(path)
-            except DequantizeError as e:
-                raise e.at(path=path) from None
-        else:
-            model = modelio.load(path)
-    else:
-        raise DequantizeError(f"{what} must be an onnx.ModelProto or a file path, got {type(source).__name__}")
-    _check(model, path)
-    return model, label
-
-
-def _check(model: onnx.ModelProto, path: str | None) -> None:
-    try:
-        if model.ByteSize() < 2**31 - 2**20:
-            onnx.checker.check_model(model, full_check=True)
-        elif path is not None:
-            onnx.checker.check_model(path, full_check=True)
-    except DequantizeError as e:
-        raise e.at(path=path) from None
-    except Exception as e:  # noqa: BLE001 - checker / inference errors of every kind
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise DequantizeError(f"invalid model: {msg}", path=path) from None
-
-
 def _count_dequantize(model: onnx.ModelProto) -> int:
     """Our nodes in the main graph, its subgraphs and the model-local functions."""
     return sum(1 for _ in dequantize_nodes(model))
-
-
-def _for_reference(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model the oracle runs: model-local functions inlined (ReferenceEvaluator does not hand our op
-    to function bodies), so function bodies' nodes are also walked by the policy and the localization."""
-    if not model.functions:
-        return model
-    import onnx.inliner
-
-    try:
-        return onnx.inliner.inline_local_functions(model)
-    except Exception as e:  # noqa: BLE001
-        raise DequantizeError(f"cannot inline the model's local functions for the reference: {e}") from None
-
-
-def _with_types(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The model with inferred value_info (for the per-tensor policy); the model itself on failure."""
-    if model.ByteSize() >= 2**31 - 2**20:
-        return model
-    try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    except Exception:  # noqa: BLE001 - the policy then treats unknown types conservatively
-        return model
 
 
 def _feeds(
@@ -214,8 +149,8 @@ def validate(
             raise DequantizeError(
                 f"the other model lacks output(s) {', '.join(map(repr, missing))} of the model", path=other_label
             )
-    oracle_model = _for_reference(original)
-    tol = tolerances(_with_types(oracle_model), policy)
+    oracle_model = for_reference(original)
+    tol = tolerances(with_types(oracle_model), policy)
     config = {str(k): str(v) for k, v in (ort_config or {}).items()}
     report = Report(
         model=label,
@@ -264,6 +199,7 @@ def validate(
         except Skip as e:
             report.paths.extend(PathResult(path, lv, "skipped", str(e)) for lv in levels)
             continue
+        data = None if kernel else serialized(path_model)  # one serialization for both levels
         for level in levels:
             result = PathResult(path, level, "pass")
             if kernel and release:
@@ -271,7 +207,9 @@ def validate(
             t0 = time.perf_counter()
             with show.step(f"running {result.label}"):
                 try:
-                    got = OrtRunner(path_model, level, kernel=kernel, config=ort_config).run(path_feeds, buffers)
+                    got = OrtRunner(path_model, level, kernel=kernel, config=ort_config, data=data).run(
+                        path_feeds, buffers
+                    )
                 except Skip as e:
                     result.status, result.reason = "skipped", str(e)
                 except Exception as e:  # noqa: BLE001 - a path that cannot load or run is a finding

@@ -21,6 +21,7 @@ from onnx import TensorProto, helper
 
 from ..errors import DequantizeError
 from ..graphs import dequantize_nodes
+from .loading import serialized
 
 __all__ = ["Skip", "LEVELS", "ReferenceRunner", "OrtRunner", "has_dequantize", "session_options"]
 
@@ -113,7 +114,7 @@ class OrtRunner:
     """ONNX Runtime on ``model`` at ``level``; ``kernel`` runs our op through ``onnx_dequant.session``.
 
     ``expose`` names intermediate tensors to return as well, with their NumPy dtypes; ``config`` holds
-    ORT session config entries.
+    ORT session config entries; ``data`` is ``model`` serialized, when the caller has it already.
     """
 
     def __init__(
@@ -124,22 +125,24 @@ class OrtRunner:
         kernel: bool = False,
         expose: Mapping[str, np.dtype] | None = None,
         config: Mapping[str, str] | None = None,
+        data: bytes | None = None,
     ) -> None:
         self.level = level
         self.kernel = kernel
         self.config = dict(config or {})
-        model, self._in_map, self._out_map = _prepare(model, expose or {})
-        self.session = self._create(model)
+        prepared, self._in_map, self._out_map = _prepare(model, expose or {})
+        self.session = self._create(prepared, data if prepared is model else None)
         self.output_names = [o.name for o in self.session.get_outputs()]
 
-    def _create(self, model: onnx.ModelProto) -> Any:
+    def _create(self, model: onnx.ModelProto, data: bytes | None) -> Any:
         if self.kernel:
             return _kernel_session(model, self.level, self.config)
         import onnxruntime as ort
 
         so = session_options(self.level, self.config)
-        if model.ByteSize() < 2**31 - 2**20:
-            return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        data = data if data is not None else serialized(model)
+        if data is not None:
+            return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
         with tempfile.TemporaryDirectory(prefix="odq-validate-") as tmp:  # over 2 GB: weights in a side file
             path = os.path.join(tmp, "model.onnx")
             onnx.save(model, path, save_as_external_data=True, location="model.data")

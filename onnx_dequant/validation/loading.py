@@ -1,0 +1,129 @@
+"""Models for validation: read (ONNX or nGraph JSON), checked with the ONNX checker and our op's contract,
+with functions inlined for the reference evaluator and value types inferred for the policy.
+
+Checking and type inference run on a copy without the large initializers' data (declared as graph
+inputs of the same type and shape instead): they look at types and shapes only, and a model with a
+400 MB weight is not serialized and parsed for them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import onnx
+
+from .. import modelio
+from ..errors import DequantizeError
+
+__all__ = ["load_model", "for_reference", "with_types", "without_large_initializers", "serialized"]
+
+LARGE_BYTES = 1 << 20
+"""Initializers over this size are left out of the copy checked and typed (shape computations never
+read one this large)."""
+
+_LIMIT = 2**31 - 2**20
+"""Models over this size cannot be one protobuf message (2 GiB), so not one in-memory ONNX Runtime model."""
+
+
+def load_model(source: Any, *, what: str = "model") -> tuple[onnx.ModelProto, str]:
+    """A ModelProto from a ModelProto, an ``.onnx`` path or an nGraph ``.json`` path (converted), and a
+    name for the report. Checks the model with the ONNX checker (full check, our op's contract included)."""
+    if isinstance(source, onnx.ModelProto):
+        model, label, path = source, source.graph.name or "<model>", None
+    elif isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        label = path
+        if not os.path.exists(path):
+            raise DequantizeError(f"{what} file not found", path=path)
+        if path.lower().endswith(".json"):
+            try:
+                from ..ngraph import convert
+            except ImportError as e:
+                raise DequantizeError(
+                    f"nGraph JSON input needs onnx_dequant.ngraph, which is not available: {e}", path=path
+                ) from None
+            try:
+                model = convert(path)
+            except DequantizeError as e:
+                raise e.at(path=path) from None
+        else:
+            model = modelio.load(path)
+    else:
+        raise DequantizeError(f"{what} must be an onnx.ModelProto or a file path, got {type(source).__name__}")
+    _check(model, path)
+    return model, label
+
+
+def _nbytes(t: onnx.TensorProto) -> int:
+    """An initializer's size from its declared type and dims (its data is not read)."""
+    try:
+        item = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    except (KeyError, TypeError, ValueError):
+        item = 8
+    return int(np.prod(t.dims, dtype=np.int64)) * item
+
+
+def without_large_initializers(model: onnx.ModelProto, limit: int | None = None) -> onnx.ModelProto:
+    """``model`` itself, or a copy whose initializers over ``limit`` bytes (default ``LARGE_BYTES``) are
+    graph inputs of the same type and shape (their data left out)."""
+    limit = LARGE_BYTES if limit is None else limit
+    g = model.graph
+    if not any(_nbytes(t) > limit for t in g.initializer):
+        return model
+    light = onnx.ModelProto(ir_version=model.ir_version)
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    lg = light.graph
+    lg.name = g.name
+    for part in ("node", "input", "output", "value_info", "sparse_initializer"):
+        getattr(lg, part).extend(getattr(g, part))
+    declared = {vi.name for vi in g.input}
+    for t in g.initializer:
+        if _nbytes(t) <= limit:
+            lg.initializer.append(t)
+        elif t.name not in declared:
+            lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return light
+
+
+def _check(model: onnx.ModelProto, path: str | None) -> None:
+    try:
+        onnx.checker.check_model(without_large_initializers(model), full_check=True)
+    except DequantizeError as e:
+        raise e.at(path=path) from None
+    except Exception as e:  # noqa: BLE001 - checker / inference errors of every kind
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DequantizeError(f"invalid model: {msg}", path=path) from None
+
+
+def for_reference(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model the oracle runs: model-local functions inlined (ReferenceEvaluator does not hand our op
+    to function bodies), so function bodies' nodes are also walked by the policy and the localization."""
+    if not model.functions:
+        return model
+    import onnx.inliner
+
+    try:
+        return onnx.inliner.inline_local_functions(model)
+    except Exception as e:  # noqa: BLE001
+        raise DequantizeError(f"cannot inline the model's local functions for the reference: {e}") from None
+
+
+def with_types(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model's graph structure with inferred value_info (for the per-tensor policy; large
+    initializers' data left out); the model itself when inference fails."""
+    try:
+        return onnx.shape_inference.infer_shapes(without_large_initializers(model), strict_mode=False)
+    except Exception:  # noqa: BLE001 - the policy then treats unknown types conservatively
+        return model
+
+
+def serialized(model: onnx.ModelProto) -> bytes | None:
+    """The model as bytes, or None when it is too large for one protobuf message."""
+    try:
+        data = model.SerializeToString()
+    except Exception:  # noqa: BLE001 - protobuf refuses messages over 2 GiB (the error type varies)
+        return None
+    return data if len(data) < _LIMIT else None
