@@ -21,7 +21,6 @@ tracemalloc's peak as a second figure, NumPy allocations only).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -31,13 +30,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-from benchlib import Bench, Row  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+import numpy as np
+import onnx
+from benchlib import Bench, Row
+from onnx import TensorProto, helper, numpy_helper
 
-import onnx_dequant as odq  # noqa: E402
-from onnx_dequant.validation.runners import OrtRunner, ReferenceRunner  # noqa: E402
+import onnx_dequant as odq
+from onnx_dequant.validation.runners import OrtRunner, ReferenceRunner
 
 FULL = (100, 1000, 1000)
 QUICK = (10, 1000, 1000)

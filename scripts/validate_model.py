@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
 
-from onnx_dequant.cli import main  # noqa: E402
+from onnx_dequant.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["validate", *sys.argv[1:]]))

@@ -639,8 +639,8 @@ def test_large_outputs_release_the_reference_during_kernel_runs(monkeypatch):
 
 # ---- properties ----
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 @settings(max_examples=40, deadline=None)

@@ -10,10 +10,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-
-from onnx_dequant.cli import main
-from onnx_dequant.validation.inputs import generate, graph_inputs
-
 from test_validate import (
     dq_model,
     hand_lowered_two_stage,
@@ -23,6 +19,9 @@ from test_validate import (
     tamper_scale,
     two_stage_model,
 )
+
+from onnx_dequant.cli import main
+from onnx_dequant.validation.inputs import generate, graph_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 

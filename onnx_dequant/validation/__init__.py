@@ -15,9 +15,9 @@ from .report import FirstDifference, PathResult, Report
 
 __all__ = [
     "DEFAULT_DIM",
+    "PATHS",
     "FirstDifference",
     "OutputResult",
-    "PATHS",
     "PathResult",
     "Policy",
     "Report",

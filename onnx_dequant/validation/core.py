@@ -28,7 +28,7 @@ from .loading import for_reference, load_model, serialized, with_types
 from .localize import first_difference
 from .policy import Policy, Tolerance, tolerances
 from .progress import Progress
-from .report import FirstDifference, PathResult, Report
+from .report import FirstDifference, PathResult, Report, error_line
 from .runners import (
     KNOWN_REWRITES,
     LEVELS,
@@ -40,7 +40,7 @@ from .runners import (
     ort_rewrites,
 )
 
-__all__ = ["validate", "load_model", "PATHS"]
+__all__ = ["PATHS", "load_model", "validate"]
 
 PATHS = ("lowered", "kernel", "ort", "against")
 """Path names ``validate(paths=...)`` accepts."""
@@ -213,7 +213,7 @@ def validate(
                 except Skip as e:
                     result.status, result.reason = "skipped", str(e)
                 except Exception as e:  # noqa: BLE001 - a path that cannot load or run is a finding
-                    result.status, result.reason = "error", _one_line(e)
+                    result.status, result.reason = "error", error_line(e)
             result.seconds = time.perf_counter() - t0
             if result.status == "pass":
                 if expected is None:
@@ -293,10 +293,3 @@ def _path_model(
         except DequantizeError as e:
             raise DequantizeError(f"lowering failed: {e}") from None
     return lowered, feeds, has_dequantize(lowered)
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(e).__name__}: {first}"[:400]
-

@@ -17,7 +17,7 @@ from .. import compare, dtypes
 from ..errors import DequantizeError
 from .policy import Tolerance
 
-__all__ = ["OutputResult", "compare_output", "CHUNK"]
+__all__ = ["CHUNK", "OutputResult", "compare_output"]
 
 CHUNK = 1 << 20
 """Elements per comparison chunk."""

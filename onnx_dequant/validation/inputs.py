@@ -15,14 +15,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import onnx
 
 from .. import dtypes
 from ..errors import DequantizeError
+from ..schema import tensor_type_of
 
-__all__ = ["DEFAULT_DIM", "InputSpec", "graph_inputs", "generate", "load_npz", "check_feeds", "parse_dims"]
+__all__ = ["DEFAULT_DIM", "InputSpec", "check_feeds", "generate", "graph_inputs", "load_npz", "parse_dims"]
 
 DEFAULT_DIM = 3
 """Size of a symbolic or unknown dim with no ``--dim``: small, and not 1 (1 hides broadcasting mistakes)."""
@@ -38,7 +38,11 @@ class InputSpec:
 
     @property
     def numpy(self) -> np.dtype:
-        return onnx.helper.tensor_dtype_to_np_dtype(self.elem)
+        """The input's NumPy (or ml_dtypes) dtype."""
+        try:
+            return dtypes.parse(self.elem).numpy
+        except DequantizeError:  # outside the table (string, float8, ...)
+            return onnx.helper.tensor_dtype_to_np_dtype(self.elem)
 
     def describe(self) -> str:
         dims = "?" if self.shape is None else "(" + ", ".join("?" if d is None else str(d) for d in self.shape) + ")"
@@ -52,15 +56,10 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
     for vi in model.graph.input:
         if vi.name in inits:
             continue
-        tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
             raise DequantizeError(f"input '{vi.name}' is not a tensor; validation feeds tensors only")
-        shape = None
-        if tt.HasField("shape"):
-            shape = tuple(
-                int(d.dim_value) if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim
-            )
-        specs.append(InputSpec(vi.name, int(tt.elem_type), shape))
+        shape = tensor_type_of(vi.type).shape
+        specs.append(InputSpec(vi.name, int(vi.type.tensor_type.elem_type), shape))
     return specs
 
 
@@ -174,11 +173,8 @@ def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
         raise DequantizeError(f"cannot read inputs: {e}", path=os.fspath(path)) from None
 
 
-_UNSTORABLE = {  # ml_dtypes types that .npz files store as raw bytes ('V2', 'V1')
-    onnx.TensorProto.BFLOAT16: ml_dtypes.bfloat16,
-    onnx.TensorProto.INT4: ml_dtypes.int4,
-    onnx.TensorProto.UINT4: ml_dtypes.uint4,
-}
+_UNSTORABLE = frozenset(dtypes.parse(name).onnx for name in ("bf16", "i4", "u4"))
+"""ml_dtypes types that .npz files store as raw bytes ('V2', 'V1')."""
 
 
 def check_feeds(specs: list[InputSpec], feeds: Mapping[str, Any], *, source: str = "inputs") -> dict[str, np.ndarray]:

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .. import modelio
+from .. import dtypes, modelio
 from ..errors import DequantizeError
 
-__all__ = ["load_model", "for_reference", "with_types", "without_large_initializers", "serialized"]
+__all__ = ["for_reference", "load_model", "serialized", "with_types", "without_large_initializers"]
 
 LARGE_BYTES = 1 << 20
 """Initializers over this size are left out of the copy checked and typed (shape computations never
@@ -59,8 +59,8 @@ def load_model(source: Any, *, what: str = "model") -> tuple[onnx.ModelProto, st
 def _nbytes(t: onnx.TensorProto) -> int:
     """An initializer's size from its declared type and dims (its data is not read)."""
     try:
-        item = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-    except (KeyError, TypeError, ValueError):
+        item = dtypes.parse(t.data_type).numpy.itemsize
+    except DequantizeError:  # outside the table (string, float8, ...): a guess is enough here
         item = 8
     return int(np.prod(t.dims, dtype=np.int64)) * item
 

@@ -16,7 +16,7 @@ import onnx
 
 from .diff import compare_output
 from .policy import Tolerance
-from .report import FirstDifference
+from .report import FirstDifference, error_line
 
 __all__ = ["first_difference"]
 
@@ -51,7 +51,7 @@ def first_difference(
     try:
         got = run_exposed(expose)
     except Exception as e:  # noqa: BLE001 - a diagnosis that cannot run must not hide the finding itself
-        return FirstDifference(None, note=f"could not localize: running with intermediates exposed failed: {_line(e)}")
+        return FirstDifference(None, note=f"could not localize: running with intermediates exposed failed: {error_line(e)}")
     shared = [o for o in expose if o in got]
     for o in shared:
         r = compare_output(o, oracle[o], got[o], tolerances.get(o, _EXACT))
@@ -93,8 +93,3 @@ def first_difference(
             "and the difference appears only in the fully optimized graph"
         ),
     )
-
-
-def _line(e: BaseException) -> str:
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"[:300]

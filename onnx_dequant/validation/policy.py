@@ -33,7 +33,7 @@ from ..errors import DequantizeError
 from ..graphs import subgraphs, value_types
 from ..schema import is_dequantize
 
-__all__ = ["Policy", "Tolerance", "tolerances", "dequantize_ulp", "MOVING", "CORRECTLY_ROUNDED", "ALWAYS_EXACT"]
+__all__ = ["ALWAYS_EXACT", "CORRECTLY_ROUNDED", "MOVING", "Policy", "Tolerance", "dequantize_ulp", "tolerances"]
 
 MOVING = frozenset(
     {
@@ -153,6 +153,21 @@ def _narrowed(t: Tolerance, src: dtypes.DType | None, dst: dtypes.DType, label: 
     return Tolerance(left, False, f"{label}: narrowed from {t.describe()} ({t.why})")
 
 
+def _worst(found: Sequence[Tolerance], of: dtypes.DType | None) -> Tolerance:
+    return max(found, key=lambda t: _weight(t, of))
+
+
+def _loose(
+    loose: Tolerance,
+    label: str,
+    inexact: Sequence[Tolerance],
+    why: str = "float arithmetic (ONNX Runtime and NumPy may round differently)",
+) -> Tolerance:
+    """The float-op budget for a node's output, or an inexact input's when that is looser."""
+    own = Tolerance(loose.ulp, True, f"{label}: {why}")
+    return _worst([own, *inexact], None) if inexact else own
+
+
 def _moved_why(node: onnx.NodeProto, tol: dict[str, Tolerance], label: str) -> str:
     """Where an exact tensor moved by ``node`` comes from: the first input computed by the graph."""
     for n in node.input:
@@ -173,29 +188,22 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
     for name in [vi.name for vi in g.input] + [t.name for t in g.initializer]:
         tol[name] = Tolerance(0, False, "input")
 
-    def worst(found: Sequence[Tolerance], of: dtypes.DType | None) -> Tolerance:
-        return max(found, key=lambda t: _weight(t, of))
-
     for i, node in enumerate(g.node):
         label = f"{node.op_type} '{node.name or f'#{i}'}'"
         standard = node.domain in ("", "ai.onnx")
         inexact_names = [n for n in node.input if n and not tol.get(n, loose).exact]
         inexact = [tol.get(n, loose) for n in inexact_names]
 
-        def float_op(why: str = "float arithmetic (ONNX Runtime and NumPy may round differently)") -> Tolerance:
-            own = Tolerance(loose.ulp, True, f"{label}: {why}")
-            return worst([own, *inexact], None) if inexact else own
-
         own: Tolerance | None = None  # one budget for every real output, when the node sets it
         if is_dequantize(node) or (standard and node.op_type == "DequantizeLinear"):
             x = types.get(node.input[0]) if node.input else None
             out = types.get(node.output[0]) if node.output else None
             if inexact:
-                own = float_op("dequantizes inexact tensors (a rounding flip upstream moves a whole step)")
+                own = _loose(loose, label, inexact, "dequantizes inexact tensors (a rounding flip upstream moves a whole step)")
             elif x is None or out is None or not x.is_quantized or not out.is_real:
                 own = Tolerance(policy.rounded_ulp, False, f"{label}: types unknown")
             elif not is_dequantize(node) and x.name == "i32":
-                own = float_op("the ONNX reference subtracts i32 in f32")
+                own = _loose(loose, label, inexact, "the ONNX reference subtracts i32 in f32")
             else:
                 achievable, why = dequantize_ulp(x, out)
                 own = Tolerance(policy.exact_ulp if achievable else policy.rounded_ulp, False, f"{label}: {why}")
@@ -212,7 +220,7 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
             elif not inexact:
                 own = Tolerance(0, False, _moved_why(node, tol, label))
             elif node.op_type in CORRECTLY_ROUNDED:
-                own = float_op("arithmetic on inexact tensors")
+                own = _loose(loose, label, inexact, "arithmetic on inexact tensors")
         held = bool(list(subgraphs(node)))
         moves = standard and not held and node.op_type in MOVING
         for o in node.output:
@@ -227,9 +235,9 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
                 else:
                     tol[o] = Tolerance(0, False, f"{label}: integer result of exact tensors")
             elif moves and inexact and all(_real(types.get(n)) for n in inexact_names):
-                tol[o] = worst(inexact, t)
+                tol[o] = _worst(inexact, t)
             else:
-                tol[o] = float_op()
+                tol[o] = _loose(loose, label, inexact)
     if policy.ulp is not None:
         for name, t in tol.items():
             if t.why != "input" and _real(types.get(name)):

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from typing import TextIO
 
-__all__ = ["Progress", "SLOW_AFTER"]
+__all__ = ["SLOW_AFTER", "Progress"]
 
 SLOW_AFTER = 2.0
 """Seconds after which a step is shown."""

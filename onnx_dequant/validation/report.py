@@ -11,7 +11,7 @@ from .. import dtypes
 from ..errors import DequantizeError
 from .diff import OutputResult, _json_float
 
-__all__ = ["Report", "PathResult", "FirstDifference"]
+__all__ = ["FirstDifference", "PathResult", "Report", "error_line"]
 
 
 @dataclass
@@ -198,7 +198,7 @@ class Report:
             if p.first_difference is not None:
                 notes.setdefault(len(rows) - 1, []).append(p.first_difference.describe())
         widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header) - 1)]
-        fmt_row = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1]  # noqa: E731
+        fmt_row = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1]
         lines.append(fmt_row(header).rstrip())
         for i, r in enumerate(rows):
             lines.append(fmt_row(r).rstrip())
@@ -229,3 +229,9 @@ def _val(v: Any, dtype: str) -> str:
         return str(dtypes.parse(dtype).numpy.type(v))
     except (DequantizeError, TypeError, ValueError, OverflowError):  # types outside the table print as they are
         return str(v)
+
+
+def error_line(e: BaseException, limit: int = 400) -> str:
+    """An exception as one line for the report: its type and the first line of its message."""
+    text = str(e).strip()
+    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"[:limit]

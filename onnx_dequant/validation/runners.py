@@ -14,24 +14,23 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import helper
 
+from .. import dtypes
 from ..errors import DequantizeError
 from ..graphs import dequantize_nodes
 from .loading import serialized
 
-__all__ = ["Skip", "LEVELS", "ReferenceRunner", "OrtRunner", "has_dequantize", "session_options"]
+__all__ = ["LEVELS", "OrtRunner", "ReferenceRunner", "Skip", "has_dequantize", "session_options"]
 
 LEVELS = ("default", "off")
 """ONNX Runtime optimization levels validation runs: its default (ORT_ENABLE_ALL) and none."""
 
 _CARRIER = {  # types ORT's Python API cannot exchange with NumPy -> the type to carry them in
-    TensorProto.BFLOAT16: (TensorProto.FLOAT, np.float32, ml_dtypes.bfloat16),
-    TensorProto.INT4: (TensorProto.INT8, np.int8, ml_dtypes.int4),
-    TensorProto.UINT4: (TensorProto.UINT8, np.uint8, ml_dtypes.uint4),
+    dtypes.parse(t).onnx: (dtypes.parse(c).onnx, dtypes.parse(c).numpy, dtypes.parse(t).numpy)
+    for t, c in (("bf16", "f32"), ("i4", "i8"), ("u4", "u8"))
 }
 _SUFFIX = "__odq_validate"
 
@@ -46,7 +45,10 @@ def has_dequantize(model: onnx.ModelProto) -> bool:
 
 
 def _np_to_onnx(dt: np.dtype) -> int:
-    return int(helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
+    try:
+        return dtypes.parse(np.dtype(dt)).onnx
+    except DequantizeError:  # outside the table (string, float8, ...)
+        return int(helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
 
 
 class ReferenceRunner:
@@ -337,4 +339,4 @@ def _prepare(
 
 def carrier_free(names: Iterable[str]) -> list[str]:
     """Names as the caller knows them (without the carrier suffix)."""
-    return [n[: -len(_SUFFIX)] if n.endswith(_SUFFIX) else n for n in names]
+    return [n.removesuffix(_SUFFIX) for n in names]
