@@ -23,6 +23,7 @@ from .reader import Op
 __all__ = ["OpContext", "MISSING", "shape_str", "known", "numel", "accumulator"]
 
 MISSING: Any = object()
+_INT = {int}
 _CTYPES = {t.ctype: t for t in dtypes.TABLE}
 MAX_DIM = 1 << 48
 """Largest dimension or index accepted (larger values are certainly corrupt)."""
@@ -168,7 +169,7 @@ class OpContext:
         v = self.raw(key, default)
         if v is default and default is not MISSING:
             return v
-        if not isinstance(v, list) or not all(_is_int(x) and lo <= x <= hi for x in v):
+        if type(v) is not list or not (set(map(type, v)) <= _INT and (not v or (min(v) >= lo and max(v) <= hi))):
             raise self.error(f"'{key}' must be a list of integers in [{lo}, {hi}], got {_dump(v)}")
         if length is not None and len(v) != length:
             raise self.error(f"'{key}' must have {length} entries, got {len(v)} ({_dump(v)})")
@@ -242,7 +243,8 @@ class OpContext:
     def scalar(self, value: Any, dtype: Any) -> str:
         if isinstance(value, np.ndarray):
             return self.b.const(value, dtype, "scalar")
-        key = (type(value), value, str(dtype))  # type: 0 and 0.0 and False are equal keys otherwise
+        name = dtype.name if type(dtype) is dtypes.DType else dtypes.parse(dtype).name
+        key = (type(value), value, name)  # type: 0 and 0.0 and False are equal keys otherwise
         found = self.b.small.get(key)
         if found is None:
             found = self.b.small[key] = self.b.const(value, dtype, "scalar")

@@ -127,14 +127,15 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
             if by_name[src[0]].op not in _UNCLAIMABLE and src not in claims:
                 claims[src] = r
 
-    declared = set(fn.parameters)
+    live.difference_update(fn.parameters)  # converted above
     b_types = b.types
     reserve = b.reserve
     listed = set() if legacy else set(fn.results)
     claimed = {src: r for (src, idx), r in claims.items() if idx == 0}  # every converted op has one output
+    converters = {(kind, v): f for kind, versions in OPS.items() for v, f in versions.items()}
     for op in fn.ops:
         name = op.name
-        if name not in live or name in declared:
+        if name not in live:
             continue
         kind = op.op
         try:
@@ -156,8 +157,7 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
                 continue
             if kind == "Parameter":
                 raise DequantizeError("Parameter is used but not listed in the function's 'parameters'")
-            versions = OPS.get(kind)
-            converter = versions.get(op.version) if versions else None
+            converter = converters.get((kind, op.version))
             if converter is None:
                 raise _unsupported(op)
             out = claimed.get(name)

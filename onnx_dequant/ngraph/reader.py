@@ -204,38 +204,39 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
     for i, js in enumerate(raw_ops):
         if type(js) is not dict:
             raise DequantizeError(f"op #{i} must be a JSON object, got a JSON {_kind(js)}", path=path)
-        name = js.get("name")
+        get = js.get
+        name = get("name")
         if type(name) is not str or not name:
             raise DequantizeError(f"op #{i} has no 'name' string", path=path)
-        op_type = js.get("op")
+        op_type = get("op")
         if type(op_type) is not str or not op_type:
             raise DequantizeError(f"op #{i} has no 'op' string (the op's type)", node=name, path=path)
         if name in by_name:
             raise DequantizeError(
                 f"duplicate op name: op #{i} and op #{by_name[name].index} are both named '{name}'", node=name, path=path
             )
-        version = js.get("op_version", 0)
+        version = get("op_version", 0)
         if type(version) is not int:
             if version is not None:
                 raise DequantizeError(f"'op_version' must be a non-negative integer, got {json.dumps(version)}", node=name, path=path)
             version = 0
         elif version < 0:
             raise DequantizeError(f"'op_version' must be a non-negative integer, got {version}", node=name, path=path)
-        srcs = js.get("inputs")
+        srcs = get("inputs")
         indices: list[int] | None = None
         if srcs is None:
             srcs = []
         elif type(srcs) is not list:
             raise DequantizeError("'inputs' must be a list", node=name, path=path)
-        elif not set(map(type, srcs)) <= _STR:  # some input as {"node": name, "index": i}
+        elif srcs and not set(map(type, srcs)) <= _STR:  # some input as {"node": name, "index": i}
             pairs = [(v, 0) if type(v) is str else _read_input(v, name, k, path) for k, v in enumerate(srcs)]
             srcs = [src for src, _ in pairs]
             indices = [idx for _, idx in pairs]
-        control = js.get("control_deps")
+        control = get("control_deps")
         if control is not None and not (type(control) is list and set(map(type, control)) <= _STR):
             raise DequantizeError("'control_deps' must be a list of op names", node=name, path=path)
-        op = Op(i, name, op_type, version, srcs, indices, js.get("outputs"), js)
-        if pending is None and not (all(map(contains, srcs)) and (control is None or all(map(contains, control)))):
+        op = Op(i, name, op_type, version, srcs, indices, get("outputs"), js)
+        if pending is None and not ((not srcs or all(map(contains, srcs))) and (control is None or all(map(contains, control)))):
             what_src = next(((f"input {k}", src) for k, src in enumerate(srcs) if src not in by_name), None)
             if what_src is None:
                 what_src = ("control dependency", next(c for c in control if c not in by_name))
