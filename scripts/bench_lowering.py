@@ -5,7 +5,8 @@
 - standalone (the op's output is a graph output): the lowered model against a casting copy int8 -> f32
   into a preallocated array (target <= 1.25x for {}, {0}, {last}, {0,2}, {1,3}) and against a plain
   Cast/Sub/Mul lowering of the same node (target: at least 2.5x faster, i.e. <= 0.40x);
-- f16 output against the f32 case (target <= 2x), ORT's own f16 DequantizeLinear shown beside it;
+- f16 output against the f32 case (target <= 2x), beside the unchunked f32 DequantizeLinear + Cast and
+  ORT's own f16 DequantizeLinear; and per-tensor f16 on shapes (k, n/k), the Scan-chunked form's window;
 - lowering a model with 1,000 Dequantize nodes on 1 GiB of external int8 weights with
   ``onnx-dequant lower`` (target <= 10 s and <= 400 MB peak resident memory).
 
@@ -160,6 +161,25 @@ def bench_f16(bench: Bench, quick: bool) -> None:
         bench.case(case, c, baseline=f"f32 lowered ({s32})", targets={f"f16 lowered ({s16})": ("<= 2x f32", 2.0)})
 
 
+def bench_f16_slices(bench: Bench, quick: bool) -> None:
+    """Per-tensor f16 output on shapes (k, n/k): the Scan-chunked form's slice-size window."""
+    total = 1 << (20 if quick else 24)
+    unchunked = [s.name for s in STRATEGIES if s.name != "scan-chunked"]
+    rng = np.random.default_rng(4)
+    x = rng.integers(-128, 128, total).astype(np.int8)
+    for k in (4, 16, 64, 256, 1024):
+        shape = (k, total // k)
+        case = f"f16 slices {shape} ({total // k // 1024}K elements each)"
+        if not bench.wants(case):
+            continue
+        xk = x.reshape(shape)
+        f32, s32 = lowered(node_model(shape, ()))
+        f16, s16 = lowered(node_model(shape, (), out="f16"))
+        whole, sw = lowered(node_model(shape, (), out="f16"), strategies=unchunked)
+        bench.case(case, {f"f32 lowered ({s32})": Runner(f32, xk, np.float32), f"f16 lowered ({s16})": Runner(f16, xk, np.float16),
+                          "f16 unchunked (f32 DQL + Cast)": Runner(whole, xk, np.float16)}, baseline=f"f32 lowered ({s32})")
+
+
 def make_big_model(folder: Path, nodes: int, total_bytes: int) -> Path:
     """A model with ``nodes`` Dequantize nodes on int8 external weights of ``total_bytes`` in all."""
     per = total_bytes // nodes
@@ -241,6 +261,7 @@ def main() -> int:
     quick = bench.args.quick
     bench_patterns(bench, quick)
     bench_f16(bench, quick)
+    bench_f16_slices(bench, quick)
     if not bench.args.skip_big:
         bench_big(bench, quick)
     return bench.finish()
