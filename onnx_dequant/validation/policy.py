@@ -164,8 +164,11 @@ def _loose(
     why: str = "float arithmetic (ONNX Runtime and NumPy may round differently)",
 ) -> Tolerance:
     """The float-op budget for a node's output, or an inexact input's when that is looser."""
-    own = Tolerance(loose.ulp, True, f"{label}: {why}")
-    return _worst([own, *inexact], None) if inexact else own
+    if not inexact:
+        return Tolerance(loose.ulp, True, f"{label}: {why}")
+    source = _worst(inexact, None)
+    own = Tolerance(loose.ulp, True, f"{label}: {why} (from {source.why.split(':')[0]})")
+    return _worst([own, source], None)
 
 
 def _moved_why(node: onnx.NodeProto, tol: dict[str, Tolerance], label: str) -> str:
@@ -216,7 +219,9 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
                 own = _narrowed(inexact[0], src, dst, label)
         elif standard and not list(subgraphs(node)) and node.op_type in MOVING | CORRECTLY_ROUNDED | {"Cast"}:
             if not inexact and node.op_type in CORRECTLY_ROUNDED:
-                own = Tolerance(0, False, f"{label}: rounds once, as the reference does, on exact tensors")
+                real = any(_real(types.get(o)) for o in node.output)
+                what = "rounds once, as the reference does," if real else "integer arithmetic"
+                own = Tolerance(0, False, f"{label}: {what} on exact tensors")
             elif not inexact:
                 own = Tolerance(0, False, _moved_why(node, tol, label))
             elif node.op_type in CORRECTLY_ROUNDED:

@@ -144,6 +144,17 @@ class Report:
         """The report as JSON (numbers that are not finite written as "inf"/"nan")."""
         return json.dumps(self.to_dict(), indent=indent)
 
+    def policy_line(self) -> str:
+        """The precision policy in one line."""
+        p = self.policy
+        if p.get("ulp") is not None:
+            return f"one budget: {p['ulp']} ULP for every computed real tensor"
+        return (
+            f"DESIGN section 2: {p.get('exact_ulp', 0)} ULP where ONNX Runtime can be exact, "
+            f"{p.get('rounded_ulp', 1)} where it rounds twice, {p.get('float_ulp', 64)} after other float "
+            "arithmetic; NaN equals NaN"
+        )
+
     def to_text(self) -> str:
         """The report as a table a person reads at a glance."""
         lines = []
@@ -204,6 +215,13 @@ class Report:
             lines.append(fmt_row(r).rstrip())
             for n in notes.get(i, []):
                 lines.append(f"    {n}")
+        budgets = {o.name: (o.allowed, o.why) for p in self.paths for o in p.outputs}
+        if budgets:
+            lines.append("")
+            lines.append(f"allowed, per output ({self.policy_line()}):")
+            width = max(len(n) for n in budgets)
+            for name, (allowed, why) in budgets.items():
+                lines.append(f"  {name.ljust(width)}  {allowed}: {why}")
         lines.append("")
         lines.append(self.verdict)
         return "\n".join(lines)
