@@ -27,6 +27,8 @@ def broadcast_shapes(a: Shape, b: Shape) -> Shape | bool:
         return a
     if a is None or b is None:
         return None
+    if len(b) < len(a) and a[len(a) - len(b) :] == b:  # b's dims end a's: a bias, a per-channel factor
+        return a
     n = max(len(a), len(b))
     a2 = (1,) * (n - len(a)) + tuple(a)
     b2 = (1,) * (n - len(b)) + tuple(b)
