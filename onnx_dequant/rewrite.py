@@ -191,7 +191,7 @@ class _Context:
 
 
 def _node_info(
-    node: NodeProto, ctx: _Context, types: dict, consts: _Constants, consumers: dict[str, list[str]], outputs: set[str]
+    node: NodeProto, ctx: _Context, types: dict, consts: _Constants, consumers: dict[str, list[str]], outputs: set[str], top: bool
 ) -> NodeInfo:
     in_type, out = check_node(node, types)  # DequantizeError naming the node and the rule
     x, scale = node.input[0], node.input[1]
@@ -215,6 +215,7 @@ def _node_info(
         opset=ctx.opset,
         target=ctx.target,
         graph_output=node.output[0] in outputs,
+        model_output=top and node.output[0] in outputs,
         weight=consts.is_const(x) and any(c in WEIGHT_CONSUMERS for c in cons),
         consumers=tuple(cons),
         zp_zero=zp_zero,
@@ -237,8 +238,11 @@ def _consumers(nodes: Any) -> dict[str, list[str]]:
     return out
 
 
-def _rewrite_nodes(owner: Any, ctx: _Context, types: dict, consts: _Constants, *, function: bool, label: str) -> None:
-    """Lower the Dequantize nodes of a graph or function body (``owner``), recursing into subgraphs."""
+def _rewrite_nodes(
+    owner: Any, ctx: _Context, types: dict, consts: _Constants, *, function: bool, label: str, top: bool = False
+) -> None:
+    """Lower the Dequantize nodes of a graph or function body (``owner``; ``top``: the main graph),
+    recursing into subgraphs."""
     consts = consts.scope(owner)
     for n in owner.node:
         for sg in subgraphs(n):
@@ -253,7 +257,7 @@ def _rewrite_nodes(owner: Any, ctx: _Context, types: dict, consts: _Constants, *
         if not is_dequantize(n) or (ctx.only is not None and not ctx.only(n)):
             new_nodes.append(n)
             continue
-        info = _node_info(n, ctx, types, consts, consumers, outputs)
+        info = _node_info(n, ctx, types, consts, consumers, outputs, top)
         chosen = plan(info, ctx.strategies)
         em = Emitter(n.name or info.output, ctx.names, function=function, constants=consts.tensors)
         chosen.strategy.emit(info, em)
@@ -442,7 +446,7 @@ def lower_model(
     ctx = _Context(current, target, only, wrap_int32, strategies, names(model), report if report is not None else [])
     types = _graph_types(model)
     consts = _Constants(None if base_dir is None else os.fspath(base_dir))
-    _rewrite_nodes(model.graph, ctx, types, consts, function=False, label=model.graph.name or "main")
+    _rewrite_nodes(model.graph, ctx, types, consts, function=False, label=model.graph.name or "main", top=True)
     for fn in model.functions:
         if any(is_dequantize(n) for n in fn.node) or any(True for n in fn.node for _ in subgraphs(n)):
             ftypes = dict(types)

@@ -216,6 +216,7 @@ def test_cli_external_data(tmp_path, capsys):
     onnx.checker.check_model(str(out), full_check=True)
     assert same_bits(_run_file(out), odq.dequantize(w, s, z, axes=(0,)))
     assert sorted(p.name for p in out_dir.iterdir()) == ["lowered.onnx", "lowered.onnx.data"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "out", "weights.bin"]  # nothing beside the input
     umask = os.umask(0)
     os.umask(umask)
     assert all((p.stat().st_mode & 0o777) == 0o666 & ~umask for p in out_dir.iterdir())  # not mkstemp's 0600

@@ -47,6 +47,7 @@ class NodeInfo:
     opset: int
     target: str  # "ort" | "portable"
     graph_output: bool = False  # the node's output is an output of its graph
+    model_output: bool = False  # ... and that graph is the model's main graph
     weight: bool = False  # x is a constant and the output feeds MatMul/Gemm/Conv
     consumers: tuple[str, ...] = ()  # op types reading the output
     zp_zero: bool = False  # the zero point is a constant known to be all zeros

@@ -1,6 +1,6 @@
 """Chunked: ``Scan`` over axis 0, each slice lowered by the best other form (an f32 DequantizeLinear and
-a Cast), so that the f32 intermediate of an f16 or bf16 output stays in cache instead of crossing memory
-twice; the scale and zero point are scanned with the input when axis 0 is a quantization axis."""
+a Cast), so that the f32 intermediate of an f16 or bf16 model output stays in cache instead of crossing
+memory twice; the scale and zero point are scanned with the input when 0 is a quantization axis."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["Chunked", "CHUNK_MIN", "CHUNK_MAX", "CACHED"]
 CHUNK_MIN = 64 << 10
 CHUNK_MAX = 4 << 20
 """Elements per slice where the Scan measured faster than one f32 DequantizeLinear and a Cast over the
-whole tensor (1.2x the f32 form at 0.5-1M elements, 1.6-1.9x at 64K or 4M, against 2.1-2.2x)."""
+whole tensor (1.2-1.4x the f32 form at 256K-1M elements, 1.5-1.9x at 64K or 4M, against 2.0-2.3x)."""
 CACHED = 0.5
 """The share of the f32 intermediate's memory traffic the cost model still charges when it is chunked."""
 
@@ -26,7 +26,8 @@ class Chunked(Strategy):
     portable = False  # Scan is ORT's to run fast; other runtimes unroll or reject it
 
     def _slice(self, info: NodeInfo, x: str, scale: str, zero_point: str | None) -> NodeInfo:
-        """The node as the Scan body sees it: one slice along axis 0, named ``x``/``scale``/``zero_point``."""
+        """The node as the Scan body sees it: one row along axis 0, its inputs named ``x``/``scale``/
+        ``zero_point`` (the scale and zero point are rows too when 0 is an axis)."""
         scanned = 0 in info.axes
         return dataclasses.replace(
             info,
@@ -37,6 +38,7 @@ class Chunked(Strategy):
             axes=tuple(a - 1 for a in info.axes if a),
             shape=info.shape[1:],  # type: ignore[index]
             graph_output=True,  # the body's output is a graph output: a Reshape there copies
+            model_output=False,
             weight=False,
             consumers=(),
             zp_zero=False,
@@ -45,7 +47,7 @@ class Chunked(Strategy):
         )
 
     def _plan(self, info: NodeInfo):  # type: ignore[no-untyped-def]
-        """The plan for one slice (any strategy but this one; names do not change the choice)."""
+        """The plan for one row (any strategy but this one; names do not change the choice)."""
         from .planner import STRATEGIES, plan  # the planner imports this module
 
         return plan(self._slice(info, "x", "scale", "zero_point"), [s.name for s in STRATEGIES if s.name != self.name])
@@ -53,6 +55,8 @@ class Chunked(Strategy):
     def check(self, info: NodeInfo) -> str | None:
         if info.out_type.name not in ("f16", "bf16"):
             return "only an f16 or bf16 output has an f32 intermediate to keep in cache"
+        if not info.model_output:
+            return "the output is not a model output (ORT runs a Scan that feeds other ops 1.5x slower)"
         reason = dql_reason(info)
         if reason:
             return reason
@@ -64,37 +68,35 @@ class Chunked(Strategy):
             return "needs a known shape of rank 2 or more"
         chunk = info.size() // info.shape[0]  # type: ignore[index, operator]
         if not CHUNK_MIN <= chunk <= CHUNK_MAX:
-            return f"a slice along axis 0 holds {chunk} elements (chunking pays from {CHUNK_MIN} to {CHUNK_MAX})"
+            return f"a row along axis 0 holds {chunk} elements (chunking pays from {CHUNK_MIN} to {CHUNK_MAX})"
         try:
             self._plan(info)
         except DequantizeError as e:
-            return f"no form for a slice ({e.rule})"
+            return f"no form for a row ({e.rule})"
         return None
 
     def cost(self, info: NodeInfo) -> float:
-        chosen = self._plan(info)
         saved = (1 - CACHED) * 2 * info.size() * DQL_TYPE.bits / 8
-        return chosen.cost * info.shape[0] - saved  # type: ignore[index]
+        return self._plan(info).cost * info.shape[0] - saved  # type: ignore[index]
 
     def emit(self, info: NodeInfo, em: Emitter) -> None:
-        rest = list(info.shape[1:])  # type: ignore[index]
-        xs = em.fresh("x_slice")
-        outer, body_in = [info.x], [helper.make_tensor_value_info(xs, info.in_type.onnx, rest)]
+        row = list(info.shape[1:])  # type: ignore[index]
+        xs = em.fresh("x_row")
+        outer, body_in = [info.x], [helper.make_tensor_value_info(xs, info.in_type.onnx, row)]
         scale, zp = info.scale, info.zero_point
         if 0 in info.axes:  # the scale and zero point vary along axis 0: scan them too
-            pshape = [info.shape[a] for a in info.axes[1:]]  # type: ignore[index]
-            scale = em.fresh("scale_slice")
+            prow = [info.shape[a] for a in info.axes[1:]]  # type: ignore[index]
+            scale = em.fresh("scale_row")
             outer.append(info.scale)
-            body_in.append(helper.make_tensor_value_info(scale, info.out_type.onnx, pshape))
+            body_in.append(helper.make_tensor_value_info(scale, info.out_type.onnx, prow))
             if info.has_zp:
-                zp = em.fresh("zero_point_slice")
+                zp = em.fresh("zero_point_row")
                 outer.append(info.zero_point)  # type: ignore[arg-type]
-                body_in.append(helper.make_tensor_value_info(zp, info.in_type.onnx, pshape))
-        sub = dataclasses.replace(self._slice(info, xs, scale, zp), output=em.fresh("y_slice"))
-        chosen = self._plan(info)
-        body_em = em.child(f"{em.prefix}_slice")
-        chosen.strategy.emit(sub, body_em)
+                body_in.append(helper.make_tensor_value_info(zp, info.in_type.onnx, prow))
+        sub = dataclasses.replace(self._slice(info, xs, scale, zp), output=em.fresh("y_row"))
+        body_em = em.child(f"{em.prefix}_row")
+        self._plan(info).strategy.emit(sub, body_em)
         body = helper.make_graph(
-            body_em.nodes, em.fresh("body"), body_in, [helper.make_tensor_value_info(sub.output, info.out_type.onnx, rest)]
+            body_em.nodes, em.fresh("body"), body_in, [helper.make_tensor_value_info(sub.output, info.out_type.onnx, row)]
         )
         em.node("Scan", outer, info.output, hint="scan", body=body, num_scan_inputs=len(outer))
