@@ -146,19 +146,24 @@ def bench_f16(bench: Bench, quick: bool) -> None:
     for pname in ("{}", "{0,2}", "{1,3}"):
         rank, axes = PATTERNS[pname]
         shape = shapes(quick)[rank]
-        case = f"f16 output {pname} rank {rank} {shape}"
-        if not bench.wants(case):
-            continue
         x = rng.integers(-128, 128, shape).astype(np.int8)
-        f32, s32 = lowered(node_model(shape, axes))
-        f16, s16 = lowered(node_model(shape, axes, out="f16"))
-        c = {f"f32 lowered ({s32})": Runner(f32, x, np.float32), f"f16 lowered ({s16})": Runner(f16, x, np.float16)}
-        if s16 == "scan-chunked":
-            whole, sw = lowered(node_model(shape, axes, out="f16"), strategies=unchunked)
-            c[f"f16 unchunked ({sw}: f32 DQL + Cast)"] = Runner(whole, x, np.float16)
-        if not axes:
-            c["ORT's f16 DequantizeLinear"] = Runner(node_model(shape, axes, out="f16", native_dql=True), x, np.float16)
-        bench.case(case, c, baseline=f"f32 lowered ({s32})", targets={f"f16 lowered ({s16})": ("<= 2x f32", 2.0)})
+        case = f"f16 output {pname} rank {rank} {shape}"
+        if bench.wants(case):
+            f32, s32 = lowered(node_model(shape, axes))
+            f16, s16 = lowered(node_model(shape, axes, out="f16"))
+            c = {f"f32 lowered ({s32})": Runner(f32, x, np.float32), f"f16 lowered ({s16})": Runner(f16, x, np.float16)}
+            if s16 == "scan-chunked":
+                whole, sw = lowered(node_model(shape, axes, out="f16"), strategies=unchunked)
+                c[f"f16 unchunked ({sw}: f32 DQL + Cast)"] = Runner(whole, x, np.float16)
+            if not axes:
+                c["ORT's f16 DequantizeLinear"] = Runner(node_model(shape, axes, out="f16", native_dql=True), x, np.float16)
+            bench.case(case, c, baseline=f"f32 lowered ({s32})", targets={f"f16 lowered ({s16})": ("<= 2x f32", 2.0)})
+        case = f"f16 output in a graph (-> Relu) {pname} rank {rank} {shape}"
+        if bench.wants(case):
+            f32, s32 = lowered(node_model(shape, axes, consumer="Relu"))
+            f16, s16 = lowered(node_model(shape, axes, out="f16", consumer="Relu"))
+            bench.case(case, {f"f32 lowered ({s32}) -> Relu": Runner(f32, x, np.float32), f"f16 lowered ({s16}) -> Relu": Runner(f16, x, np.float16)},
+                       baseline=f"f32 lowered ({s32}) -> Relu", targets={f"f16 lowered ({s16}) -> Relu": ("<= 2x f32", 2.0)})
 
 
 def bench_f16_slices(bench: Bench, quick: bool) -> None:
