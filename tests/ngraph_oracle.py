@@ -75,21 +75,23 @@ def std_round(q: np.ndarray) -> np.ndarray:
 
 
 def ngraph_quantize(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, axes: list[int], out: np.dtype, mode: int) -> np.ndarray:
-    """nGraph's reference quantize, vectorized: everything in x's real type, then clamp and cast."""
+    """nGraph's reference quantize, vectorized: the quotient, offset and clamp in x's real type T; the
+    ``+ 0.5`` / ``- 0.5`` of modes 1-3 in double (C++'s ``0.5`` is a double literal), rounded back to T."""
     T = x.dtype
     shape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
     s = scale.reshape(shape)
     z = offset.reshape(shape).astype(T)
     q = (x / s).astype(T)
-    half = T.type(0.5)
+    wide = q.astype(np.float64)
     if mode == 0:
         r = std_round(q)
     elif mode == 1:
-        r = np.where(q < 0, -np.ceil(np.abs(q) - half), np.ceil(np.abs(q) - half))
+        m = np.ceil(np.abs(wide) - 0.5).astype(T)
+        r = np.where(q < 0, -m, m)
     elif mode == 2:
-        r = np.floor(q + half)
+        r = np.floor(wide + 0.5).astype(T)
     elif mode == 3:
-        r = np.ceil(q - half)
+        r = np.ceil(wide - 0.5).astype(T)
     elif mode == 4:
         r = np.rint(q)
     elif mode == 5:

@@ -555,11 +555,15 @@ def test_dequantize_matches_reference(qt, rt, axes, shape):
 
 
 def _ties(rng: np.random.Generator, n: int, scale: float) -> np.ndarray:
-    """Inputs whose quotient by ``scale`` lands on, next to, and between halves."""
+    """Inputs whose quotient by ``scale`` lands on, next to, and between halves, and where ``q +- 0.5``
+    does not fit f32 (just below 0.5, and integers from 2^23 on)."""
     k = rng.integers(-300, 300, n).astype(np.float64)
     base = ((k + 0.5) * scale).astype(np.float32)
     near = np.concatenate([base, np.nextafter(base, np.float32(np.inf)), np.nextafter(base, np.float32(-np.inf))])
-    return np.concatenate([near, (rng.standard_normal(n) * 200 * scale).astype(np.float32), np.float32([0, -0.0, 1e9, -1e9])])
+    below_half = np.nextafter(np.float32(0.5), np.float32(0)) * np.float32(scale)
+    big = np.float32([2**23 + 1, 2**23 + 3, 2**24 - 1, 2**24 + 2]) * np.float32(scale)
+    edges = np.concatenate([[below_half, -below_half], big, -big]).astype(np.float32)
+    return np.concatenate([near, edges, (rng.standard_normal(n) * 200 * scale).astype(np.float32), np.float32([0, -0.0, 1e9, -1e9])])
 
 
 @pytest.mark.parametrize("mode", range(9))
@@ -616,6 +620,30 @@ def test_quantize_other_output_types(out):
         (want,) = evaluate(w.to_json(), {"Parameter_0": x}).values()
         assert got.dtype == qt.numpy and same_bits(got, want), (out, mode)
         assert int(want.min()) == qt.min and int(want.max()) == qt.max  # both clamps reached
+
+
+@pytest.mark.parametrize("real", ["f16", "bf16"])
+def test_quantize_half_precision_inputs(real):
+    """f16 / bf16 inputs: ``q +- 0.5`` in double as nGraph's C++, where the half type would round it
+    (onnx.reference; ORT lacks half-precision kernels for several of the ops)."""
+    rt = odq.dtypes.parse(real)
+    below_half = float(np.nextafter(np.float16(0.5), np.float16(0))) if real == "f16" else 0.498046875
+    x = np.array([below_half, -below_half, 0.5, -0.5, 1.5, 2.5, -2.5, 100.25, -37.75, 1000], rt.numpy)
+    converted = 0
+    for mode in range(9):
+        w = FunctionWriter()
+        w.result(w.op("Quantize", w.parameter(real, [x.size]), w.constant(np.array(1, rt.numpy)), w.constant(np.int8(0)),
+                      type="i8", axes=[], round_mode=mode))
+        try:
+            model = convert(w)
+        except odq.DequantizeError as e:  # Round has no bfloat16 version before opset 22
+            assert (real, mode) == ("bf16", 4) and "ONNX Round does not take bfloat16" in str(e)
+            continue
+        (got,) = ReferenceEvaluator(model).run(None, {"Parameter_0": x})
+        (want,) = evaluate(w.to_json(), {"Parameter_0": x}).values()
+        assert same_bits(got, want), (real, mode, got, want)
+        converted += 1
+    assert converted == (8 if real == "bf16" else 9)
 
 
 def test_quantize_i32_clamps_inside_the_range():

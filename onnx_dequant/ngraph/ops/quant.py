@@ -2,9 +2,11 @@
 
 nGraph's Quantize computes, in the input's real type T: ``q = x / scale``, rounds ``q`` by
 ``round_mode``, adds the offset (converted to T), clamps to the output type's range (as T) and casts.
-Round-half-to-even on f32 input with an 8-bit (or, from opset 21, 16-bit) output and at most one axis
-is ONNX QuantizeLinear, which ONNX Runtime computes the same way (division, not a reciprocal). Every
-other case is an exact decomposition that follows nGraph's formula for the mode step by step in T.
+The ``q + 0.5`` / ``q - 0.5`` steps of modes 1-3 happen in double (a double literal in nGraph's C++),
+so for f32, f16 and bf16 they are exact. Round-half-to-even on f32 input with an 8-bit (or, from
+opset 21, 16-bit) output and at most one axis is ONNX QuantizeLinear, which ONNX Runtime computes the
+same way (division, not a reciprocal). Every other case is an exact decomposition that follows
+nGraph's formula for the mode step by step.
 The one deliberate difference: nGraph clamps an i32 output to ``float(INT32_MAX)`` = 2^31, which does
 not fit (undefined in C++); we clamp to the largest T value inside the range.
 """
@@ -104,7 +106,16 @@ _MODE_OPS = (
 """The ONNX ops ``_round`` emits for each round mode."""
 
 
+_F64 = dtypes.parse("f64")
+_HALF_STEP_MODES = (1, 2, 3)
+"""Modes whose ``q +- 0.5`` nGraph computes in double (C++'s ``0.5`` is a double literal), whatever T is."""
+
+
 def _round(ctx: OpContext, q: str, mode: int, t: dtypes.DType) -> str:
+    """``q`` rounded to an integer value by nGraph's formula for ``mode``, as type ``t``."""
+    if mode in _HALF_STEP_MODES and t is not _F64:  # exact in double; the integer fits t again
+        r = _round(ctx, ctx.emit("Cast", [q], to=_F64.onnx), mode, _F64)
+        return ctx.emit("Cast", [r], to=t.onnx)
     half = ctx.scalar(0.5, t)
     zero = ctx.scalar(0, t)
 
@@ -162,7 +173,8 @@ def quantize(ctx: OpContext) -> list[TensorType]:
         attrs = {"axis": axes[0]} if axes else {}
         ctx.emit("QuantizeLinear", [x, s, z], ctx.out(), **attrs)
         return [TensorType(quant, shape)]
-    ctx.require_onnx(real, "Div", "Add", "Clip", "Cast", *_MODE_OPS[mode])
+    ctx.require_onnx(real, "Div", "Add", "Clip", "Cast")
+    ctx.require_onnx(_F64 if mode in _HALF_STEP_MODES else real, *_MODE_OPS[mode])
     rank = ctx.rank(0)
     others = [i for i in range(rank) if i not in axes]
     if axes and others:  # scale / offset indexed by the axes: unsqueeze the rest to broadcast
