@@ -64,9 +64,11 @@ def read_autob(ctx: OpContext) -> tuple[str, int]:
         if v is None:
             return ("numpy" if ctx.op.version >= 1 else "none"), -1
     if type(v) is dict and len(v) == 2:  # the common case: {"axis": n, "type": t}
-        cached = _AUTOB_OBJECTS.get((v.get("type"), v.get("axis")))
-        if cached is not None:
-            return cached
+        t, a = v.get("type"), v.get("axis")
+        if type(t) is int and type(a) is int:
+            cached = _AUTOB_OBJECTS.get((t, a))
+            if cached is not None:
+                return cached
     axis: Any = -1
     if isinstance(v, dict):
         axis = v.get("axis", -1)
