@@ -474,6 +474,12 @@ def test_integer_results_of_inexact_tensors_allow_one_flip():
     tol = tolerances(onnx.shape_inference.infer_shapes(helper.make_model(g)))
     assert tol["q"].ulp == 1 and "may flip" in tol["q"].why
     assert tol["qx"].exact  # QuantizeLinear divides once and rounds half to even, as the reference does
+    h = onnx.ModelProto()
+    h.CopyFrom(helper.make_model(g))
+    h.graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+    h.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.array(0.01, np.float16), "s"))
+    tol16 = tolerances(onnx.shape_inference.infer_shapes(h))
+    assert tol16["qx"].ulp == 1 and "divides in f16" in tol16["qx"].why
 
 
 def test_unit_counts_ulps_of_the_narrower_type():

@@ -49,7 +49,9 @@ MOVING = frozenset(
 about them): exact inputs give exact outputs, and an inexact input's budget carries over."""
 
 CORRECTLY_ROUNDED = frozenset({"Add", "Sub", "Mul", "Div", "Sqrt", "QuantizeLinear"})
-"""Standard ops IEEE arithmetic rounds once, the same way in ONNX Runtime and NumPy: exact on exact inputs."""
+"""Standard ops IEEE arithmetic rounds once, the same way in ONNX Runtime and NumPy: exact on exact inputs
+(QuantizeLinear only with an f32 input: for other types the reference divides in the input's type,
+ONNX Runtime in f32)."""
 
 ALWAYS_EXACT = frozenset({"Shape", "Size", "Constant", "ConstantOfShape", "EyeLike"})
 """Standard ops whose outputs do not depend on input values beyond shapes and attributes."""
@@ -198,11 +200,13 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
         inexact = [tol.get(n, loose) for n in inexact_names]
 
         own: Tolerance | None = None  # one budget for every real output, when the node sets it
+        every: Tolerance | None = None  # one budget for every output, whatever its type
         if is_dequantize(node) or (standard and node.op_type == "DequantizeLinear"):
             x = types.get(node.input[0]) if node.input else None
             out = types.get(node.output[0]) if node.output else None
             if inexact:
-                own = _loose(loose, label, inexact, "dequantizes inexact tensors (a rounding flip upstream moves a whole step)")
+                flip = "dequantizes inexact tensors (a rounding flip upstream moves a whole step)"
+                own = _loose(loose, label, inexact, flip)
             elif x is None or out is None or not x.is_quantized or not out.is_real:
                 own = Tolerance(policy.rounded_ulp, False, f"{label}: types unknown")
             elif not is_dequantize(node) and x.name == "i32":
@@ -210,6 +214,11 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
             else:
                 achievable, why = dequantize_ulp(x, out)
                 own = Tolerance(policy.exact_ulp if achievable else policy.rounded_ulp, False, f"{label}: {why}")
+        elif standard and node.op_type == "QuantizeLinear" and getattr(types.get(node.input[0]), "name", None) != "f32":
+            x = types.get(node.input[0])
+            every = Tolerance(
+                1, False, f"{label}: the reference divides in {x or 'its input type'}, ONNX Runtime in f32 (may flip)"
+            )
         elif standard and node.op_type in ALWAYS_EXACT:
             own = Tolerance(0, False, f"{label}: depends on shapes only")
         elif standard and node.op_type == "Cast" and inexact:
@@ -232,7 +241,9 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
             if not o:
                 continue
             t = types.get(o)
-            if own is not None and (own.exact or t is None or t.is_real):
+            if every is not None:
+                tol[o] = every
+            elif own is not None and (own.exact or t is None or t.is_real):
                 tol[o] = own
             elif t is not None and not t.is_real:
                 if inexact or held:
