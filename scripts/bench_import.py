@@ -25,10 +25,10 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchlib import Bench  # noqa: E402
+from benchlib import Bench
 
-from onnx_dequant.ngraph import convert  # noqa: E402
-from onnx_dequant.ngraph.writer import FunctionWriter, dumps  # noqa: E402
+from onnx_dequant.ngraph import convert
+from onnx_dequant.ngraph.writer import FunctionWriter, dumps
 
 WIDTH = 8
 OPS_PER_LAYER = 11

@@ -23,8 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from onnx_dequant.fileio import atomic_path  # noqa: E402
-from onnx_dequant.ngraph.writer import FunctionWriter, dumps  # noqa: E402
+from onnx_dequant.fileio import atomic_path
+from onnx_dequant.ngraph.writer import FunctionWriter, dumps
 
 SEED = 20191105
 

@@ -132,7 +132,7 @@ def _pad(x: np.ndarray, below: list[int], above: list[int], value: float) -> np.
         if b < 0:
             x = np.take(x, range(-b, x.shape[ax]), axis=ax)
         if a < 0:
-            x = np.take(x, range(0, x.shape[ax] + a), axis=ax)
+            x = np.take(x, range(x.shape[ax] + a), axis=ax)
         pads = [(0, 0)] * x.ndim
         pads[ax] = (max(b, 0), max(a, 0))
         x = np.pad(x, pads, constant_values=value)
@@ -164,7 +164,7 @@ def _run(js: dict, args: list[np.ndarray]) -> np.ndarray:
                 q = np.floor_divide(a, b)
                 r = q + ((np.remainder(a, b) != 0) & ((a < 0) != (b < 0)))
         return np.asarray(r).astype(dt)
-    (x, *rest) = args if args else (None,)
+    x = args[0] if args else None
     if op == "Negative":
         with np.errstate(all="ignore"):
             return (-x).astype(x.dtype)

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from .. import dtypes
-from ..contract import Dim, Shape, TensorType, shape_str
+from ..contract import Shape, TensorType, shape_str
 from ..errors import DequantizeError
 from .builder import Builder
 from .reader import Op

@@ -157,24 +157,22 @@ def _read_input(v: Any, name: str, k: int, path: str | None) -> tuple[str, int]:
 
 def _find_cycle(start: str, raw: dict[str, list[str]]) -> list[str] | None:
     """A path start -> ... -> start following inputs, if there is one."""
-    stack = [(start, iter(raw.get(start, ())))]
+    stack = [iter(raw.get(start, ()))]  # the inputs still to follow, per op on the path
     on_path = [start]
     seen = {start}
     while stack:
-        node, it = stack[-1]
-        step = next(it, None)
-        if step is None:
+        nxt = next(stack[-1], None)
+        if nxt is None:
             stack.pop()
             on_path.pop()
             continue
-        nxt = step
         if nxt == start:
             return on_path + [start]
         if nxt in seen or nxt not in raw:
             continue
         seen.add(nxt)
         on_path.append(nxt)
-        stack.append((nxt, iter(raw[nxt])))
+        stack.append(iter(raw[nxt]))
     return None
 
 

@@ -31,7 +31,7 @@ class Ref(str):
 
     index: int
 
-    def __new__(cls, name: str, index: int = 0) -> "Ref":
+    def __new__(cls, name: str, index: int = 0) -> Ref:
         r = super().__new__(cls, name)
         r.index = index
         return r

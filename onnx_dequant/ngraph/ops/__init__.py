@@ -48,4 +48,4 @@ BACKEND_OPS = frozenset(
 )
 """Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
 
-from . import conv, dot, elementwise, io, quant, reduce, shape  # noqa: E402,F401  (register the converters)
+from . import conv, dot, elementwise, io, quant, reduce, shape  # noqa: F401  (register the converters)

@@ -130,7 +130,7 @@ def _no_boolean(ctx: OpContext, t: dtypes.DType) -> None:
         raise ctx.error(f"Arguments cannot have boolean element type (argument element type: {t})")
 
 
-def _simple(onnx_op: str):  # noqa: ANN202
+def _simple(onnx_op: str):
     def convert(ctx: OpContext) -> list[TensorType]:
         a, b, t = _binary(ctx)
         _no_boolean(ctx, t.elem_type)
@@ -168,7 +168,7 @@ def divide(ctx: OpContext) -> list[TensorType]:
     return [t]
 
 
-def _select(compare: str, fallback: str):  # noqa: ANN202
+def _select(compare: str, fallback: str):
     def convert(ctx: OpContext) -> list[TensorType]:
         a, b, t = _binary(ctx)
         _no_boolean(ctx, t.elem_type)
@@ -233,7 +233,7 @@ def relu(ctx: OpContext) -> list[TensorType]:
     return [t]
 
 
-def _real_math(onnx_op: str):  # noqa: ANN202
+def _real_math(onnx_op: str):
     def convert(ctx: OpContext) -> list[TensorType]:
         t = _unary(ctx)
         if not t.elem_type.is_real:

@@ -124,9 +124,9 @@ def _parse_strings(ctx: OpContext, values: list[Any], dt: dtypes.DType) -> np.nd
         try:
             _convert([s], dt)
         except OverflowError:
-            raise ctx.error(f"Constant value #{k} '{str(s):.40}' is out of the range of {dt} [{dt.min}, {dt.max}]") from None
+            raise ctx.error(f"Constant value #{k} '{s!s:.40}' is out of the range of {dt} [{dt.min}, {dt.max}]") from None
         except ValueError:
-            raise ctx.error(f"Constant value #{k} '{str(s):.40}' does not parse as {dt}") from None
+            raise ctx.error(f"Constant value #{k} '{s!s:.40}' does not parse as {dt}") from None
     raise ctx.error(f"Constant values do not parse as {dt}")
 
 
