@@ -51,7 +51,8 @@ def first_difference(
     try:
         got = run_exposed(expose)
     except Exception as e:  # noqa: BLE001 - a diagnosis that cannot run must not hide the finding itself
-        return FirstDifference(None, note=f"could not localize: running with intermediates exposed failed: {error_line(e)}")
+        note = f"could not localize: running with intermediates exposed failed: {error_line(e)}"
+        return FirstDifference(None, note=note)
     shared = [o for o in expose if o in got]
     for o in shared:
         r = compare_output(o, oracle[o], got[o], tolerances.get(o, _EXACT))
