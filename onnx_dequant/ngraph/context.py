@@ -53,6 +53,8 @@ _I64, _U64 = dtypes.parse("i64"), dtypes.parse("u64")
 
 
 _ONNX_TAKES: dict[tuple[str, int, str, bool], bool] = {}
+_ONNX_TAKES_ALL: set[tuple[tuple[str, ...], int, str, bool]] = set()
+"""``require_onnx`` calls already answered yes, whole."""
 
 
 def _onnx_takes(onnx_op: str, opset: int, dt: dtypes.DType, output: bool) -> bool:
@@ -119,6 +121,8 @@ class OpContext:
         """Refuse ``dt`` when one of the standard ONNX ops the conversion emits has no version for it
         (for its data input; with ``output``, for its output)."""
         opset = self.b.opset
+        if (onnx_ops, opset, dt.name, output) in _ONNX_TAKES_ALL:
+            return
         for onnx_op in onnx_ops:
             key = (onnx_op, opset, dt.name, output)
             ok = _ONNX_TAKES.get(key)
@@ -129,6 +133,7 @@ class OpContext:
                     f"{self.op.op} on {dt} has no ONNX counterpart at opset {opset} "
                     f"(ONNX {onnx_op} does not {'produce' if output else 'take'} {dt.onnx_name.lower()})"
                 )
+        _ONNX_TAKES_ALL.add((onnx_ops, opset, dt.name, output))
 
     def static_shape(self, i: int, what: str = "input") -> tuple[int, ...]:
         s = self.types[i].shape

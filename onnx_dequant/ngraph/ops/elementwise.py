@@ -87,7 +87,8 @@ def read_autob(ctx: OpContext) -> tuple[str, int]:
 
 def _binary(ctx: OpContext) -> tuple[str, str, TensorType]:
     """Check a binary op's inputs; returns the two operands (PDPD's second one unsqueezed) and the result type."""
-    ctx.expect_inputs(2)
+    if len(ctx.inputs) != 2:
+        ctx.expect_inputs(2)
     ta, tb = ctx.types
     if ta.elem_type is not tb.elem_type:
         raise ctx.error(f"Argument element types are inconsistent ({ta.elem_type} and {tb.elem_type})")
