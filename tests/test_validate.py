@@ -817,3 +817,27 @@ def test_large_initializers_are_left_out_of_checking_and_typing_only(monkeypatch
     bad.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.ones(5, np.float32), "s1"))  # 5 scales, axis has 4
     with pytest.raises(odq.DequantizeError, match=r"Scale shape \(\{5\}\) and zero point shape \(\{4\}\) must match"):
         validate(bad)
+
+
+@needs_lower
+def test_failing_lowered_path_names_the_original_node(monkeypatch):
+    """A lowering that went wrong (here: our lowering, then one scale value changed) fails the
+    ``lowered`` path, and the report names the original model's Dequantize node."""
+    from onnx_dequant import rewrite
+
+    real = rewrite.lower
+
+    def wrong(model, **kw):
+        out = real(model, **kw)
+        used = next(n.input[1] for n in out.graph.node if n.op_type == "DequantizeLinear")
+        scale = next(t for t in out.graph.initializer if t.name == used)
+        return tamper_scale(out, scale.name, index=(0,) * len(scale.dims))
+
+    monkeypatch.setattr(rewrite, "lower", wrong)
+    m = dq_model("i8", "f32", shape=(3, 4), axes=(1,), relu=False)
+    report = validate(m, paths=["lowered"])
+    assert report.exit_code == 1 and statuses(report) == {"lowered/default": "fail", "lowered/off": "fail"}
+    for p in report.paths:
+        assert p.first_difference.node == "dq1" and p.first_difference.op_type == "Dequantize", report.to_text()
+        assert "first differing node: 'dq1' (Dequantize)" in report.to_text()
+        assert p.outputs[0].allowed == "0 ULP" and p.outputs[0].failures >= 1

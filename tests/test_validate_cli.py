@@ -75,7 +75,8 @@ def test_tampered_lowering_against_exits_1_naming_the_original_node(tmp_path, ca
     if tamper == "axis":
         bad = swap_axis(lowered)
     else:
-        scale = next(t for t in lowered.graph.initializer if t.data_type == onnx.TensorProto.FLOAT)
+        used = next(n.input[1] for n in lowered.graph.node if n.op_type == "DequantizeLinear")
+        scale = next(t for t in lowered.graph.initializer if t.name == used)
         bad = tamper_scale(lowered, scale.name, index=(0,) * len(scale.dims))
     onnx.save(m, tmp_path / "m.onnx")
     onnx.save(lowered, tmp_path / "good.onnx")
