@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -17,9 +18,11 @@ from onnx import helper, numpy_helper
 from .. import dtypes
 from ..contract import TensorType
 
-__all__ = ["Builder"]
+__all__ = ["Builder", "tensor_type"]
 
 _LITTLE = sys.byteorder == "little"
+tensor_type = partial(tuple.__new__, TensorType)
+"""``tensor_type((elem_type, shape))``: a ``TensorType`` without the Python-level ``__new__`` (hot paths)."""
 
 
 class Builder:
@@ -88,7 +91,7 @@ class Builder:
             t.data_type = dt.onnx
             t.dims.extend(shape)
             t.raw_data = array.tobytes()
-        t = self.types[name] = TensorType(dt, shape)
+        t = self.types[name] = tensor_type((dt, shape))
         return t
 
     def const(self, value: Any, dtype: Any, hint: str = "const") -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ... import dtypes
 from ...contract import Dim, Shape, TensorType, merge_shapes
+from ..builder import tensor_type
 from ..context import OpContext, shape_str
 from . import register
 
@@ -123,7 +124,7 @@ def _binary(ctx: OpContext) -> tuple[str, str, TensorType]:
         axes = list(range(start)) + tail
         if axes:
             b = ctx.emit("Unsqueeze", [b, ctx.int64s(axes)])
-    return a, b, TensorType(ta.elem_type, shape)  # type: ignore[arg-type]
+    return a, b, tensor_type((ta.elem_type, shape))
 
 
 def _no_boolean(ctx: OpContext, t: dtypes.DType) -> None:
