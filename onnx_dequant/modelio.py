@@ -18,6 +18,7 @@ from onnx import ModelProto, TensorProto, numpy_helper
 
 from .errors import DequantizeError
 from .fileio import atomic_path
+from .graphs import iter_graphs, subgraphs
 
 __all__ = ["load", "save", "iter_tensors", "read_external", "external_info", "external_files", "data_path", "EXTERNAL_THRESHOLD"]
 
@@ -27,32 +28,33 @@ _CHUNK = 16 << 20
 _TWO_GB = (2 << 30) - (64 << 20)  # protobuf's limit, with room for the graph
 
 
+def _attribute_tensors(node: onnx.NodeProto) -> Iterator[TensorProto]:
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.TENSOR:
+            yield a.t
+        elif a.type == onnx.AttributeProto.TENSORS:
+            yield from a.tensors
+
+
 def iter_tensors(model: ModelProto) -> Iterator[TensorProto]:
     """Every tensor of the model: initializers and Constant/attribute tensors, in subgraphs and functions."""
-
-    def in_nodes(nodes) -> Iterator[TensorProto]:  # type: ignore[no-untyped-def]
-        for n in nodes:
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.TENSOR:
-                    yield a.t
-                elif a.type == onnx.AttributeProto.TENSORS:
-                    yield from a.tensors
-                elif a.type == onnx.AttributeProto.GRAPH:
-                    yield from in_graph(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    for g in a.graphs:
-                        yield from in_graph(g)
 
     def in_graph(g: onnx.GraphProto) -> Iterator[TensorProto]:
         yield from g.initializer
         for s in g.sparse_initializer:
             yield s.values
             yield s.indices
-        yield from in_nodes(g.node)
+        for n in g.node:
+            yield from _attribute_tensors(n)
 
-    yield from in_graph(model.graph)
+    for g in iter_graphs(model.graph):
+        yield from in_graph(g)
     for f in model.functions:
-        yield from in_nodes(f.node)
+        for n in f.node:
+            yield from _attribute_tensors(n)
+            for sg in subgraphs(n):
+                for g in iter_graphs(sg):
+                    yield from in_graph(g)
 
 
 def external_info(t: TensorProto) -> dict[str, str]:
