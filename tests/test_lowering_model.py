@@ -209,6 +209,8 @@ def test_cli_external_data(tmp_path, capsys):
     assert cli_main(["lower", str(src), "-o", str(out), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["lowered"] == 1 and result["opset"] == 21
+    assert result["nodes"][0]["strategy"] == "dql-per-axis"
+    assert result["nodes"][0]["refused"]["dql-per-tensor"] == "the node has quantization axes"
     assert (out_dir / "lowered.onnx.data").is_file()
     stored = onnx.load(str(out), load_external_data=False)
     assert any(t.data_location == TensorProto.EXTERNAL for t in stored.graph.initializer)

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
             "target": args.target,
             "lowered": len(report),
             "strategies": counts,
-            "nodes": [{"node": r.node, "graph": r.graph, "strategy": r.strategy} for r in report],
+            "nodes": [{"node": r.node, "graph": r.graph, "strategy": r.strategy, "refused": r.refused} for r in report],
             "seconds": round(seconds, 3),
         }, indent=1))
     else:
