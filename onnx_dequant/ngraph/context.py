@@ -207,14 +207,10 @@ class OpContext:
     # ---- emitting ----
 
     def out(self, i: int = 0) -> str:
+        """The name of the op's output ``i``."""
         return self.outputs[i]
 
-    def temp(self, hint: str) -> str:
-        return self.b.reserve(f"{self.name}/{hint}")
-
-    def node_name(self, final: bool) -> str:
-        if final:
-            return self.name
+    def _helper_name(self) -> str:
         self._aux += 1
         return f"{self.name}/{self._aux}"
 
@@ -225,10 +221,10 @@ class OpContext:
         """
         if out is None:
             out = self.b.reserve(f"{self.name}/{op_type}")
-            final = False
+            name = self._helper_name()
         else:
-            final = out in self.outputs
-        self.b.node(op_type, inputs, (out,), self.name if final else self.node_name(False), attrs)
+            name = self.name if out in self.outputs else self._helper_name()
+        self.b.node(op_type, inputs, (out,), name, attrs)
         return out
 
     def const(self, value: Any, dtype: Any, hint: str = "const") -> str:
