@@ -35,11 +35,11 @@ OPS_PER_LAYER = 11
 
 
 def big_graph(n_ops: int, seed: int = 0, width: int = WIDTH) -> str:
-    """A chain of layers with about ``n_ops`` ops and ``width``-wide tensors, as nGraph v0.26 JSON text."""
+    """A chain of layers, at least ``n_ops`` ops, ``width``-wide tensors, as nGraph v0.26 JSON text."""
     rng = np.random.default_rng(seed)
     w = FunctionWriter("bench", era="v0.26")
     x = w.parameter("f32", [None, width])
-    for _ in range(max(1, (n_ops - 2) // OPS_PER_LAYER)):
+    for _ in range(max(1, -(-(n_ops - 2) // OPS_PER_LAYER))):  # at least n_ops ops
         q = w.constant(rng.integers(-127, 128, (width, width), dtype=np.int8))
         s = w.constant(rng.uniform(0.001, 0.01, width).astype(np.float32))
         z = w.constant(rng.integers(-3, 4, width, dtype=np.int8))
