@@ -207,13 +207,6 @@ def negative(ctx: OpContext) -> list[TensorType]:
     return [t]
 
 
-@register("Abs")
-def abs_(ctx: OpContext) -> list[TensorType]:
-    t = _unary(ctx)
-    _no_boolean(ctx, t.elem_type)
-    ctx.require_onnx(t.elem_type, "Abs")
-    ctx.emit("Abs", ctx.inputs, ctx.out())
-    return [t]
 
 
 @register("Relu")
@@ -235,11 +228,14 @@ def relu(ctx: OpContext) -> list[TensorType]:
     return [t]
 
 
-def _real_math(onnx_op: str):
+def _one_to_one(onnx_op: str, reals_only: bool = True):
+    """A converter for a unary op that is one ONNX op of the same name (on real types only, by default)."""
+
     def convert(ctx: OpContext) -> list[TensorType]:
         t = _unary(ctx)
-        if not t.elem_type.is_real:
+        if reals_only and not t.elem_type.is_real:
             raise ctx.error(f"{ctx.op.op} on {t.elem_type} is not supported (the importer maps it for real types only)")
+        _no_boolean(ctx, t.elem_type)
         ctx.require_onnx(t.elem_type, onnx_op)
         ctx.emit(onnx_op, ctx.inputs, ctx.out())
         return [t]
@@ -248,7 +244,8 @@ def _real_math(onnx_op: str):
 
 
 for _name in ("Sigmoid", "Tanh", "Exp", "Log", "Sqrt"):
-    register(_name)(_real_math(_name))
+    register(_name)(_one_to_one(_name))
+register("Abs")(_one_to_one("Abs", reals_only=False))
 
 
 @register("Convert")
