@@ -309,6 +309,12 @@ def test_constant_single_value_form_small_and_large():
     a, b = ort_run(model, {})
     assert same_bits(a, np.full((3, 4), 2.5, np.float32)) and same_bits(b, np.full((300, 300), 7, np.int8))
     assert model.ByteSize() < 10_000
+    w = FunctionWriter()  # Expand takes no int4: the values are written out
+    w.result(w.constant(np.full((300, 300), -3, ml_dtypes.int4)))
+    model = convert(w)
+    assert "Expand" not in {n.op_type for n in model.graph.node}
+    (c,) = ReferenceEvaluator(model).run(None, {})
+    assert c.dtype == ml_dtypes.int4 and c.shape == (300, 300) and (c.astype(np.int8) == -3).all()
 
 
 # ---------------------------------------------------------------- op semantics

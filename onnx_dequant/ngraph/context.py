@@ -117,6 +117,14 @@ class OpContext:
             raise self.error(f"{self.op.op} needs the rank of its {what} (input {i}), which is unknown")
         return len(s)
 
+    def onnx_takes(self, dt: dtypes.DType, onnx_op: str, output: bool = False) -> bool:
+        """Whether the standard ONNX op, at the model's opset, takes ``dt`` (with ``output``: produces it)."""
+        key = (onnx_op, self.b.opset, dt.name, output)
+        ok = _ONNX_TAKES.get(key)
+        if ok is None:
+            ok = _ONNX_TAKES[key] = _onnx_takes(onnx_op, self.b.opset, dt, output)
+        return ok
+
     def require_onnx(self, dt: dtypes.DType, *onnx_ops: str, output: bool = False) -> None:
         """Refuse ``dt`` when one of the standard ONNX ops the conversion emits has no version for it
         (for its data input; with ``output``, for its output)."""
@@ -124,11 +132,7 @@ class OpContext:
         if (onnx_ops, opset, dt.name, output) in _ONNX_TAKES_ALL:
             return
         for onnx_op in onnx_ops:
-            key = (onnx_op, opset, dt.name, output)
-            ok = _ONNX_TAKES.get(key)
-            if ok is None:
-                ok = _ONNX_TAKES[key] = _onnx_takes(onnx_op, opset, dt, output)
-            if not ok:
+            if not self.onnx_takes(dt, onnx_op, output):
                 raise self.error(
                     f"{self.op.op} on {dt} has no ONNX counterpart at opset {opset} "
                     f"(ONNX {onnx_op} does not {'produce' if output else 'take'} {dt.onnx_name.lower()})"

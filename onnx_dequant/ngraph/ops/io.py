@@ -191,7 +191,7 @@ def constant(ctx: OpContext) -> list[TensorType]:
     else:
         shape = _dims(ctx, raw_shape, allow_dynamic=False)  # type: ignore[assignment]  # raises
     flat, single = parse_values(ctx, dt, shape)
-    if single and len(shape) and numel(shape) > EXPAND_ABOVE:
+    if single and len(shape) and numel(shape) > EXPAND_ABOVE and ctx.onnx_takes(dt, "Expand"):
         scalar = ctx.const(flat.reshape(()), dt, f"{ctx.name}/value")
         ctx.emit("Expand", [scalar, ctx.int64s(shape)], ctx.out())
     else:
