@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import onnx
 from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
@@ -13,7 +14,9 @@ from .contract import TensorType
 from .errors import DequantizeError
 from .schema import is_dequantize, tensor_type_of
 
-__all__ = ["subgraphs", "iter_graphs", "iter_nodes", "dequantize_nodes", "constants", "names", "value_types"]
+__all__ = [
+    "without_large_initializers",
+    "LARGE_BYTES","subgraphs", "iter_graphs", "iter_nodes", "dequantize_nodes", "constants", "names", "value_types"]
 
 
 def subgraphs(node: NodeProto) -> Iterator[GraphProto]:
@@ -103,3 +106,41 @@ def value_types(graph: GraphProto, types: dict[str, TensorType] | None = None) -
         for v in (*g.input, *g.output, *g.value_info):
             merge(v.name, tensor_type_of(v.type))
     return types
+
+
+LARGE_BYTES = 1 << 20
+"""Initializers over this size are left out of the copies that ONNX's checker and shape inference see
+(shape computations never read one this large)."""
+
+
+def _nbytes(t: onnx.TensorProto) -> int:
+    """An initializer's size from its declared type and dims (its data is not read)."""
+    try:
+        item = dtypes.parse(t.data_type).numpy.itemsize
+    except DequantizeError:  # outside the table (string, float8, ...): a guess is enough here
+        item = 8
+    return int(np.prod(t.dims, dtype=np.int64)) * item
+
+
+def without_large_initializers(model: ModelProto, limit: int | None = None) -> ModelProto:
+    """``model`` itself, or a copy whose main-graph initializers over ``limit`` bytes (default
+    ``LARGE_BYTES``) are graph inputs of the same type and shape, their data left out: what ONNX's
+    checker and shape inference need, without serializing the weights for them."""
+    limit = LARGE_BYTES if limit is None else limit
+    g = model.graph
+    if not any(_nbytes(t) > limit for t in g.initializer):
+        return model
+    light = ModelProto(ir_version=model.ir_version)
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    lg = light.graph
+    lg.name = g.name
+    for part in ("node", "input", "output", "value_info", "sparse_initializer"):
+        getattr(lg, part).extend(getattr(g, part))
+    declared = {vi.name for vi in g.input}
+    for t in g.initializer:
+        if _nbytes(t) <= limit:
+            lg.initializer.append(t)
+        elif t.name not in declared:
+            lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return light

@@ -22,7 +22,7 @@ from .contract import Shape, TensorType
 from .errors import DequantizeError
 from .lowering import NodeInfo, check_target, plan
 from .lowering.base import Emitter
-from .graphs import constants, iter_graphs, iter_nodes, names, subgraphs, value_types
+from .graphs import without_large_initializers, constants, iter_graphs, iter_nodes, names, subgraphs, value_types
 from .schema import DOMAIN, check_node, is_dequantize, node_attributes, tensor_type_of
 
 __all__ = ["lower", "lower_file", "lower_model", "default_opset", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "LoweredNode"]
@@ -68,14 +68,11 @@ def _restore(stash: list[tuple[int, TensorProto, bytes]]) -> None:
 
 
 def _infer(model: ModelProto) -> ModelProto:
-    """Shape inference on the model without its big tensors (restored afterwards)."""
-    stash = _strip_big(model)
+    """Shape inference on the model without its big tensors' data."""
     try:
-        return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+        return onnx.shape_inference.infer_shapes(without_large_initializers(model), check_type=False, strict_mode=False)
     except Exception:  # noqa: BLE001 - inference is best effort; the types we have still count
         return model
-    finally:
-        _restore(stash)
 
 
 def _graph_types(model: ModelProto) -> dict[str, TensorType]:

@@ -38,7 +38,7 @@ def one_node_model(
 ) -> onnx.ModelProto:
     """A model with one Dequantize node: x a graph input (or initializer), scale/zero point initializers
     (``const``) or graph inputs; ``consumer`` appends that op (Relu, Reshape ...) after it."""
-    q, r = dtypes.parse(x.dtype), dtypes.parse(s.dtype)
+    r = dtypes.parse(s.dtype)
     inputs, inits = [], []
 
     def add(name: str, arr: np.ndarray, is_const: bool) -> None:

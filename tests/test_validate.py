@@ -803,11 +803,11 @@ def test_if_subgraph_with_dequantize_both_branches():
 
 
 def test_large_initializers_are_left_out_of_checking_and_typing_only(monkeypatch):
-    from onnx_dequant.validation import loading
+    from onnx_dequant import graphs
 
-    monkeypatch.setattr(loading, "LARGE_BYTES", 0)  # every initializer counts as large
+    monkeypatch.setattr(graphs, "LARGE_BYTES", 0)  # every initializer counts as large
     m = two_stage_model()
-    light = loading.without_large_initializers(m)
+    light = graphs.without_large_initializers(m)
     assert not light.graph.initializer and {"s1", "z1", "s2", "z2"} <= {i.name for i in light.graph.input}
     assert len(m.graph.initializer) == 4  # the model itself is untouched
     report = validate(m)

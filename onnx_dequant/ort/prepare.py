@@ -22,7 +22,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper
 from .. import modelio
 from ..contract import TensorType
 from ..errors import DequantizeError
-from ..graphs import dequantize_nodes, iter_graphs, value_types
+from ..graphs import dequantize_nodes, iter_graphs, value_types, without_large_initializers
 from ..schema import OPSET_VERSION, check_node, is_dequantize, node_attributes
 from .kernels import KERNEL_DOMAIN, kernel_op_type
 
@@ -82,7 +82,7 @@ def _name_nodes(model: ModelProto) -> None:
 
 def _infer_shapes(model: ModelProto, path: str | None) -> ModelProto:
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        return onnx.shape_inference.infer_shapes(without_large_initializers(model), strict_mode=False)
     except DequantizeError as e:
         raise e.at(path=path) from None
     except Exception:  # noqa: BLE001 - a standard op's inference or a huge model: check with what we have

@@ -11,17 +11,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
 import onnx
 
-from .. import dtypes, modelio
+from .. import modelio
 from ..errors import DequantizeError
+from ..graphs import without_large_initializers
 
-__all__ = ["for_reference", "load_model", "serialized", "with_types", "without_large_initializers"]
-
-LARGE_BYTES = 1 << 20
-"""Initializers over this size are left out of the copy checked and typed (shape computations never
-read one this large)."""
+__all__ = ["for_reference", "load_model", "serialized", "with_types"]
 
 _LIMIT = 2**31 - 2**20
 """Models over this size cannot be one protobuf message (2 GiB), so not one in-memory ONNX Runtime model."""
@@ -54,38 +50,6 @@ def load_model(source: Any, *, what: str = "model") -> tuple[onnx.ModelProto, st
         raise DequantizeError(f"{what} must be an onnx.ModelProto or a file path, got {type(source).__name__}")
     _check(model, path)
     return model, label
-
-
-def _nbytes(t: onnx.TensorProto) -> int:
-    """An initializer's size from its declared type and dims (its data is not read)."""
-    try:
-        item = dtypes.parse(t.data_type).numpy.itemsize
-    except DequantizeError:  # outside the table (string, float8, ...): a guess is enough here
-        item = 8
-    return int(np.prod(t.dims, dtype=np.int64)) * item
-
-
-def without_large_initializers(model: onnx.ModelProto, limit: int | None = None) -> onnx.ModelProto:
-    """``model`` itself, or a copy whose initializers over ``limit`` bytes (default ``LARGE_BYTES``) are
-    graph inputs of the same type and shape (their data left out)."""
-    limit = LARGE_BYTES if limit is None else limit
-    g = model.graph
-    if not any(_nbytes(t) > limit for t in g.initializer):
-        return model
-    light = onnx.ModelProto(ir_version=model.ir_version)
-    light.opset_import.extend(model.opset_import)
-    light.functions.extend(model.functions)
-    lg = light.graph
-    lg.name = g.name
-    for part in ("node", "input", "output", "value_info", "sparse_initializer"):
-        getattr(lg, part).extend(getattr(g, part))
-    declared = {vi.name for vi in g.input}
-    for t in g.initializer:
-        if _nbytes(t) <= limit:
-            lg.initializer.append(t)
-        elif t.name not in declared:
-            lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-    return light
 
 
 def _check(model: onnx.ModelProto, path: str | None) -> None:
