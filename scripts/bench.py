@@ -96,7 +96,7 @@ def main() -> int:
               f" naive {naive:.2f}x")
 
         bench.rows.append(Row(case, "odq.dequantize peak memory", 0.0, ratio, "output size", "<= 1.25x output", ok))
-        del x, pre, pre2
+        x = pre = pre2 = None  # free before the next case allocates
     status = bench.finish()
     if args.all:
         for script in sorted(HERE.glob("bench_*.py")):
