@@ -22,16 +22,11 @@ from .contract import Shape, TensorType
 from .errors import DequantizeError
 from .lowering import NodeInfo, check_target, plan
 from .lowering.base import Emitter
+from .opsets import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, check_opset, default_opset, set_default_opset
 from .graphs import without_large_initializers, constants, iter_graphs, iter_nodes, names, subgraphs, value_types
 from .schema import DOMAIN, check_node, is_dequantize, node_attributes, tensor_type_of
 
 __all__ = ["lower", "lower_file", "lower_model", "default_opset", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "LoweredNode"]
-
-MIN_OPSET = 13
-MAX_OPSET = 27
-"""Supported default-domain opsets (ORT 1.32 has no DequantizeLinear-28 kernel)."""
-DEFAULT_OPSET = 21
-"""The opset given to a model that imports no default-domain opset."""
 
 WEIGHT_CONSUMERS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 
@@ -274,30 +269,6 @@ def _rewrite_nodes(
         owner.initializer.extend(new_inits)
 
 
-def default_opset(opsets: Any) -> int | None:
-    """The default-domain version in an ``opset_import`` list, or None."""
-    for o in opsets:
-        if o.domain in ("", "ai.onnx"):
-            return int(o.version)
-    return None
-
-
-def _set_default_opset(opsets: Any, version: int) -> None:
-    for o in opsets:
-        if o.domain in ("", "ai.onnx"):
-            o.version = version
-            return
-    opsets.append(helper.make_opsetid("", version))
-
-
-def _check_opset(opset: int) -> None:
-    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= MAX_OPSET:
-        raise DequantizeError(
-            f"Unsupported target opset {opset!r}: supported are {MIN_OPSET} to {MAX_OPSET} "
-            "(ONNX Runtime has no DequantizeLinear-28 kernel)"
-        )
-
-
 _HIDDEN = DOMAIN + ".hidden"
 """A domain no schema is registered for: our nodes go there while ``onnx.version_converter`` runs, so its
 shape inference does not run the contract on inputs whose types only the call site knows."""
@@ -329,7 +300,7 @@ def _convert_function(fn: onnx.FunctionProto, model: ModelProto, opset: int) -> 
     if old is None:
         return  # no ONNX ops: nothing to convert
     if old == opset or not any(n.domain in ("", "ai.onnx") for n in fn.node):
-        _set_default_opset(fn.opset_import, opset)
+        set_default_opset(fn.opset_import, opset)
         return
     try:
         m2 = _convert_version(_body_model(fn), opset)
@@ -337,7 +308,7 @@ def _convert_function(fn: onnx.FunctionProto, model: ModelProto, opset: int) -> 
         raise DequantizeError(f"Cannot convert function '{fn.name}' from opset {old} to {opset}: {e}") from None
     del fn.node[:]
     fn.node.extend(m2.graph.node)
-    _set_default_opset(fn.opset_import, opset)
+    set_default_opset(fn.opset_import, opset)
 
 
 def _convert(model: ModelProto, opset: int) -> ModelProto:
@@ -346,7 +317,7 @@ def _convert(model: ModelProto, opset: int) -> ModelProto:
     if old == opset:
         return model
     if old is None:
-        _set_default_opset(model.opset_import, opset)
+        set_default_opset(model.opset_import, opset)
         return model
     stash = _strip_big(model)
     value_info = list(model.graph.value_info)
@@ -384,7 +355,7 @@ def _align_function_opset(fn: onnx.FunctionProto, model_opset: int) -> None:
             f"Function '{fn.name}' imports opset {own} but the model {model_opset}: pass opset= (or --opset) "
             "to convert both to one opset"
         )
-    _set_default_opset(fn.opset_import, model_opset)
+    set_default_opset(fn.opset_import, model_opset)
 
 
 def _cleanup_opsets(model: ModelProto) -> None:
@@ -421,7 +392,7 @@ def lower_model(
     """
     check_target(target)
     if opset is not None:
-        _check_opset(opset)
+        check_opset(opset)
     todo = [n for n in iter_nodes(model) if is_dequantize(n) and (only is None or only(n))]
     if opset is not None:
         model = _convert(model, opset)
@@ -429,7 +400,7 @@ def lower_model(
     if todo:
         if current is None:
             current = DEFAULT_OPSET
-            _set_default_opset(model.opset_import, current)
+            set_default_opset(model.opset_import, current)
         elif not MIN_OPSET <= current <= MAX_OPSET:
             raise DequantizeError(
                 f"The model's opset {current} is outside {MIN_OPSET} to {MAX_OPSET}: pass opset= (or --opset) "

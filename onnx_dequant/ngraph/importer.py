@@ -19,6 +19,7 @@ from onnx import helper
 
 from .. import schema
 from ..errors import DequantizeError
+from ..opsets import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, check_opset
 from . import reader
 from .builder import Builder
 from .context import OpContext
@@ -27,11 +28,6 @@ from .ops.io import parameter_type
 
 __all__ = ["convert", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET"]
 
-DEFAULT_OPSET = 21
-"""The standard-domain opset of converted models (ONNX Runtime has no kernel for DequantizeLinear-28)."""
-MIN_OPSET = 13
-MAX_OPSET = 27
-"""The newest opset ONNX Runtime 1.32 loads models at (the lowering pass accepts the same range)."""
 
 _SOURCE_OPS = ("Parameter", "Constant")
 _UNCLAIMABLE = ("Parameter", "Constant", "Result")  # their tensors are named already
@@ -81,10 +77,8 @@ def convert(source: Any, *, function: str | None = None, opset: int = DEFAULT_OP
 def _convert_source(source: Any, function: str | None, opset: int) -> onnx.ModelProto:
     data, path = reader.load(source)
     fn = reader.read_function(data, function, path)
-    newest = min(MAX_OPSET, onnx.defs.onnx_opset_version())
-    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
-        raise DequantizeError(f"opset must be an integer from {MIN_OPSET} to {newest}, got {opset!r}", path=path)
     try:
+        check_opset(opset)
         with np.errstate(over="ignore"):  # Constant values beyond their type's range are infinities
             return _convert(fn, opset, path)
     except DequantizeError as e:
