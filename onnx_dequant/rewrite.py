@@ -245,10 +245,12 @@ def _rewrite_nodes(
     consumers = _consumers(owner.node)
     new_nodes: list[NodeProto] = []
     new_inits: list[TensorProto] = []
+    read_by_lowered: set[str] = set()
     for n in owner.node:
         if not is_dequantize(n) or (ctx.only is not None and not ctx.only(n)):
             new_nodes.append(n)
             continue
+        read_by_lowered.update(n.input)
         info = _node_info(n, ctx, types, consts, consumers, outputs, top)
         chosen = plan(info, ctx.strategies)
         em = Emitter(n.name or info.output, ctx.names, function=function, constants=consts.tensors)
@@ -267,6 +269,26 @@ def _rewrite_nodes(
     owner.node.extend(new_nodes)
     if new_inits:
         owner.initializer.extend(new_inits)
+    if not function:
+        _drop_orphans(owner, read_by_lowered)
+
+
+def _drop_orphans(graph: Any, candidates: set[str]) -> None:
+    """Remove the initializers among ``candidates`` that no node (subgraphs included) and no graph output
+    reads any more: scales and zero points the lowering replaced with reshaped copies. Initializers that
+    are also graph inputs stay (they are part of the model's interface)."""
+    inputs = {v.name for v in graph.input}
+    candidates = {c for c in candidates if c and c not in inputs}
+    if not candidates:
+        return
+    read = {v.name for v in graph.output}
+    for g in iter_graphs(graph):
+        for n in g.node:
+            read.update(n.input)
+    keep = [t for t in graph.initializer if t.name not in candidates or t.name in read]
+    if len(keep) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(keep)
 
 
 _HIDDEN = DOMAIN + ".hidden"

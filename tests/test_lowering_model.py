@@ -512,3 +512,30 @@ def test_over_2gb_goes_to_external_data(tmp_path, monkeypatch):
     files = modelio.save(odq.lower(m), tmp_path / "m.onnx")
     assert [Path(f).name for f in files] == ["m.onnx", "m.onnx.data"]
     assert same_bits(_run_file(tmp_path / "m.onnx"), odq.dequantize(x, s, z, axes=(0,)))
+
+
+@pytest.mark.parametrize("axes", [(0, 2), (1,), (0, 1)])
+def test_lowering_leaves_no_orphan_initializers(axes):
+    """Scales and zero points the lowering replaced with reshaped copies are removed; the rest stay."""
+    shape = (4, 6, 8)
+    sshape = tuple(shape[a] for a in axes)
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.integers(-128, 128, shape, dtype=np.int8), "w"),
+        numpy_helper.from_array(rng.random(sshape).astype(np.float32), "s"),
+        numpy_helper.from_array(rng.integers(-128, 128, sshape, dtype=np.int8), "z"),
+        numpy_helper.from_array(np.ones(3, np.float32), "unused_before"),  # not ours to remove
+    ]
+    graph = helper.make_graph(
+        [odq.make_node(["w", "s", "z"], ["y"], axes=axes, name="dq")], "g", [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits,
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)])
+    out = odq.lower(m)
+    read = {i for n in out.graph.node for i in n.input}
+    names = {t.name for t in out.graph.initializer}
+    assert "unused_before" in names
+    assert names - {"unused_before"} <= read, names - read
+    y = ort.InferenceSession(out.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {})[0]
+    want = odq.dequantize(*(numpy_helper.to_array(t) for t in inits[:3]), axes=axes)
+    assert same_bits(y, want)
