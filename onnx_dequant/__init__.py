@@ -9,22 +9,25 @@ kernel for ONNX Runtime (``session``), nGraph's JSON importer (``ngraph.convert`
 from __future__ import annotations
 
 from . import dtypes, ngraph
+from .compare import same_bits, ulp_distance
 from .contract import TensorType, infer
 from .errors import DequantizeError
-from .ort import session
+from .ort import KernelSession, session
 from .reference import DequantizeOp, dequantize
 from .rewrite import lower
 from .schema import DOMAIN, OP_TYPE, make_node
-from .validation import Report, validate
+from .validation import Policy, Report, validate
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DOMAIN",
     "OP_TYPE",
-    "Report",
     "DequantizeError",
     "DequantizeOp",
+    "KernelSession",
+    "Policy",
+    "Report",
     "TensorType",
     "dequantize",
     "dtypes",
@@ -32,6 +35,8 @@ __all__ = [
     "lower",
     "make_node",
     "ngraph",
+    "same_bits",
     "session",
+    "ulp_distance",
     "validate",
 ]

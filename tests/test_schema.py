@@ -131,3 +131,13 @@ print("ok")
 """
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_every_public_name_is_exported():
+    names = set(odq.__all__)
+    assert all(hasattr(odq, n) for n in names)
+    for required in ("DOMAIN", "DequantizeError", "TensorType", "dequantize", "infer", "make_node", "lower",
+                     "session", "ngraph", "validate", "Report"):
+        assert required in names
+    assert callable(odq.ngraph.convert)
+    assert issubclass(odq.DequantizeError, ValueError)
