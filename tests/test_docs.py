@@ -1,0 +1,38 @@
+"""The README says what the project does: its test command is CI's, its op table is the importer's."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import onnx_dequant as odq
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _quick_start() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"## Quick start.*?```sh\n(.*?)```", readme, re.S)
+    assert block, "the README has a quick start block"
+    return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def test_quick_start_is_two_commands_and_ci_runs_the_same_tests():
+    main_job, tests = _quick_start()
+    assert "onnx-dequant validate models/" in main_job
+    sample = re.search(r"(models/\S+)", main_job).group(1)
+    assert (ROOT / sample).is_file()
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == tests
+
+
+def test_readme_op_table_is_the_importers():
+    def table(text: str) -> str:
+        section = text[text.index("| nGraph op |"):]
+        return section[: section.index("\n\n")]
+
+    readme = (ROOT / "README.md").read_text()
+    doc = (ROOT / "docs" / "ngraph.md").read_text()
+    assert table(readme) == table(doc)
+    for op in odq.ngraph.supported_ops():
+        assert f"| {op} " in table(readme) or f", {op}" in table(readme) or f"{op}," in table(readme), op
