@@ -126,7 +126,8 @@ def load(path: str | os.PathLike[str], *, load_external: bool = True) -> ModelPr
     try:
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
-        raise DequantizeError(f"Not a valid ONNX model (corrupt or truncated file): {e}", path=path) from None
+        hint = " (an nGraph JSON graph? convert it first: onnx-dequant convert)" if path.lower().endswith(".json") else ""
+        raise DequantizeError(f"Not a valid ONNX model (corrupt or truncated file): {e}{hint}", path=path) from None
     if not data or not model.HasField("graph") or model.ir_version <= 0 or not model.opset_import:
         raise DequantizeError("Not a valid ONNX model (corrupt or truncated file: no graph, IR version or opset)", path=path)
     base_dir = os.path.dirname(os.path.abspath(path))
