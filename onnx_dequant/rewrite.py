@@ -285,10 +285,11 @@ def _drop_orphans(graph: Any, candidates: set[str]) -> None:
     for g in iter_graphs(graph):
         for n in g.node:
             read.update(n.input)
-    keep = [t for t in graph.initializer if t.name not in candidates or t.name in read]
-    if len(keep) != len(graph.initializer):
-        del graph.initializer[:]
-        graph.initializer.extend(keep)
+    # deleted in place: rebuilding the list would copy every kept initializer, weights included
+    for i in reversed(range(len(graph.initializer))):
+        name = graph.initializer[i].name
+        if name in candidates and name not in read:
+            del graph.initializer[i]
 
 
 _HIDDEN = DOMAIN + ".hidden"

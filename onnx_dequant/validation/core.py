@@ -36,6 +36,7 @@ from .runners import (
     OrtRunner,
     ReferenceRunner,
     Skip,
+    externalize,
     has_dequantize,
     ort_rewrites,
 )
@@ -193,9 +194,14 @@ def validate(
                 state["intermediate"] = oracle.run(feeds, intermediate=True)
         return state["intermediate"]
 
+    # ONNX Runtime gets large initializers as OrtValues over one copy of their data: the lowering and the
+    # kernel's preparation then do not copy them, and no session serializes or parses them.
+    light, arrays = externalize(original)
+    other_light, other_arrays = (None, {}) if other is None else externalize(other)
     for path in chosen:
+        path_arrays = other_arrays if path == "against" else arrays
         try:
-            path_model, path_feeds, kernel = _path_model(path, original, other, feeds, other_feeds, opset, target, show)
+            path_model, path_feeds, kernel = _path_model(path, light, other_light, feeds, other_feeds, opset, target, show)
         except Skip as e:
             report.paths.extend(PathResult(path, lv, "skipped", str(e)) for lv in levels)
             continue
@@ -207,9 +213,9 @@ def validate(
             t0 = time.perf_counter()
             with show.step(f"running {result.label}"):
                 try:
-                    got = OrtRunner(path_model, level, kernel=kernel, config=ort_config, data=data).run(
-                        path_feeds, buffers
-                    )
+                    got = OrtRunner(
+                        path_model, level, kernel=kernel, config=ort_config, data=data, arrays=path_arrays
+                    ).run(path_feeds, buffers)
                 except Skip as e:
                     result.status, result.reason = "skipped", str(e)
                 except Exception as e:  # noqa: BLE001 - a path that cannot load or run is a finding
@@ -230,7 +236,8 @@ def validate(
                     if localize:
                         with show.step(f"finding the first differing node of {result.label}"):
                             result.first_difference = _localize(
-                                oracle_model, oracle_all(), path_model, path_feeds, level, kernel, ort_config, tol
+                                oracle_model, oracle_all(), path_model, path_feeds, level, kernel, ort_config, tol,
+                                path_arrays,
                             )
             report.paths.append(result)
     return report
@@ -245,14 +252,15 @@ def _localize(
     kernel: bool,
     config: Mapping[str, str] | None,
     tol: dict[str, Tolerance],
+    arrays: Mapping[str, np.ndarray],
 ) -> FirstDifference:
     """The first differing node of a failing path, with the ops ORT's optimizer introduced."""
 
     def run_exposed(expose: Mapping[str, np.dtype]) -> dict[str, np.ndarray]:
-        return OrtRunner(path_model, level, kernel=kernel, expose=expose, config=config).run(feeds)
+        return OrtRunner(path_model, level, kernel=kernel, expose=expose, config=config, arrays=arrays).run(feeds)
 
     found = first_difference(original, oracle, run_exposed, tol)
-    fused = ort_rewrites(path_model, level, kernel=kernel, config=config)
+    fused = ort_rewrites(path_model, level, kernel=kernel, config=config, arrays=arrays)
     if fused:
         extra = "ONNX Runtime's optimized graph has " + ", ".join(fused[:8]) + (" ..." if len(fused) > 8 else "")
         for op, what in KNOWN_REWRITES.items():

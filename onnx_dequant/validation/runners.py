@@ -10,6 +10,7 @@ the graph, exactly, and hands back arrays of the original type.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,10 +21,11 @@ from onnx import helper
 
 from .. import dtypes
 from ..errors import DequantizeError
-from ..graphs import dequantize_nodes
+from ..graphs import LARGE_BYTES, dequantize_nodes, iter_nodes
+from ..schema import is_dequantize
 from .loading import serialized
 
-__all__ = ["LEVELS", "OrtRunner", "ReferenceRunner", "Skip", "has_dequantize", "session_options"]
+__all__ = ["LEVELS", "OrtRunner", "ReferenceRunner", "Skip", "externalize", "has_dequantize", "session_options"]
 
 LEVELS = ("default", "off")
 """ONNX Runtime optimization levels validation runs: its default (ORT_ENABLE_ALL) and none."""
@@ -49,6 +51,90 @@ def _np_to_onnx(dt: np.dtype) -> int:
         return dtypes.parse(np.dtype(dt)).onnx
     except DequantizeError:  # outside the table (string, float8, ...)
         return int(helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
+
+
+_MEMORY = "odq-validate-memory-"
+"""Location prefix of the placeholders ``externalize`` puts in place of large initializers."""
+
+_ORT_NUMPY = {dtypes.parse(t).onnx: dtypes.parse(t).numpy for t in ("i8", "u8", "i16", "u16", "i32", "u32", "i64",
+                                                                      "u64", "f16", "f32", "f64", "boolean")}
+"""Element types ONNX Runtime takes from NumPy as they are."""
+
+
+def externalize(model: onnx.ModelProto, limit: int = LARGE_BYTES) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """``model`` with its large main-graph initializers' data left out, and that data by placeholder.
+
+    Each initializer over ``limit`` bytes (raw data of a type ONNX Runtime takes from NumPy, not read
+    by our op as a scale or zero point, which the lowering reads) becomes an external-data placeholder
+    of the same name, type and shape; the returned dict maps its location to the data (a read-only
+    view of a copy of the raw bytes). The lowering and ``onnx_dequant.ort.prepare`` work on such a
+    model without copying the weights (a reshaped copy of a placeholder is a placeholder of the same
+    data), and ``OrtRunner`` hands the data to ONNX Runtime as OrtValues instead of serializing it.
+    ``model`` itself (and an empty dict) when there is nothing to leave out.
+    """
+    g = model.graph
+    if sys.byteorder != "little":
+        return model, {}
+    read_as_params = {i for n in iter_nodes(model) if is_dequantize(n) for i in list(n.input)[1:]}
+    big = [
+        i for i, t in enumerate(g.initializer)
+        if t.data_type in _ORT_NUMPY and t.data_location != onnx.TensorProto.EXTERNAL and t.name not in read_as_params
+        and int(np.prod(t.dims, dtype=np.int64)) * _ORT_NUMPY[t.data_type].itemsize > limit
+        and len(t.raw_data) == int(np.prod(t.dims, dtype=np.int64)) * _ORT_NUMPY[t.data_type].itemsize
+    ]
+    if not big:
+        return model, {}
+    light = _copy_fields(model, onnx.ModelProto(), skip="graph")
+    lg = _copy_fields(g, light.graph, skip="initializer")
+    arrays: dict[str, np.ndarray] = {}
+    big_set = set(big)
+    for i, t in enumerate(g.initializer):
+        if i not in big_set:
+            lg.initializer.append(t)
+            continue
+        location = f"{_MEMORY}{len(arrays)}"
+        arrays[location] = np.frombuffer(t.raw_data, _ORT_NUMPY[t.data_type]).reshape(tuple(t.dims))
+        p = lg.initializer.add(name=t.name, data_type=t.data_type, dims=t.dims, doc_string=t.doc_string)
+        p.data_location = onnx.TensorProto.EXTERNAL
+        p.external_data.add(key="location", value=location)
+    return light, arrays
+
+
+def _copy_fields(src: Any, dst: Any, *, skip: str) -> Any:
+    """``dst`` with every set field of ``src`` but ``skip`` copied in (a shallow copy of one level)."""
+    for field, value in src.ListFields():
+        if field.name == skip:
+            continue
+        if field.is_repeated:
+            getattr(dst, field.name).extend(value)
+        elif field.message_type:
+            getattr(dst, field.name).CopyFrom(value)
+        else:
+            setattr(dst, field.name, value)
+    return dst
+
+
+def in_memory(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray]) -> tuple[list[str], list[Any]]:
+    """The names and OrtValues of ``model``'s placeholders (see ``externalize``) for
+    ``SessionOptions.add_external_initializers``; the OrtValues share the arrays' memory."""
+    if not arrays:
+        return [], []
+    import onnxruntime as ort
+
+    names, values = [], []
+    for t in model.graph.initializer:
+        if t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = next((e.value for e in t.external_data if e.key == "location"), "")
+        data = arrays.get(location)
+        if data is None:
+            continue
+        dims = tuple(int(d) for d in t.dims)
+        if int(np.prod(dims, dtype=np.int64)) != data.size or _ORT_NUMPY.get(t.data_type) != data.dtype:
+            raise DequantizeError(f"initializer '{t.name}' no longer fits the data it was taken from")
+        names.append(t.name)
+        values.append(ort.OrtValue.ortvalue_from_numpy(data.reshape(dims)))
+    return names, values
 
 
 class ReferenceRunner:
@@ -101,22 +187,48 @@ def session_options(level: str, config: Mapping[str, str] | None = None) -> Any:
     return so
 
 
-def _kernel_session(model: onnx.ModelProto, level: str, config: Mapping[str, str] | None = None) -> Any:
+def _kernel_session(
+    model: onnx.ModelProto, so: Any, arrays: Mapping[str, np.ndarray] | None = None
+) -> tuple[Any, list[Any]]:
+    """``onnx_dequant.session(model)`` with session options ``so``, and the OrtValues it was given for
+    ``model``'s in-memory placeholders (see ``externalize``), which must live as long as the session."""
     try:
-        from .. import ort as odq_ort
+        from ..ort.prepare import prepare
+        from ..ort.session import KernelSession
     except ImportError as e:
         raise Skip(f"the Python kernel (onnx_dequant.ort) is not available: {e}") from None
-    make = getattr(odq_ort, "session", None)
-    if make is None:
-        raise Skip("the Python kernel (onnx_dequant.ort.session) is not available")
-    return make(model, sess_options=session_options(level, config))
+    prepared = prepare(model)
+    names, values = in_memory(prepared.model, arrays or {})
+    if names:
+        so.add_external_initializers(names, values)
+    return KernelSession(prepared, so), values
+
+
+def _plain_session(model: onnx.ModelProto, so: Any, arrays: Mapping[str, np.ndarray] | None, data: bytes | None) -> tuple[Any, list[Any]]:
+    """An ONNX Runtime session on ``model`` (``data``: it serialized, when the caller has it), and the
+    OrtValues it was given for the in-memory placeholders."""
+    import onnxruntime as ort
+
+    names, values = in_memory(model, arrays or {})
+    if names:
+        so.add_external_initializers(names, values)
+    data = data if data is not None else serialized(model)
+    if data is not None:
+        return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"]), values
+    if names:
+        raise DequantizeError("a model over 2 GB with in-memory initializers cannot be handed to ONNX Runtime")
+    with tempfile.TemporaryDirectory(prefix="odq-validate-") as tmp:  # over 2 GB: weights in a side file
+        path = os.path.join(tmp, "model.onnx")
+        onnx.save(model, path, save_as_external_data=True, location="model.data")
+        return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]), values
 
 
 class OrtRunner:
     """ONNX Runtime on ``model`` at ``level``; ``kernel`` runs our op through ``onnx_dequant.session``.
 
     ``expose`` names intermediate tensors to return as well, with their NumPy dtypes; ``config`` holds
-    ORT session config entries; ``data`` is ``model`` serialized, when the caller has it already.
+    ORT session config entries; ``data`` is ``model`` serialized, when the caller has it already;
+    ``arrays`` holds the data of ``model``'s in-memory placeholders (``externalize``).
     """
 
     def __init__(
@@ -128,27 +240,18 @@ class OrtRunner:
         expose: Mapping[str, np.dtype] | None = None,
         config: Mapping[str, str] | None = None,
         data: bytes | None = None,
+        arrays: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         self.level = level
         self.kernel = kernel
         self.config = dict(config or {})
         prepared, self._in_map, self._out_map = _prepare(model, expose or {})
-        self.session = self._create(prepared, data if prepared is model else None)
-        self.output_names = [o.name for o in self.session.get_outputs()]
-
-    def _create(self, model: onnx.ModelProto, data: bytes | None) -> Any:
-        if self.kernel:
-            return _kernel_session(model, self.level, self.config)
-        import onnxruntime as ort
-
         so = session_options(self.level, self.config)
-        data = data if data is not None else serialized(model)
-        if data is not None:
-            return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-        with tempfile.TemporaryDirectory(prefix="odq-validate-") as tmp:  # over 2 GB: weights in a side file
-            path = os.path.join(tmp, "model.onnx")
-            onnx.save(model, path, save_as_external_data=True, location="model.data")
-            return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        if kernel:
+            self.session, self._values = _kernel_session(prepared, so, arrays)
+        else:
+            self.session, self._values = _plain_session(prepared, so, arrays, data if prepared is model else None)
+        self.output_names = [o.name for o in self.session.get_outputs()]
 
     def run(
         self,
@@ -255,11 +358,12 @@ def ort_rewrites(
     kernel: bool = False,
     config: Mapping[str, str] | None = None,
     limit_bytes: int = 64 << 20,
+    arrays: Mapping[str, np.ndarray] | None = None,
 ) -> list[str]:
     """The nodes ONNX Runtime's optimizer puts into ``model`` at ``level`` that ``model`` has no node of the
     same op for (fused ops such as MatMulNBits, QLinearConv), as ``"op 'name'"``; empty when none or when
     the model is over ``limit_bytes`` (the optimized model is written to a temporary file)."""
-    if level == "off" or model.ByteSize() > limit_bytes:
+    if level == "off" or model.ByteSize() + sum(a.nbytes for a in (arrays or {}).values()) > limit_bytes:
         return []
     have = {(n.domain or "", n.op_type) for n in model.graph.node}
     with tempfile.TemporaryDirectory(prefix="odq-validate-") as tmp:
@@ -267,13 +371,9 @@ def ort_rewrites(
         so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
         try:
             if kernel:
-                from .. import ort as odq_ort
-
-                odq_ort.session(model, sess_options=so)
+                _kernel_session(model, so, arrays)
             else:
-                import onnxruntime as ort
-
-                ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+                _plain_session(model, so, arrays, None)
             optimized = onnx.load(so.optimized_model_filepath, load_external_data=False)
         except Exception:  # noqa: BLE001 - a diagnosis only
             return []

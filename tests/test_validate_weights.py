@@ -1,0 +1,106 @@
+"""Validation of models whose large initializers (weights) go to ONNX Runtime as in-memory OrtValues."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnx_dequant as odq
+from onnx_dequant import dtypes
+from onnx_dequant.graphs import LARGE_BYTES
+from onnx_dequant.validation import validate
+from onnx_dequant.validation.runners import OrtRunner, externalize, in_memory
+
+ROWS, COLS = 16, (LARGE_BYTES // 16) + 64  # an int8 weight just over the limit
+
+
+def weights_model(x_dt="i8", out_dt="f32", *, matmul=False):
+    """W (x_dt initializer over 1 MiB) -> Dequantize 'dq' axes {0} -> y; with ``matmul`` x @ dq(W)^T."""
+    xd, od = dtypes.parse(x_dt), dtypes.parse(out_dt)
+    rng = np.random.default_rng(7)
+    w = rng.integers(int(xd.min), int(xd.max) + 1, (ROWS, COLS)).astype(xd.numpy)
+    s = rng.uniform(0.01, 1.0, (ROWS,)).astype(od.numpy)
+    zp = rng.integers(int(xd.min), int(xd.max) + 1, (ROWS,)).astype(xd.numpy)
+    inits = [numpy_helper.from_array(w, "W"), numpy_helper.from_array(s, "s"), numpy_helper.from_array(zp, "zp")]
+    nodes = [odq.make_node(["W", "s", "zp"], ["y" if not matmul else "dw"], axes=(0,), name="dq")]
+    inputs, out_shape = [], [ROWS, COLS]
+    if matmul:
+        nodes.append(helper.make_node("MatMul", ["dw", "v"], ["y"], name="mm"))
+        inputs = [helper.make_tensor_value_info("v", od.onnx, [COLS, 2])]
+        out_shape = [ROWS, 2]
+    g = helper.make_graph(nodes, "weights", inputs, [helper.make_tensor_value_info("y", od.onnx, out_shape)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+
+
+def test_externalize_leaves_the_model_alone_and_shares_the_weight_data():
+    m = weights_model()
+    before = m.SerializeToString()
+    light, arrays = externalize(m)
+    assert m.SerializeToString() == before
+    assert len(arrays) == 1  # W only: s and zp are small, and read by the lowering anyway
+    (w,) = [t for t in light.graph.initializer if t.name == "W"]
+    assert w.data_location == TensorProto.EXTERNAL and not w.raw_data and list(w.dims) == [ROWS, COLS]
+    (data,) = arrays.values()
+    assert np.array_equal(data, numpy_helper.to_array(m.graph.initializer[0]))
+    names, values = in_memory(light, arrays)
+    assert names == ["W"] and values[0].numpy().shape == (ROWS, COLS)
+    assert light.ByteSize() < 4096
+
+
+def test_scales_and_zero_points_keep_their_data():
+    m = weights_model()
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.zeros((4,), np.int8), "W"))
+    big_s = np.full((ROWS, COLS), 0.5, np.float32)
+    m.graph.initializer[1].CopyFrom(numpy_helper.from_array(big_s, "s"))
+    assert externalize(m) == (m, {})
+
+
+@pytest.mark.parametrize("x_dt,out_dt", [("i8", "f32"), ("u8", "f16"), ("i16", "f32"), ("u8", "bf16")])
+def test_weights_model_passes_every_path(x_dt, out_dt):
+    m = weights_model(x_dt, out_dt)
+    before = m.SerializeToString()
+    report = validate(m)
+    assert report.ok, report.to_text()
+    assert {p.label: p.status for p in report.paths} == {
+        "lowered/default": "pass", "lowered/off": "pass", "kernel/default": "pass", "kernel/off": "pass"
+    }
+    assert m.SerializeToString() == before
+
+
+def test_in_memory_runs_match_runs_on_the_serialized_model():
+    m = weights_model(matmul=True)
+    lowered = odq.lower(m)
+    light, arrays = externalize(lowered)
+    assert arrays
+    v = {"v": np.random.default_rng(3).uniform(-1, 1, (COLS, 2)).astype(np.float32)}
+    for level in ("default", "off"):
+        a = OrtRunner(lowered, level).run(v)["y"]
+        b = OrtRunner(light, level, arrays=arrays).run(v)["y"]
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_tampered_weights_fail_and_name_the_node():
+    m = weights_model()
+    bad = odq.lower(m)
+    for t in bad.graph.initializer:
+        if t.name == "W":
+            w = numpy_helper.to_array(t).copy()
+            w[3, 5] ^= 1
+            t.CopyFrom(numpy_helper.from_array(w, "W"))
+    report = validate(m, against=bad)
+    assert report.exit_code == 1, report.to_text()
+    for p in report.paths:
+        assert p.status == "fail" and p.first_difference is not None and p.first_difference.node == "dq"
+        assert p.outputs[0].mismatches == 1
+
+
+def test_a_placeholder_without_its_data_does_not_run():
+    m = weights_model()
+    light, arrays = externalize(m)
+    (w,) = [t for t in light.graph.initializer if t.name == "W"]
+    w.external_data[0].value = "elsewhere"  # a placeholder whose data is not at hand
+    with pytest.raises(Exception):
+        OrtRunner(light, "off", kernel=True, arrays=arrays)
+    onnx.checker.check_model(m)
