@@ -15,7 +15,7 @@ point (100, 1000) -> ``y`` f32. ``--quick`` uses 10M elements. Memory is measure
 subprocess per case (VmHWM after resetting it, minus the resident size before the inputs existed;
 tracemalloc's peak as a second figure, NumPy allocations only).
 
-    python scripts/bench_validate.py [--quick] [--repeat N] [--json FILE]
+    python scripts/bench_validate.py [--quick] [--only weights|lowered] [--no-memory] [--repeat N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -109,10 +109,10 @@ def memory_child(case: str, quick: bool) -> None:
                       "in_mb": in_mb, "out_mb": out_mb, "hwm_reset": reset}))
 
 
-def memory(bench: Bench) -> None:
+def memory(bench: Bench, cases: tuple[str, ...] | None = None) -> None:
     print("\n## peak memory (fresh subprocess per case; data = peak RSS - RSS before the inputs)")
-    print(f"{'case':<12} {'data peak':>10} {'tracemalloc':>12} {'/ (in+ref+out)':>15} {'/ (in+out)':>11}  target")
-    for case in ("ort", "reference", "validate", "validate-weights"):
+    print(f"{'case':<16} {'data peak':>10} {'tracemalloc':>12} {'/ (in+ref+out)':>15} {'/ (in+out)':>11}  target")
+    for case in cases or ("ort", "reference", "validate", "validate-weights"):
         args = [sys.executable, __file__, "--memory-child", case] + (["--quick"] if bench.args.quick else [])
         done = subprocess.run(args, capture_output=True, text=True, timeout=900)
         if done.returncode:
@@ -126,7 +126,7 @@ def memory(bench: Bench) -> None:
         if case.startswith("validate"):
             target = f"<= 1.5x in+ref+out {'ok' if r2 <= 1.5 else 'MISSED'}; "
             target += f"<= 1.5x in+out {'ok' if r1 <= 1.5 else 'MISSED'}"
-        print(f"{case:<12} {d['peak_data_mb']:>8.0f}MB {d['traced_mb']:>10.0f}MB {r2:>14.2f}x {r1:>10.2f}x  {target}")
+        print(f"{case:<16} {d['peak_data_mb']:>8.0f}MB {d['traced_mb']:>10.0f}MB {r2:>14.2f}x {r1:>10.2f}x  {target}")
         ok = (r2 <= 1.5) if case.startswith("validate") else None
         bench.rows.append(Row(f"memory {case}", case, 0.0, r2, "in+ref+out", "<= 1.5x" if ok is not None else "", ok,
                               {**d, "ratio_in_out": r1}))
@@ -151,12 +151,16 @@ def main() -> int:
     bench = Bench("validation: odq.validate against one ORT run plus one reference run", default_repeat=9)
     bench.parser.add_argument("--no-memory", action="store_true", help="skip the memory subprocesses")
     shape = QUICK if bench.args.quick else FULL
+    n = int(np.prod(shape))
+    input_case = f"validate {n // 10**6}M elements (lowered + kernel, 2 levels each)"
+    weights_case = f"validate {n // 10**6}M elements of weights (x an initializer; sessions load it)"
+    # --only (benchlib): "weights" runs the weights case alone, "lowered" the graph-input case alone
+    only = "weights" if not bench.wants(input_case) else "input" if not bench.wants(weights_case) else None
     model = build(shape)
     t0 = time.perf_counter()
     lowered = odq.lower(model)
     lower_s = time.perf_counter() - t0
     feeds = inputs(shape)
-    n = int(np.prod(shape))
     print(f"model: x int8 {shape} ({n / 1e6:.0f}M elements) -> Dequantize axes {{0,2}} -> y f32; "
           f"lowering took {lower_s * 1e3:.0f} ms")
 
@@ -189,8 +193,10 @@ def main() -> int:
         report = odq.validate(model)
         assert report.ok, report.to_text()
 
+    if only == "weights":
+        return _weights(bench, shape, weights_case)
     bench.case(
-        f"validate {n // 10**6}M elements (lowered + kernel, 2 levels each)",
+        input_case,
         {
             "ORT run + reference run": ort_plus_reference,
             "ORT run (lowered, default level, new session)": ort_run,
@@ -203,6 +209,16 @@ def main() -> int:
         targets={"odq.validate(model, inputs)": ("<= 3x ORT run + reference run", 3.0)},
     )
     breakdown(model, feeds)
+    if only == "input":
+        if not bench.args.no_memory:
+            memory(bench, ("ort", "reference", "validate"))
+        return bench.finish()
+    del model, lowered, feeds
+    return _weights(bench, shape, weights_case)
+
+
+def _weights(bench: Bench, shape: tuple[int, ...], name: str) -> int:
+    """The case with x an initializer (weights), then the memory figures."""
     weights_model = build(shape, weights=True)
     weights_lowered = odq.lower(weights_model)
 
@@ -215,14 +231,14 @@ def main() -> int:
         assert report.ok, report.to_text()
 
     bench.case(
-        f"validate {n // 10**6}M elements of weights (x an initializer; sessions load it)",
+        name,
         {"ORT run + reference run": weights_ort_plus_reference, "odq.validate(model)": weights_validate},
         baseline="ORT run + reference run",
         targets={"odq.validate(model)": ("<= 3x ORT run + reference run", 3.0)},
     )
     breakdown(weights_model, {})
     if not bench.args.no_memory:
-        memory(bench)
+        memory(bench, ("validate-weights",) if bench.args.only else None)
     return bench.finish()
 
 

@@ -104,3 +104,68 @@ def test_a_placeholder_without_its_data_does_not_run():
     with pytest.raises(Exception):
         OrtRunner(light, "off", kernel=True, arrays=arrays)
     onnx.checker.check_model(m)
+
+
+# ---- the reference's output memory reused by the kernel runs and the reference's reruns ----
+
+
+def plain_dq_model():
+    """x int8 (6, 40) graph input -> Dequantize axes {1} -> y f32 (y is the node's output)."""
+    rng = np.random.default_rng(5)
+    s = rng.uniform(0.01, 1.0, (40,)).astype(np.float32)
+    zp = rng.integers(-128, 128, (40,)).astype(np.int8)
+    g = helper.make_graph(
+        [odq.make_node(["x", "s", "zp"], ["y"], axes=(1,), name="dq")],
+        "plain_dq",
+        [helper.make_tensor_value_info("x", TensorProto.INT8, [6, 40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 40])],
+        [numpy_helper.from_array(s, "s"), numpy_helper.from_array(zp, "zp")],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+
+
+def test_reference_writes_into_the_arrays_it_is_given():
+    from onnx_dequant.validation.runners import ReferenceRunner
+
+    m = plain_dq_model()
+    feeds = {"x": np.random.default_rng(1).integers(-128, 128, (6, 40)).astype(np.int8)}
+    runner = ReferenceRunner(m)
+    fresh = runner.run(feeds)["y"]
+    into = np.full((6, 40), np.nan, np.float32)
+    got = runner.run(feeds, into={"y": into})["y"]
+    assert got is into and np.array_equal(fresh.view(np.uint32), into.view(np.uint32))
+    wrong = np.zeros((6, 41), np.float32)  # does not fit: ignored
+    again = runner.run(feeds, into={"y": wrong})["y"]
+    assert again is not wrong and np.array_equal(again.view(np.uint32), fresh.view(np.uint32))
+    assert not wrong.any()
+    assert runner.run(feeds)["y"] is not into  # only the run that names it writes into it
+
+
+def test_released_reference_reruns_into_its_own_memory(monkeypatch):
+    from onnx_dequant.validation import core
+
+    monkeypatch.setattr(core, "RELEASE_BYTES", 1)
+    report = validate(plain_dq_model())
+    assert report.ok and report.reference_runs == 3, report.to_text()
+
+
+def test_a_rerun_that_leaves_elements_unwritten_cannot_pass(monkeypatch):
+    """The reused memory holds the kernel's values before the rerun; poisoning it makes a reference that
+    skips elements disagree, instead of passing on the kernel's own values."""
+    from onnx_dequant import reference
+    from onnx_dequant.validation import core
+
+    real = reference.dequantize
+
+    def lazy(x, scale, zero_point=None, *, axes=(), dtype=None, out=None):
+        if out is None:
+            return real(x, scale, zero_point, axes=axes, dtype=dtype)
+        return out  # writes nothing
+
+    monkeypatch.setattr(core, "RELEASE_BYTES", 1)
+    monkeypatch.setattr(reference, "dequantize", lazy)
+    report = validate(plain_dq_model(), paths=["kernel"], localize=False)
+    assert report.reference_runs == 3
+    assert {p.label: p.status for p in report.paths} == {"kernel/default": "fail", "kernel/off": "fail"}
+    for p in report.paths:
+        assert p.outputs[0].failures == len(range(0, 6 * 40, core.POISON_STRIDE))

@@ -76,24 +76,28 @@ def externalize(model: onnx.ModelProto, limit: int = LARGE_BYTES) -> tuple[onnx.
     if sys.byteorder != "little":
         return model, {}
     read_as_params = {i for n in iter_nodes(model) if is_dequantize(n) for i in list(n.input)[1:]}
-    big = [
-        i for i, t in enumerate(g.initializer)
-        if t.data_type in _ORT_NUMPY and t.data_location != onnx.TensorProto.EXTERNAL and t.name not in read_as_params
-        and int(np.prod(t.dims, dtype=np.int64)) * _ORT_NUMPY[t.data_type].itemsize > limit
-        and len(t.raw_data) == int(np.prod(t.dims, dtype=np.int64)) * _ORT_NUMPY[t.data_type].itemsize
-    ]
-    if not big:
+    arrays: dict[str, np.ndarray] = {}
+    data: dict[int, np.ndarray] = {}
+    for i, t in enumerate(g.initializer):
+        np_type = _ORT_NUMPY.get(t.data_type)
+        if (
+            np_type is None or t.data_location == onnx.TensorProto.EXTERNAL or t.name in read_as_params
+            or int(np.prod(t.dims, dtype=np.int64)) * np_type.itemsize <= limit or not t.HasField("raw_data")
+        ):
+            continue
+        raw = np.frombuffer(t.raw_data, np_type)  # one copy of the data (protobuf hands out bytes)
+        if raw.size == int(np.prod(t.dims, dtype=np.int64)):
+            data[i] = raw.reshape(tuple(int(d) for d in t.dims))
+    if not data:
         return model, {}
     light = _copy_fields(model, onnx.ModelProto(), skip="graph")
     lg = _copy_fields(g, light.graph, skip="initializer")
-    arrays: dict[str, np.ndarray] = {}
-    big_set = set(big)
     for i, t in enumerate(g.initializer):
-        if i not in big_set:
+        if i not in data:
             lg.initializer.append(t)
             continue
         location = f"{_MEMORY}{len(arrays)}"
-        arrays[location] = np.frombuffer(t.raw_data, _ORT_NUMPY[t.data_type]).reshape(tuple(t.dims))
+        arrays[location] = data[i]
         p = lg.initializer.add(name=t.name, data_type=t.data_type, dims=t.dims, doc_string=t.doc_string)
         p.data_location = onnx.TensorProto.EXTERNAL
         p.external_data.add(key="location", value=location)
@@ -114,14 +118,17 @@ def _copy_fields(src: Any, dst: Any, *, skip: str) -> Any:
     return dst
 
 
-def in_memory(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray]) -> tuple[list[str], list[Any]]:
+def in_memory(
+    model: onnx.ModelProto, arrays: Mapping[str, np.ndarray], *, values: bool = True
+) -> tuple[list[str], list[Any]]:
     """The names and OrtValues of ``model``'s placeholders (see ``externalize``) for
-    ``SessionOptions.add_external_initializers``; the OrtValues share the arrays' memory."""
+    ``SessionOptions.add_external_initializers``; the OrtValues share the arrays' memory (``values=False``:
+    the names only)."""
     if not arrays:
         return [], []
-    import onnxruntime as ort
 
-    names, values = [], []
+    names: list[str] = []
+    found: list[Any] = []
     for t in model.graph.initializer:
         if t.data_location != onnx.TensorProto.EXTERNAL:
             continue
@@ -133,39 +140,99 @@ def in_memory(model: onnx.ModelProto, arrays: Mapping[str, np.ndarray]) -> tuple
         if int(np.prod(dims, dtype=np.int64)) != data.size or _ORT_NUMPY.get(t.data_type) != data.dtype:
             raise DequantizeError(f"initializer '{t.name}' no longer fits the data it was taken from")
         names.append(t.name)
-        values.append(ort.OrtValue.ortvalue_from_numpy(data.reshape(dims)))
-    return names, values
+        if values:
+            import onnxruntime as ort
+
+            found.append(ort.OrtValue.ortvalue_from_numpy(data.reshape(dims)))
+    return names, found
+
+
+def _placeholders_as_inputs(
+    model: onnx.ModelProto, arrays: Mapping[str, np.ndarray]
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """``model`` with its in-memory placeholders declared as graph inputs instead, and their data by name."""
+    names, _ = in_memory(model, arrays, values=False)
+    if not names:
+        return model, {}
+    light = _copy_fields(model, onnx.ModelProto(), skip="graph")
+    lg = _copy_fields(model.graph, light.graph, skip="initializer")
+    declared = {vi.name for vi in lg.input}
+    constants = {}
+    for t in model.graph.initializer:
+        if t.name not in names:
+            lg.initializer.append(t)
+            continue
+        location = next(e.value for e in t.external_data if e.key == "location")
+        constants[t.name] = arrays[location].reshape(tuple(int(d) for d in t.dims))
+        if t.name not in declared:
+            lg.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return light, constants
 
 
 class ReferenceRunner:
     """The oracle: ``onnx.reference.ReferenceEvaluator`` with our op's reference kernel."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(self, model: onnx.ModelProto, arrays: Mapping[str, np.ndarray] | None = None) -> None:
+        """``arrays``: the data of ``model``'s in-memory placeholders (``externalize``), fed to the
+        evaluator as they are (not copied)."""
         from onnx.reference import ReferenceEvaluator
 
-        from ..reference import DequantizeOp
+        from ..reference import DequantizeOp, dequantize
+
+        self._constants: dict[str, np.ndarray] = {}
+        if arrays:
+            model, self._constants = _placeholders_as_inputs(model, arrays)
+        self._into: dict[str, np.ndarray] = {}
+        into = self._into
+
+        class Dequantize(DequantizeOp):
+            """Our reference op, writing a node's output into the array ``run(into=...)`` names for it."""
+
+            def _run(self, x, scale, zero_point=None, axes=None, type=None):  # noqa: A002 - the attribute
+                out = into.pop(self.onnx_node.output[0], None) if self.onnx_node.output else None
+                if (
+                    out is not None and isinstance(x, np.ndarray) and isinstance(scale, np.ndarray)
+                    and out.shape == x.shape and out.dtype == scale.dtype
+                ):
+                    return (dequantize(x, scale, zero_point, axes=tuple(axes or ()), dtype=type or None, out=out),)
+                return super()._run(x, scale, zero_point, axes, type)
 
         try:
-            self.evaluator = ReferenceEvaluator(model, new_ops=[DequantizeOp])
+            self.evaluator = ReferenceEvaluator(model, new_ops=[Dequantize])
         except DequantizeError:
             raise
         except Exception as e:  # noqa: BLE001 - any failure here means the oracle cannot run the model
             raise DequantizeError(f"the reference evaluator cannot load the model: {type(e).__name__}: {e}") from None
         self.output_names = list(self.evaluator.output_names)
 
-    def run(self, feeds: Mapping[str, np.ndarray], *, intermediate: bool = False) -> dict[str, Any]:
-        """Graph outputs by name, or with ``intermediate`` every tensor the graph computes or takes in."""
+    def run(
+        self,
+        feeds: Mapping[str, np.ndarray],
+        *,
+        intermediate: bool = False,
+        into: Mapping[str, np.ndarray] | None = None,
+    ) -> dict[str, Any]:
+        """Graph outputs by name, or with ``intermediate`` every tensor the graph computes or takes in.
+
+        ``into`` maps tensor names to arrays that a Dequantize node computing that tensor writes its
+        output into (when shape and type fit; else it allocates as usual): memory reused from run to
+        run. The caller poisons them first (``poison``), so an element left unwritten cannot pass.
+        """
+        self._into.clear()
+        self._into.update(into or {})
         try:
             if intermediate:
-                res = self.evaluator.run(None, dict(feeds), intermediate=True)
+                res = self.evaluator.run(None, {**self._constants, **feeds}, intermediate=True)
                 return {k: v for k, v in res.items() if k}
-            values = self.evaluator.run(None, dict(feeds))
+            values = self.evaluator.run(None, {**self._constants, **feeds})
         except DequantizeError as e:
             raise DequantizeError(f"the reference cannot run the model on these inputs: {e}") from None
         except Exception as e:  # noqa: BLE001
             raise DequantizeError(
                 f"the reference cannot run the model on these inputs: {type(e).__name__}: {e}"
             ) from None
+        finally:
+            self._into.clear()
         return dict(zip(self.output_names, values))
 
 
@@ -188,11 +255,16 @@ def session_options(level: str, config: Mapping[str, str] | None = None) -> Any:
 
 
 def _kernel_session(
-    model: onnx.ModelProto, so: Any, arrays: Mapping[str, np.ndarray] | None = None
+    model: onnx.ModelProto,
+    so: Any,
+    arrays: Mapping[str, np.ndarray] | None = None,
+    scratch: list[np.ndarray] | None = None,
 ) -> tuple[Any, list[Any]]:
     """``onnx_dequant.session(model)`` with session options ``so``, and the OrtValues it was given for
-    ``model``'s in-memory placeholders (see ``externalize``), which must live as long as the session."""
+    ``model``'s in-memory placeholders (see ``externalize``), which must live as long as the session.
+    ``scratch``: arrays whose memory the kernels may compute into (given to the session's pool)."""
     try:
+        from ..ort import runs
         from ..ort.prepare import prepare
         from ..ort.session import KernelSession
     except ImportError as e:
@@ -201,7 +273,12 @@ def _kernel_session(
     names, values = in_memory(prepared.model, arrays or {})
     if names:
         so.add_external_initializers(names, values)
-    return KernelSession(prepared, so), values
+    spare = [a.reshape(-1).view(np.uint8) for a in scratch or () if a.flags.c_contiguous and a.flags.writeable]
+    limit = max(runs.SCRATCH_MAX_BYTES, sum(b.nbytes for b in spare))
+    session = KernelSession(prepared, so, scratch_bytes=limit)
+    if spare:
+        session.scratch.give(spare)
+    return session, values
 
 
 def _plain_session(model: onnx.ModelProto, so: Any, arrays: Mapping[str, np.ndarray] | None, data: bytes | None) -> tuple[Any, list[Any]]:
@@ -228,7 +305,9 @@ class OrtRunner:
 
     ``expose`` names intermediate tensors to return as well, with their NumPy dtypes; ``config`` holds
     ORT session config entries; ``data`` is ``model`` serialized, when the caller has it already;
-    ``arrays`` holds the data of ``model``'s in-memory placeholders (``externalize``).
+    ``arrays`` holds the data of ``model``'s in-memory placeholders (``externalize``); with ``kernel``,
+    ``scratch`` holds arrays whose memory the kernels may overwrite with their outputs (the session's
+    pool keeps them, so a run does not fault in fresh pages).
     """
 
     def __init__(
@@ -241,6 +320,7 @@ class OrtRunner:
         config: Mapping[str, str] | None = None,
         data: bytes | None = None,
         arrays: Mapping[str, np.ndarray] | None = None,
+        scratch: list[np.ndarray] | None = None,
     ) -> None:
         self.level = level
         self.kernel = kernel
@@ -248,7 +328,7 @@ class OrtRunner:
         prepared, self._in_map, self._out_map = _prepare(model, expose or {})
         so = session_options(self.level, self.config)
         if kernel:
-            self.session, self._values = _kernel_session(prepared, so, arrays)
+            self.session, self._values = _kernel_session(prepared, so, arrays, scratch)
         else:
             self.session, self._values = _plain_session(prepared, so, arrays, data if prepared is model else None)
         self.output_names = [o.name for o in self.session.get_outputs()]
