@@ -101,9 +101,10 @@ def test_a_placeholder_without_its_data_does_not_run():
     light, arrays = externalize(m)
     (w,) = [t for t in light.graph.initializer if t.name == "W"]
     w.external_data[0].value = "elsewhere"  # a placeholder whose data is not at hand
-    with pytest.raises(Exception):
+    with pytest.raises(Exception, match="[Ee]xternal data") as e:  # noqa: B017 - ORT's own error type
         OrtRunner(light, "off", kernel=True, arrays=arrays)
-    onnx.checker.check_model(m)
+    assert "elsewhere" in str(e.value)
+    onnx.checker.check_model(m)  # the caller's model is intact
 
 
 # ---- the reference's output memory reused by the kernel runs and the reference's reruns ----
@@ -169,3 +170,30 @@ def test_a_rerun_that_leaves_elements_unwritten_cannot_pass(monkeypatch):
     assert {p.label: p.status for p in report.paths} == {"kernel/default": "fail", "kernel/off": "fail"}
     for p in report.paths:
         assert p.outputs[0].failures == len(range(0, 6 * 40, core.POISON_STRIDE))
+
+
+def test_weights_read_inside_a_model_local_function():
+    m = weights_model()
+    node = m.graph.node[0]
+    fn = helper.make_function(
+        "local", "deq", ["w", "s", "zp"], ["out"],
+        [odq.make_node(["w", "s", "zp"], ["out"], axes=(0,), name="dq")],
+        opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()],
+    )
+    del m.graph.node[:]
+    m.graph.node.append(helper.make_node("deq", list(node.input), ["y"], domain="local", name="call"))
+    m.functions.append(fn)
+    m.opset_import.append(helper.make_opsetid("local", 1))
+    assert externalize(m)[1]
+    report = validate(m)
+    assert report.ok, report.to_text()
+    assert {p.status for p in report.paths} == {"pass"}
+
+
+def test_weights_that_are_also_declared_graph_inputs():
+    """An initializer also declared as a graph input (a default value) is not an input validation feeds."""
+    m = weights_model()
+    m.graph.input.append(helper.make_tensor_value_info("W", TensorProto.INT8, [ROWS, COLS]))
+    report = validate(m)
+    assert report.ok, report.to_text()
+    assert report.inputs == [] and {p.status for p in report.paths} == {"pass"}

@@ -188,7 +188,7 @@ class ReferenceRunner:
         class Dequantize(DequantizeOp):
             """Our reference op, writing a node's output into the array ``run(into=...)`` names for it."""
 
-            def _run(self, x, scale, zero_point=None, axes=None, type=None):  # noqa: A002 - the attribute
+            def _run(self, x, scale, zero_point=None, axes=None, type=None):  # the attribute's name
                 out = into.pop(self.onnx_node.output[0], None) if self.onnx_node.output else None
                 if (
                     out is not None and isinstance(x, np.ndarray) and isinstance(scale, np.ndarray)
