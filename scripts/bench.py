@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchlib import Bench, Row
+from benchlib import Bench, Row, case_data
 
 import onnx_dequant as odq
 from onnx_dequant import reference
@@ -68,10 +68,7 @@ def main() -> int:
         shape = (shape[0] // scale_down,) + shape[1:]
         if not bench.wants(name):
             continue
-        x = rng.integers(-128, 128, shape, dtype=np.int8)
-        sshape = tuple(shape[a] for a in axes)
-        s = rng.uniform(0.001, 0.1, sshape).astype(np.float32)
-        z = rng.integers(-128, 128, sshape, dtype=np.int8)
+        x, s, z = case_data(rng, shape, axes)
         b = tuple(shape[i] if i in axes else 1 for i in range(len(shape)))
         pre = np.empty(shape, np.float32)
         pre2 = np.empty(shape, np.float32)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-from benchlib import Bench
+from benchlib import Bench, case_data
 from onnx import TensorProto as TP
 from onnx import helper
 
@@ -59,15 +59,6 @@ def stock_bridge(fn):
             kernels.reinstall_hook()
 
     return run
-
-
-def case_data(rng: np.random.Generator, shape: tuple[int, ...], axes: tuple[int, ...], zero_point: bool):
-    """Random int8 input, f32 scales in [0.001, 0.1) and (optionally) int8 zero points for one case."""
-    sshape = tuple(shape[a] for a in axes)
-    x = rng.integers(-128, 128, shape, dtype=np.int8)
-    s = rng.uniform(0.001, 0.1, sshape).astype(np.float32)
-    z = rng.integers(-128, 128, sshape, dtype=np.int8) if zero_point else None
-    return x, s, z
 
 
 def main() -> int:

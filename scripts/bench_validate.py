@@ -213,7 +213,7 @@ def main() -> int:
         if not bench.args.no_memory:
             memory(bench, ("ort", "reference", "validate"))
         return bench.finish()
-    del model, lowered, feeds
+    model = lowered = feeds = None  # free before the memory cases run
     return _weights(bench, shape, weights_case)
 
 

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
+
 
 @dataclass
 class Row:
@@ -102,3 +104,14 @@ class Bench:
             with open(self.args.json, "w") as f:
                 json.dump([asdict(r) for r in self.rows], f, indent=1)
         return 0
+
+
+def case_data(
+    rng: np.random.Generator, shape: tuple[int, ...], axes: tuple[int, ...], zero_point: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Random int8 input, f32 scales in [0.001, 0.1) and (optionally) int8 zero points for one case."""
+    sshape = tuple(shape[a] for a in axes)
+    x = rng.integers(-128, 128, shape, dtype=np.int8)
+    s = rng.uniform(0.001, 0.1, sshape).astype(np.float32)
+    z = rng.integers(-128, 128, sshape, dtype=np.int8) if zero_point else None
+    return x, s, z
