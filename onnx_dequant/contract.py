@@ -8,7 +8,7 @@ importer, the kernel) checks through here.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -16,11 +16,21 @@ from . import dtypes
 from .dtypes import DType
 from .errors import DequantizeError
 
-__all__ = ["TensorType", "infer", "normalize_axes", "projected_shape", "merge_dim", "merge_shapes", "shape_str", "Dim", "Shape"]
+__all__ = [
+    "TensorType",
+    "infer",
+    "normalize_axes",
+    "projected_shape",
+    "merge_dim",
+    "merge_shapes",
+    "shape_str",
+    "Dim",
+    "Shape",
+]
 
-Dim = Union[int, str, None]
+Dim = int | str | None
 """A dimension: a size, a symbolic name (unknown size), or None (unknown)."""
-Shape = Union[tuple[Dim, ...], None]
+Shape = tuple[Dim, ...] | None
 """A shape: None when even the rank is unknown."""
 
 
@@ -35,7 +45,7 @@ class TensorType(NamedTuple):
     shape: Shape
 
     @classmethod
-    def of(cls, value: Any) -> "TensorType":
+    def of(cls, value: Any) -> TensorType:
         """The type of an array (or a TensorType, returned as it is)."""
         if isinstance(value, TensorType):
             return value

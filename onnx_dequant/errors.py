@@ -23,6 +23,6 @@ class DequantizeError(ValueError):
             where.append(f"node '{node}'")
         super().__init__(f"{': '.join(where)}: {message}" if where else message)
 
-    def at(self, *, node: str | None = None, path: str | None = None) -> "DequantizeError":
+    def at(self, *, node: str | None = None, path: str | None = None) -> DequantizeError:
         """The same error with the node and/or file filled in where they were missing."""
         return DequantizeError(self.rule, node=self.node or node, path=self.path or path)

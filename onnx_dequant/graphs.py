@@ -16,7 +16,15 @@ from .schema import is_dequantize, tensor_type_of
 
 __all__ = [
     "without_large_initializers",
-    "LARGE_BYTES","subgraphs", "iter_graphs", "iter_nodes", "dequantize_nodes", "constants", "names", "value_types"]
+    "LARGE_BYTES",
+    "subgraphs",
+    "iter_graphs",
+    "iter_nodes",
+    "dequantize_nodes",
+    "constants",
+    "names",
+    "value_types",
+]
 
 
 def subgraphs(node: NodeProto) -> Iterator[GraphProto]:

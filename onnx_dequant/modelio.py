@@ -20,7 +20,16 @@ from .errors import DequantizeError
 from .fileio import atomic_path
 from .graphs import iter_graphs, subgraphs
 
-__all__ = ["load", "save", "iter_tensors", "read_external", "external_info", "external_files", "data_path", "EXTERNAL_THRESHOLD"]
+__all__ = [
+    "load",
+    "save",
+    "iter_tensors",
+    "read_external",
+    "external_info",
+    "external_files",
+    "data_path",
+    "EXTERNAL_THRESHOLD",
+]
 
 EXTERNAL_THRESHOLD = 1024
 """Tensors of at least this many bytes go to the external data file when a model is saved with one."""
@@ -67,7 +76,9 @@ def _resolve(base_dir: str, t: TensorProto, path: str | None) -> tuple[Path, int
     loc = info.get("location", "")
     where = f"tensor '{t.name}'"
     if not loc or os.path.isabs(loc) or loc.startswith(("/", "\\")) or ":" in loc:
-        raise DequantizeError(f"External data location '{loc}' of {where} is not a relative path in the model's folder", path=path)
+        raise DequantizeError(
+            f"External data location '{loc}' of {where} is not a relative path in the model's folder", path=path
+        )
     base = Path(base_dir).resolve()
     full = (base / loc).resolve()
     if base != full.parent and base not in full.parents:
@@ -90,7 +101,11 @@ def _resolve(base_dir: str, t: TensorProto, path: str | None) -> tuple[Path, int
 
 def external_files(model: ModelProto, base_dir: str | os.PathLike[str]) -> set[Path]:
     """The files (resolved, checked) that the model's external tensors read, relative to ``base_dir``."""
-    return {_resolve(os.fspath(base_dir), t, None)[0] for t in iter_tensors(model) if t.data_location == TensorProto.EXTERNAL}
+    return {
+        _resolve(os.fspath(base_dir), t, None)[0]
+        for t in iter_tensors(model)
+        if t.data_location == TensorProto.EXTERNAL
+    }
 
 
 def data_path(path: str | os.PathLike[str]) -> Path:
@@ -126,10 +141,14 @@ def load(path: str | os.PathLike[str], *, load_external: bool = True) -> ModelPr
     try:
         model.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as e:
-        hint = " (an nGraph JSON graph? convert it first: onnx-dequant convert)" if path.lower().endswith(".json") else ""
+        hint = (
+            " (an nGraph JSON graph? convert it first: onnx-dequant convert)" if path.lower().endswith(".json") else ""
+        )
         raise DequantizeError(f"Not a valid ONNX model (corrupt or truncated file): {e}{hint}", path=path) from None
     if not data or not model.HasField("graph") or model.ir_version <= 0 or not model.opset_import:
-        raise DequantizeError("Not a valid ONNX model (corrupt or truncated file: no graph, IR version or opset)", path=path)
+        raise DequantizeError(
+            "Not a valid ONNX model (corrupt or truncated file: no graph, IR version or opset)", path=path
+        )
     base_dir = os.path.dirname(os.path.abspath(path))
     for t in iter_tensors(model):
         if t.data_location == TensorProto.EXTERNAL:
@@ -188,7 +207,10 @@ def save(
     with contextlib.ExitStack() as stack:
         tmp_model = stack.enter_context(atomic_path(path))
         tmp_data = stack.enter_context(atomic_path(data_file))  # renamed first, on success
-        sources = [(t, _resolve(os.fspath(source_dir), t, None)) if t.data_location == TensorProto.EXTERNAL else (t, None) for t in tensors]  # type: ignore[arg-type]
+        sources = [
+            (t, _resolve(os.fspath(source_dir), t, None)) if t.data_location == TensorProto.EXTERNAL else (t, None)
+            for t in tensors
+        ]  # type: ignore[arg-type]
         with open(tmp_data, "wb") as out:
             pos = 0
             for t, src in sources:

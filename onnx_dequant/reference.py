@@ -86,9 +86,7 @@ def _sub_index(index: tuple[Any, ...], bshape: tuple[int, ...]) -> tuple[Any, ..
     """The block of a broadcastable (keepdims) array that matches block ``index`` of the full array."""
     if index == (Ellipsis,):
         return index
-    return tuple(
-        (0 if isinstance(i, int) else slice(None)) if n == 1 else i for i, n in zip(index, bshape)
-    )
+    return tuple((0 if isinstance(i, int) else slice(None)) if n == 1 else i for i, n in zip(index, bshape))
 
 
 def _array(value: Any, what: str) -> np.ndarray:
@@ -120,7 +118,9 @@ def dequantize(
     scale = _array(scale, "Scale")
     zp = None if zero_point is None else _array(zero_point, "Zero point")
     axes_t = normalize_axes(axes)
-    out_t = infer(TensorType.of(x), TensorType.of(scale), None if zp is None else TensorType.of(zp), axes=axes_t, dtype=dtype)
+    out_t = infer(
+        TensorType.of(x), TensorType.of(scale), None if zp is None else TensorType.of(zp), axes=axes_t, dtype=dtype
+    )
     in_t = dtypes.parse(x.dtype)
     work = _work_dtype(in_t, out_t.elem_type)
     bshape = tuple(x.shape[i] if i in axes_t else 1 for i in range(x.ndim))
@@ -129,8 +129,11 @@ def dequantize(
     if out is None:
         out = np.empty(x.shape, out_t.elem_type.numpy)
     elif not (
-        isinstance(out, np.ndarray) and out.shape == x.shape and out.dtype == out_t.elem_type.numpy
-        and out.flags.c_contiguous and out.flags.writeable
+        isinstance(out, np.ndarray)
+        and out.shape == x.shape
+        and out.dtype == out_t.elem_type.numpy
+        and out.flags.c_contiguous
+        and out.flags.writeable
     ):
         raise DequantizeError(
             f"out must be a writeable C-contiguous {out_t.elem_type} array of shape {x.shape}, got "
@@ -163,7 +166,7 @@ def _parallel(run: Any, items: list[Any], *args: Any) -> None:
         f.result()
 
 
-def _layout(shape: tuple[int, ...], axes: tuple[int, ...]) -> "Layout":
+def _layout(shape: tuple[int, ...], axes: tuple[int, ...]) -> Layout:
     """The input as rows for the fused loop: (outer dims, their scale strides, row width, row varies).
 
     Size-1 dims are dropped and neighbouring dims of one kind (axis or not) merged; the last merged dim
@@ -234,7 +237,9 @@ def _run_fused(
     fused = _fused.kernel(work)
     dims, strides, width, inner_varies = layout
     if out.dtype == work:
-        fused(x, z, s, out[ranges[0][0] : ranges[-1][1]], ranges[0][0], ranges[-1][1], width, inner_varies, dims, strides)
+        fused(
+            x, z, s, out[ranges[0][0] : ranges[-1][1]], ranges[0][0], ranges[-1][1], width, inner_varies, dims, strides
+        )
         return
     tmp = np.empty(BLOCK_ELEMENTS, work)
     with np.errstate(all="ignore"):

@@ -20,13 +20,22 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from . import dtypes, modelio
 from .contract import Shape, TensorType
 from .errors import DequantizeError
+from .graphs import constants, iter_graphs, iter_nodes, names, subgraphs, value_types, without_large_initializers
 from .lowering import NodeInfo, check_target, plan
 from .lowering.base import Emitter
 from .opsets import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, check_opset, default_opset, set_default_opset
-from .graphs import without_large_initializers, constants, iter_graphs, iter_nodes, names, subgraphs, value_types
 from .schema import DOMAIN, check_node, is_dequantize, node_attributes, tensor_type_of
 
-__all__ = ["lower", "lower_file", "lower_model", "default_opset", "MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "LoweredNode"]
+__all__ = [
+    "lower",
+    "lower_file",
+    "lower_model",
+    "default_opset",
+    "MIN_OPSET",
+    "MAX_OPSET",
+    "DEFAULT_OPSET",
+    "LoweredNode",
+]
 
 WEIGHT_CONSUMERS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 
@@ -77,7 +86,9 @@ def _graph_types(model: ModelProto) -> dict[str, TensorType]:
     return types
 
 
-def _body_model(fn: onnx.FunctionProto, inputs: list[onnx.ValueInfoProto] | None = None, model: ModelProto | None = None) -> ModelProto:
+def _body_model(
+    fn: onnx.FunctionProto, inputs: list[onnx.ValueInfoProto] | None = None, model: ModelProto | None = None
+) -> ModelProto:
     """A function body as a model, for ONNX's passes: ``inputs`` (default: the formal inputs, untyped),
     the function's opsets, and ``model``'s functions and IR version when given."""
     if inputs is None:
@@ -86,7 +97,9 @@ def _body_model(fn: onnx.FunctionProto, inputs: list[onnx.ValueInfoProto] | None
     g = helper.make_graph(list(fn.node), "body", inputs, outputs)
     if model is None:
         return helper.make_model(g, opset_imports=list(fn.opset_import))
-    m = helper.make_model(g, opset_imports=list(fn.opset_import) or list(model.opset_import), functions=list(model.functions))
+    m = helper.make_model(
+        g, opset_imports=list(fn.opset_import) or list(model.opset_import), functions=list(model.functions)
+    )
     m.ir_version = model.ir_version
     return m
 
@@ -143,7 +156,7 @@ class _Constants:
         self.base_dir = base_dir
         self.tensors: dict[str, TensorProto] = {}
 
-    def scope(self, graph: Any) -> "_Constants":
+    def scope(self, graph: Any) -> _Constants:
         inner = _Constants(self.base_dir)
         inner.tensors = dict(self.tensors)
         inner.tensors.update(constants(graph))
@@ -183,7 +196,13 @@ class _Context:
 
 
 def _node_info(
-    node: NodeProto, ctx: _Context, types: dict, consts: _Constants, consumers: dict[str, list[str]], outputs: set[str], top: bool
+    node: NodeProto,
+    ctx: _Context,
+    types: dict,
+    consts: _Constants,
+    consumers: dict[str, list[str]],
+    outputs: set[str],
+    top: bool,
 ) -> NodeInfo:
     in_type, out = check_node(node, types)  # DequantizeError naming the node and the rule
     x, scale = node.input[0], node.input[1]
@@ -486,7 +505,9 @@ def _check_outputs(model: ModelProto, src: Any, dst: Any, base_dir: str) -> None
     inputs = {str(p) for p in modelio.external_files(model, base_dir)} | {src_path}
     for out in (dst_path, os.path.realpath(modelio.data_path(dst_path))):
         if out in inputs:
-            raise DequantizeError(f"Writing {out} would overwrite a file the input model reads: choose another output name")
+            raise DequantizeError(
+                f"Writing {out} would overwrite a file the input model reads: choose another output name"
+            )
 
 
 def lower_file(
@@ -512,7 +533,9 @@ def lower_file(
     _check_outputs(model, src, dst, base_dir)
     report: list[LoweredNode] = []
     try:
-        model = lower_model(model, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir, report=report)
+        model = lower_model(
+            model, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir, report=report
+        )
     except DequantizeError as e:
         raise e.at(path=os.fspath(src)) from None
     files = modelio.save(model, dst, source_dir=base_dir)

@@ -19,8 +19,16 @@ from .contract import Shape, TensorType, infer, normalize_axes
 from .errors import DequantizeError
 
 __all__ = [
-    "DOMAIN", "OP_TYPE", "OPSET_VERSION", "make_node", "is_dequantize", "node_attributes", "check_node",
-    "opset_import", "tensor_type_of", "type_proto_of",
+    "DOMAIN",
+    "OP_TYPE",
+    "OPSET_VERSION",
+    "make_node",
+    "is_dequantize",
+    "node_attributes",
+    "check_node",
+    "opset_import",
+    "tensor_type_of",
+    "type_proto_of",
 ]
 
 DOMAIN = "ngraph"
@@ -53,7 +61,9 @@ def make_node(
         attrs["type"] = elem.onnx
     node = helper.make_node(OP_TYPE, inputs, outputs, name=name, domain=DOMAIN, **attrs)
     # an empty INTS attribute (per-tensor) needs its type spelled out
-    node.attribute.insert(0, helper.make_attribute("axes", list(normalize_axes(axes)), attr_type=onnx.AttributeProto.INTS))
+    node.attribute.insert(
+        0, helper.make_attribute("axes", list(normalize_axes(axes)), attr_type=onnx.AttributeProto.INTS)
+    )
     return node
 
 
@@ -105,7 +115,8 @@ def check_node(node: onnx.NodeProto, types: Mapping[str, TensorType]) -> tuple[d
         declared = types.get(node.output[0], unknown).elem_type
         if declared is not None and dtypes.parse(declared) != out_type:
             raise DequantizeError(
-                f"Output '{node.output[0]}' is declared {dtypes.parse(declared).name}, but the node produces {out_type.name}"
+                f"Output '{node.output[0]}' is declared {dtypes.parse(declared).name}, "
+                f"but the node produces {out_type.name}"
             )
     except DequantizeError as e:
         raise e.at(node=node.name or (node.output[0] if node.output else None)) from None
@@ -187,14 +198,21 @@ def _schema() -> onnx.defs.OpSchema:
             S.FormalParameter("input", "T1", "quantized input"),
             S.FormalParameter("scale", "T2", "scale, shaped as the input projected onto axes"),
             S.FormalParameter(
-                "zero_point", "T1", "zero point (default 0), shaped like scale", param_option=S.FormalParameterOption.Optional
+                "zero_point",
+                "T1",
+                "zero point (default 0), shaped like scale",
+                param_option=S.FormalParameterOption.Optional,
             ),
         ],
         outputs=[S.FormalParameter("output", "T2", "real output, shaped like input")],
         type_constraints=[("T1", quantized, "quantized integer types"), ("T2", real, "real types")],
         attributes=[
-            S.Attribute("axes", S.AttrType.INTS, "distinct axes that scale and zero_point are indexed by", required=False),
-            S.Attribute("type", S.AttrType.INT, "output element type (TensorProto); equals the scale's", required=False),
+            S.Attribute(
+                "axes", S.AttrType.INTS, "distinct axes that scale and zero_point are indexed by", required=False
+            ),
+            S.Attribute(
+                "type", S.AttrType.INT, "output element type (TensorProto); equals the scale's", required=False
+            ),
         ],
     )
     schema.set_type_and_shape_inference_function(_infer_node)

@@ -19,7 +19,6 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
-
 from benchlib import Bench, Row, case_data
 
 import onnx_dequant as odq
@@ -36,6 +35,7 @@ CASES = [
     ("rank3 axes{last}", (256, 512, 512), (2,)),
 ]
 
+
 def peak_ratio(fn, out_nbytes: int) -> float:
     """Peak bytes NumPy allocates during ``fn()`` (the result included) over the output's size."""
     tracemalloc.start()
@@ -47,6 +47,7 @@ def peak_ratio(fn, out_nbytes: int) -> float:
     finally:
         tracemalloc.stop()
     return peak / out_nbytes
+
 
 def numpy_loop(x, s, z, axes):
     """The reference with its compiled loop switched off (what a machine without Numba runs)."""
@@ -89,8 +90,11 @@ def main() -> int:
         ratio = peak_ratio(lambda: odq.dequantize(x, s, z, axes=axes), pre.nbytes)
         naive = peak_ratio(lambda: (x.astype(np.float32) - zb) * sb, pre.nbytes)
         ok = ratio <= 1.25
-        print(f"peak allocation / output size: odq.dequantize {ratio:.3f}x  (target <= 1.25x{'  ok' if ok else '  MISSED'}),"
-              f" naive {naive:.2f}x")
+        print(
+            f"peak allocation / output size: odq.dequantize {ratio:.3f}x  "
+            f"(target <= 1.25x{'  ok' if ok else '  MISSED'}),"
+            f" naive {naive:.2f}x"
+        )
 
         bench.rows.append(Row(case, "odq.dequantize peak memory", 0.0, ratio, "output size", "<= 1.25x output", ok))
         x = pre = pre2 = None  # free before the next case allocates
@@ -101,6 +105,7 @@ def main() -> int:
             extra = ["--quick"] if args.quick else []
             status |= subprocess.call([sys.executable, str(script), *extra])
     return status
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -61,8 +61,11 @@ def run_case(bench: Bench, tmp: Path, n_ops: int, width: int) -> None:
     model = convert(src)
     onnx.checker.check_model(model)
     out = tmp / "model.onnx"
-    print(f"graph: {ops} ops, {width}-wide, {len(text) / 1e6:.2f} MB of JSON; model: {len(model.graph.node)} nodes, "
-          f"{model.ByteSize() / 1e6:.2f} MB", flush=True)
+    print(
+        f"graph: {ops} ops, {width}-wide, {len(text) / 1e6:.2f} MB of JSON; model: {len(model.graph.node)} nodes, "
+        f"{model.ByteSize() / 1e6:.2f} MB",
+        flush=True,
+    )
 
     def baseline() -> None:
         with open(src) as f:

@@ -37,13 +37,21 @@ CASES = [
 def model(shape: tuple[int, ...], axes: tuple[int, ...], zero_point: bool):
     sshape = [shape[a] for a in axes]
     ins = ["x", "s"] + (["z"] if zero_point else [])
-    vis = [helper.make_tensor_value_info("x", TP.INT8, list(shape)), helper.make_tensor_value_info("s", TP.FLOAT, sshape)]
+    vis = [
+        helper.make_tensor_value_info("x", TP.INT8, list(shape)),
+        helper.make_tensor_value_info("s", TP.FLOAT, sshape),
+    ]
     if zero_point:
         vis.append(helper.make_tensor_value_info("z", TP.INT8, sshape))
     graph = helper.make_graph(
-        [odq.make_node(ins, ["y"], axes=axes, name="dq")], "bench", vis, [helper.make_tensor_value_info("y", TP.FLOAT, list(shape))]
+        [odq.make_node(ins, ["y"], axes=axes, name="dq")],
+        "bench",
+        vis,
+        [helper.make_tensor_value_info("y", TP.FLOAT, list(shape))],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)], ir_version=10)
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)], ir_version=10
+    )
 
 
 def stock_bridge(fn):

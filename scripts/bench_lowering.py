@@ -62,7 +62,10 @@ def node_model(shape, axes, *, out="f32", consumer=None, native_dql=False, opset
     s = (rng.random(ss) + 0.5).astype(rt.numpy)
     z = rng.integers(-128, 128, ss).astype(np.int8)
     if native_dql:
-        inits = [numpy_helper.from_array(np.array(0.5, rt.numpy), "s"), numpy_helper.from_array(np.array(3, np.int8), "z")]
+        inits = [
+            numpy_helper.from_array(np.array(0.5, rt.numpy), "s"),
+            numpy_helper.from_array(np.array(3, np.int8), "z"),
+        ]
         nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["t" if consumer else "y"])]
     else:
         inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
@@ -70,8 +73,11 @@ def node_model(shape, axes, *, out="f32", consumer=None, native_dql=False, opset
     if consumer:
         nodes.append(helper.make_node(consumer, ["t"], ["y"]))
     g = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT8, list(shape))],
-        [helper.make_tensor_value_info("y", rt.onnx, list(shape))], inits,
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.INT8, list(shape))],
+        [helper.make_tensor_value_info("y", rt.onnx, list(shape))],
+        inits,
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), odq.schema.opset_import()])
     m.ir_version = 10
@@ -113,7 +119,10 @@ def bench_patterns(bench: Bench, quick: bool) -> None:
             ref = node_model(shape, axes, consumer="Relu", native_dql=True)
             bench.case(
                 case,
-                {"per-tensor DQL -> Relu": Runner(ref, x, np.float32), f"lowered ({strat}) -> Relu": Runner(low, x, np.float32)},
+                {
+                    "per-tensor DQL -> Relu": Runner(ref, x, np.float32),
+                    f"lowered ({strat}) -> Relu": Runner(low, x, np.float32),
+                },
                 baseline="per-tensor DQL -> Relu",
                 targets={f"lowered ({strat}) -> Relu": ("<= 1.15x per-tensor DQL", 1.15)},
             )
@@ -126,18 +135,33 @@ def bench_patterns(bench: Bench, quick: bool) -> None:
             targets = {low_name: ("<= 1.25x casting copy", 1.25)} if pname in STANDALONE_TARGETS else {}
             med = bench.case(
                 case,
-                {"casting copy (np.copyto)": lambda: np.copyto(out, x, casting="unsafe"), low_name: Runner(low, x, np.float32),
-                 "Cast/Sub/Mul": Runner(csm, x, np.float32)},
+                {
+                    "casting copy (np.copyto)": lambda: np.copyto(out, x, casting="unsafe"),
+                    low_name: Runner(low, x, np.float32),
+                    "Cast/Sub/Mul": Runner(csm, x, np.float32),
+                },
                 baseline="casting copy (np.copyto)",
                 targets=targets,
             )
             if med:
                 ratio = med[low_name] / med["Cast/Sub/Mul"]
                 ok = ratio <= 0.40 if pname in STANDALONE_TARGETS else None
-                bench.rows.append(Row(case, f"{low_name} vs Cast/Sub/Mul", med[low_name], ratio, "Cast/Sub/Mul",
-                                      "<= 0.40x Cast/Sub/Mul (2.5x faster)" if ok is not None else "", ok))
-                print(f"{low_name + ' / Cast/Sub/Mul':<44} {'':>10} {ratio:>7.2f}x  {'<= 0.40x' if ok is not None else ''}"
-                      f"{'' if ok is None else ('  ok' if ok else '  MISSED')}")
+                bench.rows.append(
+                    Row(
+                        case,
+                        f"{low_name} vs Cast/Sub/Mul",
+                        med[low_name],
+                        ratio,
+                        "Cast/Sub/Mul",
+                        "<= 0.40x Cast/Sub/Mul (2.5x faster)" if ok is not None else "",
+                        ok,
+                    )
+                )
+                print(
+                    f"{low_name + ' / Cast/Sub/Mul':<44} {'':>10} {ratio:>7.2f}x  "
+                    f"{'<= 0.40x' if ok is not None else ''}"
+                    f"{'' if ok is None else ('  ok' if ok else '  MISSED')}"
+                )
 
 
 def bench_f16(bench: Bench, quick: bool) -> None:
@@ -156,14 +180,23 @@ def bench_f16(bench: Bench, quick: bool) -> None:
                 whole, sw = lowered(node_model(shape, axes, out="f16"), strategies=unchunked)
                 c[f"f16 unchunked ({sw}: f32 DQL + Cast)"] = Runner(whole, x, np.float16)
             if not axes:
-                c["ORT's f16 DequantizeLinear"] = Runner(node_model(shape, axes, out="f16", native_dql=True), x, np.float16)
+                c["ORT's f16 DequantizeLinear"] = Runner(
+                    node_model(shape, axes, out="f16", native_dql=True), x, np.float16
+                )
             bench.case(case, c, baseline=f"f32 lowered ({s32})", targets={f"f16 lowered ({s16})": ("<= 2x f32", 2.0)})
         case = f"f16 output in a graph (-> Relu) {pname} rank {rank} {shape}"
         if bench.wants(case):
             f32, s32 = lowered(node_model(shape, axes, consumer="Relu"))
             f16, s16 = lowered(node_model(shape, axes, out="f16", consumer="Relu"))
-            bench.case(case, {f"f32 lowered ({s32}) -> Relu": Runner(f32, x, np.float32), f"f16 lowered ({s16}) -> Relu": Runner(f16, x, np.float16)},
-                       baseline=f"f32 lowered ({s32}) -> Relu", targets={f"f16 lowered ({s16}) -> Relu": ("<= 2x f32", 2.0)})
+            bench.case(
+                case,
+                {
+                    f"f32 lowered ({s32}) -> Relu": Runner(f32, x, np.float32),
+                    f"f16 lowered ({s16}) -> Relu": Runner(f16, x, np.float16),
+                },
+                baseline=f"f32 lowered ({s32}) -> Relu",
+                targets={f"f16 lowered ({s16}) -> Relu": ("<= 2x f32", 2.0)},
+            )
 
 
 def bench_f16_slices(bench: Bench, quick: bool) -> None:
@@ -181,8 +214,15 @@ def bench_f16_slices(bench: Bench, quick: bool) -> None:
         f32, s32 = lowered(node_model(shape, ()))
         f16, s16 = lowered(node_model(shape, (), out="f16"))
         whole, sw = lowered(node_model(shape, (), out="f16"), strategies=unchunked)
-        bench.case(case, {f"f32 lowered ({s32})": Runner(f32, xk, np.float32), f"f16 lowered ({s16})": Runner(f16, xk, np.float16),
-                          "f16 unchunked (f32 DQL + Cast)": Runner(whole, xk, np.float16)}, baseline=f"f32 lowered ({s32})")
+        bench.case(
+            case,
+            {
+                f"f32 lowered ({s32})": Runner(f32, xk, np.float32),
+                f"f16 lowered ({s16})": Runner(f16, xk, np.float16),
+                "f16 unchunked (f32 DQL + Cast)": Runner(whole, xk, np.float16),
+            },
+            baseline=f"f32 lowered ({s32})",
+        )
 
 
 def make_big_model(folder: Path, nodes: int, total_bytes: int) -> Path:
@@ -252,9 +292,14 @@ def bench_big(bench: Bench, quick: bool) -> None:
     t, r = float(np.median(times)), max(rss)
     print(f"\n## {case}")
     print(f"lowering time (median of {len(times)})   {t:8.2f} s   target <= 10 s  {'ok' if t <= 10 else 'MISSED'}")
-    print(f"peak resident memory (max)           {r / 2**20:8.0f} MB  target <= 400 MB  {'ok' if r <= 400 * 2**20 else 'MISSED'}")
+    print(
+        f"peak resident memory (max)           {r / 2**20:8.0f} MB  target <= 400 MB  "
+        f"{'ok' if r <= 400 * 2**20 else 'MISSED'}"
+    )
     bench.rows.append(Row(case, "lowering time", t, t / 10.0, "10 s", "<= 10 s", t <= 10.0, {"times_s": times}))
-    bench.rows.append(Row(case, "peak RSS", r, r / (400 * 2**20), "400 MB", "<= 400 MB", r <= 400 * 2**20, {"bytes": rss}))
+    bench.rows.append(
+        Row(case, "peak RSS", r, r / (400 * 2**20), "400 MB", "<= 400 MB", r <= 400 * 2**20, {"bytes": rss})
+    )
 
 
 def main() -> int:

@@ -105,8 +105,18 @@ def memory_child(case: str, quick: bool) -> None:
     peak = _status_mb("VmHWM")
     in_mb = int(np.prod(shape)) / 2**20  # the int8 data, a graph input or the model's initializer
     out_mb = int(np.prod(shape)) * 4 / 2**20
-    print(json.dumps({"case": case, "peak_data_mb": peak - base, "traced_mb": traced / 2**20,
-                      "in_mb": in_mb, "out_mb": out_mb, "hwm_reset": reset}))
+    print(
+        json.dumps(
+            {
+                "case": case,
+                "peak_data_mb": peak - base,
+                "traced_mb": traced / 2**20,
+                "in_mb": in_mb,
+                "out_mb": out_mb,
+                "hwm_reset": reset,
+            }
+        )
+    )
 
 
 def memory(bench: Bench, cases: tuple[str, ...] | None = None) -> None:
@@ -128,8 +138,18 @@ def memory(bench: Bench, cases: tuple[str, ...] | None = None) -> None:
             target += f"<= 1.5x in+out {'ok' if r1 <= 1.5 else 'MISSED'}"
         print(f"{case:<16} {d['peak_data_mb']:>8.0f}MB {d['traced_mb']:>10.0f}MB {r2:>14.2f}x {r1:>10.2f}x  {target}")
         ok = (r2 <= 1.5) if case.startswith("validate") else None
-        bench.rows.append(Row(f"memory {case}", case, 0.0, r2, "in+ref+out", "<= 1.5x" if ok is not None else "", ok,
-                              {**d, "ratio_in_out": r1}))
+        bench.rows.append(
+            Row(
+                f"memory {case}",
+                case,
+                0.0,
+                r2,
+                "in+ref+out",
+                "<= 1.5x" if ok is not None else "",
+                ok,
+                {**d, "ratio_in_out": r1},
+            )
+        )
 
 
 def breakdown(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
@@ -139,8 +159,10 @@ def breakdown(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
     total = time.perf_counter() - t0
     parts = ", ".join(f"{p.label} {p.seconds * 1e3:.0f} ms" for p in report.paths)
     rest = total - report.reference_seconds - sum(p.seconds for p in report.paths)
-    print(f"one validate: {total * 1e3:.0f} ms = reference {report.reference_seconds * 1e3:.0f} ms "
-          f"({report.reference_runs} runs), {parts}, rest {rest * 1e3:.0f} ms")
+    print(
+        f"one validate: {total * 1e3:.0f} ms = reference {report.reference_seconds * 1e3:.0f} ms "
+        f"({report.reference_runs} runs), {parts}, rest {rest * 1e3:.0f} ms"
+    )
 
 
 def main() -> int:
@@ -161,8 +183,10 @@ def main() -> int:
     lowered = odq.lower(model)
     lower_s = time.perf_counter() - t0
     feeds = inputs(shape)
-    print(f"model: x int8 {shape} ({n / 1e6:.0f}M elements) -> Dequantize axes {{0,2}} -> y f32; "
-          f"lowering took {lower_s * 1e3:.0f} ms")
+    print(
+        f"model: x int8 {shape} ({n / 1e6:.0f}M elements) -> Dequantize axes {{0,2}} -> y f32; "
+        f"lowering took {lower_s * 1e3:.0f} ms"
+    )
 
     def ort_run() -> None:
         OrtRunner(lowered, "default").run(feeds)

@@ -62,7 +62,9 @@ def qdq_chain(rng: np.random.Generator) -> FunctionWriter:
     q1 = w.op("Quantize", x, s, z, type="i8", axes=[1], round_mode=0)
     d1 = w.op("Dequantize", q1, s, z, type="f32", axes=[1])
     # a per-tensor scale computed from the fed one: 4 * s[0] (exact)
-    s0 = w.op("Reshape", w.op("Slice", s, lower_bounds=[0], upper_bounds=[1], strides=[1]), input_order=[0], output_shape=[])
+    s0 = w.op(
+        "Reshape", w.op("Slice", s, lower_bounds=[0], upper_bounds=[1], strides=[1]), input_order=[0], output_shape=[]
+    )
     s2 = w.binary("Multiply", s0, w.constant(np.float32(4.0)), broadcast="none")
     z2 = w.constant(np.uint8(128))
     q2 = w.op("Quantize", d1, s2, z2, type="u8", axes=[], round_mode=4)
@@ -93,15 +95,29 @@ def conv_block(rng: np.random.Generator) -> FunctionWriter:
     wz = w.constant(np.zeros(8, np.int8))
     wf = w.op("Dequantize", wq, ws, wz, type="f32", axes=[0])
     conv = w.op(
-        "Convolution", img, wf,
-        window_movement_strides=[1, 1], window_dilation_strides=[1, 1],
-        padding_below=[1, 1], padding_above=[1, 1], data_dilation_strides=[1, 1],
+        "Convolution",
+        img,
+        wf,
+        window_movement_strides=[1, 1],
+        window_dilation_strides=[1, 1],
+        padding_below=[1, 1],
+        padding_above=[1, 1],
+        data_dilation_strides=[1, 1],
     )
-    bias = w.op("Broadcast", w.constant(rng.uniform(-0.2, 0.2, 8).astype(np.float32)), shape=[1, 8, 12, 12], axes=[0, 2, 3])
+    bias = w.op(
+        "Broadcast", w.constant(rng.uniform(-0.2, 0.2, 8).astype(np.float32)), shape=[1, 8, 12, 12], axes=[0, 2, 3]
+    )
     act = w.op("Relu", w.binary("Add", conv, bias, broadcast="none"))
-    mp = w.op("MaxPool", act, window_shape=[2, 2], window_movement_strides=[2, 2], padding_below=[0, 0], padding_above=[0, 0])
+    mp = w.op(
+        "MaxPool", act, window_shape=[2, 2], window_movement_strides=[2, 2], padding_below=[0, 0], padding_above=[0, 0]
+    )
     ap = w.op(
-        "AvgPool", mp, window_shape=[3, 3], window_movement_strides=[1, 1], padding_below=[1, 1], padding_above=[1, 1],
+        "AvgPool",
+        mp,
+        window_shape=[3, 3],
+        window_movement_strides=[1, 1],
+        padding_below=[1, 1],
+        padding_above=[1, 1],
         include_padding_in_avg_computation=False,
     )
     cat = w.op("Concat", mp, ap, axis=1)

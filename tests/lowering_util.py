@@ -81,7 +81,9 @@ def readable(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def run_ort(model: onnx.ModelProto, feeds: dict, *, level: ort.GraphOptimizationLevel | None = None) -> list[np.ndarray]:
+def run_ort(
+    model: onnx.ModelProto, feeds: dict, *, level: ort.GraphOptimizationLevel | None = None
+) -> list[np.ndarray]:
     so = ort.SessionOptions()
     so.log_severity_level = 3
     if level is not None:

@@ -74,7 +74,9 @@ def std_round(q: np.ndarray) -> np.ndarray:
     return np.where(tie, t + np.sign(q), np.rint(q)).astype(q.dtype)
 
 
-def ngraph_quantize(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, axes: list[int], out: np.dtype, mode: int) -> np.ndarray:
+def ngraph_quantize(
+    x: np.ndarray, scale: np.ndarray, offset: np.ndarray, axes: list[int], out: np.dtype, mode: int
+) -> np.ndarray:
     """nGraph's reference quantize, vectorized: the quotient, offset and clamp in x's real type T; the
     ``+ 0.5`` / ``- 0.5`` of modes 1-3 in double (C++'s ``0.5`` is a double literal), rounded back to T."""
     T = x.dtype
@@ -109,8 +111,15 @@ def ngraph_quantize(x: np.ndarray, scale: np.ndarray, offset: np.ndarray, axes: 
 
 
 _ROUND_NAMES = [
-    "ROUND_NEAREST_TOWARD_INFINITY", "ROUND_NEAREST_TOWARD_ZERO", "ROUND_NEAREST_UPWARD", "ROUND_NEAREST_DOWNWARD",
-    "ROUND_NEAREST_TOWARD_EVEN", "ROUND_TOWARD_INFINITY", "ROUND_TOWARD_ZERO", "ROUND_UP", "ROUND_DOWN",
+    "ROUND_NEAREST_TOWARD_INFINITY",
+    "ROUND_NEAREST_TOWARD_ZERO",
+    "ROUND_NEAREST_UPWARD",
+    "ROUND_NEAREST_DOWNWARD",
+    "ROUND_NEAREST_TOWARD_EVEN",
+    "ROUND_TOWARD_INFINITY",
+    "ROUND_TOWARD_ZERO",
+    "ROUND_UP",
+    "ROUND_DOWN",
 ]
 
 
@@ -175,7 +184,13 @@ def _run(js: dict, args: list[np.ndarray]) -> np.ndarray:
     if op in ("Sigmoid", "Tanh", "Exp", "Log", "Sqrt"):
         w = x.astype(f64)
         with np.errstate(all="ignore"):
-            r = {"Sigmoid": lambda v: 1 / (1 + np.exp(-v)), "Tanh": np.tanh, "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt}[op](w)
+            r = {
+                "Sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+                "Tanh": np.tanh,
+                "Exp": np.exp,
+                "Log": np.log,
+                "Sqrt": np.sqrt,
+            }[op](w)
         return r.astype(x.dtype)
     if op == "Convert":
         to = _et(js.get("target_type", js.get("destination_type")))
@@ -192,7 +207,10 @@ def _run(js: dict, args: list[np.ndarray]) -> np.ndarray:
     if op == "Concat":
         return np.concatenate(args, axis=js["axis"])
     if op == "Slice":
-        idx = tuple(slice(lo, hi, st) for lo, hi, st in zip(js["lower_bounds"], js["upper_bounds"], js.get("strides", [1] * x.ndim)))
+        idx = tuple(
+            slice(lo, hi, st)
+            for lo, hi, st in zip(js["lower_bounds"], js["upper_bounds"], js.get("strides", [1] * x.ndim))
+        )
         return x[idx].copy()
     if op == "Sum":
         axes = tuple(js["reduction_axes"])
@@ -249,7 +267,9 @@ def _run(js: dict, args: list[np.ndarray]) -> np.ndarray:
     raise NotImplementedError(op)
 
 
-def evaluate(functions: list[dict] | dict, feeds: dict[str, np.ndarray], function: str | None = None) -> dict[str, np.ndarray]:
+def evaluate(
+    functions: list[dict] | dict, feeds: dict[str, np.ndarray], function: str | None = None
+) -> dict[str, np.ndarray]:
     """Run one function on ``feeds`` (by Parameter name); returns the results by Result (or op) name."""
     if isinstance(functions, dict):
         functions = [functions]

@@ -15,26 +15,89 @@ from onnx_dequant.contract import TensorType as T
 FAILURES = [
     (T("i8", (2,)), T(None, (2,)), None, [0], None, "Output element type must not be dynamic"),
     (T("i8", (2,)), T("i8", (2,)), None, [0], "i8", "Output element type (i8) must be a floating point type"),
-    (T("i8", (2,)), T("f32", (2,)), T("u8", (2,)), [0], "f32", "Zero point element type (u8) must match input element type (i8)"),
-    (T("f32", (2,)), T("f32", (2,)), T("f32", (2,)), [0], "f32", "Zero point / input element type (f32) must be a quantized type"),
-    (T(None, (2,)), T("f32", (2,)), T("i64", (2,)), [0], None, "Zero point / input element type (i64) must be a quantized type"),
+    (
+        T("i8", (2,)),
+        T("f32", (2,)),
+        T("u8", (2,)),
+        [0],
+        "f32",
+        "Zero point element type (u8) must match input element type (i8)",
+    ),
+    (
+        T("f32", (2,)),
+        T("f32", (2,)),
+        T("f32", (2,)),
+        [0],
+        "f32",
+        "Zero point / input element type (f32) must be a quantized type",
+    ),
+    (
+        T(None, (2,)),
+        T("f32", (2,)),
+        T("i64", (2,)),
+        [0],
+        None,
+        "Zero point / input element type (i64) must be a quantized type",
+    ),
     (T("i8", (2,)), T("f64", (2,)), None, [0], "f32", "Scale element type (f64) must match output element type (f32)"),
-    (T("i8", (1, 2, 3, 4)), T("f32", (4,)), None, [4], None, "Quantization axis (4) must be less than input shape rank (4)"),
-    (T("i8", (64, 4, 5)), T("f32", (64, 4)), T("i8", (64, 3)), [0, 1], None, "Scale shape ({64,4}) and zero point shape ({64,3}) must match"),
-    (T("i8", (64, 4, 5)), T("f32", (64, 4, 5)), None, [0, 1], None, "Scale / zero point rank (3) does not match the number of quantization axes (2)"),
+    (
+        T("i8", (1, 2, 3, 4)),
+        T("f32", (4,)),
+        None,
+        [4],
+        None,
+        "Quantization axis (4) must be less than input shape rank (4)",
+    ),
+    (
+        T("i8", (64, 4, 5)),
+        T("f32", (64, 4)),
+        T("i8", (64, 3)),
+        [0, 1],
+        None,
+        "Scale shape ({64,4}) and zero point shape ({64,3}) must match",
+    ),
+    (
+        T("i8", (64, 4, 5)),
+        T("f32", (64, 4, 5)),
+        None,
+        [0, 1],
+        None,
+        "Scale / zero point rank (3) does not match the number of quantization axes (2)",
+    ),
     (
         T("i8", (2, 5, 6, None, 10, None)),
         T("f32", (4, 8, None)),
         None,
         [1, 3, 5],
         None,
-        "Scale / zero point shape ({4,8,?}) must match input shape ({2,5,6,?,10,?}) at the quantization axes (AxisSet{1, 3, 5})",
+        "Scale / zero point shape ({4,8,?}) must match input shape ({2,5,6,?,10,?}) at the quantization axes (AxisSet{1, 3, 5})",  # noqa: E501  (nGraph's message, whole so it can be searched)
     ),
     # order: the first failing check wins
-    (T("f32", (2,)), T("f64", (3,)), T("u8", (2,)), [5], "i8", "Output element type (i8) must be a floating point type"),
-    (T("f32", (2,)), T("f64", (3,)), T("u8", (2,)), [5], "f32", "Zero point element type (u8) must match input element type (f32)"),
+    (
+        T("f32", (2,)),
+        T("f64", (3,)),
+        T("u8", (2,)),
+        [5],
+        "i8",
+        "Output element type (i8) must be a floating point type",
+    ),
+    (
+        T("f32", (2,)),
+        T("f64", (3,)),
+        T("u8", (2,)),
+        [5],
+        "f32",
+        "Zero point element type (u8) must match input element type (f32)",
+    ),
     (T("i8", (2,)), T("f64", (3,)), None, [5], "f32", "Scale element type (f64) must match output element type (f32)"),
-    (T("i8", (2,)), T("f32", (3, 3)), T("i8", (4,)), [5], None, "Quantization axis (5) must be less than input shape rank (1)"),
+    (
+        T("i8", (2,)),
+        T("f32", (3, 3)),
+        T("i8", (4,)),
+        [5],
+        None,
+        "Quantization axis (5) must be less than input shape rank (1)",
+    ),
 ]
 
 
@@ -82,9 +145,13 @@ def test_arrays_and_type_spellings():
 
 @pytest.mark.parametrize(
     "axes,message",
-    [([0, 0], "Quantization axes ([0, 0]) must be distinct"), ([-1], "Quantization axis (-1) must not be negative"),
-     ([1.5], "Quantization axis (1.5) must be an integer"), ("01", "must be a set of axis indices"),
-     ([True], "must be an integer")],
+    [
+        ([0, 0], "Quantization axes ([0, 0]) must be distinct"),
+        ([-1], "Quantization axis (-1) must not be negative"),
+        ([1.5], "Quantization axis (1.5) must be an integer"),
+        ("01", "must be a set of axis indices"),
+        ([True], "must be an integer"),
+    ],
 )
 def test_bad_axes(axes, message):
     with pytest.raises(odq.DequantizeError) as e:
@@ -92,9 +159,7 @@ def test_bad_axes(axes, message):
     assert message in str(e.value)
 
 
-@pytest.mark.parametrize(
-    "shape", [(2, -1), (2.5,), "ab", 3, (True,)]
-)
+@pytest.mark.parametrize("shape", [(2, -1), (2.5,), "ab", 3, (True,)])
 def test_bad_shapes(shape):
     with pytest.raises(odq.DequantizeError):
         odq.infer(T("i8", shape), T("f32", ()), None, axes=[])

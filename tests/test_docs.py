@@ -28,7 +28,7 @@ def test_quick_start_is_two_commands_and_ci_runs_the_same_tests():
 
 def test_readme_op_table_is_the_importers():
     def table(text: str) -> str:
-        section = text[text.index("| nGraph op |"):]
+        section = text[text.index("| nGraph op |") :]
         return section[: section.index("\n\n")]
 
     readme = (ROOT / "README.md").read_text()

@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from lowering_util import domain_nodes, one_node_model, random_case, run_ort
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_dequant as odq
@@ -19,8 +20,6 @@ from onnx_dequant.cli import main as cli_main
 from onnx_dequant.compare import same_bits
 from onnx_dequant.rewrite import LoweredNode, lower_model
 from onnx_dequant.schema import opset_import
-
-from lowering_util import domain_nodes, one_node_model, random_case, run_ort
 
 RNG = np.random.default_rng(11)
 
@@ -33,11 +32,27 @@ def _if_model():
     """x -> If(cond): then Dequantize(axes {1}), else Dequantize(axes {0, 2}), outer-scope initializers."""
     x, s1, z1 = random_case(RNG, (2, 3, 4), (1,), "u8", "f32")
     _, s2, z2 = random_case(RNG, (2, 3, 4), (0, 2), "u8", "f32")
-    then_g = helper.make_graph([odq.make_node(["x", "s1", "z1"], ["a"], axes=[1], name="dq_then")], "then", [], [_vi("a", TensorProto.FLOAT, [2, 3, 4])])
-    else_g = helper.make_graph([odq.make_node(["x", "s2", "z2"], ["b"], axes=[0, 2], name="dq_else")], "else", [], [_vi("b", TensorProto.FLOAT, [2, 3, 4])])
+    then_g = helper.make_graph(
+        [odq.make_node(["x", "s1", "z1"], ["a"], axes=[1], name="dq_then")],
+        "then",
+        [],
+        [_vi("a", TensorProto.FLOAT, [2, 3, 4])],
+    )
+    else_g = helper.make_graph(
+        [odq.make_node(["x", "s2", "z2"], ["b"], axes=[0, 2], name="dq_else")],
+        "else",
+        [],
+        [_vi("b", TensorProto.FLOAT, [2, 3, 4])],
+    )
     node = helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g, name="branch")
     inits = [numpy_helper.from_array(a, n) for a, n in ((s1, "s1"), (z1, "z1"), (s2, "s2"), (z2, "z2"))]
-    g = helper.make_graph([node], "g", [_vi("x", TensorProto.UINT8, [2, 3, 4]), _vi("cond", TensorProto.BOOL, [])], [_vi("y", TensorProto.FLOAT, [2, 3, 4])], inits)
+    g = helper.make_graph(
+        [node],
+        "g",
+        [_vi("x", TensorProto.UINT8, [2, 3, 4]), _vi("cond", TensorProto.BOOL, [])],
+        [_vi("y", TensorProto.FLOAT, [2, 3, 4])],
+        inits,
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), opset_import()])
     m.ir_version = 10
     return m, x, (s1, z1, (1,)), (s2, z2, (0, 2))
@@ -62,13 +77,23 @@ def test_loop_body():
             helper.make_node("Identity", ["cond_in"], ["cond_out"]),
         ],
         "body",
-        [_vi("i", TensorProto.INT64, []), _vi("cond_in", TensorProto.BOOL, []), _vi("acc_in", TensorProto.FLOAT, [3, 4])],
+        [
+            _vi("i", TensorProto.INT64, []),
+            _vi("cond_in", TensorProto.BOOL, []),
+            _vi("acc_in", TensorProto.FLOAT, [3, 4]),
+        ],
         [_vi("cond_out", TensorProto.BOOL, []), _vi("acc_out", TensorProto.FLOAT, [3, 4])],
     )
     loop = helper.make_node("Loop", ["n", "", "acc0"], ["acc"], body=body)
-    inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z"), numpy_helper.from_array(np.array(2, np.int64), "n"),
-             numpy_helper.from_array(np.zeros((3, 4), np.float32), "acc0")]
-    g = helper.make_graph([loop], "g", [_vi("x", TensorProto.INT8, [3, 4])], [_vi("acc", TensorProto.FLOAT, [3, 4])], inits)
+    inits = [
+        numpy_helper.from_array(s, "s"),
+        numpy_helper.from_array(z, "z"),
+        numpy_helper.from_array(np.array(2, np.int64), "n"),
+        numpy_helper.from_array(np.zeros((3, 4), np.float32), "acc0"),
+    ]
+    g = helper.make_graph(
+        [loop], "g", [_vi("x", TensorProto.INT8, [3, 4])], [_vi("acc", TensorProto.FLOAT, [3, 4])], inits
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), opset_import()])
     m.ir_version = 8
     lowered = odq.lower(m)
@@ -82,14 +107,24 @@ def test_loop_body():
 def test_model_local_function():
     x, s, z = random_case(RNG, (2, 3, 4), (1, 2), "u8", "f32")
     fn = helper.make_function(
-        "local", "DQ", ["a", "sc", "zp"], ["b"],
+        "local",
+        "DQ",
+        ["a", "sc", "zp"],
+        ["b"],
         [odq.make_node(["a", "sc", "zp"], ["t"], axes=[1, 2], name="dq_fn"), helper.make_node("Relu", ["t"], ["b"])],
         opset_imports=[helper.make_opsetid("", 21), opset_import()],
     )
     call = helper.make_node("DQ", ["x", "s", "z"], ["y"], domain="local", name="call")
-    g = helper.make_graph([call], "g", [_vi("x", TensorProto.UINT8, [2, 3, 4])], [_vi("y", TensorProto.FLOAT, [2, 3, 4])],
-                          [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), opset_import(), helper.make_opsetid("local", 1)], functions=[fn])
+    g = helper.make_graph(
+        [call],
+        "g",
+        [_vi("x", TensorProto.UINT8, [2, 3, 4])],
+        [_vi("y", TensorProto.FLOAT, [2, 3, 4])],
+        [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")],
+    )
+    m = helper.make_model(
+        g, opset_imports=[helper.make_opsetid("", 21), opset_import(), helper.make_opsetid("local", 1)], functions=[fn]
+    )
     m.ir_version = 10
     lowered = odq.lower(m)
     assert domain_nodes(lowered) == 0
@@ -159,9 +194,14 @@ def _optimized_ops(model: onnx.ModelProto, tmp_path: Path) -> list[str]:
 @pytest.mark.parametrize("axes", [(), (1,)])
 def test_matmul_weight_keeps_dql_for_ort_fusion(axes, tmp_path):
     w, s, z = random_case(RNG, (16, 8), axes, "i8", "f32")
-    nodes = [odq.make_node(["w", "s", "z"], ["wf"], axes=axes, name="dq_w"), helper.make_node("MatMul", ["a", "wf"], ["y"])]
+    nodes = [
+        odq.make_node(["w", "s", "z"], ["wf"], axes=axes, name="dq_w"),
+        helper.make_node("MatMul", ["a", "wf"], ["y"]),
+    ]
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
-    g = helper.make_graph(nodes, "g", [_vi("a", TensorProto.FLOAT, [4, 16])], [_vi("y", TensorProto.FLOAT, [4, 8])], inits)
+    g = helper.make_graph(
+        nodes, "g", [_vi("a", TensorProto.FLOAT, [4, 16])], [_vi("y", TensorProto.FLOAT, [4, 8])], inits
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), opset_import()])
     m.ir_version = 10
     report: list[LoweredNode] = []
@@ -186,12 +226,19 @@ def test_matmul_weight_keeps_dql_for_ort_fusion(axes, tmp_path):
 def _external_model(folder: Path, location: str = "weights.bin") -> tuple[Path, np.ndarray, np.ndarray, np.ndarray]:
     w, s, z = random_case(RNG, (64, 32), (0,), "i8", "f32")
     nodes = [odq.make_node(["w", "s", "z"], ["y"], axes=[0], name="dq_ext")]
-    g = helper.make_graph(nodes, "g", [], [_vi("y", TensorProto.FLOAT, [64, 32])],
-                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")])
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [],
+        [_vi("y", TensorProto.FLOAT, [64, 32])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), opset_import()])
     m.ir_version = 10
     path = folder / "model.onnx"
-    onnx.save(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=location, size_threshold=0)
+    onnx.save(
+        m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=location, size_threshold=0
+    )
     return path, w, s, z
 
 
@@ -218,7 +265,11 @@ def test_cli_external_data(tmp_path, capsys):
     onnx.checker.check_model(str(out), full_check=True)
     assert same_bits(_run_file(out), odq.dequantize(w, s, z, axes=(0,)))
     assert sorted(p.name for p in out_dir.iterdir()) == ["lowered.onnx", "lowered.onnx.data"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "out", "weights.bin"]  # nothing beside the input
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "model.onnx",
+        "out",
+        "weights.bin",
+    ]  # nothing beside the input
     umask = os.umask(0)
     os.umask(umask)
     assert all((p.stat().st_mode & 0o777) == 0o666 & ~umask for p in out_dir.iterdir())  # not mkstemp's 0600
@@ -255,7 +306,11 @@ def _bad(tmp_path: Path, capsys, src: Path, pattern: str) -> None:
 def test_truncated_and_corrupt_files(tmp_path, capsys):
     x, s, z = random_case(RNG, (4, 5), (1,), "u8", "f32")
     data = one_node_model(x, s, z, (1,)).SerializeToString()
-    for name, content in (("trunc.onnx", data[: len(data) // 2]), ("garbage.onnx", b"\xff\x00not a model" * 7), ("empty.onnx", b"")):
+    for name, content in (
+        ("trunc.onnx", data[: len(data) // 2]),
+        ("garbage.onnx", b"\xff\x00not a model" * 7),
+        ("empty.onnx", b""),
+    ):
         p = tmp_path / name
         p.write_bytes(content)
         _bad(tmp_path, capsys, p, "Not a valid ONNX model")
@@ -323,12 +378,16 @@ def test_save_never_leaves_partial_output(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "weights.bin"]
 
 
-
 def test_cli_opset_conversion_with_external_data(tmp_path, capsys):
     w, s, z = random_case(RNG, (64, 32), (0, 1), "u8", "f32")
     nodes = [odq.make_node(["w", "s", "z"], ["t"], axes=[0, 1], name="dq_ext"), helper.make_node("Relu", ["t"], ["y"])]
-    g = helper.make_graph(nodes, "g", [], [_vi("y", TensorProto.FLOAT, [64, 32])],
-                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")])
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [],
+        [_vi("y", TensorProto.FLOAT, [64, 32])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), opset_import()])
     m.ir_version = 8
     src = tmp_path / "m17.onnx"
@@ -345,15 +404,27 @@ def test_scan_body():
     x, s, z = random_case(RNG, (5, 3, 4), (2,), "i8", "f32")
     s1, z1 = s, z  # per-axis along the slice's last axis (axis 1 of a (3, 4) slice)
     body = helper.make_graph(
-        [odq.make_node(["xs", "s", "z"], ["ys"], axes=[1], name="dq_scan"), helper.make_node("Identity", ["st"], ["st_out"])],
+        [
+            odq.make_node(["xs", "s", "z"], ["ys"], axes=[1], name="dq_scan"),
+            helper.make_node("Identity", ["st"], ["st_out"]),
+        ],
         "body",
         [_vi("st", TensorProto.FLOAT, [1]), _vi("xs", TensorProto.INT8, [3, 4])],
         [_vi("st_out", TensorProto.FLOAT, [1]), _vi("ys", TensorProto.FLOAT, [3, 4])],
     )
     scan = helper.make_node("Scan", ["st0", "x"], ["st", "y"], body=body, num_scan_inputs=1)
-    inits = [numpy_helper.from_array(s1, "s"), numpy_helper.from_array(z1, "z"), numpy_helper.from_array(np.zeros(1, np.float32), "st0")]
-    g = helper.make_graph([scan], "g", [_vi("x", TensorProto.INT8, [5, 3, 4])],
-                          [_vi("st", TensorProto.FLOAT, [1]), _vi("y", TensorProto.FLOAT, [5, 3, 4])], inits)
+    inits = [
+        numpy_helper.from_array(s1, "s"),
+        numpy_helper.from_array(z1, "z"),
+        numpy_helper.from_array(np.zeros(1, np.float32), "st0"),
+    ]
+    g = helper.make_graph(
+        [scan],
+        "g",
+        [_vi("x", TensorProto.INT8, [5, 3, 4])],
+        [_vi("st", TensorProto.FLOAT, [1]), _vi("y", TensorProto.FLOAT, [5, 3, 4])],
+        inits,
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), opset_import()])
     m.ir_version = 10
     lowered = odq.lower(m)
@@ -370,14 +441,26 @@ def _function_model(calls, fn_opset=21, model_opset=21, axes=(1, 2), extra_fn_no
     """A model-local function DQ(a, sc, zp) = Dequantize(axes) [+ extra nodes], called once per entry of
     ``calls`` (x's name, elem type, shape); scale/zero point of shape (3, 4) shared."""
     _, s, z = random_case(RNG, (1, 3, 4), axes, "u8", "f32")
-    body = [odq.make_node(["a", "sc", "zp"], ["t" if extra_fn_nodes else "b"], axes=list(axes), name="dq_fn"), *extra_fn_nodes]
-    fn = helper.make_function("local", "DQ", ["a", "sc", "zp"], ["b"], body,
-                              opset_imports=[helper.make_opsetid("", fn_opset), opset_import()])
+    body = [
+        odq.make_node(["a", "sc", "zp"], ["t" if extra_fn_nodes else "b"], axes=list(axes), name="dq_fn"),
+        *extra_fn_nodes,
+    ]
+    fn = helper.make_function(
+        "local", "DQ", ["a", "sc", "zp"], ["b"], body, opset_imports=[helper.make_opsetid("", fn_opset), opset_import()]
+    )
     nodes = [helper.make_node("DQ", [x, "s", "z"], [f"y{i}"], domain="local") for i, (x, _, _) in enumerate(calls)]
-    g = helper.make_graph(nodes, "g", [_vi(x, et, shape) for x, et, shape in calls],
-                          [_vi(f"y{i}", TensorProto.FLOAT, shape) for i, (_, _, shape) in enumerate(calls)],
-                          [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", model_opset), opset_import(), helper.make_opsetid("local", 1)], functions=[fn])
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [_vi(x, et, shape) for x, et, shape in calls],
+        [_vi(f"y{i}", TensorProto.FLOAT, shape) for i, (_, _, shape) in enumerate(calls)],
+        [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")],
+    )
+    m = helper.make_model(
+        g,
+        opset_imports=[helper.make_opsetid("", model_opset), opset_import(), helper.make_opsetid("local", 1)],
+        functions=[fn],
+    )
     m.ir_version = 10
     return m, s, z
 
@@ -414,7 +497,9 @@ def test_function_opset_follows_the_model():
 
 
 def test_function_with_onnx_ops_at_another_opset_refused():
-    m, *_ = _function_model([("x", TensorProto.UINT8, [2, 3, 4])], fn_opset=17, extra_fn_nodes=[helper.make_node("Relu", ["t"], ["b"])])
+    m, *_ = _function_model(
+        [("x", TensorProto.UINT8, [2, 3, 4])], fn_opset=17, extra_fn_nodes=[helper.make_node("Relu", ["t"], ["b"])]
+    )
     with pytest.raises(odq.DequantizeError, match="Function 'DQ' imports opset 17 but the model 21"):
         odq.lower(m)
     lowered = odq.lower(m, opset=19)  # converting aligns them
@@ -426,7 +511,12 @@ def test_function_with_onnx_ops_at_another_opset_refused():
 
 
 def test_opset_conversion_failure_is_clear(tmp_path, capsys):
-    g = helper.make_graph([helper.make_node("Gelu", ["x"], ["y"])], "g", [_vi("x", TensorProto.FLOAT, [2])], [_vi("y", TensorProto.FLOAT, [2])])
+    g = helper.make_graph(
+        [helper.make_node("Gelu", ["x"], ["y"])],
+        "g",
+        [_vi("x", TensorProto.FLOAT, [2])],
+        [_vi("y", TensorProto.FLOAT, [2])],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 20)])
     m.ir_version = 9
     src = tmp_path / "gelu.onnx"
@@ -483,8 +573,13 @@ def test_lower_file_does_not_load_untouched_weights(tmp_path):
 
     w = RNG.integers(-128, 128, (4096, 8192), dtype=np.int8)
     s = np.float32(0.5)
-    g = helper.make_graph([odq.make_node(["w", "s"], ["y"], name="dq_big")], "g", [], [_vi("y", TensorProto.FLOAT, list(w.shape))],
-                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(s), "s")])
+    g = helper.make_graph(
+        [odq.make_node(["w", "s"], ["y"], name="dq_big")],
+        "g",
+        [],
+        [_vi("y", TensorProto.FLOAT, list(w.shape))],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.array(s), "s")],
+    )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), opset_import()])
     m.ir_version = 10
     src = tmp_path / "big.onnx"
@@ -527,8 +622,11 @@ def test_lowering_leaves_no_orphan_initializers(axes):
         numpy_helper.from_array(np.ones(3, np.float32), "unused_before"),  # not ours to remove
     ]
     graph = helper.make_graph(
-        [odq.make_node(["w", "s", "z"], ["y"], axes=axes, name="dq")], "g", [],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], inits,
+        [odq.make_node(["w", "s", "z"], ["y"], axes=axes, name="dq")],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        inits,
     )
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)])
     out = odq.lower(m)

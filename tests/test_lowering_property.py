@@ -14,14 +14,13 @@ import onnxruntime as ort
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lowering_util import domain_nodes, one_node_model, random_case, run_ort
 
 import onnx_dequant as odq
 from onnx_dequant import dtypes
 from onnx_dequant.compare import same_bits, ulp_distance
 from onnx_dequant.lowering import chunked
 from onnx_dequant.rewrite import LoweredNode, lower_model
-
-from lowering_util import domain_nodes, one_node_model, random_case, run_ort
 
 QUANTIZED = [t.name for t in dtypes.QUANTIZED]
 REAL = [t.name for t in dtypes.REAL]
@@ -54,7 +53,11 @@ def cases(draw):
     return shape, axes, qt, rt, opset, const, zp, symbolic, consumer, target, seed, chunk_any
 
 
-@settings(max_examples=int(os.environ.get("ODQ_LOWERING_EXAMPLES", "250")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("ODQ_LOWERING_EXAMPLES", "250")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(cases())
 def test_lowered_equals_reference(case):
     *case, chunk_any = case
@@ -80,7 +83,10 @@ def _lowered_equals_reference(shape, axes, qt, rt, opset, const, zp, symbolic, c
     assert [o.version for o in lowered.opset_import if o.domain == ""] == [opset]
     onnx.checker.check_model(lowered, full_check=True)
     if target == "portable":
-        assert not any(n.op_type == "DequantizeLinear" and any(a.name == "block_size" for a in n.attribute) for n in lowered.graph.node)
+        assert not any(
+            n.op_type == "DequantizeLinear" and any(a.name == "block_size" for a in n.attribute)
+            for n in lowered.graph.node
+        )
 
     feeds = {} if small else {"x": x}
     if not const:

@@ -42,7 +42,9 @@ def ort_run(model: onnx.ModelProto, feeds: dict, level: str = "ORT_ENABLE_ALL", 
     return s.run(None, feeds)
 
 
-def check(w: FunctionWriter, feeds: dict, *, ulps: int = 0, levels=("ORT_ENABLE_ALL", "ORT_DISABLE_ALL")) -> onnx.ModelProto:
+def check(
+    w: FunctionWriter, feeds: dict, *, ulps: int = 0, levels=("ORT_ENABLE_ALL", "ORT_DISABLE_ALL")
+) -> onnx.ModelProto:
     """Convert, run in ORT at each level, compare every result with the oracle."""
     model = convert(w)
     expected = evaluate(w.to_json(), feeds)
@@ -76,9 +78,15 @@ def test_sample_models_are_current_and_small(tmp_path):
     import subprocess
     import sys
 
-    subprocess.run([sys.executable, str(MODELS.parent / "scripts" / "make_models.py"), "--out", str(tmp_path)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(MODELS.parent / "scripts" / "make_models.py"), "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
     for name in SAMPLE_FEEDS:
-        assert (tmp_path / name).read_bytes() == (MODELS / name).read_bytes(), f"{name} differs from make_models.py's output"
+        assert (tmp_path / name).read_bytes() == (MODELS / name).read_bytes(), (
+            f"{name} differs from make_models.py's output"
+        )
         assert (MODELS / name).stat().st_size < 1 << 20
 
 
@@ -172,7 +180,13 @@ def test_sources_path_text_parsed(tmp_path):
     text = dumps([w])
     p = tmp_path / "g.json"
     p.write_text(text)
-    models = [odq.ngraph.convert(p), odq.ngraph.convert(str(p)), odq.ngraph.convert(text), odq.ngraph.convert(json.loads(text)), odq.ngraph.convert(text.encode())]
+    models = [
+        odq.ngraph.convert(p),
+        odq.ngraph.convert(str(p)),
+        odq.ngraph.convert(text),
+        odq.ngraph.convert(json.loads(text)),
+        odq.ngraph.convert(text.encode()),
+    ]
     for m in models:
         assert m.graph.SerializeToString() == models[0].graph.SerializeToString()
     assert p.read_text() == text  # input untouched
@@ -190,7 +204,10 @@ def test_broadcast_spellings_by_era(era, kind):
     shape = {"none": [2, 3, 4], "numpy": [3, 1], "pdpd": [3, 4] if era == "v0.29" else [3]}[kind]
     b = w.parameter("f32", shape)
     w.result(w.binary("Add", a, b, broadcast=kind, axis=1 if kind == "pdpd" and era != "v0.29" else -1))
-    feeds = {"Parameter_0": RNG.standard_normal((2, 3, 4)).astype(np.float32), "Parameter_1": RNG.standard_normal(shape).astype(np.float32)}
+    feeds = {
+        "Parameter_0": RNG.standard_normal((2, 3, 4)).astype(np.float32),
+        "Parameter_1": RNG.standard_normal(shape).astype(np.float32),
+    }
     check(w, feeds)
 
 
@@ -201,8 +218,19 @@ def test_oldest_spellings_value_type_and_legacy_result():
             "parameters": ["Parameter_0"],
             "result": ["Multiply_2"],  # names the last op, no Result ops
             "ops": [
-                {"name": "Parameter_0", "op": "Parameter", "inputs": [], "value_type": {"element_type": "float", "shape": [2]}},
-                {"name": "Constant_1", "op": "Constant", "inputs": [], "value_type": {"element_type": {"c_type_string": "float", "bitwidth": 32}, "shape": [2]}, "value": ["2"]},
+                {
+                    "name": "Parameter_0",
+                    "op": "Parameter",
+                    "inputs": [],
+                    "value_type": {"element_type": "float", "shape": [2]},
+                },
+                {
+                    "name": "Constant_1",
+                    "op": "Constant",
+                    "inputs": [],
+                    "value_type": {"element_type": {"c_type_string": "float", "bitwidth": 32}, "shape": [2]},
+                    "value": ["2"],
+                },
                 {"name": "Multiply_2", "op": "Multiply", "inputs": ["Parameter_0", {"node": "Constant_1", "index": 0}]},
             ],
         }
@@ -216,8 +244,14 @@ def test_oldest_spellings_value_type_and_legacy_result():
 
 
 def test_legacy_result_naming_a_parameter_twice():
-    js = [{"name": "f", "parameters": ["P"], "result": ["P", "P"],
-           "ops": [{"name": "P", "op": "Parameter", "element_type": "int8_t", "shape": [3]}]}]
+    js = [
+        {
+            "name": "f",
+            "parameters": ["P"],
+            "result": ["P", "P"],
+            "ops": [{"name": "P", "op": "Parameter", "element_type": "int8_t", "shape": [3]}],
+        }
+    ]
     model = odq.ngraph.convert(js)
     onnx.checker.check_model(model, full_check=True)
     x = np.array([1, -2, 3], np.int8)
@@ -259,10 +293,19 @@ def test_dead_ops_are_dropped():
 
 
 def test_constant_single_special_value():
-    js = [{"name": "f", "parameters": [], "result": ["R", "S"], "ops": [
-        {"name": "C", "op": "Constant", "element_type": "float", "shape": [2, 2], "value": ["NAN"]},
-        {"name": "D", "op": "Constant", "element_type": "float16", "shape": [3], "value": ["-INFINITY"]},
-        {"name": "R", "op": "Result", "inputs": ["C"]}, {"name": "S", "op": "Result", "inputs": ["D"]}]}]
+    js = [
+        {
+            "name": "f",
+            "parameters": [],
+            "result": ["R", "S"],
+            "ops": [
+                {"name": "C", "op": "Constant", "element_type": "float", "shape": [2, 2], "value": ["NAN"]},
+                {"name": "D", "op": "Constant", "element_type": "float16", "shape": [3], "value": ["-INFINITY"]},
+                {"name": "R", "op": "Result", "inputs": ["C"]},
+                {"name": "S", "op": "Result", "inputs": ["D"]},
+            ],
+        }
+    ]
     model = odq.ngraph.convert(js)
     onnx.checker.check_model(model, full_check=True)
     c, d = ort_run(model, {})
@@ -271,10 +314,23 @@ def test_constant_single_special_value():
 
 @pytest.mark.parametrize("et", ["f32", "f64", "f16", "bf16"])
 def test_constant_special_values(et):
-    js = [{"name": "f", "parameters": [], "result": ["R"], "ops": [
-        {"name": "C", "op": "Constant", "element_type": odq.dtypes.parse(et).ctype, "shape": [5],
-         "value": ["NAN", "INFINITY", "-INFINITY", "-0", "0.1"]},
-        {"name": "R", "op": "Result", "inputs": ["C"]}]}]
+    js = [
+        {
+            "name": "f",
+            "parameters": [],
+            "result": ["R"],
+            "ops": [
+                {
+                    "name": "C",
+                    "op": "Constant",
+                    "element_type": odq.dtypes.parse(et).ctype,
+                    "shape": [5],
+                    "value": ["NAN", "INFINITY", "-INFINITY", "-0", "0.1"],
+                },
+                {"name": "R", "op": "Result", "inputs": ["C"]},
+            ],
+        }
+    ]
     model = odq.ngraph.convert(js)
     onnx.checker.check_model(model, full_check=True)
     t = onnx.numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "C"))
@@ -282,17 +338,35 @@ def test_constant_special_values(et):
     assert same_bits(t, want)
 
 
-@pytest.mark.parametrize("et,values", [
-    ("i8", ["-128", "127"]), ("u8", ["0", "255"]), ("i16", ["-32768", "32767"]), ("u16", ["0", "65535"]),
-    ("i32", ["-2147483648", "2147483647"]), ("i64", ["-9223372036854775808", "9223372036854775807"]),
-    ("u32", ["0", "4294967295"]), ("u64", ["0", "18446744073709551615"]), ("boolean", ["0", "1"]),
-    ("i4", ["-8", "7"]), ("u4", ["0", "15"]),
-])
+@pytest.mark.parametrize(
+    "et,values",
+    [
+        ("i8", ["-128", "127"]),
+        ("u8", ["0", "255"]),
+        ("i16", ["-32768", "32767"]),
+        ("u16", ["0", "65535"]),
+        ("i32", ["-2147483648", "2147483647"]),
+        ("i64", ["-9223372036854775808", "9223372036854775807"]),
+        ("u32", ["0", "4294967295"]),
+        ("u64", ["0", "18446744073709551615"]),
+        ("boolean", ["0", "1"]),
+        ("i4", ["-8", "7"]),
+        ("u4", ["0", "15"]),
+    ],
+)
 def test_constant_integer_ranges(et, values):
     dt = odq.dtypes.parse(et)
-    js = [{"name": "f", "parameters": [], "result": ["R"], "ops": [
-        {"name": "C", "op": "Constant", "element_type": dt.ctype, "shape": [2], "value": values},
-        {"name": "R", "op": "Result", "inputs": ["C"]}]}]
+    js = [
+        {
+            "name": "f",
+            "parameters": [],
+            "result": ["R"],
+            "ops": [
+                {"name": "C", "op": "Constant", "element_type": dt.ctype, "shape": [2], "value": values},
+                {"name": "R", "op": "Result", "inputs": ["C"]},
+            ],
+        }
+    ]
     model = odq.ngraph.convert(js)
     onnx.checker.check_model(model, full_check=True)
     t = onnx.numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "C"))
@@ -333,7 +407,11 @@ def test_relu_maps_nan_and_negative_zero_to_zero():
     w = _unary_graph("Relu", "f32", [8])
     check(w, {"Parameter_0": SPECIALS})
     for et in ("i8", "i32", "u8"):
-        x = np.array([-5, 0, 7, 100], odq.dtypes.parse(et).numpy) if et != "u8" else np.array([0, 5, 200, 255], np.uint8)
+        x = (
+            np.array([-5, 0, 7, 100], odq.dtypes.parse(et).numpy)
+            if et != "u8"
+            else np.array([0, 5, 200, 255], np.uint8)
+        )
         check(_unary_graph("Relu", et, [4]), {"Parameter_0": x})
 
 
@@ -363,7 +441,10 @@ def test_integer_divide_floor_or_truncate(et, pythondiv):
     a, b = w.parameter(et, [12]), w.parameter(et, [12])
     w.result(w.binary("Divide", a, b, broadcast="none", pythondiv=pythondiv))
     if np.dtype(dt).kind == "u":
-        av, bv = np.array([7, 6, 0, 9, 1, 100, 13, 14, 15, 200, 255, 3], dt), np.array([2, 3, 5, 4, 7, 9, 13, 2, 4, 7, 1, 255], dt)
+        av, bv = (
+            np.array([7, 6, 0, 9, 1, 100, 13, 14, 15, 200, 255, 3], dt),
+            np.array([2, 3, 5, 4, 7, 9, 13, 2, 4, 7, 1, 255], dt),
+        )
     else:
         av = np.array([7, -7, 7, -7, 6, -6, 0, 1, -1, 100, -100, 13], dt)
         bv = np.array([2, 2, -2, -2, 3, 4, 5, -3, 3, 7, 7, -13], dt)
@@ -399,7 +480,9 @@ def test_integer_arithmetic_wraps():
     w.result(w.binary("Multiply", a, b, broadcast="none"))
     w.result(w.op("Negative", a))
     w.result(w.op("Abs", a))
-    check(w, {"Parameter_0": np.array([127, -128, 100, 5], np.int8), "Parameter_1": np.array([1, -1, 100, -7], np.int8)})
+    check(
+        w, {"Parameter_0": np.array([127, -128, 100, 5], np.int8), "Parameter_1": np.array([1, -1, 100, -7], np.int8)}
+    )
     w = FunctionWriter()
     w.result(w.op("Negative", w.parameter("u8", [3])))
     check(w, {"Parameter_0": np.array([0, 1, 255], np.uint8)})
@@ -414,9 +497,24 @@ def test_real_math(op):
     check(_unary_graph(op, "f32", [40]), {"Parameter_0": x}, ulps=128 if op in ("Sigmoid", "Tanh") else 4)
 
 
-@pytest.mark.parametrize("src,dst", [("f32", "i32"), ("f32", "i8"), ("f64", "i64"), ("f32", "u8"), ("f32", "boolean"),
-                                     ("i32", "f32"), ("i64", "f32"), ("f64", "f32"), ("i8", "u8"), ("i32", "i8"),
-                                     ("boolean", "f32"), ("f32", "f16"), ("f32", "f32")])
+@pytest.mark.parametrize(
+    "src,dst",
+    [
+        ("f32", "i32"),
+        ("f32", "i8"),
+        ("f64", "i64"),
+        ("f32", "u8"),
+        ("f32", "boolean"),
+        ("i32", "f32"),
+        ("i64", "f32"),
+        ("f64", "f32"),
+        ("i8", "u8"),
+        ("i32", "i8"),
+        ("boolean", "f32"),
+        ("f32", "f16"),
+        ("f32", "f32"),
+    ],
+)
 def test_convert_truncates_and_wraps(src, dst):
     s = odq.dtypes.parse(src).numpy
     if np.dtype(s).kind == "f":
@@ -428,7 +526,11 @@ def test_convert_truncates_and_wraps(src, dst):
     elif s == np.int64:
         x = np.array([2**40 + 1, -(2**53) - 1, 3, 0, -1, 7, 2**62, 16777217], s)
     else:
-        x = np.array([200, -200, 300, 0, -1, 127, -128, 16777217 if s == np.int32 else 1], s) if s != np.int8 else np.array([-1, -128, 127, 0, 5, -5, 1, 2], s)
+        x = (
+            np.array([200, -200, 300, 0, -1, 127, -128, 16777217 if s == np.int32 else 1], s)
+            if s != np.int8
+            else np.array([-1, -128, 127, 0, 5, -5, 1, 2], s)
+        )
     check(_unary_graph("Convert", src, [8], target_type=dst), {"Parameter_0": x})
 
 
@@ -456,11 +558,22 @@ def test_broadcast_concat_slice():
     check(w, {x: RNG.standard_normal(3).astype(np.float32), y: RNG.standard_normal((2, 3, 2)).astype(np.float32)})
 
 
-@pytest.mark.parametrize("shapes,n", [
-    (((3, 4), (4, 5)), 1), (((4,), (4, 5)), 1), (((3, 4), (4,)), 1), (((4,), (4,)), 1),
-    (((2, 3, 4), (4, 5)), 1), (((2, 3, 4), (3, 4, 5)), 2), (((2, 3), (3, 4, 5)), 1),
-    (((2, 3), (4, 5)), 0), (((), (2, 3)), 0), (((2, 3, 4), (2, 3, 4)), 3), (((2, 3, 4), (4, 2, 5)), 1),
-])
+@pytest.mark.parametrize(
+    "shapes,n",
+    [
+        (((3, 4), (4, 5)), 1),
+        (((4,), (4, 5)), 1),
+        (((3, 4), (4,)), 1),
+        (((4,), (4,)), 1),
+        (((2, 3, 4), (4, 5)), 1),
+        (((2, 3, 4), (3, 4, 5)), 2),
+        (((2, 3), (3, 4, 5)), 1),
+        (((2, 3), (4, 5)), 0),
+        (((), (2, 3)), 0),
+        (((2, 3, 4), (2, 3, 4)), 3),
+        (((2, 3, 4), (4, 2, 5)), 1),
+    ],
+)
 def test_dot_contracts_like_ngraph_not_batched_matmul(shapes, n):
     w = FunctionWriter()
     a, b = w.parameter("f64", list(shapes[0])), w.parameter("f64", list(shapes[1]))
@@ -475,12 +588,21 @@ def test_dot_default_count_dynamic_batch_and_integers():
     w = FunctionWriter()
     a, b = w.parameter("f32", [None, 3, 4]), w.parameter("f32", [4, 2])
     w.result(w.op("Dot", a, b))  # no reduction_axes_count: 1
-    feeds = {"Parameter_0": RNG.standard_normal((5, 3, 4)).astype(np.float32), "Parameter_1": RNG.standard_normal((4, 2)).astype(np.float32)}
+    feeds = {
+        "Parameter_0": RNG.standard_normal((5, 3, 4)).astype(np.float32),
+        "Parameter_1": RNG.standard_normal((4, 2)).astype(np.float32),
+    }
     check(w, feeds, ulps=16)
     w = FunctionWriter()
     a, b = w.parameter("i8", [2, 3]), w.parameter("i8", [3, 2])
     w.result(w.op("Dot", a, b, reduction_axes_count=1))
-    check(w, {"Parameter_0": np.array([[100, 100, 100], [-128, 1, 2]], np.int8), "Parameter_1": np.array([[100, 1], [2, 3], [4, -5]], np.int8)})
+    check(
+        w,
+        {
+            "Parameter_0": np.array([[100, 100, 100], [-128, 1, 2]], np.int8),
+            "Parameter_1": np.array([[100, 1], [2, 3], [4, -5]], np.int8),
+        },
+    )
 
 
 def test_sum_and_softmax():
@@ -500,11 +622,33 @@ def test_convolution_padding_strides_dilation_negative_padding():
     w = FunctionWriter()
     x = w.parameter("f32", [2, 3, 9, 8])
     f = w.parameter("f32", [4, 3, 3, 2])
-    w.result(w.op("Convolution", x, f, window_movement_strides=[2, 1], window_dilation_strides=[1, 2],
-                  padding_below=[1, -1], padding_above=[2, 0], data_dilation_strides=[1, 1]))
-    w.result(w.op("Convolution", x, f, window_movement_strides=[1, 1], window_dilation_strides=[1, 1],
-                  padding_below=[0, 0], padding_above=[0, 0]))
-    feeds = {"Parameter_0": RNG.standard_normal((2, 3, 9, 8)).astype(np.float32), "Parameter_1": RNG.standard_normal((4, 3, 3, 2)).astype(np.float32)}
+    w.result(
+        w.op(
+            "Convolution",
+            x,
+            f,
+            window_movement_strides=[2, 1],
+            window_dilation_strides=[1, 2],
+            padding_below=[1, -1],
+            padding_above=[2, 0],
+            data_dilation_strides=[1, 1],
+        )
+    )
+    w.result(
+        w.op(
+            "Convolution",
+            x,
+            f,
+            window_movement_strides=[1, 1],
+            window_dilation_strides=[1, 1],
+            padding_below=[0, 0],
+            padding_above=[0, 0],
+        )
+    )
+    feeds = {
+        "Parameter_0": RNG.standard_normal((2, 3, 9, 8)).astype(np.float32),
+        "Parameter_1": RNG.standard_normal((4, 3, 3, 2)).astype(np.float32),
+    }
     check(w, feeds, ulps=64)
 
 
@@ -512,17 +656,49 @@ def test_convolution_same_padding_and_v1_names():
     w = FunctionWriter()
     x = w.parameter("f32", [1, 2, 7, 7])
     f = w.parameter("f32", [3, 2, 3, 3])
-    w.result(w.op("Convolution", x, f, window_movement_strides=[2, 2], window_dilation_strides=[1, 1], padding_below=[0, 0],
-                  padding_above=[0, 0], data_dilation_strides=[1, 1], pad_type=2))
-    w.result(w.op("Convolution", x, f, version=1, strides=[1, 1], dilations=[1, 1], pads_begin=[1, 1], pads_end=[1, 1], auto_pad="explicit"))
+    w.result(
+        w.op(
+            "Convolution",
+            x,
+            f,
+            window_movement_strides=[2, 2],
+            window_dilation_strides=[1, 1],
+            padding_below=[0, 0],
+            padding_above=[0, 0],
+            data_dilation_strides=[1, 1],
+            pad_type=2,
+        )
+    )
+    w.result(
+        w.op(
+            "Convolution",
+            x,
+            f,
+            version=1,
+            strides=[1, 1],
+            dilations=[1, 1],
+            pads_begin=[1, 1],
+            pads_end=[1, 1],
+            auto_pad="explicit",
+        )
+    )
     model = convert(w)
     xv, fv = RNG.standard_normal((1, 2, 7, 7)).astype(np.float32), RNG.standard_normal((3, 2, 3, 3)).astype(np.float32)
     a, b = ort_run(model, {"Parameter_0": xv, "Parameter_1": fv})
     assert a.shape == (1, 3, 4, 4) and b.shape == (1, 3, 7, 7)
     w2 = FunctionWriter()  # SAME_UPPER with stride 2 on 7: total padding 2, one each side
     x2, f2 = w2.parameter("f32", [1, 2, 7, 7]), w2.parameter("f32", [3, 2, 3, 3])
-    w2.result(w2.op("Convolution", x2, f2, window_movement_strides=[2, 2], window_dilation_strides=[1, 1],
-                    padding_below=[1, 1], padding_above=[1, 1]))
+    w2.result(
+        w2.op(
+            "Convolution",
+            x2,
+            f2,
+            window_movement_strides=[2, 2],
+            window_dilation_strides=[1, 1],
+            padding_below=[1, 1],
+            padding_above=[1, 1],
+        )
+    )
     (ref,) = ort_run(convert(w2), {"Parameter_0": xv, "Parameter_1": fv})
     assert same_bits(a, ref)
 
@@ -530,22 +706,49 @@ def test_convolution_same_padding_and_v1_names():
 def test_pools():
     w = FunctionWriter()
     x = w.parameter("f32", [2, 3, 7, 6])
-    w.result(w.op("MaxPool", x, window_shape=[3, 2], window_movement_strides=[2, 2], padding_below=[1, 0], padding_above=[1, 1]))
+    w.result(
+        w.op(
+            "MaxPool",
+            x,
+            window_shape=[3, 2],
+            window_movement_strides=[2, 2],
+            padding_below=[1, 0],
+            padding_above=[1, 1],
+        )
+    )
     w.result(w.op("MaxPool", x, window_shape=[2, 2], window_movement_strides=[1, 1]))
     for include in (True, False):
-        w.result(w.op("AvgPool", x, window_shape=[3, 3], window_movement_strides=[2, 1], padding_below=[1, 1],
-                      padding_above=[1, 1], include_padding_in_avg_computation=include))
+        w.result(
+            w.op(
+                "AvgPool",
+                x,
+                window_shape=[3, 3],
+                window_movement_strides=[2, 1],
+                padding_below=[1, 1],
+                padding_above=[1, 1],
+                include_padding_in_avg_computation=include,
+            )
+        )
     check(w, {"Parameter_0": RNG.standard_normal((2, 3, 7, 6)).astype(np.float32)}, ulps=4)
 
 
 # ---------------------------------------------------------------- Dequantize and Quantize
 
 
-@pytest.mark.parametrize("qt,rt,axes,shape", [
-    ("i8", "f32", [1], (4, 5, 6)), ("u8", "f32", [0, 2], (4, 5, 6)), ("i32", "f64", [], (3, 4)),
-    ("i16", "f32", [0, 1], (3, 4)), ("u8", "f16", [1], (2, 3)), ("u16", "bf16", [1], (4, 2)),
-    ("i4", "f32", [0], (4, 2)), ("u4", "f16", [], (3,)), ("i4", "bf16", [0, 1], (2, 3)),
-])
+@pytest.mark.parametrize(
+    "qt,rt,axes,shape",
+    [
+        ("i8", "f32", [1], (4, 5, 6)),
+        ("u8", "f32", [0, 2], (4, 5, 6)),
+        ("i32", "f64", [], (3, 4)),
+        ("i16", "f32", [0, 1], (3, 4)),
+        ("u8", "f16", [1], (2, 3)),
+        ("u16", "bf16", [1], (4, 2)),
+        ("i4", "f32", [0], (4, 2)),
+        ("u4", "f16", [], (3,)),
+        ("i4", "bf16", [0, 1], (2, 3)),
+    ],
+)
 def test_dequantize_matches_reference(qt, rt, axes, shape):
     q, r = odq.dtypes.parse(qt), odq.dtypes.parse(rt)
     sshape = tuple(shape[a] for a in axes)
@@ -553,7 +756,16 @@ def test_dequantize_matches_reference(qt, rt, axes, shape):
     s = RNG.uniform(0.01, 2, sshape).astype(r.numpy)
     z = RNG.integers(q.min, q.max + 1, sshape).astype(q.numpy)
     w = FunctionWriter()
-    w.result(w.op("Dequantize", w.parameter(qt, list(shape)), w.parameter(rt, list(sshape)), w.parameter(qt, list(sshape)), type=rt, axes=axes))
+    w.result(
+        w.op(
+            "Dequantize",
+            w.parameter(qt, list(shape)),
+            w.parameter(rt, list(sshape)),
+            w.parameter(qt, list(sshape)),
+            type=rt,
+            axes=axes,
+        )
+    )
     model = convert(w)
     feeds = {"Parameter_0": x, "Parameter_1": s, "Parameter_2": z}
     (y,) = ReferenceEvaluator(model, new_ops=[odq.DequantizeOp]).run(None, feeds)
@@ -569,7 +781,9 @@ def _ties(rng: np.random.Generator, n: int, scale: float) -> np.ndarray:
     below_half = np.nextafter(np.float32(0.5), np.float32(0)) * np.float32(scale)
     big = np.float32([2**23 + 1, 2**23 + 3, 2**24 - 1, 2**24 + 2]) * np.float32(scale)
     edges = np.concatenate([[below_half, -below_half], big, -big]).astype(np.float32)
-    return np.concatenate([near, edges, (rng.standard_normal(n) * 200 * scale).astype(np.float32), np.float32([0, -0.0, 1e9, -1e9])])
+    return np.concatenate(
+        [near, edges, (rng.standard_normal(n) * 200 * scale).astype(np.float32), np.float32([0, -0.0, 1e9, -1e9])]
+    )
 
 
 @pytest.mark.parametrize("mode", range(9))
@@ -595,8 +809,17 @@ def test_quantize_multi_axis_and_other_real_types(mode):
     s = rng.uniform(0.1, 1.0, (3, 5))
     z = rng.integers(-5, 5, (3, 5)).astype(np.int8)
     w = FunctionWriter()
-    w.result(w.op("Quantize", w.parameter("f64", [3, 4, 5]), w.parameter("f64", [3, 5]), w.parameter("i8", [3, 5]),
-                  type="i8", axes=[0, 2], round_mode=mode))
+    w.result(
+        w.op(
+            "Quantize",
+            w.parameter("f64", [3, 4, 5]),
+            w.parameter("f64", [3, 5]),
+            w.parameter("i8", [3, 5]),
+            type="i8",
+            axes=[0, 2],
+            round_mode=mode,
+        )
+    )
     feeds = {"Parameter_0": x, "Parameter_1": s, "Parameter_2": z}
     check(w, feeds)
     (y,) = ort_run(convert(w), feeds)
@@ -606,8 +829,17 @@ def test_quantize_multi_axis_and_other_real_types(mode):
 def test_quantize_per_axis_quantize_linear_and_saturation():
     x = np.array([[1000, -1000, 0.75, -0.75], [3.5, 2.5, -2.5, 1.25]], np.float32)
     w = FunctionWriter()
-    w.result(w.op("Quantize", w.parameter("f32", [2, 4]), w.constant(np.float32([0.5, 0.25])), w.constant(np.int8([1, -1])),
-                  type="i8", axes=[0], round_mode="ROUND_NEAREST_TOWARD_EVEN"))
+    w.result(
+        w.op(
+            "Quantize",
+            w.parameter("f32", [2, 4]),
+            w.constant(np.float32([0.5, 0.25])),
+            w.constant(np.int8([1, -1])),
+            type="i8",
+            axes=[0],
+            round_mode="ROUND_NEAREST_TOWARD_EVEN",
+        )
+    )
     model = check(w, {"Parameter_0": x})
     assert [n.op_type for n in model.graph.node] == ["QuantizeLinear"]
 
@@ -619,8 +851,17 @@ def test_quantize_other_output_types(out):
     x = np.concatenate([_ties(np.random.default_rng(3), 20, 0.5) / 40, np.float32([1e6, -1e6])])
     for mode in range(9):
         w = FunctionWriter()
-        w.result(w.op("Quantize", w.parameter("f32", [x.size]), w.constant(np.float32(0.5)), w.constant(np.array(1, qt.numpy)),
-                      type=out, axes=[], round_mode=mode))
+        w.result(
+            w.op(
+                "Quantize",
+                w.parameter("f32", [x.size]),
+                w.constant(np.float32(0.5)),
+                w.constant(np.array(1, qt.numpy)),
+                type=out,
+                axes=[],
+                round_mode=mode,
+            )
+        )
         model = convert(w)
         (got,) = ReferenceEvaluator(model).run(None, {"Parameter_0": x})
         (want,) = evaluate(w.to_json(), {"Parameter_0": x}).values()
@@ -638,8 +879,17 @@ def test_quantize_half_precision_inputs(real):
     converted = 0
     for mode in range(9):
         w = FunctionWriter()
-        w.result(w.op("Quantize", w.parameter(real, [x.size]), w.constant(np.array(1, rt.numpy)), w.constant(np.int8(0)),
-                      type="i8", axes=[], round_mode=mode))
+        w.result(
+            w.op(
+                "Quantize",
+                w.parameter(real, [x.size]),
+                w.constant(np.array(1, rt.numpy)),
+                w.constant(np.int8(0)),
+                type="i8",
+                axes=[],
+                round_mode=mode,
+            )
+        )
         try:
             model = convert(w)
         except odq.DequantizeError as e:  # Round has no bfloat16 version before opset 22
@@ -657,7 +907,17 @@ def test_quantize_i32_clamps_inside_the_range():
     x = np.float32([1e10, -1e10, 2147483520, 2147483648, -2147483648, 0.5])
     for mode in range(9):
         w = FunctionWriter()
-        w.result(w.op("Quantize", w.parameter("f32", [6]), w.constant(np.float32(1)), w.constant(np.int32(0)), type="i32", axes=[], round_mode=mode))
+        w.result(
+            w.op(
+                "Quantize",
+                w.parameter("f32", [6]),
+                w.constant(np.float32(1)),
+                w.constant(np.int32(0)),
+                type="i32",
+                axes=[],
+                round_mode=mode,
+            )
+        )
         model = convert(w)
         for got in (ort_run(model, {"Parameter_0": x})[0], ReferenceEvaluator(model).run(None, {"Parameter_0": x})[0]):
             assert got.dtype == np.int32
@@ -679,14 +939,33 @@ def test_docs_table_lists_every_supported_op():
 
 def test_quantize_bf16_graph_converts():
     w = FunctionWriter()
-    w.result(w.op("Quantize", w.parameter("bf16", [4]), w.constant(np.array(0.5, ml_dtypes.bfloat16)), w.constant(np.int8(0)),
-                  type="i8", axes=[], round_mode=0))
+    w.result(
+        w.op(
+            "Quantize",
+            w.parameter("bf16", [4]),
+            w.constant(np.array(0.5, ml_dtypes.bfloat16)),
+            w.constant(np.int8(0)),
+            type="i8",
+            axes=[],
+            round_mode=0,
+        )
+    )
     convert(w)  # checker-clean; ORT has no bf16 kernels for this
 
 
 def test_quantize_16_bit_uses_quantize_linear_from_opset_21():
     w = FunctionWriter()
-    w.result(w.op("Quantize", w.parameter("f32", [6]), w.constant(np.float32(0.01)), w.constant(np.int16(-3)), type="i16", axes=[], round_mode=4))
+    w.result(
+        w.op(
+            "Quantize",
+            w.parameter("f32", [6]),
+            w.constant(np.float32(0.01)),
+            w.constant(np.int16(-3)),
+            type="i16",
+            axes=[],
+            round_mode=4,
+        )
+    )
     x = np.float32([1.005, -1.005, 300.0, -400.0, 0.025, 1e9])
     for opset, fused in ((19, False), (21, True)):
         model = odq.ngraph.convert(dumps([w]), opset=opset)
@@ -700,8 +979,32 @@ def test_quantize_16_bit_uses_quantize_linear_from_opset_21():
 def test_pool_op_version_1_names():
     w = FunctionWriter(era="v0.29")
     x = w.parameter("f32", [1, 2, 6, 6])
-    w.result(w.op("MaxPool", x, version=1, kernel=[2, 2], strides=[2, 2], pads_begin=[0, 0], pads_end=[0, 0], rounding_type="floor", auto_pad="explicit"))
-    w.result(w.op("AvgPool", x, version=1, kernel=[3, 3], strides=[1, 1], pads_begin=[1, 1], pads_end=[1, 1], exclude_pad=True, rounding_type="floor"))
+    w.result(
+        w.op(
+            "MaxPool",
+            x,
+            version=1,
+            kernel=[2, 2],
+            strides=[2, 2],
+            pads_begin=[0, 0],
+            pads_end=[0, 0],
+            rounding_type="floor",
+            auto_pad="explicit",
+        )
+    )
+    w.result(
+        w.op(
+            "AvgPool",
+            x,
+            version=1,
+            kernel=[3, 3],
+            strides=[1, 1],
+            pads_begin=[1, 1],
+            pads_end=[1, 1],
+            exclude_pad=True,
+            rounding_type="floor",
+        )
+    )
     w.result(w.op("Softmax", x, version=1, axis=3))
     model = convert(w)
     xv = RNG.standard_normal((1, 2, 6, 6)).astype(np.float32)
@@ -709,8 +1012,17 @@ def test_pool_op_version_1_names():
     v0 = FunctionWriter()
     y = v0.parameter("f32", [1, 2, 6, 6])
     v0.result(v0.op("MaxPool", y, window_shape=[2, 2], window_movement_strides=[2, 2]))
-    v0.result(v0.op("AvgPool", y, window_shape=[3, 3], window_movement_strides=[1, 1], padding_below=[1, 1], padding_above=[1, 1],
-                    include_padding_in_avg_computation=False))
+    v0.result(
+        v0.op(
+            "AvgPool",
+            y,
+            window_shape=[3, 3],
+            window_movement_strides=[1, 1],
+            padding_below=[1, 1],
+            padding_above=[1, 1],
+            include_padding_in_avg_computation=False,
+        )
+    )
     v0.result(v0.op("Softmax", y, softmax_axes=[3]))
     want = evaluate(v0.to_json(), {"Parameter_0": xv})
     for g, e in zip((a, b, c), want.values()):
@@ -766,7 +1078,9 @@ def _type_graph(op: str, et: str) -> tuple[FunctionWriter, dict]:
         w.result(w.op(op, w.parameter(et, [2, 3]), lower_bounds=[0, 1], upper_bounds=[2, 3], strides=[1, 1]))
     elif op == "ConvertTo":
         f32 = odq.dtypes.parse("f32")
-        feeds["Parameter_0"] = (_values(dt, (2, 3)) if dt.kind != "boolean" else _values(dt, (2, 3)).astype(np.int8)).astype(np.float32)
+        feeds["Parameter_0"] = (
+            _values(dt, (2, 3)) if dt.kind != "boolean" else _values(dt, (2, 3)).astype(np.int8)
+        ).astype(np.float32)
         w.result(w.op("Convert", w.parameter(f32, [2, 3]), target_type=et))
     else:  # ConvertFrom
         w.result(w.op("Convert", w.parameter(et, [2, 3]), target_type="f32"))
@@ -794,7 +1108,11 @@ def test_every_element_type(et, opset):
         for g, e in zip(got, want):
             assert g.dtype == e.dtype and same_bits(g, e), (op, et, g, e)
     if dt.bits < 8:  # 4-bit tensors from opset 21, and then only for moving data around
-        expected = set(ARITHMETIC + STRUCTURAL) if opset < 21 else {*ELEMENTWISE, "Negative", "Abs", "Broadcast", "Concat", "Slice"}
+        expected = (
+            set(ARITHMETIC + STRUCTURAL)
+            if opset < 21
+            else {*ELEMENTWISE, "Negative", "Abs", "Broadcast", "Concat", "Slice"}
+        )
         if opset >= 21 and dt.signed:
             expected.add("Relu")  # Max
     elif dt.kind == "boolean":  # nGraph refuses arithmetic on boolean

@@ -57,18 +57,21 @@ def op(g: list[dict], name: str) -> dict:
 # ---------------------------------------------------------------- file and function structure
 
 
-@pytest.mark.parametrize("text,match", [
-    ('[{"name": "f"', "malformed JSON"),
-    ("\xff\xfe", "malformed JSON"),
-    ("[]", "no functions"),
-    ("42", "expected a JSON array of functions"),
-    ('[42]', "function #0 must be a JSON object"),
-    ('[{"parameters": [], "result": [], "ops": []}]', "function #0 has no 'name'"),
-    ('[{"name": "f", "result": ["R"], "ops": []}]', "has no 'parameters' list"),
-    ('[{"name": "f", "parameters": [], "ops": []}]', "has no 'result' list"),
-    ('[{"name": "f", "parameters": [], "result": ["R"]}]', "has no 'ops' list"),
-    ('[{"name": "f", "parameters": [], "result": [], "ops": []}]', "has no results"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ('[{"name": "f"', "malformed JSON"),
+        ("\xff\xfe", "malformed JSON"),
+        ("[]", "no functions"),
+        ("42", "expected a JSON array of functions"),
+        ("[42]", "function #0 must be a JSON object"),
+        ('[{"parameters": [], "result": [], "ops": []}]', "function #0 has no 'name'"),
+        ('[{"name": "f", "result": ["R"], "ops": []}]', "has no 'parameters' list"),
+        ('[{"name": "f", "parameters": [], "ops": []}]', "has no 'result' list"),
+        ('[{"name": "f", "parameters": [], "result": ["R"]}]', "has no 'ops' list"),
+        ('[{"name": "f", "parameters": [], "result": [], "ops": []}]', "has no results"),
+    ],
+)
 def test_structure(tmp_path, text, match):
     expect_error(tmp_path, text, match)
 
@@ -180,7 +183,9 @@ def test_unknown_op_and_version(tmp_path):
     expect_error(tmp_path, g, "Add op_version 7 is not supported (supported: 0, 1)", "Add_5")
 
 
-@pytest.mark.parametrize("backend_op", ["QuantizedConvolutionBias", "ConvolutionBias", "QuantizedDotBias", "ConvertLayout", "MatmulBias"])
+@pytest.mark.parametrize(
+    "backend_op", ["QuantizedConvolutionBias", "ConvolutionBias", "QuantizedDotBias", "ConvertLayout", "MatmulBias"]
+)
 def test_backend_internal_ops(tmp_path, backend_op):
     g = small_graph()
     op(g, "Relu_6")["op"] = backend_op
@@ -195,15 +200,18 @@ def test_unknown_element_type(tmp_path, et):
     expect_error(tmp_path, g, f"unknown element type '{et}'", "Parameter_0")
 
 
-@pytest.mark.parametrize("ctype,values,match", [
-    ("float", ["1.5", "abc", "2"], "Constant value #1 'abc' does not parse as f32"),
-    ("int8_t", ["1", "300", "2"], "Constant value #1 '300' is out of the range of i8 [-128, 127]"),
-    ("int32_t", ["1", "1.5", "2"], "Constant value #1 '1.5' does not parse as i32"),
-    ("uint8_t", ["-1", "2", "3"], "Constant value #0 '-1' is out of the range of u8"),
-    ("char", ["1", "2", "0"], "Constant value #1 '2' does not parse as boolean"),
-    ("float", ["1", "2"], "Constant has 2 values for shape {3} (3 elements)"),
-    ("float", [1, [2], 3], "Constant values must be strings"),
-])
+@pytest.mark.parametrize(
+    "ctype,values,match",
+    [
+        ("float", ["1.5", "abc", "2"], "Constant value #1 'abc' does not parse as f32"),
+        ("int8_t", ["1", "300", "2"], "Constant value #1 '300' is out of the range of i8 [-128, 127]"),
+        ("int32_t", ["1", "1.5", "2"], "Constant value #1 '1.5' does not parse as i32"),
+        ("uint8_t", ["-1", "2", "3"], "Constant value #0 '-1' is out of the range of u8"),
+        ("char", ["1", "2", "0"], "Constant value #1 '2' does not parse as boolean"),
+        ("float", ["1", "2"], "Constant has 2 values for shape {3} (3 elements)"),
+        ("float", [1, [2], 3], "Constant values must be strings"),
+    ],
+)
 def test_constant_values(tmp_path, ctype, values, match):
     g = small_graph()
     c = op(g, "Constant_2")
@@ -211,17 +219,30 @@ def test_constant_values(tmp_path, ctype, values, match):
     expect_error(tmp_path, g, match, "Constant_2")
 
 
-@pytest.mark.parametrize("name,key,value,match", [
-    ("Dequantize_4", "axes", "1", "'axes' must be a list of integers"),
-    ("Dequantize_4", "axes", [-1], "'axes' must be a list of integers in [0,"),
-    ("Dequantize_4", "type", None, "Dequantize has no 'type' attribute"),
-    ("Dequantize_4", "type", "int8_t", "Output element type (i8) must be a floating point type"),
-    ("Dequantize_4", "axes", [0], "Scale / zero point shape ({3}) must match input shape ({2,3}) at the quantization axes (AxisSet{0})"),
-    ("Dequantize_4", "axes", [0, 1], "Scale / zero point rank (1) does not match the number of quantization axes (2)"),
-    ("Dequantize_4", "axes", [4], "Quantization axis (4) must be less than input shape rank (2)"),
-    ("Add_5", "auto_broadcast", {"type": 9, "axis": 0}, "'auto_broadcast' must be NONE, NUMPY or PDPD"),
-    ("Parameter_0", "shape", [2, -3], "'shape' dimension 1 must be a non-negative integer"),
-])
+@pytest.mark.parametrize(
+    "name,key,value,match",
+    [
+        ("Dequantize_4", "axes", "1", "'axes' must be a list of integers"),
+        ("Dequantize_4", "axes", [-1], "'axes' must be a list of integers in [0,"),
+        ("Dequantize_4", "type", None, "Dequantize has no 'type' attribute"),
+        ("Dequantize_4", "type", "int8_t", "Output element type (i8) must be a floating point type"),
+        (
+            "Dequantize_4",
+            "axes",
+            [0],
+            "Scale / zero point shape ({3}) must match input shape ({2,3}) at the quantization axes (AxisSet{0})",
+        ),
+        (
+            "Dequantize_4",
+            "axes",
+            [0, 1],
+            "Scale / zero point rank (1) does not match the number of quantization axes (2)",
+        ),
+        ("Dequantize_4", "axes", [4], "Quantization axis (4) must be less than input shape rank (2)"),
+        ("Add_5", "auto_broadcast", {"type": 9, "axis": 0}, "'auto_broadcast' must be NONE, NUMPY or PDPD"),
+        ("Parameter_0", "shape", [2, -3], "'shape' dimension 1 must be a non-negative integer"),
+    ],
+)
 def test_attribute_and_shape_rules(tmp_path, name, key, value, match):
     g = small_graph()
     if value is None:
@@ -258,16 +279,49 @@ def test_op_rules(tmp_path):
     expect_error(tmp_path, _one(w), "Upper bound for slice at axis 1 is out of range", "Slice_1")
     w = FunctionWriter()
     w.result(w.op("Broadcast", w.parameter("f32", [3]), shape=[2, 4], axes=[0]))
-    expect_error(tmp_path, _one(w), "Broadcast argument shape, specified output shape, and axes are incompatible", "Broadcast_1")
+    expect_error(
+        tmp_path, _one(w), "Broadcast argument shape, specified output shape, and axes are incompatible", "Broadcast_1"
+    )
     w = FunctionWriter()
-    w.result(w.op("Convolution", w.parameter("f32", [1, 3, 5, 5]), w.parameter("f32", [2, 4, 3, 3]), window_movement_strides=[1, 1],
-                  window_dilation_strides=[1, 1], padding_below=[0, 0], padding_above=[0, 0]))
-    expect_error(tmp_path, _one(w), "Data batch channel count (3) does not match filter input channel count (4)", "Convolution_2")
+    w.result(
+        w.op(
+            "Convolution",
+            w.parameter("f32", [1, 3, 5, 5]),
+            w.parameter("f32", [2, 4, 3, 3]),
+            window_movement_strides=[1, 1],
+            window_dilation_strides=[1, 1],
+            padding_below=[0, 0],
+            padding_above=[0, 0],
+        )
+    )
+    expect_error(
+        tmp_path, _one(w), "Data batch channel count (3) does not match filter input channel count (4)", "Convolution_2"
+    )
     w = FunctionWriter()
-    w.result(w.op("Quantize", w.parameter("f32", [3]), w.parameter("f64", []), w.parameter("i8", []), type="i8", axes=[], round_mode=4))
+    w.result(
+        w.op(
+            "Quantize",
+            w.parameter("f32", [3]),
+            w.parameter("f64", []),
+            w.parameter("i8", []),
+            type="i8",
+            axes=[],
+            round_mode=4,
+        )
+    )
     expect_error(tmp_path, _one(w), "Scale element type (f64) must match input element type (f32)", "Quantize_3")
     w = FunctionWriter()
-    w.result(w.op("Quantize", w.parameter("f32", [3]), w.parameter("f32", []), w.parameter("i8", []), type="i8", axes=[], round_mode=12))
+    w.result(
+        w.op(
+            "Quantize",
+            w.parameter("f32", [3]),
+            w.parameter("f32", []),
+            w.parameter("i8", []),
+            type="i8",
+            axes=[],
+            round_mode=12,
+        )
+    )
     expect_error(tmp_path, _one(w), "'round_mode' must be 0..8", "Quantize_3")
     w = FunctionWriter()
     a, b = w.parameter("f32", [2**40, 2**40]), w.parameter("f32", [2**40, 2**40, 3])
@@ -319,7 +373,12 @@ def test_cli_bad_input_exits_2_writes_nothing(tmp_path):
     src.write_text(json.dumps(g))
     before = src.read_bytes()
     out = tmp_path / "m.onnx"
-    r = subprocess.run([sys.executable, "-m", "onnx_dequant.cli", "convert", str(src), "-o", str(out)], check=False, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "onnx_dequant.cli", "convert", str(src), "-o", str(out)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert f"onnx-dequant convert: error: {src}: node 'Relu_6': op type 'ConvolutionBias'" in r.stderr
@@ -338,11 +397,18 @@ def test_cli_failure_keeps_existing_output(tmp_path):
 
 # ---------------------------------------------------------------- fuzz
 
-SEEDS = [small_graph()] + [json.loads((MODELS / name).read_text()) for name in ("qdq_chain.json", "conv_block.json", "quantized_mlp.json")]
+SEEDS = [small_graph()] + [
+    json.loads((MODELS / name).read_text()) for name in ("qdq_chain.json", "conv_block.json", "quantized_mlp.json")
+]
 JUNK = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=8),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=8),
     st.sampled_from(["float", "int8_t", "NAN", "Parameter_0", "Add", "Result", "-1", "1e999", "char"]),
-    st.lists(st.integers(-3, 70), max_size=5), st.dictionaries(st.sampled_from(["node", "index", "type", "axis"]), st.integers(-2, 3), max_size=2),
+    st.lists(st.integers(-3, 70), max_size=5),
+    st.dictionaries(st.sampled_from(["node", "index", "type", "axis"]), st.integers(-2, 3), max_size=2),
 )
 
 
@@ -361,7 +427,9 @@ def _paths(v, prefix=()):
 
 
 def _mutate(doc, data) -> None:
-    kind = data.draw(st.sampled_from(["replace", "delete", "swap_ops", "drop_op", "dup_name", "int_nudge", "op_type", "elem_type"]))
+    kind = data.draw(
+        st.sampled_from(["replace", "delete", "swap_ops", "drop_op", "dup_name", "int_nudge", "op_type", "elem_type"])
+    )
     ops = doc[0]["ops"]
     if kind == "op_type" and ops:  # another op type with the same inputs and attributes
         data.draw(st.sampled_from(ops))["op"] = data.draw(st.sampled_from(OP_TYPES))
@@ -409,7 +477,11 @@ def test_fuzz_only_dequantize_error_escapes(data):
     if data.draw(st.integers(0, 9)) == 0:  # the text itself damaged: cut short, or a byte replaced
         text = json.dumps(doc).encode()
         at = data.draw(st.integers(0, len(text) - 1))
-        source = text[:at] if data.draw(st.booleans()) else text[:at] + bytes([data.draw(st.integers(0, 255))]) + text[at + 1 :]
+        source = (
+            text[:at]
+            if data.draw(st.booleans())
+            else text[:at] + bytes([data.draw(st.integers(0, 255))]) + text[at + 1 :]
+        )
     opset = data.draw(st.sampled_from([13, 17, 21]))
     try:
         model = odq.ngraph.convert(source, opset=opset)

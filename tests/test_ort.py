@@ -191,7 +191,11 @@ def test_op_inside_if_subgraph_and_unnamed_nodes():
         [odq.make_node(["x", "s", "z"], ["e_out"], axes=[0])], "else", [], [_vi("e_out", "f64", (2, 3))]
     )
     node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
-    model = _model([node], [_vi("c", "boolean", ()), _vi("x", "i16", (2, 3)), _vi("s", "f64", (2,)), _vi("z", "i16", (2,))], [_vi("y", "f64", (2, 3))])
+    model = _model(
+        [node],
+        [_vi("c", "boolean", ()), _vi("x", "i16", (2, 3)), _vi("s", "f64", (2,)), _vi("z", "i16", (2,))],
+        [_vi("y", "f64", (2, 3))],
+    )
     sess = odq.session(model)
     assert sorted(sess.kernel_nodes) == ["Dequantize->e_out", "Dequantize->t_out"]
     x = np.array([[1, -2, 3], [32767, -32768, 0]], np.int16)
@@ -204,10 +208,18 @@ def test_op_inside_if_subgraph_and_unnamed_nodes():
 
 def test_local_function_with_the_op_is_inlined():
     fn = helper.make_function(
-        "local", "DQ", ["a", "b"], ["c"], [odq.make_node(["a", "b"], ["c"], axes=[1], name="in_fn")],
+        "local",
+        "DQ",
+        ["a", "b"],
+        ["c"],
+        [odq.make_node(["a", "b"], ["c"], axes=[1], name="in_fn")],
         opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)],
     )
-    model = _model([helper.make_node("DQ", ["x", "s"], ["y"], domain="local")], [_vi("x", "u8", (2, 3)), _vi("s", "f32", (3,))], [_vi("y", "f32", (2, 3))])
+    model = _model(
+        [helper.make_node("DQ", ["x", "s"], ["y"], domain="local")],
+        [_vi("x", "u8", (2, 3)), _vi("s", "f32", (3,))],
+        [_vi("y", "f32", (2, 3))],
+    )
     model.functions.append(fn)
     model.opset_import.append(helper.make_opsetid("local", 1))
     sess = odq.session(model)
@@ -219,10 +231,18 @@ def test_local_function_with_the_op_is_inlined():
 
 
 def test_op_in_an_if_inside_a_local_function_is_inlined():
-    then_g = helper.make_graph([odq.make_node(["a", "b"], ["t"], axes=[1], name="in_if")], "then", [], [_vi("t", "f32", (2, 3))])
-    else_g = helper.make_graph([helper.make_node("Cast", ["a"], ["e"], to=TP.FLOAT)], "else", [], [_vi("e", "f32", (2, 3))])
+    then_g = helper.make_graph(
+        [odq.make_node(["a", "b"], ["t"], axes=[1], name="in_if")], "then", [], [_vi("t", "f32", (2, 3))]
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Cast", ["a"], ["e"], to=TP.FLOAT)], "else", [], [_vi("e", "f32", (2, 3))]
+    )
     fn = helper.make_function(
-        "local", "F", ["c", "a", "b"], ["o"], [helper.make_node("If", ["c"], ["o"], then_branch=then_g, else_branch=else_g)],
+        "local",
+        "F",
+        ["c", "a", "b"],
+        ["o"],
+        [helper.make_node("If", ["c"], ["o"], then_branch=then_g, else_branch=else_g)],
         opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)],
     )
     vis = [_vi("c", "boolean", ()), _vi("x", "i8", (2, 3)), _vi("s", "f32", (3,))]
@@ -279,7 +299,13 @@ def test_fallback_nodes_are_lowered_logged_and_listed(caplog):
         odq.make_node(["xu4", "su4"], ["yu4"], axes=[1], name="from_u4"),
     ]
     vis = [_vi("x", "i8", (4, 6)), _vi("s16", "f16", (4,)), _vi("s32", "f32", (6,)), _vi("z", "i8", (4,))]
-    outs = [_vi("y16", "f16", (4, 6)), _vi("y32", "f32", (4, 6)), _vi("ybf_f32", "f32", (4, 6)), _vi("y4", "f32", (2, 4)), _vi("yu4", "f64", (2, 3))]
+    outs = [
+        _vi("y16", "f16", (4, 6)),
+        _vi("y32", "f32", (4, 6)),
+        _vi("ybf_f32", "f32", (4, 6)),
+        _vi("y4", "f32", (2, 4)),
+        _vi("yu4", "f64", (2, 3)),
+    ]
     model = _model(nodes, vis, outs, inits)
     with caplog.at_level(logging.INFO, logger="onnx_dequant.ort"):
         sess = odq.session(model)
@@ -370,7 +396,9 @@ def test_wrong_scale_shape_at_run_time_raises_dequantize_error():
 
 def test_error_feeding_standard_ops_still_raises_ours():
     nodes = [odq.make_node(["x", "s"], ["d"], axes=[1], name="bad_dq"), helper.make_node("Add", ["d", "b"], ["y"])]
-    model = _model(nodes, [_vi("x", "i8", (2, 3)), _vi("s", "f32", None), _vi("b", "f32", (2, 3))], [_vi("y", "f32", (2, 3))])
+    model = _model(
+        nodes, [_vi("x", "i8", (2, 3)), _vi("s", "f32", None), _vi("b", "f32", (2, 3))], [_vi("y", "f32", (2, 3))]
+    )
     sess = odq.session(model)
     with pytest.raises(odq.DequantizeError, match="node 'bad_dq'"):
         sess.run(None, {"x": np.zeros((2, 3), np.int8), "s": np.ones(7, np.float32), "b": np.ones((2, 3), np.float32)})
@@ -429,7 +457,8 @@ _SUBPROCESS = textwrap.dedent(
     g = helper.make_graph([node], "g",
         [helper.make_tensor_value_info("x", TP.INT8, [2, 3]), helper.make_tensor_value_info("s", TP.FLOAT, None)],
         [helper.make_tensor_value_info("y", TP.FLOAT, None)])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("ngraph", 1)], ir_version=10)
+    opsets = [helper.make_opsetid("", 21), helper.make_opsetid("ngraph", 1)]
+    m = helper.make_model(g, opset_imports=opsets, ir_version=10)
     sess = odq.session(m)
     x = np.ones((2, 3), np.int8)
     try:
@@ -456,7 +485,7 @@ _SUBPROCESS = textwrap.dedent(
 def test_kernel_errors_never_abort_the_interpreter():
     proc = subprocess.run([sys.executable, "-c", _SUBPROCESS], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 3, proc.stderr[-2000:]
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("CAUGHT")]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("CAUGHT")]
     assert len(lines) == 2
     assert "node 'runtime_bad'" in lines[0] and "Scale / zero point shape ({5})" in lines[0]
     assert "node 'runtime_bad'" in lines[1] and "ZeroDivisionError: boom" in lines[1]

@@ -32,9 +32,14 @@ def model_path(tmp_path):
             helper.make_tensor_value_info("s", TP.FLOAT, None),  # no shape: checked at run time
             helper.make_tensor_value_info("z", TP.INT8, [2, 4]),
         ],
-        [helper.make_tensor_value_info("y", TP.FLOAT, [2, 3, 4]), helper.make_tensor_value_info("file", TP.FLOAT, [2, 3, 4])],
+        [
+            helper.make_tensor_value_info("y", TP.FLOAT, [2, 3, 4]),
+            helper.make_tensor_value_info("file", TP.FLOAT, [2, 3, 4]),
+        ],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)], ir_version=10)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)], ir_version=10
+    )
     path = tmp_path / "m.onnx"
     onnx.save(model, path)
     return path
@@ -64,7 +69,18 @@ def test_run_writes_outputs_by_name(model_path, tmp_path, capsys):
 
 def test_run_json(model_path, tmp_path, capsys):
     np.savez(tmp_path / "in.npz", **_inputs(np.random.default_rng(1)))
-    code = main(["run", str(model_path), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "o.npz"), "--json", "--no-optimizations"])
+    code = main(
+        [
+            "run",
+            str(model_path),
+            "--inputs",
+            str(tmp_path / "in.npz"),
+            "-o",
+            str(tmp_path / "o.npz"),
+            "--json",
+            "--no-optimizations",
+        ]
+    )
     assert code == 0
     result = json.loads(capsys.readouterr().out)
     assert result["kernel_nodes"] == ["dq"] and result["lowered_nodes"] == {}
@@ -75,11 +91,17 @@ def test_run_json(model_path, tmp_path, capsys):
     "change, message",
     [
         (lambda f: f.pop("z"), r"in\.npz: missing input\(s\) 'z'"),
-        (lambda f: f.update(extra=np.zeros(1)), r"unknown input name\(s\) 'extra'; the model's inputs are 's', 'x', 'z'"),
+        (
+            lambda f: f.update(extra=np.zeros(1)),
+            r"unknown input name\(s\) 'extra'; the model's inputs are 's', 'x', 'z'",
+        ),
         (lambda f: f.update(x=f["x"].astype(np.int16)), "input 'x' must have element type int8, got int16"),
         (lambda f: f.update(x=np.zeros((2, 3, 5), np.int8)), r"input 'x' dim 2 must be 4, got shape \(2, 3, 5\)"),
         (lambda f: f.update(z=np.zeros((2,), np.int8)), r"input 'z' must have rank 2 .*got shape \(2,\)"),
-        (lambda f: f.update(s=np.ones((3, 4), np.float32)), r"m\.onnx: node 'dq'.*Scale shape \(\{3,4\}\) and zero point shape"),
+        (
+            lambda f: f.update(s=np.ones((3, 4), np.float32)),
+            r"m\.onnx: node 'dq'.*Scale shape \(\{3,4\}\) and zero point shape",
+        ),
     ],
     ids=["missing", "extra", "dtype", "shape", "rank", "runtime"],
 )
@@ -102,7 +124,19 @@ def test_missing_files_and_non_npz_exit_2(model_path, tmp_path, capsys):
     assert main(["run", str(model_path), "--inputs", str(tmp_path / "nope.npz"), "-o", str(tmp_path / "o.npz")]) == 2
     np.save(tmp_path / "single.npy", np.zeros(3))
     assert main(["run", str(model_path), "--inputs", str(tmp_path / "single.npy"), "-o", str(tmp_path / "o.npz")]) == 2
-    assert main(["run", str(tmp_path / "none.onnx"), "--inputs", str(tmp_path / "single.npy"), "-o", str(tmp_path / "o.npz")]) == 2
+    assert (
+        main(
+            [
+                "run",
+                str(tmp_path / "none.onnx"),
+                "--inputs",
+                str(tmp_path / "single.npy"),
+                "-o",
+                str(tmp_path / "o.npz"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("onnx-dequant run: error:") == 3 and "Traceback" not in err
     assert not (tmp_path / "o.npz").exists()
@@ -111,8 +145,20 @@ def test_missing_files_and_non_npz_exit_2(model_path, tmp_path, capsys):
 def test_console_script_runs(model_path, tmp_path):
     np.savez(tmp_path / "in.npz", **_inputs(np.random.default_rng(3)))
     proc = subprocess.run(
-        [sys.executable, "-m", "onnx_dequant.cli", "run", str(model_path), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "o.npz")],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "onnx_dequant.cli",
+            "run",
+            str(model_path),
+            "--inputs",
+            str(tmp_path / "in.npz"),
+            "-o",
+            str(tmp_path / "o.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "o.npz").exists()

@@ -36,7 +36,9 @@ def _model():
         [helper.make_tensor_value_info("x", TP.INT8, [2, 3]), helper.make_tensor_value_info("s", TP.FLOAT, [3])],
         [helper.make_tensor_value_info("y", TP.FLOAT, [2, 3])],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)], ir_version=10)
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)], ir_version=10
+    )
 
 
 def test_installed_version_is_inside_the_pinned_and_tested_range():

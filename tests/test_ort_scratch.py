@@ -63,16 +63,32 @@ def test_session_reuses_a_bounded_pool_and_frees_it_with_the_session():
 
 
 def test_scratch_bytes_bounds_what_is_kept_and_zero_turns_it_off():
-    nodes = [odq.make_node(["x", "s0"], ["y0"], axes=[2], name="big_f32"),
-             odq.make_node(["x", "s1"], ["y1"], axes=[2], name="big_f64"),
-             odq.make_node(["x4", "s2"], ["y2"], axes=[], name="small")]
-    vis = [_vi("x", "i8", SHAPE), _vi("s0", "f32", (5,)), _vi("s1", "f64", (5,)), _vi("x4", "i8", (2, 2)), _vi("s2", "f32", ())]
+    nodes = [
+        odq.make_node(["x", "s0"], ["y0"], axes=[2], name="big_f32"),
+        odq.make_node(["x", "s1"], ["y1"], axes=[2], name="big_f64"),
+        odq.make_node(["x4", "s2"], ["y2"], axes=[], name="small"),
+    ]
+    vis = [
+        _vi("x", "i8", SHAPE),
+        _vi("s0", "f32", (5,)),
+        _vi("s1", "f64", (5,)),
+        _vi("x4", "i8", (2, 2)),
+        _vi("s2", "f32", ()),
+    ]
     model = _model(nodes, vis, [_vi("y0", "f32", SHAPE), _vi("y1", "f64", SHAPE), _vi("y2", "f32", (2, 2))])
     rng = np.random.default_rng(9)
-    feed = {"x": _ints(rng, "i8", SHAPE), "s0": _scales(rng, "f32", (5,)), "s1": _scales(rng, "f64", (5,)),
-            "x4": _ints(rng, "i8", (2, 2)), "s2": _scales(rng, "f32", ())}
-    want = (odq.dequantize(feed["x"], feed["s0"], axes=[2]), odq.dequantize(feed["x"], feed["s1"], axes=[2]),
-            odq.dequantize(feed["x4"], feed["s2"]))
+    feed = {
+        "x": _ints(rng, "i8", SHAPE),
+        "s0": _scales(rng, "f32", (5,)),
+        "s1": _scales(rng, "f64", (5,)),
+        "x4": _ints(rng, "i8", (2, 2)),
+        "s2": _scales(rng, "f32", ()),
+    }
+    want = (
+        odq.dequantize(feed["x"], feed["s0"], axes=[2]),
+        odq.dequantize(feed["x"], feed["s1"], axes=[2]),
+        odq.dequantize(feed["x4"], feed["s2"]),
+    )
     for limit in (64, 0, 10_000):  # outputs: 240, 480 and 16 bytes
         sess = odq.session(model, scratch_bytes=limit)
         for _ in range(3):

@@ -16,8 +16,17 @@ import onnx_dequant as odq
 from onnx_dequant.compare import same_bits
 
 
-def model(x_type=TensorProto.INT8, x_shape=("N", 3, 4), s_type=TensorProto.FLOAT, s_shape=(3,), axes=(1,),
-          zp=True, dtype=None, out_shape=None, name="dq"):
+def model(
+    x_type=TensorProto.INT8,
+    x_shape=("N", 3, 4),
+    s_type=TensorProto.FLOAT,
+    s_shape=(3,),
+    axes=(1,),
+    zp=True,
+    dtype=None,
+    out_shape=None,
+    name="dq",
+):
     inputs = ["x", "s"] + (["z"] if zp else [])
     node = odq.make_node(inputs, ["y"], axes=axes, dtype=dtype, name=name)
     graph = helper.make_graph(
@@ -65,7 +74,10 @@ def test_checker_accepts_valid_models_and_inference_fills_the_output():
 @pytest.mark.parametrize(
     "kwargs,message",
     [
-        (dict(s_shape=(4,)), "Scale / zero point shape ({4}) must match input shape ({?,3,4}) at the quantization axes (AxisSet{1})"),
+        (
+            dict(s_shape=(4,)),
+            "Scale / zero point shape ({4}) must match input shape ({?,3,4}) at the quantization axes (AxisSet{1})",
+        ),
         (dict(axes=(3,)), "Quantization axis (3) must be less than input shape rank (3)"),
         (dict(axes=(0, 1)), "Scale / zero point rank (1) does not match the number of quantization axes (2)"),
         (dict(s_type=TensorProto.FLOAT, dtype="f64"), "Scale element type (f32) must match output element type (f64)"),
@@ -103,7 +115,9 @@ def test_reference_evaluator_with_initializers_and_bf16():
     node = odq.make_node(["x", "s"], ["y"], axes=[1], dtype="bf16")
     cast = helper.make_node("Cast", ["y"], ["y32"], to=TensorProto.FLOAT)
     graph = helper.make_graph(
-        [node, cast], "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, (2, 3))],
+        [node, cast],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.UINT8, (2, 3))],
         [helper.make_tensor_value_info("y32", TensorProto.FLOAT, (2, 3))],
         [numpy_helper.from_array(s, "s")],
     )
@@ -136,8 +150,19 @@ print("ok")
 def test_every_public_name_is_exported():
     names = set(odq.__all__)
     assert all(hasattr(odq, n) for n in names)
-    for required in ("DOMAIN", "DequantizeError", "TensorType", "dequantize", "infer", "make_node", "lower",
-                     "session", "ngraph", "validate", "Report"):
+    for required in (
+        "DOMAIN",
+        "DequantizeError",
+        "TensorType",
+        "dequantize",
+        "infer",
+        "make_node",
+        "lower",
+        "session",
+        "ngraph",
+        "validate",
+        "Report",
+    ):
         assert required in names
     assert callable(odq.ngraph.convert)
     assert issubclass(odq.DequantizeError, ValueError)

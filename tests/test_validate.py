@@ -9,6 +9,8 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_dequant as odq
@@ -318,8 +320,12 @@ def test_against_with_other_interface_is_bad_input():
 
 
 def test_generated_integers_span_the_type_and_are_reproducible():
-    specs = [InputSpec("a", TensorProto.INT8, (64, 64)), InputSpec("b", TensorProto.UINT16, ("N",)),
-             InputSpec("c", TensorProto.INT4, (3, 3)), InputSpec("d", TensorProto.FLOAT16, (100,))]
+    specs = [
+        InputSpec("a", TensorProto.INT8, (64, 64)),
+        InputSpec("b", TensorProto.UINT16, ("N",)),
+        InputSpec("c", TensorProto.INT4, (3, 3)),
+        InputSpec("d", TensorProto.FLOAT16, (100,)),
+    ]
     f = generate(specs, seed=7, dims={"N": 50}, real_range=(-3.0, 2.0))
     assert f["a"].dtype == np.int8 and f["a"].min() == -128 and f["a"].max() == 127
     assert len(np.unique(f["a"])) > 200  # the whole range, not a corner of it
@@ -467,8 +473,10 @@ def test_integer_results_of_inexact_tensors_allow_one_flip():
         ],
         "flip",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("q", TensorProto.UINT8, [4]),
-         helper.make_tensor_value_info("qx", TensorProto.UINT8, [4])],
+        [
+            helper.make_tensor_value_info("q", TensorProto.UINT8, [4]),
+            helper.make_tensor_value_info("qx", TensorProto.UINT8, [4]),
+        ],
         [numpy_helper.from_array(np.array(0.01, np.float32), "s")],
     )
     tol = tolerances(onnx.shape_inference.infer_shapes(helper.make_model(g)))
@@ -638,8 +646,11 @@ def test_large_outputs_release_the_reference_during_kernel_runs(monkeypatch):
     report = validate(dq_model("i8", "f32", axes=(0, 2)))
     assert report.ok, report.to_text()
     assert report.reference_runs == 3  # once, then again after each kernel run
-    bad = validate(two_stage_model(), against=tamper_scale(hand_lowered_two_stage(two_stage_model()), "s1", index=(1,)),
-                   paths=["against", "kernel"])
+    bad = validate(
+        two_stage_model(),
+        against=tamper_scale(hand_lowered_two_stage(two_stage_model()), "s1", index=(1,)),
+        paths=["against", "kernel"],
+    )
     assert statuses(bad) == {
         "against/default": "fail",
         "against/off": "fail",
@@ -649,9 +660,6 @@ def test_large_outputs_release_the_reference_during_kernel_runs(monkeypatch):
 
 
 # ---- properties ----
-
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 
 @settings(max_examples=40, deadline=None)
@@ -707,6 +715,7 @@ def test_any_tampered_scale_value_is_found_and_named(types, axes, seed):
     bad_s[index] = bad_s[index] * 2 + 1  # always a different value (NaN stays NaN: pick another)
     if np.isnan(sb[index]) or np.isinf(sb[index]):
         bad_s[index] = 0.75
+
     def lowered(scale):
         g = helper.make_graph(
             [
@@ -754,7 +763,11 @@ def test_f64_ulp_distance_is_exact():
 
 def _function_model():
     fn = helper.make_function(
-        "local", "DQF", ["x", "s"], ["y"], [odq.make_node(["x", "s"], ["y"], axes=(1,), name="inner_dq")],
+        "local",
+        "DQF",
+        ["x", "s"],
+        ["y"],
+        [odq.make_node(["x", "s"], ["y"], axes=(1,), name="inner_dq")],
         opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()],
     )
     g = helper.make_graph(
@@ -778,11 +791,15 @@ def test_model_local_function_with_dequantize():
 def test_if_subgraph_with_dequantize_both_branches():
     s = _scale((4,), "f32")
     then_g = helper.make_graph(
-        [odq.make_node(["x", "s"], ["t"], axes=(1,), name="dq_then")], "then", [],
+        [odq.make_node(["x", "s"], ["t"], axes=(1,), name="dq_then")],
+        "then",
+        [],
         [helper.make_tensor_value_info("t", TensorProto.FLOAT, [3, 4])],
     )
     else_g = helper.make_graph(
-        [helper.make_node("Cast", ["x"], ["e"], to=TensorProto.FLOAT)], "else", [],
+        [helper.make_node("Cast", ["x"], ["e"], to=TensorProto.FLOAT)],
+        "else",
+        [],
         [helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 4])],
     )
     g = helper.make_graph(

@@ -111,8 +111,13 @@ def test_tampered_against_json(files, capsys):
 def test_bad_input_exits_2_without_traceback(files, tmp_path, capsys, args, message):
     (tmp_path / "notonnx.onnx").write_bytes(b"this is not protobuf \xff\xff\xff")
     np.savez(tmp_path / "wrong.npz", x=np.zeros((3, 4), np.int8))
-    fill = dict(tmp=str(tmp_path), model=files["model"], plain=files["plain"],
-                notonnx=str(tmp_path / "notonnx.onnx"), wrongnpz=str(tmp_path / "wrong.npz"))
+    fill = dict(
+        tmp=str(tmp_path),
+        model=files["model"],
+        plain=files["plain"],
+        notonnx=str(tmp_path / "notonnx.onnx"),
+        wrongnpz=str(tmp_path / "wrong.npz"),
+    )
     assert main(["validate", *(a.format(**fill) for a in args), "-q"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("onnx-dequant validate: error:") and message in err
@@ -128,13 +133,17 @@ def test_usage_errors_exit_2(files):
 def test_script_is_a_thin_wrapper(files):
     ok = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "validate_model.py"), files["model"], "--against", files["good"], "-q"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert ok.returncode == 0, ok.stderr
     assert "AGREE" in ok.stdout
     bad = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "validate_model.py"), files["model"], "--inputs", files["plain"]],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "error:" in bad.stderr
 

@@ -64,7 +64,10 @@ def test_weights_model_passes_every_path(x_dt, out_dt):
     report = validate(m)
     assert report.ok, report.to_text()
     assert {p.label: p.status for p in report.paths} == {
-        "lowered/default": "pass", "lowered/off": "pass", "kernel/default": "pass", "kernel/off": "pass"
+        "lowered/default": "pass",
+        "lowered/off": "pass",
+        "kernel/default": "pass",
+        "kernel/off": "pass",
     }
     assert m.SerializeToString() == before
 
@@ -176,7 +179,10 @@ def test_weights_read_inside_a_model_local_function():
     m = weights_model()
     node = m.graph.node[0]
     fn = helper.make_function(
-        "local", "deq", ["w", "s", "zp"], ["out"],
+        "local",
+        "deq",
+        ["w", "s", "zp"],
+        ["out"],
         [odq.make_node(["w", "s", "zp"], ["out"], axes=(0,), name="dq")],
         opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()],
     )

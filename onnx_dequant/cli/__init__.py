@@ -47,7 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"onnx-dequant {args.command}: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        print(f"onnx-dequant {args.command}: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(
+            f"onnx-dequant {args.command}: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr
+        )
         return 2
     except KeyboardInterrupt:
         print(f"onnx-dequant {args.command}: interrupted", file=sys.stderr)

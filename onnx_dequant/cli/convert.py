@@ -28,9 +28,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("graph", metavar="GRAPH.json")
     p.add_argument("-o", "--output", metavar="MODEL.onnx", required=True, help="the ONNX model to write")
-    p.add_argument("--lower", action="store_true", help="rewrite Dequantize nodes into standard ONNX (onnx_dequant.lower)")
-    p.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"standard-domain opset (13 and later; default {DEFAULT_OPSET})")
-    p.add_argument("--function", metavar="NAME", default=None, help="the function to convert (default: the last in the file)")
+    p.add_argument(
+        "--lower", action="store_true", help="rewrite Dequantize nodes into standard ONNX (onnx_dequant.lower)"
+    )
+    p.add_argument(
+        "--opset",
+        type=int,
+        default=DEFAULT_OPSET,
+        help=f"standard-domain opset (13 and later; default {DEFAULT_OPSET})",
+    )
+    p.add_argument(
+        "--function", metavar="NAME", default=None, help="the function to convert (default: the last in the file)"
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -60,22 +69,29 @@ def run(args: argparse.Namespace) -> int:
     kinds = Counter(f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in iter_nodes(model))
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
     if args.json:
-        print(json.dumps({
-            "graph": args.graph,
-            "output": args.output,
-            "function": g.name,
-            "opset_import": opsets,
-            "lowered": bool(args.lower),
-            "inputs": [i.name for i in g.input],
-            "outputs": [o.name for o in g.output],
-            "initializers": len(g.initializer),
-            "nodes": len(g.node),
-            "node_types": dict(sorted(kinds.items())),
-            "dequantize_nodes": dequantize,
-            "seconds": round(seconds, 3),
-        }, indent=1))
+        print(
+            json.dumps(
+                {
+                    "graph": args.graph,
+                    "output": args.output,
+                    "function": g.name,
+                    "opset_import": opsets,
+                    "lowered": bool(args.lower),
+                    "inputs": [i.name for i in g.input],
+                    "outputs": [o.name for o in g.output],
+                    "initializers": len(g.initializer),
+                    "nodes": len(g.node),
+                    "node_types": dict(sorted(kinds.items())),
+                    "dequantize_nodes": dequantize,
+                    "seconds": round(seconds, 3),
+                },
+                indent=1,
+            )
+        )
     else:
-        what = f"{dequantize} Dequantize lowered" if args.lower else f"{dequantize} Dequantize kept as ngraph.Dequantize"
+        what = (
+            f"{dequantize} Dequantize lowered" if args.lower else f"{dequantize} Dequantize kept as ngraph.Dequantize"
+        )
         print(
             f"converted function '{g.name}' of {args.graph}: {len(g.input)} input(s), {len(g.output)} output(s), "
             f"{len(g.node)} node(s), {len(g.initializer)} initializer(s) ({what}), opset {opsets.get('ai.onnx')}: "

@@ -21,9 +21,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("input", metavar="IN.onnx")
     p.add_argument("-o", "--output", metavar="OUT.onnx", required=True, help="output model (may equal the input)")
-    p.add_argument("--opset", type=int, default=None, help=f"convert to this default-domain opset ({MIN_OPSET}-{MAX_OPSET}); default: keep the model's")
-    p.add_argument("--target", choices=("ort", "portable"), default="ort", help="ort (default): fastest forms for ONNX Runtime; portable: per-tensor/per-axis DequantizeLinear and Cast/Sub/Mul/Reshape only")
-    p.add_argument("--wrap-int32", action="store_true", help="let i32 nodes use ORT's wrapping int32 arithmetic (faster, not exact)")
+    p.add_argument(
+        "--opset",
+        type=int,
+        default=None,
+        help=f"convert to this default-domain opset ({MIN_OPSET}-{MAX_OPSET}); default: keep the model's",
+    )
+    p.add_argument(
+        "--target",
+        choices=("ort", "portable"),
+        default="ort",
+        help=(
+            "ort (default): fastest forms for ONNX Runtime; "
+            "portable: per-tensor/per-axis DequantizeLinear and Cast/Sub/Mul/Reshape only"
+        ),
+    )
+    p.add_argument(
+        "--wrap-int32",
+        action="store_true",
+        help="let i32 nodes use ORT's wrapping int32 arithmetic (faster, not exact)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -31,25 +48,37 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     print(f"lowering {args.input} ...", file=sys.stderr, flush=True)
-    report, files, model = lower_file(args.input, args.output, opset=args.opset, target=args.target, wrap_int32=args.wrap_int32)
+    report, files, model = lower_file(
+        args.input, args.output, opset=args.opset, target=args.target, wrap_int32=args.wrap_int32
+    )
     seconds = time.perf_counter() - t0
     counts: dict[str, int] = {}
     for r in report:
         counts[r.strategy] = counts.get(r.strategy, 0) + 1
     opset = default_opset(model.opset_import)
     if args.json:
-        print(json.dumps({
-            "input": args.input,
-            "output": args.output,
-            "files": files,
-            "opset": opset,
-            "target": args.target,
-            "lowered": len(report),
-            "strategies": counts,
-            "nodes": [{"node": r.node, "graph": r.graph, "strategy": r.strategy, "refused": r.refused} for r in report],
-            "seconds": round(seconds, 3),
-        }, indent=1))
+        print(
+            json.dumps(
+                {
+                    "input": args.input,
+                    "output": args.output,
+                    "files": files,
+                    "opset": opset,
+                    "target": args.target,
+                    "lowered": len(report),
+                    "strategies": counts,
+                    "nodes": [
+                        {"node": r.node, "graph": r.graph, "strategy": r.strategy, "refused": r.refused} for r in report
+                    ],
+                    "seconds": round(seconds, 3),
+                },
+                indent=1,
+            )
+        )
     else:
         summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "nothing to lower"
-        print(f"lowered {len(report)} node(s) ({summary}) at opset {opset} for {args.target}: wrote {', '.join(files)} in {seconds:.2f} s")
+        print(
+            f"lowered {len(report)} node(s) ({summary}) at opset {opset} for {args.target}: "
+            f"wrote {', '.join(files)} in {seconds:.2f} s"
+        )
     return 0

@@ -35,11 +35,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("model", metavar="MODEL", help="ONNX model (.onnx)")
     p.add_argument("--inputs", metavar="IN.npz", required=True, help="the model's inputs, by name")
     p.add_argument("-o", "--output", metavar="OUT.npz", required=True, help="where to write the outputs, by name")
+    p.add_argument("--no-optimizations", action="store_true", help="run with ONNX Runtime's graph optimizations off")
     p.add_argument(
-        "--no-optimizations", action="store_true", help="run with ONNX Runtime's graph optimizations off"
-    )
-    p.add_argument(
-        "--opset", type=int, default=None, help="convert to this opset if nodes must be lowered (default: keep the model's)"
+        "--opset",
+        type=int,
+        default=None,
+        help="convert to this opset if nodes must be lowered (default: keep the model's)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run_command)
@@ -97,7 +98,10 @@ def run_command(args: argparse.Namespace) -> int:
         json.dump(result, sys.stdout, indent=1)
         print()
     else:
-        print(f"{args.model}: ran in {t2 - t1:.3f} s (session {t1 - t0:.3f} s); wrote {len(outputs)} output(s) to {args.output}")
+        print(
+            f"{args.model}: ran in {t2 - t1:.3f} s (session {t1 - t0:.3f} s); "
+            f"wrote {len(outputs)} output(s) to {args.output}"
+        )
         for n, v in outputs.items():
             print(f"  {n}: {v.dtype} {tuple(v.shape)}")
         print(f"  Dequantize nodes run by the Python kernel: {len(sess.kernel_nodes)}")

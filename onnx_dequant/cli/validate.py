@@ -57,16 +57,36 @@ def add_parser(subparsers: Any) -> None:
         metavar=("LOW", "HIGH"),
         help="range of generated real inputs (default -1 1)",
     )
-    p.add_argument("--float-ulp", type=_nonneg, default=Policy.float_ulp, metavar="N",
-                   help=f"ULP allowed on outputs computed by other float ops (default {Policy.float_ulp})")
+    p.add_argument(
+        "--float-ulp",
+        type=_nonneg,
+        default=Policy.float_ulp,
+        metavar="N",
+        help=f"ULP allowed on outputs computed by other float ops (default {Policy.float_ulp})",
+    )
     p.add_argument("--ulp", type=_nonneg, metavar="N", help="one ULP budget for every output (overrides the policy)")
-    p.add_argument("--path", action="append", choices=PATHS, dest="paths",
-                   help="run only this path (repeatable): " + ", ".join(PATHS))
-    p.add_argument("--level", action="append", choices=LEVELS, dest="levels",
-                   help="ONNX Runtime optimization level (repeatable; default both)")
-    p.add_argument("--ort-config", action="append", default=[], metavar="KEY=VALUE",
-                   help="ONNX Runtime session config entry for every ORT session (repeatable), e.g. "
-                   "session.qdq_matmulnbits_accuracy_level=0")
+    p.add_argument(
+        "--path",
+        action="append",
+        choices=PATHS,
+        dest="paths",
+        help="run only this path (repeatable): " + ", ".join(PATHS),
+    )
+    p.add_argument(
+        "--level",
+        action="append",
+        choices=LEVELS,
+        dest="levels",
+        help="ONNX Runtime optimization level (repeatable; default both)",
+    )
+    p.add_argument(
+        "--ort-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="ONNX Runtime session config entry for every ORT session (repeatable), e.g. "
+        "session.qdq_matmulnbits_accuracy_level=0",
+    )
     p.add_argument("--no-localize", action="store_true", help="do not search for the first differing node")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=validate_command)

@@ -9,4 +9,15 @@ from __future__ import annotations
 from .base import DQL_TYPE, Emitter, NodeInfo, Strategy, dql_reason
 from .planner import STRATEGIES, TARGETS, Plan, check_target, plan
 
-__all__ = ["DQL_TYPE", "Emitter", "NodeInfo", "Plan", "STRATEGIES", "Strategy", "TARGETS", "check_target", "dql_reason", "plan"]
+__all__ = [
+    "DQL_TYPE",
+    "Emitter",
+    "NodeInfo",
+    "Plan",
+    "STRATEGIES",
+    "Strategy",
+    "TARGETS",
+    "check_target",
+    "dql_reason",
+    "plan",
+]

@@ -25,8 +25,26 @@ UNKNOWN_DIM = 256
 """The size the cost model assumes for a dimension it does not know."""
 
 PROPAGATING_OPS = frozenset(
-    {"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice", "MaxPool", "Flatten", "Gather", "Split",
-     "Expand", "Resize", "Concat", "Tile", "DepthToSpace", "SpaceToDepth", "Pad", "AveragePool", "Identity"}
+    {
+        "Reshape",
+        "Transpose",
+        "Squeeze",
+        "Unsqueeze",
+        "Slice",
+        "MaxPool",
+        "Flatten",
+        "Gather",
+        "Split",
+        "Expand",
+        "Resize",
+        "Concat",
+        "Tile",
+        "DepthToSpace",
+        "SpaceToDepth",
+        "Pad",
+        "AveragePool",
+        "Identity",
+    }
 )
 """Ops through which ORT's QDQ propagation moves a DequantizeLinear (DESIGN 4, the ORT 1.32 bug)."""
 
@@ -123,7 +141,7 @@ class Emitter:
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[TensorProto] = []
 
-    def child(self, prefix: str) -> "Emitter":
+    def child(self, prefix: str) -> Emitter:
         """An emitter for a subgraph's nodes: the same names and constants; its initializers go into
         this emitter's graph (a subgraph reads them from the outer scope)."""
         sub = Emitter(prefix, self._names, function=self.function, constants=self.constants)

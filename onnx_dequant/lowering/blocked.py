@@ -21,7 +21,7 @@ class Blocked(DQLStrategy):
         small = info.in_type.bits < 8  # ORT has no Reshape or Expand for 4-bit types
         if small and info.has_zp and not info.zp_const:
             return []
-        for merge in ((False,) if small else (False, True)):
+        for merge in (False,) if small else (False, True):
             gs = groups(info.rank or 0, info.axes, merge=merge)
             view = tuple(g for _, g in gs)
             quant = tuple(q for q, _ in gs)

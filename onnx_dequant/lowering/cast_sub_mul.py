@@ -55,4 +55,3 @@ class CastSubMul(Strategy):
         y = em.node("Mul", [xw, self._broadcast(info, em, s)], info.output if last else None, hint="y")
         if not last:
             em.node("Cast", [y], info.output, hint="y_cast", to=info.out_type.onnx)
-

@@ -97,6 +97,9 @@ class Chunked(Strategy):
         body_em = em.child(f"{em.prefix}_row")
         self._plan(info).strategy.emit(sub, body_em)
         body = helper.make_graph(
-            body_em.nodes, em.fresh("body"), body_in, [helper.make_tensor_value_info(sub.output, info.out_type.onnx, row)]
+            body_em.nodes,
+            em.fresh("body"),
+            body_in,
+            [helper.make_tensor_value_info(sub.output, info.out_type.onnx, row)],
         )
         em.node("Scan", outer, info.output, hint="scan", body=body, num_scan_inputs=len(outer))

@@ -11,7 +11,15 @@ import numpy as np
 from .base import DQL_TYPE, PROPAGATING_OPS, UNKNOWN_DIM, Emitter, NodeInfo, Strategy, dql_reason
 from .shapes import merged_dims, merged_shape_tensor, shape_tensor
 
-__all__ = ["Layout", "DQLStrategy", "layout_cost", "emit_layout", "ort_bug_reason", "SLOW_LAST_AXIS", "SLOW_BLOCKED_LAST"]
+__all__ = [
+    "Layout",
+    "DQLStrategy",
+    "layout_cost",
+    "emit_layout",
+    "ort_bug_reason",
+    "SLOW_LAST_AXIS",
+    "SLOW_BLOCKED_LAST",
+]
 
 SLOW_LAST_AXIS = 6.0
 """ORT's per-axis DequantizeLinear on the last axis, in units of the output's bytes (measured 5-10x)."""
@@ -62,7 +70,9 @@ def ort_bug_reason(info: NodeInfo, scale_elements: int, reshape_after: bool = Fa
         return None
     hit = sorted((set(info.consumers) | ({"Reshape"} if reshape_after else set())) & PROPAGATING_OPS)
     if hit:
-        return f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {hit[0]} at opset 21+"
+        return (
+            f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {hit[0]} at opset 21+"
+        )
     return None
 
 

@@ -19,4 +19,6 @@ class PerAxis(DQLStrategy):
 
     def layout(self, info: NodeInfo) -> Layout:
         rank = info.rank or 0
-        return Layout(tuple((i,) for i in range(rank)), tuple(i in info.axes for i in range(rank)), "axis", info.axes[0])
+        return Layout(
+            tuple((i,) for i in range(rank)), tuple(i in info.axes for i in range(rank)), "axis", info.axes[0]
+        )

@@ -85,7 +85,9 @@ class OpContext:
 
     __slots__ = ("op", "js", "name", "b", "inputs", "types", "outputs", "_aux")
 
-    def __init__(self, op: Op, builder: Builder, inputs: list[str], types: list[TensorType], outputs: list[str]) -> None:
+    def __init__(
+        self, op: Op, builder: Builder, inputs: list[str], types: list[TensorType], outputs: list[str]
+    ) -> None:
         self.op = op
         self.js = op.js
         self.name = op.name
@@ -174,7 +176,9 @@ class OpContext:
             return bool(v)
         raise self.error(f"'{key}' must be true or false, got {_dump(v)}")
 
-    def attr_ints(self, key: str, default: Any = MISSING, *, lo: int = 0, hi: int = MAX_DIM, length: int | None = None) -> list[int]:
+    def attr_ints(
+        self, key: str, default: Any = MISSING, *, lo: int = 0, hi: int = MAX_DIM, length: int | None = None
+    ) -> list[int]:
         v = self.raw(key, default)
         if v is default and default is not MISSING:
             return v

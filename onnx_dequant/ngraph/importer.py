@@ -53,7 +53,9 @@ def _outputs_at(op: reader.Op, tensors: dict[str, list[str]]) -> list[str]:
         have = tensors[src]
         if idx >= len(have):
             n = len(have)
-            raise DequantizeError(f"input {k} refers to output {idx} of '{src}', which has {n} output{'s' if n != 1 else ''}")
+            raise DequantizeError(
+                f"input {k} refers to output {idx} of '{src}', which has {n} output{'s' if n != 1 else ''}"
+            )
         out.append(have[idx])
     return out
 

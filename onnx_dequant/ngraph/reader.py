@@ -75,7 +75,9 @@ def load(source: Any) -> tuple[list[Any], str | None]:
     else:
         if isinstance(source, (bytes, bytearray)):
             raw: Any = bytes(source)
-        elif isinstance(source, str) and _looks_like_json(source) and not (len(source) < 4096 and os.path.isfile(source)):
+        elif (
+            isinstance(source, str) and _looks_like_json(source) and not (len(source) < 4096 and os.path.isfile(source))
+        ):
             raw = source
         elif isinstance(source, (str, os.PathLike)):
             path = os.fspath(source)
@@ -84,9 +86,7 @@ def load(source: Any) -> tuple[list[Any], str | None]:
             except OSError as e:
                 raise DequantizeError(f"cannot read the graph: {e.strerror or e}", path=path) from None
         else:
-            raise DequantizeError(
-                f"expected a path, JSON text or parsed JSON, got {type(source).__name__}"
-            )
+            raise DequantizeError(f"expected a path, JSON text or parsed JSON, got {type(source).__name__}")
         try:
             data = json.loads(raw)
         except UnicodeDecodeError as e:
@@ -149,7 +149,7 @@ def _read_input(v: Any, name: str, k: int, path: str | None) -> tuple[str, int]:
         if isinstance(node, str) and isinstance(index, int) and not isinstance(index, bool) and index >= 0:
             return node, index
     raise DequantizeError(
-        f"input {k} must be an op name or {{\"node\": name, \"index\": i}}, got {json.dumps(v)[:80]}",
+        f'input {k} must be an op name or {{"node": name, "index": i}}, got {json.dumps(v)[:80]}',
         node=name,
         path=path,
     )
@@ -211,12 +211,16 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
             raise DequantizeError(f"op #{i} has no 'op' string (the op's type)", node=name, path=path)
         if name in by_name:
             raise DequantizeError(
-                f"duplicate op name: op #{i} and op #{by_name[name].index} are both named '{name}'", node=name, path=path
+                f"duplicate op name: op #{i} and op #{by_name[name].index} are both named '{name}'",
+                node=name,
+                path=path,
             )
         version = get("op_version", 0)
         if type(version) is not int:
             if version is not None:
-                raise DequantizeError(f"'op_version' must be a non-negative integer, got {json.dumps(version)}", node=name, path=path)
+                raise DequantizeError(
+                    f"'op_version' must be a non-negative integer, got {json.dumps(version)}", node=name, path=path
+                )
             version = 0
         elif version < 0:
             raise DequantizeError(f"'op_version' must be a non-negative integer, got {version}", node=name, path=path)
@@ -234,7 +238,9 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
         if control is not None and not (type(control) is list and set(map(type, control)) <= _STR):
             raise DequantizeError("'control_deps' must be a list of op names", node=name, path=path)
         op = Op(i, name, op_type, version, srcs, indices, get("outputs"), js)
-        if pending is None and not ((not srcs or all(map(contains, srcs))) and (control is None or all(map(contains, control)))):
+        if pending is None and not (
+            (not srcs or all(map(contains, srcs))) and (control is None or all(map(contains, control)))
+        ):
             what_src = next(((f"input {k}", src) for k, src in enumerate(srcs) if src not in by_name), None)
             if what_src is None:
                 what_src = ("control dependency", next(c for c in control if c not in by_name))
@@ -260,7 +266,9 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
         if target is None:
             raise DequantizeError(f"function '{fname}': parameter '{p}' names no op", path=path)
         if target.op != "Parameter":
-            raise DequantizeError(f"function '{fname}': parameter '{p}' is a {target.op}, not a Parameter", node=p, path=path)
+            raise DequantizeError(
+                f"function '{fname}': parameter '{p}' is a {target.op}, not a Parameter", node=p, path=path
+            )
     if len(set(parameters)) != len(parameters):
         raise DequantizeError(f"function '{fname}': a parameter is listed twice", path=path)
     if not results:

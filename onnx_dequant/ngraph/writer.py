@@ -87,7 +87,9 @@ class FunctionWriter:
 
     def parameter(self, element_type: Any, shape: Sequence[int | None] | None) -> Ref:
         dt = dtypes.parse(element_type)
-        r = self._new("Parameter", [], cacheable=False, element_type=dt.ctype, shape=None if shape is None else list(shape))
+        r = self._new(
+            "Parameter", [], cacheable=False, element_type=dt.ctype, shape=None if shape is None else list(shape)
+        )
         self.parameters.append(r)
         return r
 

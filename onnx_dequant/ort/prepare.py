@@ -131,7 +131,9 @@ def _lower_nodes(model: ModelProto, names: set[str], path: str | None, opset: in
         return lower(model, opset=opset, target="ort", only=lambda n: n.name in names)
     except DequantizeError as e:
         raise DequantizeError(
-            f"{e.rule} (lowering {', '.join(sorted(names))}: no kernel can carry their types)", node=e.node, path=e.path or path
+            f"{e.rule} (lowering {', '.join(sorted(names))}: no kernel can carry their types)",
+            node=e.node,
+            path=e.path or path,
         ) from None
 
 

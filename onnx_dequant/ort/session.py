@@ -145,7 +145,9 @@ class KernelSession(ort.InferenceSession):
 
         return self._checked(call)
 
-    def run_with_ort_values(self, output_names: Any, input_dict_ort_values: dict[str, Any], run_options: Any = None) -> Any:
+    def run_with_ort_values(
+        self, output_names: Any, input_dict_ort_values: dict[str, Any], run_options: Any = None
+    ) -> Any:
         """As ``InferenceSession.run_with_ort_values``, with the kernel errors raised."""
 
         def call(token: int) -> Any:
@@ -166,7 +168,9 @@ class KernelSession(ort.InferenceSession):
 
         return self._checked(call)
 
-    def run_async(self, output_names: Any, input_feed: dict[str, Any], callback: Any, user_data: Any, run_options: Any = None) -> Any:
+    def run_async(
+        self, output_names: Any, input_feed: dict[str, Any], callback: Any, user_data: Any, run_options: Any = None
+    ) -> Any:
         """As ``InferenceSession.run_async``; a kernel's error reaches ``callback`` as its ``err`` string."""
         if self._token_input is None:
             return super().run_async(output_names, input_feed, callback, user_data, run_options)
@@ -217,4 +221,6 @@ def session(
     prepared = prepare(model, opset=opset)
     for name, reason in prepared.lowered.items():
         log.info("Dequantize node '%s' lowered to standard ONNX: %s", name, reason)
-    return KernelSession(prepared, sess_options, providers, provider_options, scratch_bytes=scratch_bytes, **ort_options)
+    return KernelSession(
+        prepared, sess_options, providers, provider_options, scratch_bytes=scratch_bytes, **ort_options
+    )

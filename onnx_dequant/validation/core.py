@@ -204,7 +204,9 @@ def validate(
     for path in chosen:
         path_arrays = other_arrays if path == "against" else arrays
         try:
-            path_model, path_feeds, kernel = _path_model(path, light, other_light, feeds, other_feeds, opset, target, show)
+            path_model, path_feeds, kernel = _path_model(
+                path, light, other_light, feeds, other_feeds, opset, target, show
+            )
         except Skip as e:
             report.paths.extend(PathResult(path, lv, "skipped", str(e)) for lv in levels)
             continue
@@ -220,7 +222,12 @@ def validate(
             with show.step(f"running {result.label}"):
                 try:
                     runner = OrtRunner(
-                        path_model, level, kernel=kernel, config=ort_config, data=data, arrays=path_arrays,
+                        path_model,
+                        level,
+                        kernel=kernel,
+                        config=ort_config,
+                        data=data,
+                        arrays=path_arrays,
                         scratch=list(spare.values()) if expected is None else None,
                     )
                     got = runner.run(path_feeds, buffers)
@@ -250,7 +257,14 @@ def validate(
                     if localize:
                         with show.step(f"finding the first differing node of {result.label}"):
                             result.first_difference = _localize(
-                                oracle_model, oracle_all(), path_model, path_feeds, level, kernel, ort_config, tol,
+                                oracle_model,
+                                oracle_all(),
+                                path_model,
+                                path_feeds,
+                                level,
+                                kernel,
+                                ort_config,
+                                tol,
                                 path_arrays,
                             )
             report.paths.append(result)

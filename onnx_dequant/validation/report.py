@@ -167,7 +167,9 @@ class Report:
             if src == {"generated"}
             else "from file"
             if src == {"file"}
-            else "given" if src else ""
+            else "given"
+            if src
+            else ""
         )
         lines.append(f"inputs {how}: {ins}")
         if self.ort_config:
@@ -209,7 +211,10 @@ class Report:
             if p.first_difference is not None:
                 notes.setdefault(len(rows) - 1, []).append(p.first_difference.describe())
         widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header) - 1)]
-        fmt_row = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1]
+
+        def fmt_row(r):
+            return "  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1]
+
         lines.append(fmt_row(header).rstrip())
         for i, r in enumerate(rows):
             lines.append(fmt_row(r).rstrip())

@@ -56,8 +56,10 @@ def _np_to_onnx(dt: np.dtype) -> int:
 _MEMORY = "odq-validate-memory-"
 """Location prefix of the placeholders ``externalize`` puts in place of large initializers."""
 
-_ORT_NUMPY = {dtypes.parse(t).onnx: dtypes.parse(t).numpy for t in ("i8", "u8", "i16", "u16", "i32", "u32", "i64",
-                                                                      "u64", "f16", "f32", "f64", "boolean")}
+_ORT_NUMPY = {
+    dtypes.parse(t).onnx: dtypes.parse(t).numpy
+    for t in ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "boolean")
+}
 """Element types ONNX Runtime takes from NumPy as they are."""
 
 
@@ -81,8 +83,11 @@ def externalize(model: onnx.ModelProto, limit: int = LARGE_BYTES) -> tuple[onnx.
     for i, t in enumerate(g.initializer):
         np_type = _ORT_NUMPY.get(t.data_type)
         if (
-            np_type is None or t.data_location == onnx.TensorProto.EXTERNAL or t.name in read_as_params
-            or int(np.prod(t.dims, dtype=np.int64)) * np_type.itemsize <= limit or not t.HasField("raw_data")
+            np_type is None
+            or t.data_location == onnx.TensorProto.EXTERNAL
+            or t.name in read_as_params
+            or int(np.prod(t.dims, dtype=np.int64)) * np_type.itemsize <= limit
+            or not t.HasField("raw_data")
         ):
             continue
         raw = np.frombuffer(t.raw_data, np_type)  # one copy of the data (protobuf hands out bytes)
@@ -191,8 +196,11 @@ class ReferenceRunner:
             def _run(self, x, scale, zero_point=None, axes=None, type=None):  # the attribute's name
                 out = into.pop(self.onnx_node.output[0], None) if self.onnx_node.output else None
                 if (
-                    out is not None and isinstance(x, np.ndarray) and isinstance(scale, np.ndarray)
-                    and out.shape == x.shape and out.dtype == scale.dtype
+                    out is not None
+                    and isinstance(x, np.ndarray)
+                    and isinstance(scale, np.ndarray)
+                    and out.shape == x.shape
+                    and out.dtype == scale.dtype
                 ):
                     return (dequantize(x, scale, zero_point, axes=tuple(axes or ()), dtype=type or None, out=out),)
                 return super()._run(x, scale, zero_point, axes, type)
@@ -281,7 +289,9 @@ def _kernel_session(
     return session, values
 
 
-def _plain_session(model: onnx.ModelProto, so: Any, arrays: Mapping[str, np.ndarray] | None, data: bytes | None) -> tuple[Any, list[Any]]:
+def _plain_session(
+    model: onnx.ModelProto, so: Any, arrays: Mapping[str, np.ndarray] | None, data: bytes | None
+) -> tuple[Any, list[Any]]:
     """An ONNX Runtime session on ``model`` (``data``: it serialized, when the caller has it), and the
     OrtValues it was given for the in-memory placeholders."""
     import onnxruntime as ort

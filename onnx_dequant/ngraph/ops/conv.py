@@ -46,11 +46,15 @@ def _first(ctx: OpContext, keys: tuple[str, ...], n: int, default: Any, *, lo: i
 def _spatial(ctx: OpContext, what: str) -> tuple[int, tuple[Dim, ...]]:
     rank = ctx.rank(0, what)
     if rank < 3:
-        raise ctx.error(f"{what} must have rank at least 3 (batch, channels, spatial...), got shape {shape_str(ctx.types[0].shape)}")
+        raise ctx.error(
+            f"{what} must have rank at least 3 (batch, channels, spatial...), got shape {shape_str(ctx.types[0].shape)}"
+        )
     return rank - 2, tuple(ctx.types[0].shape[2:])  # type: ignore[index]
 
 
-def _auto_pads(ctx: OpContext, kind: str, dims: tuple[Dim, ...], window: list[int], strides: list[int]) -> tuple[list[int], list[int]]:
+def _auto_pads(
+    ctx: OpContext, kind: str, dims: tuple[Dim, ...], window: list[int], strides: list[int]
+) -> tuple[list[int], list[int]]:
     if kind == "valid":
         return [0] * len(dims), [0] * len(dims)
     if not all(isinstance(d, int) for d in dims):
@@ -66,7 +70,13 @@ def _auto_pads(ctx: OpContext, kind: str, dims: tuple[Dim, ...], window: list[in
 
 
 def _out_dims(
-    ctx: OpContext, dims: tuple[Dim, ...], window: list[int], strides: list[int], below: list[int], above: list[int], ceil: bool
+    ctx: OpContext,
+    dims: tuple[Dim, ...],
+    window: list[int],
+    strides: list[int],
+    below: list[int],
+    above: list[int],
+    ceil: bool,
 ) -> list[Dim]:
     out: list[Dim] = []
     for i, (d, w, s, pb, pa) in enumerate(zip(dims, window, strides, below, above)):
@@ -76,7 +86,7 @@ def _out_dims(
         padded = d + pb + pa
         if w > padded or w == 0:
             raise ctx.error(
-                f"Window after dilation has dimension ({w}) larger than the data shape after padding ({padded}) at axis {i}"
+                f"Window after dilation has dimension ({w}) larger than the data shape after padding ({padded}) at axis {i}"  # noqa: E501  (nGraph's message, whole so it can be searched)
             )
         span = padded - w
         out.append((-(-span // s) if ceil else span // s) + 1)
@@ -88,13 +98,17 @@ def convolution(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(2)
     td, tf = ctx.types
     if td.elem_type is not tf.elem_type:
-        raise ctx.error(f"Element types for data batch and filters do not match (data batch element type: {td.elem_type}, filters element type: {tf.elem_type})")
+        raise ctx.error(
+            f"Element types for data batch and filters do not match (data batch element type: {td.elem_type}, filters element type: {tf.elem_type})"  # noqa: E501  (nGraph's message, whole so it can be searched)
+        )
     if not td.elem_type.is_real:
         raise ctx.error(f"Convolution on {td.elem_type} is not supported (real types only)")
     n, dims = _spatial(ctx, "data batch")
     fshape = tf.shape
     if fshape is None or len(fshape) != n + 2:
-        raise ctx.error(f"Filters shape {shape_str(fshape)} must have rank {n + 2} (data batch shape {shape_str(td.shape)})")
+        raise ctx.error(
+            f"Filters shape {shape_str(fshape)} must have rank {n + 2} (data batch shape {shape_str(td.shape)})"
+        )
     window = list(fshape[2:])
     if not all(isinstance(w, int) for w in window):
         raise ctx.error(f"Convolution needs static filter spatial dimensions, got {shape_str(fshape)}")
@@ -150,12 +164,23 @@ def _pool(ctx: OpContext, onnx_op: str, extra: dict[str, Any]) -> list[TensorTyp
         below, above = _auto_pads(ctx, kind, dims, window, strides)
     for i in range(n):
         if below[i] >= window[i] or above[i] >= window[i]:
-            raise ctx.error(f"Window shape {window} must be larger than the padding ({below} below, {above} above) at axis {i}")
+            raise ctx.error(
+                f"Window shape {window} must be larger than the padding ({below} below, {above} above) at axis {i}"
+            )
     out_sp = _out_dims(ctx, dims, window, strides, below, above, ceil)
     if t.elem_type.kind == "boolean" or (onnx_op == "AveragePool" and not t.elem_type.is_real):
         raise ctx.error(f"{ctx.op.op} on {t.elem_type} is not supported")
     ctx.require_onnx(t.elem_type, onnx_op)
-    ctx.emit(onnx_op, ctx.inputs, ctx.out(), kernel_shape=window, strides=strides, pads=below + above, ceil_mode=int(ceil), **extra)
+    ctx.emit(
+        onnx_op,
+        ctx.inputs,
+        ctx.out(),
+        kernel_shape=window,
+        strides=strides,
+        pads=below + above,
+        ceil_mode=int(ceil),
+        **extra,
+    )
     return [TensorType(t.elem_type, (t.shape[0], t.shape[1], *out_sp))]  # type: ignore[index]
 
 

@@ -18,7 +18,9 @@ def dot(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(2)
     ta, tb = ctx.types
     if ta.elem_type is not tb.elem_type:
-        raise ctx.error(f"Arguments do not have the same element type (arg0 element type: {ta.elem_type}, arg1 element type: {tb.elem_type})")
+        raise ctx.error(
+            f"Arguments do not have the same element type (arg0 element type: {ta.elem_type}, arg1 element type: {tb.elem_type})"  # noqa: E501  (nGraph's message, whole so it can be searched)
+        )
     dt = ta.elem_type
     if dt.kind == "boolean":
         raise ctx.error("Dot on boolean is not supported")
@@ -26,7 +28,9 @@ def dot(ctx: OpContext) -> list[TensorType]:
     n = ctx.attr_int("reduction_axes_count", 0 if ra == 0 or rb == 0 else 1)
     sa, sb = ta.shape, tb.shape
     if n > ra or n > rb:
-        raise ctx.error(f"Reduction axes count ({n}) is too large (arg0 shape: {shape_str(sa)}, arg1 shape: {shape_str(sb)})")
+        raise ctx.error(
+            f"Reduction axes count ({n}) is too large (arg0 shape: {shape_str(sa)}, arg1 shape: {shape_str(sb)})"
+        )
     for i in range(n):
         da, db = sa[ra - n + i], sb[i]  # type: ignore[index]
         if isinstance(da, int) and isinstance(db, int) and da != db:
@@ -53,7 +57,7 @@ def dot(ctx: OpContext) -> list[TensorType]:
         k = [d for d in k_dims]
         if not all(isinstance(d, int) for d in k) or not all(isinstance(d, int) for d in b_outer):
             raise ctx.error(
-                f"Dot needs static contracted and arg1 dimensions here (arg0 shape: {shape_str(sa)}, arg1 shape: {shape_str(sb)})"
+                f"Dot needs static contracted and arg1 dimensions here (arg0 shape: {shape_str(sa)}, arg1 shape: {shape_str(sb)})"  # noqa: E501  (nGraph's message, whole so it can be searched)
             )
         dyn = [i for i, d in enumerate(a_outer) if not isinstance(d, int)]
         if dyn and dyn != [0]:

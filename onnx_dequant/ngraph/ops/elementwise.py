@@ -99,7 +99,9 @@ def _binary(ctx: OpContext) -> tuple[str, str, TensorType]:
     if kind == "none":
         ok, shape = merge_shapes(sa, sb)
         if not ok:
-            raise ctx.error(f"Argument shapes are inconsistent ({shape_str(sa)} and {shape_str(sb)}; broadcasting: none)")
+            raise ctx.error(
+                f"Argument shapes are inconsistent ({shape_str(sa)} and {shape_str(sb)}; broadcasting: none)"
+            )
     elif kind == "numpy":
         shape = broadcast_shapes(sa, sb)
         if shape is False:
@@ -116,7 +118,9 @@ def _binary(ctx: OpContext) -> tuple[str, str, TensorType]:
         for i, d in enumerate(sb_t):
             da = sa[start + i]  # type: ignore[index]
             if isinstance(d, int) and isinstance(da, int) and d not in (1, da):
-                raise ctx.error(f"Argument shapes are inconsistent ({shape_str(sa)} and {shape_str(sb)}; PDPD axis {axis})")
+                raise ctx.error(
+                    f"Argument shapes are inconsistent ({shape_str(sa)} and {shape_str(sb)}; PDPD axis {axis})"
+                )
         shape = sa
         tail = list(range(start + rb, ra))
         if len(sb) != rb:  # drop the ignored trailing ones first
@@ -205,8 +209,6 @@ def negative(ctx: OpContext) -> list[TensorType]:
         ctx.require_onnx(t.elem_type, "Neg")
         ctx.emit("Neg", ctx.inputs, ctx.out())
     return [t]
-
-
 
 
 @register("Relu")

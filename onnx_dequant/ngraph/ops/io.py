@@ -55,7 +55,9 @@ FOUR_BIT_OPSET = 21
 def _element_type(ctx: OpContext, holder: dict[str, Any]) -> dtypes.DType:
     dt = ctx.parse_type(holder["element_type"], "element_type")
     if dt.bits < 8 and ctx.b.opset < FOUR_BIT_OPSET:
-        raise ctx.error(f"{ctx.op.op} of type {dt} needs opset {FOUR_BIT_OPSET} or later (ONNX has 4-bit tensors from there)")
+        raise ctx.error(
+            f"{ctx.op.op} of type {dt} needs opset {FOUR_BIT_OPSET} or later (ONNX has 4-bit tensors from there)"
+        )
     return dt
 
 
@@ -124,7 +126,9 @@ def _parse_strings(ctx: OpContext, values: list[Any], dt: dtypes.DType) -> np.nd
         try:
             _convert([s], dt)
         except OverflowError:
-            raise ctx.error(f"Constant value #{k} '{s!s:.40}' is out of the range of {dt} [{dt.min}, {dt.max}]") from None
+            raise ctx.error(
+                f"Constant value #{k} '{s!s:.40}' is out of the range of {dt} [{dt.min}, {dt.max}]"
+            ) from None
         except ValueError:
             raise ctx.error(f"Constant value #{k} '{s!s:.40}' does not parse as {dt}") from None
     raise ctx.error(f"Constant values do not parse as {dt}")
@@ -148,7 +152,9 @@ def parse_values(ctx: OpContext, dt: dtypes.DType, shape: tuple[int, ...]) -> tu
 
 
 _DIRECT = {
-    t.ctype: t for t in dtypes.TABLE if t.name in ("f32", "f64") or (_NUMPY2 and t.bits >= 8 and t.kind in ("quantized", "integer"))
+    t.ctype: t
+    for t in dtypes.TABLE
+    if t.name in ("f32", "f64") or (_NUMPY2 and t.bits >= 8 and t.kind in ("quantized", "integer"))
 }
 """Element types whose values NumPy parses straight into the type, range-checked (the fast path)."""
 

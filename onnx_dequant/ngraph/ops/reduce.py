@@ -68,7 +68,11 @@ def softmax(ctx: OpContext) -> list[TensorType]:
     else:
         ctx.require_onnx(t.elem_type, "ReduceMax", "Exp", "ReduceSum")
         ax = ctx.int64s(axes)
-        m = ctx.emit("ReduceMax", [x, ax], keepdims=1) if ctx.b.opset >= 18 else ctx.emit("ReduceMax", [x], keepdims=1, axes=list(axes))
+        m = (
+            ctx.emit("ReduceMax", [x, ax], keepdims=1)
+            if ctx.b.opset >= 18
+            else ctx.emit("ReduceMax", [x], keepdims=1, axes=list(axes))
+        )
         e = ctx.emit("Exp", [ctx.emit("Sub", [x, m])])
         s = ctx.emit("ReduceSum", [e, ax], keepdims=1)
         ctx.emit("Div", [e, s], ctx.out())

@@ -10,7 +10,9 @@ from . import register
 def _reshape_node(ctx: OpContext, x: str, shape: list[int], out: str) -> None:
     if 0 in shape:
         if ctx.b.opset < 14:
-            raise ctx.error(f"reshaping to a shape with a zero dimension {shape_str(tuple(shape))} needs opset 14 or later")
+            raise ctx.error(
+                f"reshaping to a shape with a zero dimension {shape_str(tuple(shape))} needs opset 14 or later"
+            )
         ctx.emit("Reshape", [x, ctx.int64s(shape)], out, allowzero=1)
     else:
         ctx.emit("Reshape", [x, ctx.int64s(shape)], out)
@@ -61,7 +63,9 @@ def broadcast(ctx: OpContext) -> list[TensorType]:
     axes = ctx.attr_axes("axes")
     bad = next((a for a in axes if a >= len(shape)), None)
     if bad is not None:
-        raise ctx.error(f"Broadcast axis index ({bad}) exceeds specified output shape rank (shape: {shape_str(tuple(shape))})")
+        raise ctx.error(
+            f"Broadcast axis index ({bad}) exceeds specified output shape rank (shape: {shape_str(tuple(shape))})"
+        )
     kept = [d for i, d in enumerate(shape) if i not in axes]
     compatible = t.shape is None or (
         len(t.shape) == len(kept) and all(not isinstance(a, int) or a == b for a, b in zip(t.shape, kept))
@@ -69,7 +73,7 @@ def broadcast(ctx: OpContext) -> list[TensorType]:
     if not compatible:
         raise ctx.error(
             f"Broadcast argument shape, specified output shape, and axes are incompatible "
-            f"(argument shape: {shape_str(t.shape)}, output shape: {shape_str(tuple(shape))}, broadcast axes: {list(axes)})"
+            f"(argument shape: {shape_str(t.shape)}, output shape: {shape_str(tuple(shape))}, broadcast axes: {list(axes)})"  # noqa: E501  (nGraph's message, whole so it can be searched)
         )
     x = ctx.inputs[0]
     if not axes:
@@ -108,7 +112,7 @@ def concat(ctx: OpContext) -> list[TensorType]:
             elif isinstance(d, int) and isinstance(out[k], int) and d != out[k]:
                 raise ctx.error(
                     f"Argument shapes are inconsistent; they must have the same rank, and must have equal dimension "
-                    f"everywhere except on the concatenation axis (axis {axis}; {shape_str(t0.shape)} and {shape_str(s)})"
+                    f"everywhere except on the concatenation axis (axis {axis}; {shape_str(t0.shape)} and {shape_str(s)})"  # noqa: E501  (nGraph's message, whole so it can be searched)
                 )
             elif not isinstance(out[k], int):
                 out[k] = d
@@ -132,10 +136,12 @@ def slice_(ctx: OpContext) -> list[TensorType]:
         if st < 1:
             raise ctx.error(f"Strides distance for axis {i} must be positive, got {st}")
         if lo > hi:
-            raise ctx.error(f"Lower bound for slice is greater than upper bound at axis {i} (lower bounds: {lower}, upper bounds: {upper})")
+            raise ctx.error(
+                f"Lower bound for slice is greater than upper bound at axis {i} (lower bounds: {lower}, upper bounds: {upper})"  # noqa: E501  (nGraph's message, whole so it can be searched)
+            )
         if isinstance(d, int) and hi > d:
             raise ctx.error(
-                f"Upper bound for slice at axis {i} is out of range (upper bounds: {upper}, argument shape: {shape_str(t.shape)})"
+                f"Upper bound for slice at axis {i} is out of range (upper bounds: {upper}, argument shape: {shape_str(t.shape)})"  # noqa: E501  (nGraph's message, whole so it can be searched)
             )
         out.append(-(-(hi - lo) // st))
         if not (lo == 0 and st == 1 and isinstance(d, int) and hi == d):
@@ -149,6 +155,8 @@ def slice_(ctx: OpContext) -> list[TensorType]:
     else:
         ctx.require_onnx(t.elem_type, "Slice")
         ctx.emit(
-            "Slice", [ctx.inputs[0], ctx.int64s(starts), ctx.int64s(ends), ctx.int64s(axes), ctx.int64s(steps)], ctx.out()
+            "Slice",
+            [ctx.inputs[0], ctx.int64s(starts), ctx.int64s(ends), ctx.int64s(axes), ctx.int64s(steps)],
+            ctx.out(),
         )
     return [TensorType(t.elem_type, tuple(out))]
