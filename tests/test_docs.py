@@ -22,8 +22,8 @@ def test_quick_start_is_two_commands_and_ci_runs_the_same_tests():
     assert "onnx-dequant validate models/" in main_job
     sample = re.search(r"(models/\S+)", main_job).group(1)
     assert (ROOT / sample).is_file()
-    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
-    assert ci[-1] == tests
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert tests in ci  # CI runs the README's own test command
 
 
 def test_readme_op_table_is_the_importers():

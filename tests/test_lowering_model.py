@@ -171,7 +171,7 @@ def test_low_model_opset_needs_explicit_opset():
 
 
 def test_ort_int8_reshape_bug_avoided():
-    """DESIGN 4: an int8 per-tensor DQL with a zero point before Reshape breaks ORT 1.32 at opset 21+."""
+    """docs/ort-facts.md: an int8 per-tensor DQL with a zero point before Reshape breaks ORT 1.32 at opset 21+."""
     x, s, z = random_case(RNG, (4, 6), (), "i8", "f32")
     z[...] = 3
     m = one_node_model(x, s, z, (), opset=21, consumer="Reshape")

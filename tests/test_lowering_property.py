@@ -1,4 +1,4 @@
-"""Property test: ORT on the lowered model equals the reference bit for bit (ULPs where DESIGN allows),
+"""Property test: ORT on the lowered model equals the reference bit for bit (ULPs where docs/precision.md allows),
 over ranks 0-6, random axes, every type pair, opsets 13/19/21/25, constant or fed scale/zero point,
 static or symbolic shapes, targets ort/portable, the node's output as graph output or fed on, and the
 Scan-chunked form on slices of any size (its size window lifted)."""
@@ -27,7 +27,7 @@ REAL = [t.name for t in dtypes.REAL]
 
 
 def allowed_ulps(qt: str, rt: str) -> int:
-    """DESIGN 2: exact for 8/16-bit -> f32/f64 and 8-bit -> f16/bf16; 1 ULP where ORT rounds twice."""
+    """docs/precision.md: exact for 8/16-bit -> f32/f64 and 8-bit -> f16/bf16; 1 ULP where ORT rounds twice."""
     q = dtypes.parse(qt)
     if rt in ("f16", "bf16") and q.bits >= 16:
         return 1

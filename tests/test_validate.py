@@ -562,7 +562,7 @@ def test_report_json_and_text():
     text = report.to_text()
     assert "max ULP" in text and "against/default" in text and "DISAGREE" in text
     # the policy is explicit: every output's budget and where it comes from, once
-    assert "allowed, per output (DESIGN section 2: 0 ULP where ONNX Runtime can be exact" in text
+    assert "allowed, per output (docs/precision.md: 0 ULP where ONNX Runtime can be exact" in text
     assert "  y  0 ULP: Add 'add': rounds once, as the reference does, on exact tensors" in text
     assert out["why"] == "Add 'add': rounds once, as the reference does, on exact tensors"
     assert "one budget: 2 ULP" in validate(m, policy=Policy(ulp=2)).to_text()

@@ -46,7 +46,7 @@ PROPAGATING_OPS = frozenset(
         "Identity",
     }
 )
-"""Ops through which ORT's QDQ propagation moves a DequantizeLinear (DESIGN 4, the ORT 1.32 bug)."""
+"""Ops through which ORT's QDQ propagation moves a DequantizeLinear (the ORT 1.32 bug in docs/ort-facts.md)."""
 
 
 @dataclass

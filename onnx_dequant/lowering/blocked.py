@@ -13,7 +13,7 @@ __all__ = ["Blocked"]
 
 class Blocked(DQLStrategy):
     name = "dql-blocked"
-    portable = False  # other runtimes read blocked DQL only partly (DESIGN 4)
+    portable = False  # other runtimes read blocked DQL only partly (docs/ort-facts.md)
 
     def layouts(self, info: NodeInfo) -> list[Layout]:
         """Every whole-axis-block layout of the node whose block size is known."""

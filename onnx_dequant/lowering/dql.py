@@ -63,7 +63,7 @@ class Layout:
 
 def ort_bug_reason(info: NodeInfo, scale_elements: int, reshape_after: bool = False) -> str | None:
     """ORT 1.32 fails to load an int8 per-tensor DQL with a zero point followed by Reshape & co. at opset
-    21+ (QDQ propagation, DESIGN 4): the reason to avoid a form, or None."""
+    21+ (QDQ propagation, docs/ort-facts.md): the reason to avoid a form, or None."""
     if info.opset < 21 or info.in_type.name != "i8" or not info.has_zp:
         return None
     if scale_elements != 1:

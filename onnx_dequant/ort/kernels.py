@@ -1,6 +1,6 @@
 """The Python kernels: one onnxruntime-extensions op per (input type, output type, zero point or not).
 
-onnxruntime-extensions 0.15 Python ops have sharp edges (DESIGN section 5), and this module is where
+onnxruntime-extensions 0.15 Python ops have sharp edges (docs/ort-facts.md), and this module is where
 they are handled:
 
 - The extension cannot tell two kernels of one op name apart by output type, so each type pair gets

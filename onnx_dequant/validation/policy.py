@@ -1,4 +1,4 @@
-"""How far each tensor may be from the reference: the precision policy of DESIGN section 2, per tensor.
+"""How far each tensor may be from the reference: the precision policy of docs/precision.md, per tensor.
 
 Each tensor of the main graph gets a ``Tolerance`` from the nodes that compute it, in graph order:
 
@@ -7,7 +7,7 @@ Each tensor of the main graph gets a ``Tolerance`` from the nodes that compute i
   values (Reshape, Transpose, Slice, Concat, Gather, Relu, Max, Where, Floor, Cast, ...), correctly
   rounded arithmetic (Add, Sub, Mul, Div, Sqrt, QuantizeLinear), and integer or boolean results.
 - **A Dequantize** (ours, or a standard 8/16-bit DequantizeLinear) of exact tensors: ``exact_ulp`` (0)
-  where DESIGN section 2 says exactness is achievable, ``rounded_ulp`` (1) where ONNX Runtime must round
+  where docs/precision.md says exactness is achievable, ``rounded_ulp`` (1) where ONNX Runtime must round
   twice (16-bit input to f16/bf16 output).
 - **Moving, selecting and widening** an inexact tensor keeps its budget; a widening Cast keeps counting
   ULPs of the narrower type (``Tolerance.unit``), a narrowing one allows what is left after rounding.
@@ -105,7 +105,7 @@ ALWAYS_EXACT = frozenset({"Shape", "Size", "Constant", "ConstantOfShape", "EyeLi
 class Policy:
     """The allowed distance from the reference, in ULP (units in the last place of the output type).
 
-    ``exact_ulp`` where DESIGN section 2 says ONNX Runtime can be bit-identical (default 0);
+    ``exact_ulp`` where docs/precision.md says ONNX Runtime can be bit-identical (default 0);
     ``rounded_ulp`` where it must round twice, 16-bit input to f16/bf16 output (default 1);
     ``float_ulp`` for tensors other float arithmetic computes (default 64, see ``docs/validation.md``);
     ``ulp``, when given, replaces all three (one budget for every computed real tensor).
@@ -157,7 +157,7 @@ def mantissa_bits(t: dtypes.DType) -> int:
 
 
 def dequantize_ulp(x: dtypes.DType, out: dtypes.DType) -> tuple[bool, str]:
-    """Whether exactness is achievable for input type ``x`` and output type ``out``, and why (DESIGN 2)."""
+    """Whether exactness is achievable for input type ``x`` and output type ``out``, and why (docs/precision.md)."""
     if x.name == "i32":
         return True, "i32: the exact lowering subtracts without wrapping and rounds once"
     if out.name in ("f32", "f64") or x.bits + 1 + mantissa_bits(out) <= 24:

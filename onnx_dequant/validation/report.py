@@ -150,7 +150,7 @@ class Report:
         if p.get("ulp") is not None:
             return f"one budget: {p['ulp']} ULP for every computed real tensor"
         return (
-            f"DESIGN section 2: {p.get('exact_ulp', 0)} ULP where ONNX Runtime can be exact, "
+            f"docs/precision.md: {p.get('exact_ulp', 0)} ULP where ONNX Runtime can be exact, "
             f"{p.get('rounded_ulp', 1)} where it rounds twice, {p.get('float_ulp', 64)} after other float "
             "arithmetic; NaN equals NaN"
         )

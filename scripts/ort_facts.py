@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Checks, on the installed versions, each dependency fact that onnx_dequant works around.
+
+Prints one line per fact: `holds` (the behaviour docs/ort-facts.md describes, as measured), or `changed`
+(a newer release behaves otherwise; the project's results stay exact either way, but a workaround may no
+longer be needed). `--json` prints the same for programs. Exit 0 always: a changed fact is news, not a failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as TP
+from onnx import helper
+
+FACTS = []
+
+
+def fact(fn):
+    FACTS.append(fn)
+    return fn
+
+
+def _session(model: onnx.ModelProto, level=ort.GraphOptimizationLevel.ORT_ENABLE_ALL, **config):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = level
+    so.log_severity_level = 4
+    for k, v in config.items():
+        so.add_session_config_entry(k, v)
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=21):
+    g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _vi(name, t, shape):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+@fact
+def dql_28_has_no_kernel():
+    """ONNX Runtime has no kernel for DequantizeLinear-28 (onnx 1.23's default opset)."""
+    m = _model(
+        [helper.make_node("DequantizeLinear", ["x", "s"], ["y"])],
+        [_vi("x", TP.INT8, [4])],
+        [_vi("y", TP.FLOAT, [4])],
+        [helper.make_tensor("s", TP.FLOAT, [], [0.5])],
+        opset=28,
+    )
+    try:
+        _session(m)
+    except Exception:
+        return True
+    return False
+
+
+@fact
+def int8_dql_then_reshape_fails_at_opset_21():
+    """At opsets 21+, an int8 per-tensor DQL with a zero point, then Reshape, fails to load at the default level."""
+    m = _model(
+        [
+            helper.make_node("DequantizeLinear", ["x", "s", "z"], ["d"]),
+            helper.make_node("Reshape", ["d", "shape"], ["y"]),
+        ],
+        [_vi("x", TP.INT8, [4, 6])],
+        [_vi("y", TP.FLOAT, [24])],
+        [
+            helper.make_tensor("s", TP.FLOAT, [], [0.5]),
+            helper.make_tensor("z", TP.INT8, [], [3]),
+            helper.make_tensor("shape", TP.INT64, [1], [24]),
+        ],
+    )
+    try:
+        _session(m)
+    except Exception:
+        return True
+    return False
+
+
+@fact
+def int8_dql_without_zero_point_then_reshape_is_wrong_at_opset_13():
+    """At opsets 13-20, an int8 DQL with a one-element scale and no zero point, then Reshape, clamps negatives to 0."""
+    m = _model(
+        [
+            helper.make_node("DequantizeLinear", ["x", "s"], ["d"]),
+            helper.make_node("Reshape", ["d", "shape"], ["y"]),
+        ],
+        [_vi("x", TP.INT8, [4])],
+        [_vi("y", TP.FLOAT, [4])],
+        [helper.make_tensor("s", TP.FLOAT, [], [0.5]), helper.make_tensor("shape", TP.INT64, [1], [4])],
+        opset=13,
+    )
+    (y,) = _session(m).run(None, {"x": np.array([-4, -1, 0, 3], np.int8)})
+    return bool(y[0] != -2.0)
+
+
+@fact
+def int32_dql_wraps():
+    """ORT's int32 DequantizeLinear subtracts in int32 and wraps: (2^31-1) - (-2^31) gives -1."""
+    m = _model(
+        [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"])],
+        [_vi("x", TP.INT32, [1])],
+        [_vi("y", TP.FLOAT, [1])],
+        [helper.make_tensor("s", TP.FLOAT, [], [1.0]), helper.make_tensor("z", TP.INT32, [], [-(2**31)])],
+    )
+    (y,) = _session(m).run(None, {"x": np.array([2**31 - 1], np.int32)})
+    return bool(y[0] == -1.0)
+
+
+@fact
+def cast_f64_to_f16_rounds_twice():
+    """ORT's Cast float64 -> float16 goes through float32 (two roundings)."""
+    m = _model(
+        [helper.make_node("Cast", ["x"], ["y"], to=TP.FLOAT16)], [_vi("x", TP.DOUBLE, [1])], [_vi("y", TP.FLOAT16, [1])]
+    )
+    value = 1.0 + 2.0**-11 + 2.0**-40  # just above an f16 tie; f32 rounds it onto the tie, which then goes even
+    (y,) = _session(m).run(None, {"x": np.array([value])})
+    return bool(float(y[0]) == 1.0)
+
+
+@fact
+def where_loses_negative_zero():
+    """ORT's Where returns +0 when it selects -0 (onnxruntime #32191)."""
+    m = _model(
+        [helper.make_node("Where", ["c", "a", "b"], ["y"])],
+        [_vi("c", TP.BOOL, [1]), _vi("a", TP.FLOAT, [1]), _vi("b", TP.FLOAT, [1])],
+        [_vi("y", TP.FLOAT, [1])],
+    )
+    (y,) = _session(m).run(
+        None, {"c": np.array([True]), "a": np.array([-0.0], np.float32), "b": np.array([1.0], np.float32)}
+    )
+    return not bool(np.signbit(y[0]))
+
+
+@fact
+def no_int4_reshape():
+    """ORT has no Reshape kernel for int4."""
+    m = _model(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        [],
+        [_vi("y", TP.INT4, [4])],
+        [
+            helper.make_tensor("x", TP.INT4, [2, 2], [1, -2, 3, -4]),
+            helper.make_tensor("shape", TP.INT64, [1], [4]),
+        ],
+    )
+    try:
+        _session(m, ort.GraphOptimizationLevel.ORT_DISABLE_ALL).run(None, {})
+    except Exception:
+        return True
+    return False
+
+
+@fact
+def matmulnbits_fusion_is_lossy():
+    """ORT fuses a constant int8 DQL -> MatMul into MatMulNBits, which by default quantizes activations to int8."""
+    rng = np.random.default_rng(0)
+    k, n = 64, 32
+    w = rng.integers(-128, 128, (k, n), dtype=np.int8)
+    s = rng.uniform(0.01, 0.02, n).astype(np.float32)
+    m = _model(
+        [
+            helper.make_node("DequantizeLinear", ["w", "s"], ["wf"], axis=1),
+            helper.make_node("MatMul", ["a", "wf"], ["y"]),
+        ],
+        [_vi("a", TP.FLOAT, [4, k])],
+        [_vi("y", TP.FLOAT, [4, n])],
+        [onnx.numpy_helper.from_array(w, "w"), onnx.numpy_helper.from_array(s, "s")],
+    )
+    a = rng.standard_normal((4, k)).astype(np.float32)
+    (fused,) = _session(m).run(None, {"a": a})
+    (plain,) = _session(m, ort.GraphOptimizationLevel.ORT_DISABLE_ALL).run(None, {"a": a})
+    return bool(np.abs(fused - plain).max() > 1e-4 * np.abs(plain).max())
+
+
+@fact
+def reference_evaluator_lacks_early_dql():
+    """onnx's ReferenceEvaluator has DequantizeLinear kernels only from version 19."""
+    from onnx.reference import ReferenceEvaluator
+
+    m = _model(
+        [helper.make_node("DequantizeLinear", ["x", "s"], ["y"])],
+        [_vi("x", TP.INT8, [2])],
+        [_vi("y", TP.FLOAT, [2])],
+        [helper.make_tensor("s", TP.FLOAT, [], [0.5])],
+        opset=17,
+    )
+    try:
+        ReferenceEvaluator(m).run(None, {"x": np.array([1, 2], np.int8)})
+    except Exception:
+        return True
+    return False
+
+
+@fact
+def ml_dtypes_f64_to_bf16_rounds_twice():
+    """ml_dtypes casts float64 -> bf16 through float32 (two roundings); 0.7 rounds once."""
+    value = np.array([2.0**25 + 2.0**17 + 1])
+    return bool(float(value.astype(ml_dtypes.bfloat16)[0]) == 2.0**25)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--json", action="store_true", help="print JSON")
+    args = p.parse_args(argv)
+    versions = {
+        "onnx": onnx.__version__,
+        "onnxruntime": ort.__version__,
+        "ml_dtypes": ml_dtypes.__version__,
+        "numpy": np.__version__,
+    }
+    results = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for fn in FACTS:
+            try:
+                holds = fn()
+                results.append({"fact": fn.__name__, "holds": holds, "what": fn.__doc__})
+            except Exception as e:  # a fact that cannot be checked here is reported, not fatal
+                results.append({"fact": fn.__name__, "holds": None, "what": fn.__doc__, "error": str(e)[:200]})
+    if args.json:
+        json.dump({"versions": versions, "facts": results}, sys.stdout, indent=2)
+        print()
+    else:
+        print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+        for r in results:
+            state = {True: "holds", False: "changed", None: "unknown"}[r["holds"]]
+            print(f"{state:8} {r['fact']}: {r['what']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
