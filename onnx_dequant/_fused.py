@@ -1,10 +1,21 @@
 """The reference's fused loop, compiled with Numba when it is installed (``pip install onnx-dequant[fast]``).
 
 One pass over a flat element range computes ``(x - z) * s`` in the work precision (``x`` and ``z`` in
-their integer type, ``s`` in the work type), the same operations
-in the same order as the NumPy path, so the bits are the same. The input is seen as rows of ``W``
-contiguous elements (the innermost merged run of dims); the scale offset of each row comes from an
-odometer over the outer merged dims, so no index array is ever materialized.
+their integer type, ``s`` converted to the work type), the same operations in the same order as the NumPy path,
+so the bits are the same (no zero point: ``x * s``, the same bits as ``(x - 0) * s``). The loop order
+comes from the layout (see ``reference._layout``): the input is seen as outer dims over a *tile*, the
+innermost merged dims whose elements are contiguous.
+
+- Wide rows (the tile is one row of ``width`` elements): a contiguous inner loop, the scale either one
+  value for the row or a contiguous run beside it; an odometer over the outer dims gives each row's
+  scale offset.
+- Narrow rows: the tile is the last few merged dims (up to a few thousand elements) and ``pattern``
+  holds each tile element's scale offset within the tile. The tile's scale (and zero point) values
+  are gathered into a small buffer when the tile's scale offset changes (once for the whole input
+  when the scale repeats, as a per-channel scale over narrow rows does), so the inner loop is
+  contiguous over the whole tile and the odometer steps once per tile instead of once per row.
+
+No index array of the input's size is ever materialized.
 """
 
 from __future__ import annotations
@@ -37,38 +48,75 @@ def _make(work: type) -> Callable[..., None]:
     numba = _NUMBA
 
     @numba.njit(nogil=True, cache=True, boundscheck=False)
-    def fused(x, z, s, out, e0, e1, width, inner_varies, dims, strides):  # pragma: no cover - compiled
+    def fused(x, z, s, out, e0, e1, tile, pattern, inner_varies, has_z, dims, strides):  # pragma: no cover
+        """``out[0 : e1 - e0] = (x[e] - z[j]) * s[j]`` for the flat elements ``e0 <= e < e1``.
+
+        ``tile``: elements per innermost unit; ``pattern`` (length ``tile``, or empty for one row)
+        the scale offset of each tile element; otherwise ``inner_varies`` says whether the scale runs
+        along the row. ``dims``/``strides``: the outer dims and their scale strides.
+        """
         m = dims.shape[0]
-        row = e0 // width
-        col = e0 - row * width
+        unit = e0 // tile
+        col = e0 - unit * tile
         idx = np.zeros(max(m, 1), np.int64)
-        rem = row
+        rem = unit
         off = 0
         for k in range(m - 1, -1, -1):
             idx[k] = rem % dims[k]
             rem //= dims[k]
             off += idx[k] * strides[k]
+        gathered = pattern.shape[0] > 0
+        sb = np.empty(pattern.shape[0], work)
+        zb = np.empty(pattern.shape[0] if has_z else 0, work)
+        cached = -1
         e = e0
-        o = 0
         while e < e1:
-            n = min(width - col, e1 - e)
-            xr = x[e : e + n]
-            orow = out[o : o + n]
-            if inner_varies:
-                zr = z[off + col : off + col + n]
+            n = min(tile - col, e1 - e)
+            xr = x[e : e + n]  # slices from 0: the loops' indexes are known non-negative (no wraparound)
+            orow = out[e - e0 : e - e0 + n]
+            if gathered:
+                if off != cached:  # the tile's scale (and zero point) values, in the work type
+                    sr = s[off:]
+                    if has_z:
+                        zr = z[off:]
+                        for i in range(tile):
+                            j = pattern[i]  # unsigned offsets: no wraparound
+                            sb[i] = work(sr[j])
+                            zb[i] = work(zr[j])
+                    else:
+                        for i in range(tile):
+                            sb[i] = work(sr[pattern[i]])
+                    cached = off
+                st = sb[col : col + n]
+                if has_z:
+                    zt = zb[col : col + n]
+                    for i in range(n):
+                        orow[i] = (work(xr[i]) - zt[i]) * st[i]
+                else:
+                    for i in range(n):
+                        orow[i] = work(xr[i]) * st[i]
+            elif inner_varies:
                 sr = s[off + col : off + col + n]
-                for i in range(n):
-                    orow[i] = (work(xr[i]) - work(zr[i])) * sr[i]
+                if has_z:
+                    zr = z[off + col : off + col + n]
+                    for i in range(n):
+                        orow[i] = (work(xr[i]) - work(zr[i])) * work(sr[i])
+                else:
+                    for i in range(n):
+                        orow[i] = work(xr[i]) * work(sr[i])
             else:
-                zv = work(z[off])
-                sv = s[off]
-                for i in range(n):
-                    orow[i] = (work(xr[i]) - zv) * sv
+                sv = work(s[off])
+                if has_z:
+                    zv = work(z[off])
+                    for i in range(n):
+                        orow[i] = (work(xr[i]) - zv) * sv
+                else:
+                    for i in range(n):
+                        orow[i] = work(xr[i]) * sv
             e += n
-            o += n
             col = 0
             k = m - 1
-            while k >= 0:  # next row: advance the odometer
+            while k >= 0:  # next unit: advance the odometer
                 idx[k] += 1
                 off += strides[k]
                 if idx[k] < dims[k]:

@@ -143,12 +143,15 @@ def dequantize(
         return out
     if x.size >= FUSED_MIN_ELEMENTS and _fused.available():
         x_flat = np.ascontiguousarray(x).reshape(-1)
-        z_flat = np.zeros(s.size, x.dtype) if z is None else np.ascontiguousarray(zp).reshape(-1)
+        has_z = z is not None
+        z_flat = np.ascontiguousarray(zp).reshape(-1) if has_z else np.zeros(1, x.dtype)
         if in_t.bits < 8:  # ml_dtypes keeps one 4-bit value per byte, int4 without sign extension
             x_flat, z_flat = (a.astype(np.int8) if in_t.signed else a.view(np.uint8) for a in (x_flat, z_flat))
-        layout, s_flat, z_flat = _widen_rows(_layout(x.shape, axes_t), np.ascontiguousarray(s).reshape(-1), z_flat)
+        # the loop reads an f32/f64 scale in its own type (no converted copy); f16/bf16 are converted
+        s_flat = np.ascontiguousarray(scale if scale.dtype in (_F32, _F64) else s).reshape(-1)
+        plan = _tile(_layout(x.shape, axes_t))
         ranges = [(e, min(e + BLOCK_ELEMENTS, x.size)) for e in range(0, x.size, BLOCK_ELEMENTS)]
-        _parallel(_run_fused, ranges, x_flat, z_flat, s_flat, out.reshape(-1), work, layout)
+        _parallel(_run_fused, ranges, x_flat, z_flat, s_flat, out.reshape(-1), work, plan, has_z)
     else:
         _parallel(_run_blocks, list(_blocks(x.shape)), x, s, z, out, work, bshape)
     return out
@@ -193,35 +196,45 @@ def _layout(shape: tuple[int, ...], axes: tuple[int, ...]) -> Layout:
     return dims, np.array(strides[:-1], np.int64), int(width), bool(inner_varies)
 
 
-ROW_MIN = 256
-"""Rows narrower than this, whose scale varies along them, are widened (see ``_widen_rows``)."""
-ROW_TARGET = 4096
-TILE_BUDGET = 1 << 20
-"""The most scale elements that widening may create."""
+ROW_MIN = 128
+"""Rows at least this wide run as contiguous rows; narrower ones are gathered in tiles (``_tile``)."""
+TILE_MAX = 4096
+"""The most elements in a gathered tile (its scale-offset pattern stays in the L1 cache)."""
 
 Layout = tuple[np.ndarray, np.ndarray, int, bool]
+Plan = tuple[np.ndarray, np.ndarray, int, np.ndarray, bool]
+"""(outer dims, their scale strides, tile elements, tile pattern or empty, the scale runs along rows)."""
 
 
-def _widen_rows(layout: Layout, s: np.ndarray, z: np.ndarray) -> tuple[Layout, np.ndarray, np.ndarray]:
-    """Join ``k`` narrow rows that share one scale run into one row, tiling the scale ``k`` times.
+def _tile(layout: Layout) -> Plan:
+    """The loop order for ``layout``: wide rows as they are; narrow rows joined with the innermost outer
+    dims (split where one is too large) into a tile of at most ``TILE_MAX`` elements, each element's
+    scale offset in the tile's pattern.
 
-    Each row costs the fused loop a fixed overhead, so a per-channel scale on a short last axis
-    (NHWC with 3 channels) would otherwise run at a few elements per overhead.
+    A row costs the loop a fixed overhead (advancing the odometer), so narrow rows (per-row scales
+    over 8 columns, a per-channel scale on 3 channels, a tiny axis under a huge one) would otherwise
+    run at a few elements per overhead.
     """
     dims, strides, width, inner_varies = layout
-    if not inner_varies or width >= ROW_MIN or not len(dims) or strides[-1] != 0:
-        return layout, s, z
-    rows = int(dims[-1])  # consecutive rows over a non-axis dim: the same scale run
-    k = next(d for d in range(min(rows, ROW_TARGET // width), 0, -1) if rows % d == 0)
-    if k == 1 or s.size * k > TILE_BUDGET:
-        return layout, s, z
-
-    def tile(a: np.ndarray) -> np.ndarray:
-        return np.repeat(a.reshape(-1, 1, width), k, axis=1).reshape(-1)
-
-    dims = dims.copy()
-    dims[-1] = rows // k
-    return (dims, strides * k, width * k, True), tile(s), tile(z)
+    none = np.zeros(0, np.uint32)
+    if width >= ROW_MIN or not len(dims):
+        return dims, strides, width, none, inner_varies
+    dims, strides = list(dims), list(strides)
+    pattern = np.arange(width, dtype=np.int64) if inner_varies else np.zeros(width, np.int64)
+    while dims and len(pattern) < TILE_MAX:
+        d, st = int(dims[-1]), int(strides[-1])
+        room = TILE_MAX // len(pattern)
+        f = d if d <= room else next(k for k in range(room, 0, -1) if d % k == 0)
+        if f == 1:
+            break
+        pattern = (np.arange(f, dtype=np.int64)[:, None] * st + pattern[None, :]).reshape(-1)
+        if f == d:
+            dims.pop()
+            strides.pop()
+        else:
+            dims[-1], strides[-1] = d // f, st * f
+    dims_a, strides_a = np.array(dims, np.int64), np.array(strides, np.int64)
+    return dims_a, strides_a, len(pattern), pattern.astype(np.uint32), inner_varies
 
 
 def _run_fused(
@@ -231,21 +244,21 @@ def _run_fused(
     s: np.ndarray,
     out: np.ndarray,
     work: np.dtype,
-    layout: Layout,
+    plan: Plan,
+    has_z: bool,
 ) -> None:
     """The fused loop over flat element ranges; results not in ``work`` precision are rounded per block."""
     fused = _fused.kernel(work)
-    dims, strides, width, inner_varies = layout
+    dims, strides, tile, pattern, inner_varies = plan
     if out.dtype == work:
-        fused(
-            x, z, s, out[ranges[0][0] : ranges[-1][1]], ranges[0][0], ranges[-1][1], width, inner_varies, dims, strides
-        )
+        e0, e1 = ranges[0][0], ranges[-1][1]
+        fused(x, z, s, out[e0:e1], e0, e1, tile, pattern, inner_varies, has_z, dims, strides)
         return
     tmp = np.empty(BLOCK_ELEMENTS, work)
     with np.errstate(all="ignore"):
         for e0, e1 in ranges:
             wb = tmp[: e1 - e0]
-            fused(x, z, s, wb, e0, e1, width, inner_varies, dims, strides)
+            fused(x, z, s, wb, e0, e1, tile, pattern, inner_varies, has_z, dims, strides)
             if out.dtype == _BF16 and work == _F64:
                 round_f64_to_bf16(wb, out[e0:e1])
             else:

@@ -188,6 +188,59 @@ def test_blocked_and_threaded_paths(monkeypatch, kind, shape, axes):
         assert same_bits(got[flat], np.float64(round_to(exact, "bf16")).astype(ml_dtypes.bfloat16))
 
 
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("tile_max", [64, 4096])
+@pytest.mark.parametrize(
+    "shape,axes",
+    [
+        ((4096, 4, 4), (0, 2)),  # a tiny axis under a huge one: a new scale run every tile
+        ((2048, 8), (0,)),  # per-row scales over narrow rows (a split outer dim)
+        ((1031, 3), (1,)),  # a prime outer dim: no split, one row per tile
+        ((512, 4), (1,)),  # per-channel on a narrow last axis: the scale repeats across tiles
+        ((6, 16, 24, 40), (1, 3)),
+        ((3, 100, 130), (0, 1)),  # wide rows (no tile)
+        ((64, 64), (0, 1)),  # a scale as large as the input
+        ((5, 7, 9, 11), (0, 2)),
+    ],
+)
+@pytest.mark.parametrize("zero_point", [True, False])
+def test_fused_tiles(monkeypatch, tile_max, shape, axes, zero_point):
+    """Every loop order the fused loop picks from the layout gives the NumPy loop's bits, for f32 work
+    (i8 -> f32), f64 work with an f32 scale read as it is (i32 -> f32) and f64 output."""
+    monkeypatch.setattr(reference, "TILE_MAX", tile_max)
+    monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)  # ranges start in the middle of tiles
+    monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
+    rng = np.random.default_rng(1)
+    sshape = tuple(shape[a] for a in axes)
+    for in_t, out_t in ((np.int8, np.float32), (np.int32, np.float32), (np.uint16, np.float64)):
+        info = np.iinfo(in_t)
+        x = rng.integers(info.min, info.max, shape, dtype=np.int64).astype(in_t)
+        scale = rng.standard_normal(sshape).astype(out_t)
+        zp = rng.integers(info.min, info.max, sshape, dtype=np.int64).astype(in_t) if zero_point else None
+        with loop_kind("numpy"):
+            want = odq.dequantize(x, scale, zp, axes=axes)
+        with loop_kind("fused"):
+            got = odq.dequantize(x, scale, zp, axes=axes)
+        assert same_bits(got, want), (in_t, out_t)
+
+
+def test_tile_plans():
+    """Narrow rows are joined into tiles (outer dims split where one is too large); wide rows are not."""
+    lay = reference._layout((1 << 20, 8), (0,))
+    dims, strides, tile, pattern, varies = reference._tile(lay)
+    assert tile == reference.TILE_MAX and not varies
+    assert dims.tolist() == [(1 << 20) * 8 // tile] and strides.tolist() == [tile // 8]
+    assert pattern.tolist()[:17] == [0] * 8 + [1] * 8 + [2]
+    dims, strides, tile, pattern, varies = reference._tile(reference._layout((1 << 20, 4), (1,)))
+    assert strides.tolist() == [0] and pattern.tolist()[:6] == [0, 1, 2, 3, 0, 1] and varies
+    dims, strides, tile, pattern, _ = reference._tile(reference._layout((4099, 3), (1,)))
+    assert tile == 3 and dims.tolist() == [4099]  # a prime too large for one tile: nothing to split
+    dims, strides, tile, pattern, _ = reference._tile(reference._layout((1031, 3), (1,)))
+    assert tile == 3093 and dims.tolist() == []  # small enough: one tile
+    dims, strides, tile, pattern, _ = reference._tile(reference._layout((8, 4096), (0,)))
+    assert tile == 4096 and len(pattern) == 0  # wide rows run as they are
+
+
 def test_out_argument():
     x = np.arange(12, dtype=np.uint8).reshape(3, 4)
     s = np.array([1.0, 2.0, 4.0], np.float32)
