@@ -196,6 +196,160 @@ def _convs() -> list[GoldenCase]:
     return out
 
 
+# ---------------------------------------------------------------- losses (after nGraph 0.26: from the definitions)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _one_hot(labels: np.ndarray, classes: int, dt: type) -> np.ndarray:
+    return (labels.reshape(-1, 1) == np.arange(classes)).astype(dt)
+
+
+def _losses() -> list[GoldenCase]:
+    """SoftmaxCrossEntropy, CrossEntropy and their backprops, hard and soft labels, an ignored class; the
+    expected values are NumPy transcriptions of nGraph's decompositions, in the input's type, op by op."""
+    rows, classes = 4, 5
+    rng = _rng(60)
+    x = rng.standard_normal((rows, classes)).astype(np.float32)
+    x[3, 0] = -120.0  # its softmax underflows to 0: 0 * log(0) is NaN in nGraph's decomposition
+    hard = np.array([[1], [0], [4], [2]], np.int64)
+    soft = _softmax(rng.standard_normal((rows, classes)).astype(np.float32))
+    delta = rng.standard_normal((rows, 1)).astype(np.float32)
+    sm = _softmax(x)
+    probs = _softmax(rng.standard_normal((2, 2, classes)).astype(np.float32).reshape(4, classes)).reshape(2, 2, classes)
+    out = []
+
+    def case(name, op, args, shapes, want, note, **attrs):
+        w = FunctionWriter()
+        params = [w.parameter(et, list(a.shape)) for a, et in zip(args, shapes)]
+        r = w.result(w.op(op, *params, **attrs))
+        feeds = {str(p): a for p, a in zip(params, args)}
+        out.append(
+            GoldenCase(
+                name,
+                graph(w),
+                feeds,
+                note="definition (after nGraph 0.26): " + note,
+                expected={r: want.astype(np.float32)},
+                ulp=8,
+                why=MATH + "; " + SUMS,
+            )
+        )
+
+    ignore = 2
+    oh = _one_hot(hard, classes, np.float32)
+    mask = (hard != ignore).astype(np.float32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xe = -(oh * np.log(sm)).sum(axis=1, keepdims=True) * mask
+        case(
+            "softmax_cross_entropy_hard",
+            "SoftmaxCrossEntropy",
+            [x, hard],
+            ["f32", "i64"],
+            xe,
+            "one-hot labels, class 2 ignored, one row whose softmax underflows",
+            soft_label=False,
+            ignore_index=ignore,
+        )
+        shifted = x - x.max(axis=1, keepdims=True)
+        xe = -(soft * (shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True)))).sum(axis=1, keepdims=True)
+        case(
+            "softmax_cross_entropy_soft",
+            "SoftmaxCrossEntropy",
+            [x, soft],
+            ["f32", "f32"],
+            xe,
+            "soft labels",
+            soft_label=True,
+            ignore_index=-1,
+        )
+        m = delta * oh * mask
+        case(
+            "softmax_cross_entropy_backprop_hard",
+            "SoftmaxCrossEntropyBackprop",
+            [delta, sm, hard],
+            ["f32", "f32", "i64"],
+            m.sum(axis=1, keepdims=True) * sm - m,
+            "one-hot labels, class 2 ignored",
+            soft_label=False,
+            ignore_index=ignore,
+        )
+        d2 = np.broadcast_to(delta, (rows, classes)).copy()
+        m = d2 * soft
+        case(
+            "softmax_cross_entropy_backprop_soft",
+            "SoftmaxCrossEntropyBackprop",
+            [d2, sm, soft],
+            ["f32", "f32", "f32"],
+            m.sum(axis=1, keepdims=True) * sm - m,
+            "soft labels",
+            soft_label=True,
+            ignore_index=-1,
+        )
+        hard3 = np.array([[[3], [1]], [[0], [2]]], np.int64)
+        oh3 = _one_hot(hard3, classes, np.float32)
+        p2 = probs.reshape(4, classes)
+        xe = -(oh3 * np.log(p2)).sum(axis=1)
+        case(
+            "cross_entropy_hard_3d",
+            "CrossEntropy",
+            [probs, hard3],
+            ["f32", "i64"],
+            xe.reshape(2, 2, 1),
+            "rank 3 probabilities, one-hot labels",
+            soft_label=False,
+            ignore_index=-100,
+        )
+        xe = -(oh3 * np.log(p2)).sum(axis=1, keepdims=True) * (hard3.reshape(-1, 1) != 1)
+        case(
+            "cross_entropy_hard_ignore",
+            "CrossEntropy",
+            [probs, hard3],
+            ["f32", "i64"],
+            xe,
+            "ignore_index 1 > 0: masked, returned as (rows, 1)",
+            soft_label=False,
+            ignore_index=1,
+        )
+        xe = -(soft * np.log(sm)).sum(axis=1, keepdims=True)
+        case(
+            "cross_entropy_soft",
+            "CrossEntropy",
+            [sm, soft],
+            ["f32", "f32"],
+            xe,
+            "soft labels",
+            soft_label=True,
+            ignore_index=-1,
+        )
+        g = (-oh * np.broadcast_to(delta, (rows, classes))) / sm * mask
+        case(
+            "cross_entropy_backprop_hard",
+            "CrossEntropyBackprop",
+            [sm, hard, delta],
+            ["f32", "i64", "f32"],
+            g,
+            "one-hot labels, class 2 ignored",
+            soft_label=False,
+            ignore_index=ignore,
+        )
+        g = (-soft * np.broadcast_to(delta, (rows, classes))) / sm
+        case(
+            "cross_entropy_backprop_soft",
+            "CrossEntropyBackprop",
+            [sm, soft, delta],
+            ["f32", "f32", "f32"],
+            g,
+            "soft labels",
+            soft_label=True,
+            ignore_index=-1,
+        )
+    return out
+
+
 # ---------------------------------------------------------------- the MLP
 
 
@@ -356,4 +510,4 @@ def _models() -> list[GoldenCase]:
 
 
 def cases() -> list[GoldenCase]:
-    return _elementwise() + _pools() + _convs() + _models()
+    return _elementwise() + _pools() + _convs() + _losses() + _models()
