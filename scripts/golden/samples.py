@@ -48,7 +48,7 @@ def cases() -> list[GoldenCase]:
             "quantized_mlp",
             _as_v026(_load("quantized_mlp")),
             {"Parameter_0": rng.standard_normal((5, 64)).astype(np.float32)},
-            note="models/quantized_mlp.json (its Adds in v0.26 spelling): Dequantize on axes {1} and {0, 1}, Dot, Add, Relu, Softmax",
+            note="models/quantized_mlp.json (Adds as v0.26 spells them): Dequantize on {1} and {0, 1}, Dot, Softmax",
             ulp=64,
             why="f32 Dot and Softmax: nGraph and ONNX Runtime add in different orders",
         ),
