@@ -44,9 +44,9 @@ def _dim(ctx: OpContext, axis: int) -> int:
 
 @register("Split", versions=(0, 1))
 def split(ctx: OpContext) -> list[TensorType]:
+    ctx.expect_inputs(*((2,) if ctx.op.version >= 1 else (1, 2)))
     rank = ctx.rank(0)
     if ctx.op.version >= 1:
-        ctx.expect_inputs(2)
         axis = _axis(ctx, _scalar_axis(ctx), rank)
         n = ctx.attr_int("num_splits", lo=1)
         d = _dim(ctx, axis)
@@ -56,7 +56,6 @@ def split(ctx: OpContext) -> list[TensorType]:
                 f"'num_splits' attribute value: {n}"
             )
         return _emit(ctx, axis, [d // n] * n)
-    ctx.expect_inputs(1, 2)
     axis = _axis(ctx, _scalar_axis(ctx) if len(ctx.inputs) == 2 else ctx.attr_int("axis", lo=-rank, hi=rank), rank)
     splits = ctx.attr_ints("splits")
     if not splits:
