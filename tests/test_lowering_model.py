@@ -192,7 +192,7 @@ def _optimized_ops(model: onnx.ModelProto, tmp_path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("axes", [(), (1,)])
-def test_matmul_weight_keeps_dql_for_ort_fusion(axes, tmp_path):
+def test_matmul_weight_keeps_dql_for_ort_fusion(axes, tmp_path, record_property):
     w, s, z = random_case(RNG, (16, 8), axes, "i8", "f32")
     nodes = [
         odq.make_node(["w", "s", "z"], ["wf"], axes=axes, name="dq_w"),
@@ -207,9 +207,11 @@ def test_matmul_weight_keeps_dql_for_ort_fusion(axes, tmp_path):
     result = lower_model(onnx.ModelProto.FromString(m.SerializeToString()))
     lowered, report = result.model, result.nodes
     assert report[0].strategy in ("dql-per-tensor", "dql-per-axis")
+    # our part: the weight stays a DequantizeLinear feeding the MatMul, the form ORT's QDQ fusions match
+    assert [n.op_type for n in lowered.graph.node] == ["DequantizeLinear", "MatMul"]
     ops = _optimized_ops(lowered, tmp_path)
-    assert ops == ["MatMulNBits"], ops  # ORT fused the DequantizeLinear and the MatMul into one node
-    # the Cast/Sub/Mul form loses it: ORT folds the weights to f32
+    record_property("ort_fusion", "+".join(ops))  # ORT 1.32: MatMulNBits (one node)
+    # the Cast/Sub/Mul form gives ORT nothing to fuse: its optimized graph has no DequantizeLinear
     csm = lower_model(
         onnx.ModelProto.FromString(m.SerializeToString()), LowerOptions(strategies=["cast-sub-mul"])
     ).model
@@ -217,7 +219,7 @@ def test_matmul_weight_keeps_dql_for_ort_fusion(axes, tmp_path):
     a = RNG.standard_normal((4, 16)).astype(np.float32)
     (y,) = run_ort(lowered, {"a": a}, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     np.testing.assert_allclose(y, a @ odq.dequantize(w, s, z, axes=axes), rtol=1e-4, atol=1e-2)
-    # ORT's fused kernel quantizes the activations dynamically: close, not exact
+    # ORT 1.32's fused kernel quantizes the activations dynamically: close, not exact (an exact one passes too)
     (y_fused,) = run_ort(lowered, {"a": a})
     assert np.linalg.norm(y_fused - y) <= 0.05 * np.linalg.norm(y)
 
