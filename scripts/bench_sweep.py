@@ -48,7 +48,7 @@ from onnx import helper, numpy_helper
 
 import onnx_dequant as odq
 from onnx_dequant import dtypes
-from onnx_dequant.rewrite import LoweredNode, lower_model
+from onnx_dequant.lowering import LowerOptions, lower_model
 
 MAX_ELEMENTS = 64 << 20
 INPUTS = ("i8", "u8", "i16", "u16", "i32", "i4", "u4")
@@ -250,9 +250,8 @@ def model(case: Case, s: np.ndarray, z: np.ndarray | None, *, consumer: str | No
 
 
 def lowered(m: onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
-    rep: list[LoweredNode] = []
-    out = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), report=rep)
-    return out, rep[0].strategy
+    result = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), LowerOptions())
+    return result.model, result.nodes[0].strategy
 
 
 class Runner:

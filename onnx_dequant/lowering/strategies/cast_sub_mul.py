@@ -9,6 +9,7 @@ from ...reference import _work_dtype
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy
+from .costs import kernel_cost
 
 __all__ = ["CastSubMul"]
 
@@ -28,11 +29,11 @@ class CastSubMul(Strategy[dtypes.DType]):
     def cost(self, info: NodeInfo, choice: dtypes.DType) -> float:
         n = info.size()
         in_bytes, work_bytes, out_bytes = max(info.in_type.bits, 8) / 8, choice.bits / 8, info.out_type.bits / 8
-        cost = n * (in_bytes + work_bytes) + 2 * n * work_bytes
-        if info.has_zp:
-            cost += 2 * n * work_bytes
+        # each op at its calibrated cost (measured int8 -> f32, f32 * f32, f32 -> f16), scaled by its bytes
+        cost = n * kernel_cost("cast_int_to_f32") * (in_bytes + work_bytes) / 5
+        cost += n * kernel_cost("binary_f32") * work_bytes / 4 * (2 if info.has_zp else 1)
         if choice is not info.out_type:
-            cost += n * (work_bytes + out_bytes)
+            cost += n * kernel_cost("cast_to_f16") * (work_bytes + out_bytes) / 6
         return cost
 
     def _broadcast(self, info: NodeInfo, em: Emitter, tensor: str) -> str:

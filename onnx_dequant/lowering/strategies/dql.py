@@ -11,6 +11,7 @@ import numpy as np
 from ..emitter import Emitter
 from ..facts import UNKNOWN_DIM, NodeInfo
 from .base import DQL_TYPE, PROPAGATING_OPS, Refusal, Strategy, dql_refusal
+from .costs import kernel_cost
 from .shapes import merged_dims, merged_shape_tensor, shape_tensor
 
 __all__ = [
@@ -19,14 +20,8 @@ __all__ = [
     "layout_cost",
     "emit_layout",
     "ort_load_refusal",
-    "SLOW_LAST_AXIS",
-    "SLOW_BLOCKED_LAST",
 ]
 
-SLOW_LAST_AXIS = 6.0
-"""ORT's per-axis DequantizeLinear on the last axis, in units of the output's bytes (measured 5-10x)."""
-SLOW_BLOCKED_LAST = 3.6
-"""ORT's blocked DequantizeLinear reducing the last axis (measured 4.6x a casting copy)."""
 L1_BYTES = 16 << 10
 """Scale/zero-point rows up to this size stay in the L1 cache while a block is processed."""
 
@@ -78,22 +73,36 @@ def ort_load_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
     return None
 
 
+def _rows(info: NodeInfo, layout: Layout) -> int:
+    """Rows the kernel walks: the tensor's elements over those after the layout's axis."""
+    dims = layout.view_dims(info)
+    inner = 1
+    for d in dims[(layout.axis or 0) + 1 :]:
+        inner *= d if isinstance(d, int) else UNKNOWN_DIM
+    return max(1, info.size() // max(1, inner))
+
+
 def layout_cost(info: NodeInfo, layout: Layout) -> float:
-    """Bytes moved, with ORT's measured slow paths charged as extra bytes."""
+    """Copy bytes: each ORT kernel of the form at its calibrated cost (``costs.kernel_cost``: threaded or
+    not, per element and per row), plus the scale and zero-point bytes read."""
     dql_t = DQL_TYPE
     n = info.size()
     in_bytes, dql_bytes, out_bytes = max(info.in_type.bits, 8) / 8, dql_t.bits / 8, info.out_type.bits / 8
-    cost = n * (in_bytes + dql_bytes)
+    last = layout.axis == len(layout.view) - 1 and len(layout.view) > 1
+    if layout.mode == "tensor":
+        cost = n * kernel_cost("dql_tensor")
+    elif layout.mode == "axis":
+        cost = n * kernel_cost("dql_axis_last") if last else n * kernel_cost("dql_axis")
+        cost += 0 if last else _rows(info, layout) * kernel_cost("dql_axis_row")
+    elif last:
+        cost = n * kernel_cost("dql_blocked_last") + _rows(info, layout) * kernel_cost("dql_blocked_last_row")
+    else:
+        cost = n * kernel_cost("dql_blocked")
+    cost *= (in_bytes + dql_bytes) / 5  # the table's kernels read int8 (5 bytes per element with f32 out)
     if dql_t is not info.out_type:
-        cost += n * (dql_bytes + out_bytes)
+        cost += n * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6
     if layout.reshapes and info.graph_output:
-        cost += 2 * n * out_bytes  # a Reshape whose output is a graph output copies
-    last = len(layout.view) - 1
-    if info.target == "ort" and layout.axis == last and len(layout.view) > 1:
-        if layout.mode == "axis":
-            cost += SLOW_LAST_AXIS * n * dql_bytes
-        elif layout.mode == "blocked":
-            cost += SLOW_BLOCKED_LAST * n * dql_bytes
+        cost += n * kernel_cost("copy_f32") * out_bytes / dql_bytes  # a Reshape whose output is a graph output copies
     scale_elements = layout.scale_elements(info)
     param_bytes = dql_t.bits / 8 + (in_bytes if info.has_zp else 0)  # per scale (and zero point) element
     if layout.mode == "blocked" and layout.axis is not None:

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Calibrate the lowering planner's cost model: time each ONNX Runtime kernel the lowered forms use.
+
+    python scripts/calibrate_costs.py            # measure, print, write onnx_dequant/lowering/strategies/ort_costs.py
+    python scripts/calibrate_costs.py --dry-run  # measure and print only
+    python scripts/calibrate_costs.py --elements 1M --repeat 5
+
+Each kernel runs alone in a one-node graph (int8 input, f32 scale and output, input and output bound to
+preallocated buffers), side by side with a casting copy int8 -> f32 (``np.copyto``) timed in the same
+rounds; its median time over the copy's, times the copy's 5 bytes per element, is its cost in
+*copy bytes per element*: what the planner charges per element of the tensor (scale and zero-point
+bytes are added by the planner as bytes). Per-row overheads (a DequantizeLinear walking rows of 8
+elements instead of 4096) come from the difference of two shapes. Each kernel is measured at one ORT
+thread and at every core; the table keeps both and the planner charges their mean, so a kernel ORT
+runs single-threaded (the blocked DequantizeLinear) costs more than a threaded one.
+
+The figures are machine- and version-specific: rerun after an ORT upgrade and commit the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+TABLE = Path(__file__).resolve().parent.parent / "onnx_dequant" / "lowering" / "strategies" / "ort_costs.py"
+COPY_BYTES = 5  # int8 in, f32 out
+
+
+def graph(node: onnx.NodeProto, x_type: int, x_shape, y_type: int, inits) -> onnx.ModelProto:
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", x_type, list(x_shape))],
+        [helper.make_tensor_value_info("y", y_type, None)],
+        inits,
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    return m
+
+
+def dql(x_shape, s_shape, **attrs) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    s = rng.uniform(0.01, 0.1, s_shape).astype(np.float32)
+    z = rng.integers(-128, 128, s_shape).astype(np.int8)
+    inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
+    node = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], **attrs)
+    return graph(node, TP.INT8, x_shape, TP.FLOAT, inits)
+
+
+def unary(op: str, x_type: int, x_shape, y_type: int, inits=(), extra=(), **attrs) -> onnx.ModelProto:
+    return graph(helper.make_node(op, ["x", *extra], ["y"], **attrs), x_type, x_shape, y_type, list(inits))
+
+
+def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...], np.dtype]]:
+    """name: (model, input dtype, input shape, output dtype)."""
+    wide, narrow = 4096, 8
+    f32 = np.dtype(np.float32)
+    i8 = np.dtype(np.int8)
+    shape_w, shape_n = (n // wide, wide), (n // narrow, narrow)
+    row = numpy_helper.from_array(np.full((1, wide), 0.5, np.float32), "c")
+    return {
+        "dql_tensor": (dql((n,), ()), i8, (n,), f32),
+        "dql_axis": (dql(shape_w, (shape_w[0],), axis=0), i8, shape_w, f32),
+        "dql_axis@narrow": (dql(shape_n, (shape_n[0],), axis=0), i8, shape_n, f32),
+        "dql_axis_last": (dql(shape_w, (wide,), axis=1), i8, shape_w, f32),
+        "dql_blocked": (dql((8, n // 8), (1, n // 8), axis=0, block_size=8), i8, (8, n // 8), f32),
+        "dql_blocked_last": (dql(shape_n, (shape_n[0], 1), axis=1, block_size=narrow), i8, shape_n, f32),
+        "dql_blocked_last@wide": (dql(shape_w, (shape_w[0], 1), axis=1, block_size=wide), i8, shape_w, f32),
+        "cast_to_f16": (unary("Cast", TP.FLOAT, (n,), TP.FLOAT16, to=TP.FLOAT16), f32, (n,), np.dtype(np.float16)),
+        "cast_int_to_f32": (unary("Cast", TP.INT8, (n,), TP.FLOAT, to=TP.FLOAT), i8, (n,), f32),
+        "binary_f32": (unary("Mul", TP.FLOAT, shape_w, TP.FLOAT, [row], ["c"]), f32, shape_w, f32),
+        "copy_f32": (
+            unary("Reshape", TP.FLOAT, (n,), TP.FLOAT, [numpy_helper.from_array(np.array(shape_w), "c")], ["c"]),
+            f32,
+            (n,),
+            f32,
+        ),
+    }
+
+
+class Runner:
+    def __init__(self, m: onnx.ModelProto, x: np.ndarray, y: np.ndarray, threads: int) -> None:
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.intra_op_num_threads = threads
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the kernel as written
+        self.sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        self.b = self.sess.io_binding()
+        self.b.bind_cpu_input("x", x)
+        self.b.bind_output("y", "cpu", 0, y.dtype, y.shape, y.ctypes.data)
+
+    def __call__(self) -> None:
+        self.sess.run_with_iobinding(self.b)
+
+
+def timed(fns: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
+    for f in fns.values():
+        f()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def measure(n: int, repeat: int, threads: int) -> dict[str, float]:
+    """Each form's cost in copy bytes per element at ``threads`` ORT threads."""
+    rng = np.random.default_rng(1)
+    out: dict[str, float] = {}
+    for name, (m, xt, shape, yt) in forms(n).items():
+        x = rng.integers(-100, 100, shape).astype(xt)
+        y = np.empty(_out_shape(name, shape), yt)
+        copy_out = np.empty(shape, np.float32)
+        xi8 = x.astype(np.int8)
+        t = timed({"copy": lambda: np.copyto(copy_out, xi8, casting="unsafe"), name: Runner(m, x, y, threads)}, repeat)
+        out[name] = t[name] / t["copy"] * COPY_BYTES
+    return out
+
+
+def _out_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (int(np.prod(shape)) // 4096, 4096) if name == "copy_f32" else shape
+
+
+def derive(raw: dict[str, float], n: int) -> dict[str, float]:
+    """The table's entries: per-element costs, and per-row costs from the narrow/wide differences."""
+    wide, narrow = 4096, 8
+    rows_n, rows_w = n // narrow, n // wide
+    d = {k: v for k, v in raw.items() if "@" not in k}
+    # cost(n, rows) = n * per_element + rows * per_row, from two shapes of the same n
+    d["dql_axis_row"] = max(0.0, (raw["dql_axis@narrow"] - raw["dql_axis"]) * n / (rows_n - rows_w))
+    blocked_rows = raw["dql_blocked_last"] - raw["dql_blocked_last@wide"]
+    d["dql_blocked_last_row"] = max(0.0, blocked_rows * n / (rows_n - rows_w))
+    d["dql_blocked_last"] = raw["dql_blocked_last@wide"]
+    return d
+
+
+def literal(table: dict[str, dict[str, float]]) -> str:
+    """``table`` as a Python literal in the repository's format (ruff format leaves it as it is)."""
+    lines = ["{"]
+    for threads, costs in table.items():
+        lines.append(f'    "{threads}": {{')
+        lines += [f'        "{k}": {v!r},' for k, v in sorted(costs.items())]
+        lines.append("    },")
+    return "\n".join(lines + ["}"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--elements", default="4M", help="elements per kernel (default 4M)")
+    p.add_argument("--repeat", type=int, default=9)
+    p.add_argument("--dry-run", action="store_true", help="print the table, do not write it")
+    args = p.parse_args(argv)
+    e = args.elements.upper()
+    n = int(e[:-1]) << {"K": 10, "M": 20}[e[-1]] if e[-1] in "KM" else int(e)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    table: dict[str, dict[str, float]] = {}
+    for threads in sorted({1, cores}):
+        print(f"# {threads} thread(s), {n} elements", file=sys.stderr, flush=True)
+        table[str(threads)] = {k: round(v, 3) for k, v in derive(measure(n, args.repeat, threads), n).items()}
+    names = list(next(iter(table.values())))
+    print(f"{'kernel':<24}" + "".join(f"{t + ' thr':>10}" for t in table))
+    for k in names:
+        print(f"{k:<24}" + "".join(f"{table[t][k]:>10.3f}" for t in table))
+    if args.dry_run:
+        return 0
+    text = (
+        '"""ONNX Runtime kernel costs for the lowering planner, in copy bytes per element (per row for\n'
+        "``*_row``), by ORT intra-op thread count. Generated by ``scripts/calibrate_costs.py``: do not edit by\n"
+        'hand; rerun it after an ORT upgrade."""\n\n'
+        f"ORT_VERSION = \"{ort.__version__}\"\n"
+        f"ELEMENTS = {n}\n"
+        f"COSTS = {literal(table)}\n"
+    )
+    TABLE.write_text(text)
+    print(f"wrote {TABLE}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
