@@ -44,7 +44,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 import onnx_dequant as odq
 from onnx_dequant import dtypes
@@ -265,7 +265,11 @@ class Runner:
         self.sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
         self.b = self.sess.io_binding()
         for k, v in feed.items():
-            self.b.bind_cpu_input(k, v)
+            if v.dtype == ml_dtypes.bfloat16:  # ORT's NumPy bridge takes no bf16 array: hand it the bits
+                v = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(v.view(np.uint16), TensorProto.BFLOAT16)
+                self.b.bind_ortvalue_input(k, v)
+            else:
+                self.b.bind_cpu_input(k, v)
         if out_type == "bf16":
             self.b.bind_output("y", "cpu")
         else:
@@ -441,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--measures", default=",".join(TARGETS), help="comma-separated subset of: " + ",".join(TARGETS))
     p.add_argument("--no-named", action="store_true", help="leave out the cases the issue names")
     p.add_argument("--list", action="store_true", help="print the cases and exit")
+    p.add_argument("--start", type=int, default=1, metavar="N", help="begin at the N-th selected case (resume)")
     p.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (default 1)")
     p.add_argument("--json", metavar="FILE", help="write every case's ratios and the distribution as JSON")
     args = p.parse_args(argv)
@@ -455,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         args.repeat = min(args.repeat, 3)
     pat = re.compile(args.cases)
     cases = [c for c in cases if pat.search(c.name) and c.size <= args.max_elements]
+    cases = cases[args.start - 1 :]
     only = set(args.measures.split(","))
     if args.list:
         for c in cases:
@@ -471,7 +477,11 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     t_start = time.perf_counter()
     for i, c in enumerate(cases):
-        res = measure(c, args.repeat, only)
+        try:
+            res = measure(c, args.repeat, only)
+        except Exception as e:  # one case's failure must not cost the run: reported, left out
+            print(f"[{i + 1}/{len(cases)}] {c.name}: FAILED {type(e).__name__}: {e}", flush=True)
+            continue
         results.append(res)
         rs = "  ".join(f"{k} {v:.2f}" for k, v in res.ratios.items())
         print(f"[{i + 1}/{len(cases)}] {c.name} floor {res.floor:.2f}: {rs}  ({res.strategy or '-'})", flush=True)
