@@ -1,6 +1,7 @@
 """Blocked: ``DequantizeLinear(x, s', zp', axis=r, block_size=dim r)`` (opset 21+), a whole-axis block
 on one broadcast axis r, the scale expanded along the other broadcast axes; adjacent axes optionally
-merged by Reshape first. Picks the cheapest such layout (ORT's fast path: r not the last axis)."""
+merged by Reshape first; or, for a scale as large as the input, ``block_size=1`` along axis 0 of a 2-D
+view. Picks the cheapest such layout (ORT's fast path: r not the last axis)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ class Blocked(DQLStrategy):
                 if expand and info.has_zp and four_bit:
                     continue  # Expand has no 4-bit types
                 out.append(Layout(view, quant, "blocked", r, expand))
+        rank = info.rank or 0
+        if len(info.axes) == rank >= 2 and (rank == 2 or not four_bit):
+            # a scale as large as the input: blocks of one element along axis 0 of a 2-D view, where
+            # ORT's kernel streams the scale (its per-axis form walks one-element rows)
+            out.append(Layout(((0,), tuple(range(1, rank))), (True, True), "blocked", 0))
         return list(dict.fromkeys(out))
 
     def layout(self, info: NodeInfo) -> Layout | Refusal:

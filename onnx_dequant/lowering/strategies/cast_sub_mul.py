@@ -32,6 +32,10 @@ class CastSubMul(Strategy[dtypes.DType]):
         # each op at its calibrated cost (measured int8 -> f32, f32 * f32, f32 -> f16), scaled by its bytes
         cost = n * kernel_cost("cast_int_to_f32") * (in_bytes + work_bytes) / 5
         cost += n * kernel_cost("binary_f32") * work_bytes / 4 * (2 if info.has_zp else 1)
+        params = info.scale_size  # the scale (and zero point, cast first) read by Mul (and Sub)
+        cost += params * work_bytes * (2 if info.has_zp else 1)
+        if info.has_zp:
+            cost += params * kernel_cost("cast_int_to_f32") * (in_bytes + work_bytes) / 5
         if choice is not info.out_type:
             cost += n * kernel_cost("cast_to_f16") * (work_bytes + out_bytes) / 6
         return cost

@@ -22,9 +22,6 @@ __all__ = [
     "ort_load_refusal",
 ]
 
-L1_BYTES = 16 << 10
-"""Scale/zero-point rows up to this size stay in the L1 cache while a block is processed."""
-
 
 @dataclass(frozen=True)
 class Layout:
@@ -74,11 +71,13 @@ def ort_load_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
 
 
 def _rows(info: NodeInfo, layout: Layout) -> int:
-    """Rows the kernel walks: the tensor's elements over those after the layout's axis."""
-    dims = layout.view_dims(info)
+    """Rows the kernel walks: per axis, runs of the elements after the axis; blocked, its blocks."""
+    dims = [d if isinstance(d, int) else UNKNOWN_DIM for d in layout.view_dims(info)]
     inner = 1
     for d in dims[(layout.axis or 0) + 1 :]:
-        inner *= d if isinstance(d, int) else UNKNOWN_DIM
+        inner *= d
+    if layout.mode == "blocked" and layout.axis is not None and not layout.quant[layout.axis]:
+        inner = dims[layout.axis]
     return max(1, info.size() // max(1, inner))
 
 
@@ -105,16 +104,6 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
         cost += n * kernel_cost("copy_f32") * out_bytes / dql_bytes  # a Reshape whose output is a graph output copies
     scale_elements = layout.scale_elements(info)
     param_bytes = dql_t.bits / 8 + (in_bytes if info.has_zp else 0)  # per scale (and zero point) element
-    if layout.mode == "blocked" and layout.axis is not None:
-        # the kernel walks the scale rows after the reduced axis once per block: when they do not stay
-        # in L1, every output element reads its scale (and zero point) again
-        dims = layout.view_dims(info)
-        inner = 1
-        for i in range(layout.axis + 1, len(dims)):
-            if layout.quant[i] or i in layout.expand:
-                inner *= dims[i] if isinstance(dims[i], int) else UNKNOWN_DIM
-        if inner * param_bytes > L1_BYTES:
-            cost += n * param_bytes
     cost += scale_elements * param_bytes * (1 if info.scale_const or not layout.expand else 2)
     return cost
 
@@ -187,7 +176,7 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
     if layout.mode in ("axis", "blocked"):
         attrs["axis"] = layout.axis
     if layout.mode == "blocked":
-        attrs["block_size"] = layout.view_dims(info)[layout.axis]
+        attrs["block_size"] = 1 if layout.quant[layout.axis] else layout.view_dims(info)[layout.axis]
     steps_left = (info.out_type is not dql_t) + layout.reshapes
     y = em.node("DequantizeLinear", inputs, info.output if steps_left == 0 else None, hint="dql", **attrs)
     if info.out_type is not dql_t:

@@ -1,0 +1,86 @@
+"""The planner's choices on the cases the performance sweep (scripts/bench_sweep.py) measured, pinned:
+each is the form that measured fastest beside the others, chosen from the calibrated kernel costs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from onnx import TensorProto, helper
+
+import onnx_dequant as odq
+from onnx_dequant.lowering import LowerOptions, lower_model
+from onnx_dequant.lowering.strategies import ort_costs
+from onnx_dequant.lowering.strategies.costs import kernel_cost
+
+M = 1 << 20
+
+
+def _model(shape, axes, *, out=TensorProto.FLOAT, consumer=None, zero_point=True):
+    """x, scale and zero point as graph inputs (no data needed: the plan depends on shapes and types)."""
+    sshape = [shape[a] for a in axes]
+    ins = [
+        helper.make_tensor_value_info("x", TensorProto.INT8, list(shape)),
+        helper.make_tensor_value_info("s", out, sshape),
+    ]
+    if zero_point:
+        ins.append(helper.make_tensor_value_info("z", TensorProto.INT8, sshape))
+    nodes = [odq.make_node(["x", "s"] + (["z"] if zero_point else []), ["t" if consumer else "y"], axes=axes)]
+    if consumer:
+        nodes.append(helper.make_node(consumer, ["t"], ["y"]))
+    g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("y", out, list(shape))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+    m.ir_version = 10
+    return m
+
+
+def _chosen(model):
+    result = lower_model(model, LowerOptions())
+    return result.nodes[0].strategy, result.model
+
+
+@pytest.mark.parametrize(
+    "shape,axes,consumer,want",
+    [
+        # per-row scales over narrow rows: per-axis DQL (blocked on the last axis walks 8-element blocks)
+        ((2 * M, 8), (0,), None, "dql-per-axis"),
+        ((2 * M, 8), (0,), "Relu", "dql-per-axis"),
+        # per-channel on the last axis: ORT's per-axis kernel is slow there, blocked is not
+        ((4096, 4096), (1,), None, "dql-blocked"),
+        ((4096, 4096), (1,), "Relu", "dql-blocked"),
+        # adjacent axes in a graph: Reshape -> per-axis DQL (threaded) beats the single-threaded blocked
+        # kernel; standalone the Reshape to a graph output copies, and blocked wins
+        ((8, 16, 256, 512), (1, 2), "Relu", "dql-merged-axes"),
+        ((8, 16, 256, 512), (1, 2), None, "dql-blocked"),
+        ((16, 64, 128, 128), (1, 3), None, "dql-blocked"),
+        ((16, 64, 128, 128), (1, 3), "Relu", "dql-blocked"),
+    ],
+)
+def test_planner_choice(shape, axes, consumer, want):
+    assert _chosen(_model(shape, axes, consumer=consumer))[0] == want
+
+
+@pytest.mark.parametrize("consumer", [None, "Relu"])
+def test_full_size_scale_is_blocked_by_one(consumer):
+    """A scale as large as the input: blocked DQL with block_size 1 on a 2-D view (measured 3-4x faster than
+    Cast/Sub/Mul and the per-axis form, which walks one-element rows)."""
+    strategy, model = _chosen(_model((1024, 16384), (0, 1), consumer=consumer))
+    assert strategy == "dql-blocked"
+    dql = next(n for n in model.graph.node if n.op_type == "DequantizeLinear")
+    assert {a.name: a.i for a in dql.attribute} == {"axis": 0, "block_size": 1}
+
+
+def test_costs_come_from_the_calibrated_table():
+    """Each kernel's cost is the mean of its calibrated figures over thread counts, and the generator of the
+    table writes a literal that reads back as the same table."""
+    for name in ("dql_tensor", "dql_axis", "dql_axis_last", "dql_blocked", "dql_blocked_last", "cast_to_f16"):
+        values = [by_threads[name] for by_threads in ort_costs.COSTS.values()]
+        assert kernel_cost(name) == pytest.approx(sum(values) / len(values)) and kernel_cost(name) > 0
+    assert kernel_cost("dql_axis_last") > kernel_cost("dql_axis")  # the slow path the planner avoids
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    try:
+        import calibrate_costs
+    finally:
+        sys.path.pop(0)
+    assert eval(calibrate_costs.literal(ort_costs.COSTS)) == ort_costs.COSTS
