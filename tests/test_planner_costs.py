@@ -6,10 +6,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from lowering_util import one_node_model, random_case, run_ort
 from onnx import TensorProto, helper
 
 import onnx_dequant as odq
+from onnx_dequant.compare import same_bits
 from onnx_dequant.lowering import LowerOptions, lower_model
 from onnx_dequant.lowering.strategies import ort_costs
 from onnx_dequant.lowering.strategies.costs import kernel_cost
@@ -84,3 +87,14 @@ def test_costs_come_from_the_calibrated_table():
     finally:
         sys.path.pop(0)
     assert eval(calibrate_costs.literal(ort_costs.COSTS)) == ort_costs.COSTS
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (3, 4, 5), (2, 3, 4, 5)])
+@pytest.mark.parametrize("rt", ["f32", "f16"])
+def test_full_size_scale_form_is_exact(shape, rt):
+    """The block_size 1 form gives the reference's bits (f16: through the f32 DQL and a Cast)."""
+    axes = tuple(range(len(shape)))
+    x, s, z = random_case(np.random.default_rng(7), shape, axes, "i8", rt)
+    result = lower_model(one_node_model(x, s, z, axes), LowerOptions(strategies=["dql-blocked"]))
+    (y,) = run_ort(result.model, {"x": x})
+    assert same_bits(y, odq.dequantize(x, s, z, axes=axes))
