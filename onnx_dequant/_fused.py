@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["kernel", "available"]
+__all__ = ["kernel", "available", "narrow"]
 
 _KERNELS: dict[str, Callable[..., None]] = {}
 _NUMBA: Any = None
@@ -126,6 +126,78 @@ def _make(work: type) -> Callable[..., None]:
                 k -= 1
 
     return fused
+
+
+def _make_narrow() -> tuple[Callable[..., None], Callable[..., None]]:
+    numba = _NUMBA
+
+    @numba.njit(nogil=True, cache=True, boundscheck=False, inline="always")
+    def round_bits(u, to_bf16):  # pragma: no cover - compiled
+        """float32 bits ``u`` rounded to nearest even in bf16 or f16, as bits (NaNs: a quiet NaN)."""
+        sign = (u >> np.uint32(16)) & np.uint32(0x8000)
+        a = u & np.uint32(0x7FFFFFFF)
+        if to_bf16:
+            if a > np.uint32(0x7F800000):
+                return np.uint16(sign | np.uint32(0x7FC0))
+            return np.uint16(sign | ((a + np.uint32(0x7FFF) + ((a >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)))
+        if a >= np.uint32(0x7F800000):
+            r = np.uint32(0x7C00) if a == np.uint32(0x7F800000) else np.uint32(0x7E00)
+        elif a >= np.uint32(0x477FF000):  # 65520 and above round to infinity
+            r = np.uint32(0x7C00)
+        elif a >= np.uint32(0x38800000):  # normal in f16
+            r = (a - np.uint32(0x38000000)) >> np.uint32(13)
+            rem = a & np.uint32(0x1FFF)
+            if rem > np.uint32(0x1000) or (rem == np.uint32(0x1000) and (r & np.uint32(1))):
+                r += np.uint32(1)
+        elif a < np.uint32(0x33000000):  # at most 2**-25: rounds to zero
+            r = np.uint32(0)
+        else:  # subnormal in f16: units of 2**-24
+            e = a >> np.uint32(23)
+            m = (a & np.uint32(0x7FFFFF)) | np.uint32(0x800000)
+            shift = np.uint32(126) - e
+            r = m >> shift
+            rem = m & ((np.uint32(1) << shift) - np.uint32(1))
+            half = np.uint32(1) << (shift - np.uint32(1))
+            if rem > half or (rem == half and (r & np.uint32(1))):
+                r += np.uint32(1)
+        return np.uint16(sign | r)
+
+    @numba.njit(nogil=True, cache=True, boundscheck=False)
+    def from_f32(bits, dst, to_bf16):  # pragma: no cover - compiled
+        for i in range(bits.shape[0]):
+            dst[i] = round_bits(bits[i], to_bf16)
+
+    @numba.njit(nogil=True, cache=True, boundscheck=False)
+    def from_f64(src, dst, to_bf16):  # pragma: no cover - compiled
+        """Through float32 rounded to odd (inexact results get the last bit set): the second rounding
+        from there is the single correct rounding of the float64 value."""
+        tmp = np.empty(src.shape[0], np.float32)
+        for i in range(src.shape[0]):
+            tmp[i] = np.float32(src[i])
+        bits = tmp.view(np.uint32)
+        for i in range(src.shape[0]):
+            v = src[i]
+            back = np.float64(tmp[i])
+            u = bits[i]
+            if back != v and v == v:
+                if abs(back) > abs(v):
+                    u -= np.uint32(1)
+                u |= np.uint32(1)
+            dst[i] = round_bits(u, to_bf16)
+
+    return from_f32, from_f64
+
+
+def narrow(src: np.ndarray, dst: np.ndarray) -> None:
+    """``dst`` (f16 or bf16) = ``src`` (float32 or float64, 1-D) rounded once to nearest even, at memory
+    speed (NumPy converts to f16, and ml_dtypes to bf16, one element at a time through a generic loop)."""
+    if "narrow" not in _KERNELS:
+        _KERNELS["narrow32"], _KERNELS["narrow"] = _make_narrow()
+    to_bf16 = dst.dtype != np.float16
+    if src.dtype == np.float32:
+        _KERNELS["narrow32"](src.view(np.uint32), dst.view(np.uint16), to_bf16)
+    else:
+        _KERNELS["narrow"](src, dst.view(np.uint16), to_bf16)
 
 
 def kernel(work: np.dtype) -> Callable[..., None]:

@@ -224,6 +224,34 @@ def test_fused_tiles(monkeypatch, tile_max, shape, axes, zero_point):
         assert same_bits(got, want), (in_t, out_t)
 
 
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
+def test_compiled_narrowing_rounds_once(out):
+    """The fused loop's f32/f64 -> f16/bf16 rounding gives NumPy's (f16) and ``round_f64_to_bf16``'s / ml_dtypes'
+    (bf16) bits: random bit patterns, the rounding boundaries (f16 subnormals, overflow) and specials."""
+    rng = np.random.default_rng(3)
+    edges = [0x33000000, 0x38800000, 0x477FF000, 0x7F7FF000, 0x00800000]
+    bits = np.concatenate(
+        [rng.integers(0, 2**32, 1 << 16, dtype=np.uint64).astype(np.uint32)]
+        + [np.arange(e - 300, e + 300, dtype=np.uint32) for e in edges]
+        + [np.array([0, 0x7F800000, 0x7FC00000, 0x7F800001], np.uint32)]
+    )
+    bits = np.concatenate([bits, bits | np.uint32(0x80000000)])
+    f32 = bits.view(np.float32)
+    f16_grid = f32.astype(np.float64)
+    f64 = np.concatenate([f16_grid, np.nextafter(f16_grid, np.inf), np.nextafter(f16_grid, -np.inf)])
+    for src in (f32, f64):
+        got = np.empty(src.shape, out)
+        _fused.narrow(src, got)
+        if out is np.float16:
+            with np.errstate(all="ignore"):
+                want = src.astype(np.float16)
+        else:
+            want = np.empty(src.shape, out)
+            reference.round_f64_to_bf16(src.astype(np.float64), want)
+        assert same_bits(got, want)
+
+
 def test_tile_plans():
     """Narrow rows are joined into tiles (outer dims split where one is too large); wide rows are not."""
     lay = reference._layout((1 << 20, 8), (0,))
