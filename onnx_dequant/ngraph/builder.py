@@ -38,6 +38,10 @@ class Builder:
         self.uses_custom_domain = False
         self.small: dict[Any, str] = {}
         """Names of small constants by their Python value (a faster path to ``const``'s sharing)."""
+        self.values: dict[str, np.ndarray] = {}
+        """Every initializer's value by name (the arrays themselves, not copies): what converters may fold."""
+        self.folded: set[str] = set()
+        """Initializers a converter read the value of (``OpContext.value``): dropped at the end if no node uses them."""
 
     # ---- names ----
 
@@ -91,6 +95,7 @@ class Builder:
             t.data_type = dt.onnx
             t.dims.extend(shape)
             t.raw_data = array.tobytes()
+        self.values[name] = array
         t = self.types[name] = tensor_type((dt, shape))
         return t
 
@@ -105,6 +110,19 @@ class Builder:
         self.initializer(name, arr)
         self._consts[key] = name
         return name
+
+    def drop_unused_folded(self) -> None:
+        """Remove the folded initializers that no node and no graph output uses any more."""
+        if not self.folded:
+            return
+        used = {o.name for o in self.graph.output}
+        for n in self.graph.node:
+            used.update(n.input)
+        gone = self.folded - used
+        if gone:
+            keep = [t for t in self.graph.initializer if t.name not in gone]
+            del self.graph.initializer[:]
+            self.graph.initializer.extend(keep)
 
     def add_input(self, name: str, t: TensorType) -> None:
         self.graph.input.append(_value_info(name, t))

@@ -34,13 +34,6 @@ BACKEND_OPS = frozenset(
     {
         # fusions of nGraph's core and CPU backend passes (not readable by nGraph's own deserializer,
         # or only produced by its optimization passes)
-        "QuantizedConvolution",
-        "QuantizedConvolutionBias",
-        "QuantizedConvolutionBiasAdd",
-        "QuantizedConvolutionBiasSignedAdd",
-        "QuantizedConvolutionRelu",
-        "QuantizedDot",
-        "QuantizedDotBias",
         "QuantizedMatmul",
         "QuantizedAvgPool",
         "QuantizedMaxPool",
@@ -79,4 +72,4 @@ BACKEND_OPS = frozenset(
 )
 """Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
 
-from . import conv, dot, elementwise, io, quant, reduce, shape  # noqa: E402, F401  (registers the converters, after OPS exists)
+from . import conv, dot, elementwise, fake_quantize, io, quant, quantized, reduce, shape  # noqa: E402, F401  (registers the converters, after OPS exists)
