@@ -537,14 +537,15 @@ def _fused_conv(ctx: OpContext, *, bias: bool, relu: bool, sum_kind: str | None,
         _scale_check(ctx, n_in - 1, out_shape[1], "sum scale")
     w, w_t, w_value = ctx.inputs[1], ctx.elem(1), ctx.value(1)
     zw = ctx.scalar(np.array(0, w_t.numpy), w_t)
+    zw_value = np.zeros((), w_t.numpy)
     if not _s8_safe(w_t, w_value):
-        w, zw = _u8_filter(ctx, w, w_value, zw, np.zeros((), np.int8))
-        w_t = _U8
+        w, zw = _u8_filter(ctx, w, w_value, zw, zw_value)
+        w_t, zw_value = _U8, np.full((), 128, np.uint8)
     zx = ctx.scalar(np.uint8(0), _U8)
     result = TensorType(out_t, out_shape)
     scale_v = ctx.value(i_scale)
     if not sum_kind and scale_v is not None and (not bias or ctx.elem(2) is _I32):
-        if _fused_qlinear(ctx, x, w, w_t, zw, scale_v, bias, out_t, attrs):
+        if _fused_qlinear(ctx, x, w, w_t, zw, zw_value, scale_v, bias, out_t, attrs):
             return result
     acc = ctx.emit("ConvInteger", [x, w, zx, zw], **attrs)
     if bias and ctx.elem(2) is _I32:
@@ -566,6 +567,7 @@ def _fused_qlinear(
     w: str,
     w_t: dtypes.DType,
     zw: str,
+    zw_value: np.ndarray,
     scale_v: np.ndarray,
     bias: bool,
     out_t: dtypes.DType,
@@ -578,7 +580,7 @@ def _fused_qlinear(
     if bias and b_value is None:
         return False
     count = math.prod(ctx.shape(1)[1:])  # type: ignore[index]
-    lo, hi = _acc_bounds(_U8, 0, w_value, w_t, np.zeros(1, np.int64), count, True)
+    lo, hi = _acc_bounds(_U8, 0, w_value, w_t, zw_value, count, True)
     if b_value is not None:
         lo, hi = lo + b_value.astype(np.int64), hi + b_value.astype(np.int64)
     s = scale_v.astype(np.float32).reshape(-1)
@@ -593,7 +595,7 @@ def _fused_qlinear(
     if scale_v.size == 1:
         ins = [x, ctx.const(scale_v.astype(np.float32).reshape(()), _F32, "scale"), zx, w, one, zw]
     else:  # the per-channel factor goes on the filter's side
-        zeros = ctx.const(np.zeros(scale_v.size, w_t.numpy), w_t, "zero_point")
+        zeros = ctx.const(np.full(scale_v.size, zw_value, w_t.numpy), w_t, "zero_point")
         ins = [x, one, zx, w, ctx.inputs[3 if bias else 2], zeros]
     ins += [one, ctx.scalar(np.uint8(0 if out_t is _U8 else 128), _U8)] + ([ctx.inputs[2]] if bias else [])
     if out_t is _U8:
