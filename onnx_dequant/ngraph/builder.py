@@ -39,7 +39,8 @@ class Builder:
         self.small: dict[Any, str] = {}
         """Names of small constants by their Python value (a faster path to ``const``'s sharing)."""
         self.values: dict[str, np.ndarray] = {}
-        """Every initializer's value by name (the arrays themselves, not copies): what converters may fold."""
+        """Every initializer's value by name (the arrays themselves, not copies): axes, shapes and indices
+        that ops read as attributes, and the scales and weights the quantized ops fold."""
         self.folded: set[str] = set()
         """Initializers a converter read the value of (``OpContext.value``): dropped at the end if no node uses them."""
 

@@ -72,4 +72,4 @@ BACKEND_OPS = frozenset(
 )
 """Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
 
-from . import conv, dot, elementwise, fake_quantize, io, quant, quantized, reduce, shape  # noqa: E402, F401  (registers the converters, after OPS exists)
+from . import conv, dot, elementwise, fake_quantize, io, quant, quantized, reduce, shape, split  # noqa: E402, F401  (registers the converters, after OPS exists)
