@@ -72,4 +72,18 @@ BACKEND_OPS = frozenset(
 )
 """Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
 
-from . import conv, dot, elementwise, fake_quantize, io, quant, quantized, reduce, shape, split  # noqa: E402, F401  (registers the converters, after OPS exists)
+from . import (  # noqa: E402, F401  (registers the converters, after OPS exists)
+    conv,
+    dot,
+    elementwise,
+    fake_quantize,
+    io,
+    losses,
+    quant,
+    quantized,
+    reduce,
+    shape,
+    split,
+    training,
+    window_backprop,
+)
