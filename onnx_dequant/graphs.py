@@ -21,6 +21,7 @@ __all__ = [
     "iter_graphs",
     "iter_nodes",
     "dequantize_nodes",
+    "has_dequantize",
     "constants",
     "names",
     "value_types",
@@ -59,6 +60,11 @@ def iter_nodes(model: ModelProto) -> Iterator[NodeProto]:
 def dequantize_nodes(model: ModelProto) -> Iterator[NodeProto]:
     """Every node of our op, wherever it is."""
     return (n for n in iter_nodes(model) if is_dequantize(n))
+
+
+def has_dequantize(model: ModelProto) -> bool:
+    """Whether the model holds our op anywhere: main graph, subgraphs or model-local functions."""
+    return next(dequantize_nodes(model), None) is not None
 
 
 def constants(graph: GraphProto | onnx.FunctionProto) -> Iterator[tuple[str, TensorProto]]:

@@ -30,8 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import Bench, Row  # noqa: E402
 
 import onnx_dequant as odq  # noqa: E402
-from onnx_dequant.lowering import STRATEGIES  # noqa: E402
-from onnx_dequant.rewrite import LoweredNode, lower_model  # noqa: E402
+from onnx_dequant.lowering import (  # noqa: E402
+    STRATEGIES,  # noqa: E402
+    LoweredNode,
+    lower_model,
+)
 
 PATTERNS = {  # name: (rank, axes)
     "{}": (3, ()),

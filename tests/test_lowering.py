@@ -10,7 +10,7 @@ from lowering_util import domain_nodes, one_node_model, random_case, run_ort
 
 import onnx_dequant as odq
 from onnx_dequant.compare import same_bits, ulp_distance
-from onnx_dequant.rewrite import LoweredNode, lower_model
+from onnx_dequant.lowering import LoweredNode, lower_model
 
 PATTERNS = [
     ((4, 5, 6), ()),

@@ -18,7 +18,7 @@ import onnx_dequant as odq
 from onnx_dequant import modelio
 from onnx_dequant.cli import main as cli_main
 from onnx_dequant.compare import same_bits
-from onnx_dequant.rewrite import LoweredNode, lower_model
+from onnx_dequant.lowering import LoweredNode, lower_model
 from onnx_dequant.schema import opset_import
 
 RNG = np.random.default_rng(11)
@@ -561,7 +561,7 @@ def test_output_equals_input_failure_leaves_input_intact(tmp_path, monkeypatch):
 
     monkeypatch.setattr(modelio, "_copy_range", boom)
     with pytest.raises(OSError):
-        odq.rewrite.lower_file(src, src)
+        odq.lowering.lower_file(src, src)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary files either
     (y,) = run_ort(odq.lower(src), {})  # and it still reads whole
     assert same_bits(y, odq.dequantize(w, s, z, axes=(0,)))
@@ -587,7 +587,7 @@ def test_lower_file_does_not_load_untouched_weights(tmp_path):
     del m, g
     tracemalloc.start()
     try:
-        _, files, lowered = odq.rewrite.lower_file(src, tmp_path / "out.onnx")
+        _, files, lowered = odq.lowering.lower_file(src, tmp_path / "out.onnx")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

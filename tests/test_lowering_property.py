@@ -19,8 +19,8 @@ from lowering_util import domain_nodes, one_node_model, random_case, run_ort
 import onnx_dequant as odq
 from onnx_dequant import dtypes
 from onnx_dequant.compare import same_bits, ulp_distance
-from onnx_dequant.lowering import chunked
-from onnx_dequant.rewrite import LoweredNode, lower_model
+from onnx_dequant.lowering import LoweredNode, lower_model
+from onnx_dequant.lowering.strategies import chunked
 
 QUANTIZED = [t.name for t in dtypes.QUANTIZED]
 REAL = [t.name for t in dtypes.REAL]

@@ -68,7 +68,7 @@ def test_tampered_against_exits_1_and_names_the_node(files, capsys):
 @pytest.mark.parametrize("tamper", ["scale", "axis"])
 def test_tampered_lowering_against_exits_1_naming_the_original_node(tmp_path, capsys, tamper):
     """Our own lowering, tampered with after the fact (one scale value changed; the axis swapped)."""
-    from onnx_dequant.rewrite import lower
+    from onnx_dequant.lowering import lower
 
     m = dq_model("u8", "f32", shape=(5, 5), axes=(0,), relu=True)  # square: a swapped axis still loads
     lowered = lower(m)

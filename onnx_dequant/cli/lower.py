@@ -7,7 +7,8 @@ import json
 import sys
 import time
 
-from ..rewrite import MAX_OPSET, MIN_OPSET, default_opset, lower_file
+from ..lowering import lower_file
+from ..opsets import MAX_OPSET, MIN_OPSET, default_opset
 
 __all__ = ["add_parser", "run"]
 

@@ -1,17 +1,22 @@
-"""Lowering strategies for the Dequantize node: each module is one form of standard ONNX.
+"""The lowering pass: every Dequantize node of ``DOMAIN`` (main graph, subgraphs, model-local functions)
+to standard ONNX, in the cheapest exact form, nothing else changed.
 
-``plan(info)`` picks the cheapest exact strategy for a node (``NodeInfo``); ``strategy.emit(info, em)``
-writes its nodes into an ``Emitter``. ``onnx_dequant.rewrite`` runs this over whole models.
+``lower(model)`` and ``lower_file(src, dst)`` are the entry points, ``lower_model`` the pass itself
+(``pipeline.py``). For one node, ``plan(info)`` picks a strategy (``planner.py``) among
+``strategies/``, one module per form, and ``strategy.emit(info, em)`` writes its nodes into an
+``Emitter``.
 """
 
 from __future__ import annotations
 
-from .base import DQL_TYPE, Emitter, NodeInfo, Strategy, dql_reason
+from .pipeline import LoweredNode, lower, lower_file, lower_model
 from .planner import STRATEGIES, TARGETS, Plan, check_target, plan
+from .strategies.base import DQL_TYPE, Emitter, NodeInfo, Strategy, dql_reason
 
 __all__ = [
     "DQL_TYPE",
     "Emitter",
+    "LoweredNode",
     "NodeInfo",
     "Plan",
     "STRATEGIES",
@@ -19,5 +24,8 @@ __all__ = [
     "TARGETS",
     "check_target",
     "dql_reason",
+    "lower",
+    "lower_file",
+    "lower_model",
     "plan",
 ]

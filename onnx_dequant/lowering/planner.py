@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import DequantizeError
-from .base import NodeInfo, Strategy
-from .blocked import Blocked
-from .cast_sub_mul import CastSubMul
-from .chunked import Chunked
-from .merged import Merged
-from .per_axis import PerAxis
-from .per_tensor import PerTensor
+from .strategies.base import NodeInfo, Strategy
+from .strategies.blocked import Blocked
+from .strategies.cast_sub_mul import CastSubMul
+from .strategies.chunked import Chunked
+from .strategies.merged import Merged
+from .strategies.per_axis import PerAxis
+from .strategies.per_tensor import PerTensor
 
 __all__ = ["STRATEGIES", "Plan", "plan", "TARGETS", "check_target"]
 

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import onnx
 
-from ..graphs import iter_nodes
+from ..graphs import has_dequantize, iter_nodes
 from ..schema import DOMAIN
-from .runners import OrtRunner, has_dequantize
+from .runners import OrtRunner
 
 __all__ = ["STAND_IN_LEVEL", "OrtStandIn", "foreign_ops"]
 

@@ -8,7 +8,7 @@ import dataclasses
 
 from onnx import helper
 
-from ..errors import DequantizeError
+from ...errors import DequantizeError
 from .base import DQL_TYPE, Emitter, NodeInfo, Strategy, dql_reason
 
 __all__ = ["Chunked", "CHUNK_MIN", "CHUNK_MAX", "CACHED"]
@@ -48,7 +48,7 @@ class Chunked(Strategy):
 
     def _plan(self, info: NodeInfo):  # type: ignore[no-untyped-def]
         """The plan for one row (any strategy but this one; names do not change the choice)."""
-        from .planner import STRATEGIES, plan  # the planner imports this module
+        from ..planner import STRATEGIES, plan  # the planner imports this module
 
         return plan(self._slice(info, "x", "scale", "zero_point"), [s.name for s in STRATEGIES if s.name != self.name])
 

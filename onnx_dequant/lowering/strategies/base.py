@@ -15,9 +15,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .. import dtypes
-from ..contract import Dim
-from ..dtypes import DType
+from ... import dtypes
+from ...contract import Dim
+from ...dtypes import DType
 
 __all__ = ["NodeInfo", "Emitter", "Strategy", "UNKNOWN_DIM", "DQL_TYPE", "dql_reason", "PROPAGATING_OPS"]
 

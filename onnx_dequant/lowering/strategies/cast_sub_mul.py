@@ -4,8 +4,8 @@ broadcast. Exact for every type pair and every opset (no int32 wrap: i32 works i
 
 from __future__ import annotations
 
-from .. import dtypes
-from ..reference import _work_dtype
+from ... import dtypes
+from ...reference import _work_dtype
 from .base import Emitter, NodeInfo, Strategy
 
 __all__ = ["CastSubMul"]

@@ -17,14 +17,14 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from . import dtypes, modelio
-from .contract import Shape, TensorType
-from .errors import DequantizeError
-from .graphs import constants, iter_graphs, iter_nodes, names, subgraphs, value_types, without_large_initializers
-from .lowering import NodeInfo, check_target, plan
-from .lowering.base import Emitter
-from .opsets import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, check_opset, default_opset, set_default_opset
-from .schema import DOMAIN, check_node, is_dequantize, node_attributes, tensor_type_of
+from .. import dtypes, modelio
+from ..contract import Shape, TensorType
+from ..errors import DequantizeError
+from ..graphs import constants, iter_graphs, iter_nodes, names, subgraphs, value_types, without_large_initializers
+from ..opsets import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, check_opset, default_opset, set_default_opset
+from ..schema import DOMAIN, check_node, is_dequantize, node_attributes, tensor_type_of
+from .planner import check_target, plan
+from .strategies.base import Emitter, NodeInfo
 
 __all__ = [
     "lower",
