@@ -3,12 +3,14 @@ nested subgraphs (If/Loop/Scan) and in model-local functions becomes standard ON
 
 Nothing else changes: names, metadata, doc strings and value_info stay; the default-domain opset stays
 unless ``opset=`` asks for another (then ``onnx.version_converter`` converts the rest of the model);
-our domain's opset import goes when no node needs it any more.
+our domain's opset import goes when no node needs it any more; the IR version changes only when the
+opset imports need a newer one. Every such model-level change is listed (``changes=``).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +22,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from .. import dtypes, modelio
 from ..contract import Shape, TensorType
 from ..errors import DequantizeError
+from ..fileio import atomic_path
 from ..graphs import constants, iter_graphs, iter_nodes, names, subgraphs, value_types, without_large_initializers
 from ..opsets import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, check_opset, default_opset, set_default_opset
 from ..schema import DOMAIN, check_node, is_dequantize, node_attributes, tensor_type_of
@@ -39,6 +42,17 @@ __all__ = [
 
 WEIGHT_CONSUMERS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 
+WEIGHTS = ("quantized", "float")
+"""What ``weights=`` does with a constant weight's dequantization: "quantized" keeps DequantizeLinear (ONNX
+Runtime fuses it with the MatMul/Conv: fast, not exact at ORT's default MatMulNBits accuracy level);
+"float" folds it into a float initializer computed by the exact reference (exact everywhere, 4x bytes)."""
+
+
+def check_weights(weights: str) -> None:
+    """``DequantizeError`` unless ``weights`` is one of ``WEIGHTS``."""
+    if weights not in WEIGHTS:
+        raise DequantizeError(f"Unknown weights mode '{weights}' (expected one of: {', '.join(WEIGHTS)})")
+
 
 @dataclass
 class LoweredNode:
@@ -49,6 +63,7 @@ class LoweredNode:
     strategy: str
     cost: float
     refused: dict[str, str] = field(default_factory=dict)
+    weight: bool = False  # a constant weight feeding MatMul/Gemm/Conv
 
 
 # ---- types and shapes ----
@@ -190,6 +205,7 @@ class _Context:
     target: str
     only: Callable[[NodeProto], bool] | None
     wrap_int32: bool
+    weights: str
     strategies: Any
     names: set[str]
     report: list[LoweredNode]
@@ -233,6 +249,8 @@ def _node_info(
         scale_const=consts.is_const(scale),
         zp_const=consts.is_const(zp),
         int32_wrap=ctx.wrap_int32,
+        fold=ctx.weights == "float" and consts.is_const(x),
+        read=lambda name: consts.value(name, max_bytes=1 << 62),
     )
 
 
@@ -274,16 +292,19 @@ def _rewrite_nodes(
         chosen = plan(info, ctx.strategies)
         em = Emitter(n.name or info.output, ctx.names, function=function, constants=consts.tensors)
         chosen.strategy.emit(info, em)
-        last = em.nodes[-1]
-        assert list(last.output) == [info.output]
-        if n.name:
-            ctx.names.discard(last.name)
-            last.name = n.name
-        if n.doc_string:
-            last.doc_string = n.doc_string
+        if em.nodes:  # a folded constant is an initializer named as the output, with no node
+            last = em.nodes[-1]
+            assert list(last.output) == [info.output]
+            if n.name:
+                ctx.names.discard(last.name)
+                last.name = n.name
+            if n.doc_string:
+                last.doc_string = n.doc_string
         new_nodes.extend(em.nodes)
         new_inits.extend(em.initializers)
-        ctx.report.append(LoweredNode(info.name, label, chosen.strategy.name, chosen.cost, chosen.refused))
+        ctx.report.append(
+            LoweredNode(info.name, label, chosen.strategy.name, chosen.cost, chosen.refused, weight=info.weight)
+        )
     del owner.node[:]
     owner.node.extend(new_nodes)
     if new_inits:
@@ -400,10 +421,11 @@ def _align_function_opset(fn: onnx.FunctionProto, model_opset: int) -> None:
     set_default_opset(fn.opset_import, model_opset)
 
 
-def _cleanup_opsets(model: ModelProto) -> None:
+def _cleanup_opsets(model: ModelProto, changes: list[str]) -> None:
     """Drop our domain's import (model and functions) where no node needs it any more."""
     left = any(n.domain == DOMAIN for n in iter_nodes(model))
-    if not left:
+    if not left and any(o.domain == DOMAIN for o in model.opset_import):
+        changes.append(f"removed the '{DOMAIN}' opset import (no node uses it any more)")
         keep = [o for o in model.opset_import if o.domain != DOMAIN]
         del model.opset_import[:]
         model.opset_import.extend(keep)
@@ -424,6 +446,8 @@ def lower_model(
     base_dir: str | os.PathLike[str] | None = None,
     report: list[LoweredNode] | None = None,
     strategies: Any = None,
+    weights: str = "quantized",
+    changes: list[str] | None = None,
 ) -> ModelProto:
     """Lower ``model``'s Dequantize nodes (those where ``only(node)`` is true; all when ``only`` is None).
 
@@ -431,29 +455,40 @@ def lower_model(
     was converted. ``base_dir`` is the model's folder, for reading small external constants.
     ``wrap_int32`` allows ORT's int32 semantics (wrapping subtraction) for speed. ``report`` (a list)
     receives one ``LoweredNode`` per lowered node. ``strategies`` (names) limits the forms used.
+    ``weights`` (of ``WEIGHTS``) keeps constant weights quantized or folds them to float. ``changes`` (a
+    list) receives a line per model-level change: opset, IR version, opset imports.
     """
     check_target(target)
+    check_weights(weights)
     if opset is not None:
         check_opset(opset)
+    changes = changes if changes is not None else []
     todo = [n for n in iter_nodes(model) if is_dequantize(n) and (only is None or only(n))]
-    if opset is not None:
+    before = default_opset(model.opset_import)
+    if opset is not None and opset != before:
         model = _convert(model, opset)
+        changes.append(f"converted the default-domain opset {before} to {opset} (opset= / --opset)")
     current = default_opset(model.opset_import)
     if todo:
         if current is None:
             current = DEFAULT_OPSET
             set_default_opset(model.opset_import, current)
+            changes.append(f"added the default-domain opset import {current} (the lowered nodes need one)")
         elif not MIN_OPSET <= current <= MAX_OPSET:
             raise DequantizeError(
                 f"The model's opset {current} is outside {MIN_OPSET} to {MAX_OPSET}: pass opset= (or --opset) "
                 "to convert it"
             )
-    min_ir = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-    if model.ir_version < min_ir:
-        model.ir_version = min_ir
+    if changes:  # only a changed opset import can need a newer IR version
+        min_ir = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+        if model.ir_version < min_ir:
+            changes.append(f"IR version {model.ir_version} -> {min_ir} (the new opset imports need it)")
+            model.ir_version = min_ir
     if not todo:
         return model
-    ctx = _Context(current, target, only, wrap_int32, strategies, names(model), report if report is not None else [])
+    ctx = _Context(
+        current, target, only, wrap_int32, weights, strategies, names(model), report if report is not None else []
+    )
     types = _graph_types(model)
     consts = _Constants(None if base_dir is None else os.fspath(base_dir))
     _rewrite_nodes(model.graph, ctx, types, consts, function=False, label=model.graph.name or "main", top=True)
@@ -463,7 +498,7 @@ def lower_model(
             ftypes.update(_function_types(model, fn, types))
             _align_function_opset(fn, current)
             _rewrite_nodes(fn, ctx, ftypes, _Constants(consts.base_dir), function=True, label=f"function {fn.name}")
-    _cleanup_opsets(model)
+    _cleanup_opsets(model, changes)
     return model
 
 
@@ -474,6 +509,7 @@ def lower(
     target: str = "ort",
     only: Callable[[NodeProto], bool] | None = None,
     wrap_int32: bool = False,
+    weights: str = "quantized",
 ) -> ModelProto:
     """The model with every Dequantize node (or those where ``only(node)`` is true) in standard ONNX.
 
@@ -481,8 +517,11 @@ def lower(
     keeps the model's default-domain opset; otherwise the model is converted to ``opset`` (13 to 27).
     ``target``: "ort" (the fastest exact forms for ONNX Runtime) or "portable" (per-tensor/per-axis
     DequantizeLinear and Cast/Sub/Mul/Reshape only). ``wrap_int32=True`` lets i32 nodes use ORT's
-    wrapping int32 arithmetic. Raises ``DequantizeError`` for a node that breaks the contract, an
-    unsupported opset or target, or an unreadable file.
+    wrapping int32 arithmetic. ``weights``: "quantized" (default) keeps a constant weight's
+    DequantizeLinear, which ONNX Runtime fuses with its MatMul/Conv (fast; at ORT's default MatMulNBits
+    accuracy level not exact), "float" folds it into a float initializer with the exact reference (exact
+    in every runtime, four times the bytes of an 8-bit weight). Raises ``DequantizeError`` for a node that
+    breaks the contract, an unsupported opset or target, or an unreadable file.
     """
     base_dir = None
     if isinstance(model, ModelProto):
@@ -492,7 +531,9 @@ def lower(
         work = modelio.load(model, load_external=True)
         base_dir = os.path.dirname(os.path.abspath(os.fspath(model)))
     try:
-        return lower_model(work, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir)
+        return lower_model(
+            work, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir, weights=weights
+        )
     except DequantizeError as e:
         raise (e if base_dir is None else e.at(path=os.fspath(model))) from None  # type: ignore[arg-type]
 
@@ -518,12 +559,16 @@ def lower_file(
     target: str = "ort",
     only: Callable[[NodeProto], bool] | None = None,
     wrap_int32: bool = False,
+    weights: str = "quantized",
+    changes: list[str] | None = None,
 ) -> tuple[list[LoweredNode], list[str], ModelProto]:
-    """Lower the model file ``src`` into ``dst`` without loading its external weights.
+    """Lower the model file ``src`` into ``dst`` without loading its external weights (``weights="float"``
+    reads the constant weights it folds).
 
     External data is checked, streamed into ``<dst>.data`` beside ``dst``, and both files are written
-    atomically (``dst`` may equal ``src``). Returns the lowered nodes, the files written and the
-    lowered model (its tensors pointing at the new data file).
+    atomically (``dst`` may equal ``src``). A model with nothing to change and no external data is
+    copied byte for byte. Returns the lowered nodes, the files written and the lowered model (its
+    tensors pointing at the new data file); ``changes`` receives the model-level changes (``lower_model``).
     """
     out_dir = os.path.dirname(os.path.abspath(os.fspath(dst)))
     if not os.path.isdir(out_dir):
@@ -532,11 +577,30 @@ def lower_file(
     model = modelio.load(src, load_external=False)
     _check_outputs(model, src, dst, base_dir)
     report: list[LoweredNode] = []
+    changes = changes if changes is not None else []
     try:
         model = lower_model(
-            model, opset=opset, target=target, only=only, wrap_int32=wrap_int32, base_dir=base_dir, report=report
+            model,
+            opset=opset,
+            target=target,
+            only=only,
+            wrap_int32=wrap_int32,
+            base_dir=base_dir,
+            report=report,
+            weights=weights,
+            changes=changes,
         )
     except DequantizeError as e:
         raise e.at(path=os.fspath(src)) from None
+    if not report and not changes and not modelio.external_files(model, base_dir):
+        return report, _copy(src, dst), model
     files = modelio.save(model, dst, source_dir=base_dir)
     return report, files, model
+
+
+def _copy(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> list[str]:
+    """``src``'s bytes written to ``dst`` whole or not at all (nothing to write when they are one file)."""
+    if os.path.realpath(os.fspath(src)) != os.path.realpath(os.fspath(dst)):
+        with open(src, "rb") as f, atomic_path(dst) as tmp, open(tmp, "wb") as out:
+            shutil.copyfileobj(f, out)
+    return [os.fspath(dst)]

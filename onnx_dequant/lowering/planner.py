@@ -1,7 +1,8 @@
 """The planner: for one node, the cheapest exact strategy (by bytes moved) for the opset and target.
 
 A dequantized constant weight that feeds MatMul/Gemm/Conv gets a plain DequantizeLinear form where
-one applies (ORT fuses those into MatMulIntegerToFloat/QLinear*/MatMulNBits), whatever its cost.
+one applies (ORT fuses those into MatMulIntegerToFloat/QLinear*/MatMulNBits), whatever its cost;
+with ``weights="float"`` a constant input is folded into a float constant instead (``fold-weight``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from .strategies.base import NodeInfo, Strategy
 from .strategies.blocked import Blocked
 from .strategies.cast_sub_mul import CastSubMul
 from .strategies.chunked import Chunked
+from .strategies.folded import Folded
 from .strategies.merged import Merged
 from .strategies.per_axis import PerAxis
 from .strategies.per_tensor import PerTensor
 
 __all__ = ["STRATEGIES", "Plan", "plan", "TARGETS", "check_target"]
 
-STRATEGIES: tuple[Strategy, ...] = (PerTensor(), PerAxis(), Merged(), Blocked(), Chunked(), CastSubMul())
+STRATEGIES: tuple[Strategy, ...] = (Folded(), PerTensor(), PerAxis(), Merged(), Blocked(), Chunked(), CastSubMul())
 """Every strategy, in order of preference when costs tie."""
 
 TARGETS = ("ort", "portable")
@@ -67,7 +69,7 @@ def plan(info: NodeInfo, strategies: Sequence[str] | None = None) -> Plan:
     if not usable:
         detail = "; ".join(f"{k}: {v}" for k, v in refused.items())
         raise DequantizeError(f"No exact lowering for this node ({detail})", node=info.name)
-    if info.weight:
+    if info.weight and not info.fold:  # a weight folded to float needs no fusible form
         plain = [s for s in usable if s.plain]
         if plain:
             return Plan(plain[0], costs[plain[0].name], refused, costs)

@@ -7,7 +7,7 @@ the planner's measure) and ``emit(info, em)`` that appends nodes computing ``inf
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +72,8 @@ class NodeInfo:
     scale_const: bool = False
     zp_const: bool = False
     int32_wrap: bool = False  # the user accepts ORT's int32 semantics (wrapping subtraction)
+    fold: bool = False  # weights="float" and x is a constant: fold it to a float constant
+    read: Callable[[str], np.ndarray | None] | None = None  # a constant's value by name (None: unreadable)
 
     @property
     def rank(self) -> int | None:
@@ -166,6 +168,10 @@ class Emitter:
         arr = np.asarray(value, dtype=dtype)
         name = self.fresh(hint)
         return self._add(numpy_helper.from_array(arr, name))
+
+    def constant_output(self, value: np.ndarray, name: str) -> str:
+        """``value`` as the constant ``name`` (the node's output: no fresh name)."""
+        return self._add(numpy_helper.from_array(np.asarray(value), name))
 
     def _add(self, tensor: TensorProto) -> str:
         """``tensor`` as a constant: an initializer, or a Constant node in a function body."""
