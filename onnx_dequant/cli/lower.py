@@ -7,7 +7,7 @@ import json
 import sys
 import time
 
-from ..lowering import lower_file
+from ..lowering import TARGETS, lower_file
 from ..lowering.pipeline import WEIGHTS
 from ..opsets import MAX_OPSET, MIN_OPSET, default_opset
 
@@ -31,11 +31,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--target",
-        choices=("ort", "portable"),
+        choices=TARGETS,
         default="ort",
         help=(
             "ort (default): fastest forms for ONNX Runtime; "
-            "portable: per-tensor/per-axis DequantizeLinear and Cast/Sub/Mul/Reshape only"
+            "portable: per-tensor/per-axis DequantizeLinear and Cast/Sub/Mul/Reshape only; "
+            "openvino: the portable forms OpenVINO computes exactly (a constant zero point and scale get "
+            "Cast/Sub/Min/Mul, which it does not fold into an inexact fma)"
         ),
     )
     p.add_argument(

@@ -17,15 +17,27 @@ from .strategies.cast_sub_mul import CastSubMul
 from .strategies.chunked import Chunked
 from .strategies.folded import Folded
 from .strategies.merged import Merged
+from .strategies.openvino import OpenVinoBarrier
 from .strategies.per_axis import PerAxis
 from .strategies.per_tensor import PerTensor
 
 __all__ = ["STRATEGIES", "Plan", "plan", "TARGETS", "check_target"]
 
-STRATEGIES: tuple[Strategy, ...] = (Folded(), PerTensor(), PerAxis(), Merged(), Blocked(), Chunked(), CastSubMul())
+STRATEGIES: tuple[Strategy, ...] = (
+    Folded(),
+    PerTensor(),
+    PerAxis(),
+    Merged(),
+    Blocked(),
+    Chunked(),
+    CastSubMul(),
+    OpenVinoBarrier(),
+)
 """Every strategy, in order of preference when costs tie."""
 
-TARGETS = ("ort", "portable")
+TARGETS = ("ort", "portable", "openvino")
+"""ort: the fastest exact forms for ONNX Runtime; portable: per-tensor/per-axis DequantizeLinear and
+Cast/Sub/Mul/Reshape only; openvino: the portable forms OpenVINO computes exactly, fastest first."""
 
 
 def check_target(target: str) -> None:
@@ -57,7 +69,7 @@ def plan(info: NodeInfo, strategies: Sequence[str] | None = None) -> Plan:
         if strategies is not None and s.name not in strategies:
             refused[s.name] = "not among the strategies asked for"
             continue
-        if info.target == "portable" and not s.portable:
+        if info.target in ("portable", "openvino") and not s.portable:
             refused[s.name] = "not a portable form"
             continue
         reason = s.check(info)

@@ -63,7 +63,7 @@ class NodeInfo:
     out_type: DType
     shape: tuple[Dim, ...] | None  # the input's shape (None: unknown rank)
     opset: int
-    target: str  # "ort" | "portable"
+    target: str  # "ort" | "portable" | "openvino"
     graph_output: bool = False  # the node's output is an output of its graph
     model_output: bool = False  # ... and that graph is the model's main graph
     weight: bool = False  # x is a constant and the output feeds MatMul/Gemm/Conv
@@ -124,6 +124,18 @@ def dql_reason(info: NodeInfo) -> str | None:
         return f"DequantizeLinear-{info.opset} has no {q.name} input (needs opset 21)"
     if info.opset > 27:
         return "ORT has no DequantizeLinear-28 kernel"
+    return openvino_reason(info)
+
+
+def openvino_reason(info: NodeInfo, *, work: DType | None = None) -> str | None:
+    """Why OpenVINO (2026.4, CPU) does not compute a Subtract-then-Multiply form of ``info`` exactly
+    (``work``: the form's float type), or None; always None for the other targets."""
+    if info.target != "openvino":
+        return None
+    if work is not None and work.name == "f64":
+        return "OpenVINO's CPU computes f64 in f32"
+    if info.has_zp and info.zp_const and info.scale_const:
+        return "OpenVINO folds a constant zero point and scale into fma(x, s, -zp*s) (not exact)"
     return None
 
 

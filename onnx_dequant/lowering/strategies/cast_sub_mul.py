@@ -4,11 +4,17 @@ broadcast. Exact for every type pair and every opset (no int32 wrap: i32 works i
 
 from __future__ import annotations
 
+import numpy as np
+
 from ... import dtypes
 from ...reference import _work_dtype
-from .base import Emitter, NodeInfo, Strategy
+from .base import Emitter, NodeInfo, Strategy, openvino_reason
 
-__all__ = ["CastSubMul"]
+__all__ = ["BARRIER", "CastSubMul"]
+
+BARRIER = 3.0e38
+"""Above every difference of two quantized values: ``Min(d, BARRIER)`` is ``d``, and hides the Sub from a
+runtime that would fold it with the Mul."""
 
 
 def work_type(info: NodeInfo) -> dtypes.DType:
@@ -17,21 +23,30 @@ def work_type(info: NodeInfo) -> dtypes.DType:
 
 class CastSubMul(Strategy):
     name = "cast-sub-mul"
+    barrier = False  # a Min(d, BARRIER) between Sub and Mul (see strategies/openvino.py)
 
-    def check(self, info: NodeInfo) -> str | None:
+    def applies(self, info: NodeInfo) -> str | None:
+        """The checks every Cast/Sub/Mul form needs."""
         if info.axes and info.rank is None:
             return "the input's rank is unknown"
         if info.in_type.bits < 8 and info.opset < 21:
             return f"Cast from {info.in_type.name} needs opset 21"
         return None
 
+    def check(self, info: NodeInfo) -> str | None:
+        return self.applies(info) or openvino_reason(info, work=work_type(info))
+
+    def work(self, info: NodeInfo) -> dtypes.DType:
+        """The float type the form computes in."""
+        return work_type(info)
+
     def cost(self, info: NodeInfo) -> float:
         n = info.size()
-        ib, wb, ob = max(info.in_type.bits, 8) / 8, work_type(info).bits / 8, info.out_type.bits / 8
+        ib, wb, ob = max(info.in_type.bits, 8) / 8, self.work(info).bits / 8, info.out_type.bits / 8
         cost = n * (ib + wb) + 2 * n * wb
         if info.has_zp:
             cost += 2 * n * wb
-        if work_type(info) is not info.out_type:
+        if self.work(info) is not info.out_type:
             cost += n * (wb + ob)
         return cost
 
@@ -43,11 +58,13 @@ class CastSubMul(Strategy):
         return em.node("Unsqueeze", [tensor, em.i64(missing, "axes")], hint="bcast")
 
     def emit(self, info: NodeInfo, em: Emitter) -> None:
-        w = work_type(info)
+        w = self.work(info)
         xw = em.node("Cast", [info.x], hint="x_cast", to=w.onnx)
         if info.has_zp:
             zp = em.node("Cast", [info.zero_point], hint="zp_cast", to=w.onnx)  # type: ignore[list-item]
             xw = em.node("Sub", [xw, self._broadcast(info, em, zp)], hint="diff")
+            if self.barrier:
+                xw = em.node("Min", [xw, em.const(np.array(BARRIER, w.numpy), "barrier")], hint="diff_kept")
         s = info.scale
         if info.out_type is not w:
             s = em.node("Cast", [s], hint="scale_cast", to=w.onnx)
