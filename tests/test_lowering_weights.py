@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnx_dequant as odq
 from onnx_dequant.cli import main
-from onnx_dequant.lowering import lower_file
+from onnx_dequant.lowering import LowerOptions, lower_file, lower_model
 
 
 def _plain(opset=13, ir=8):
@@ -57,15 +57,15 @@ def test_ir_version_and_imports_stay_unless_needed(tmp_path):
     plain = _plain(opset=21, ir=8)  # an old IR with a new opset: nothing to lower, so nothing changes
     assert odq.lower(plain).ir_version == 8
     model, _ = _weight_model(opset=17, ir=8)
-    changes: list[str] = []
-    lowered = odq.lowering.lower_model(model, changes=changes)
+    result = lower_model(model)
+    lowered, changes = result.model, result.changes
     assert lowered.ir_version == 8
     assert [(o.domain, o.version) for o in lowered.opset_import] == [("", 17)]
     assert changes == [f"removed the '{odq.DOMAIN}' opset import (no node uses it any more)"]
     src = tmp_path / "w.onnx"
     onnx.save(_weight_model(opset=17, ir=8)[0], src)
-    changes = []
-    _, _, converted = lower_file(src, tmp_path / "w21.onnx", opset=21, changes=changes)
+    result = lower_file(src, tmp_path / "w21.onnx", LowerOptions(opset=21))
+    converted, changes = result.model, result.changes
     assert converted.ir_version >= 10 and onnx.load(tmp_path / "w21.onnx").ir_version == converted.ir_version
     assert any("opset 17 to 21" in c for c in changes) and any(c.startswith("IR version 8 -> ") for c in changes)
 

@@ -10,7 +10,7 @@ from lowering_util import one_node_model, random_case
 
 import onnx_dequant as odq
 from onnx_dequant.cli import main
-from onnx_dequant.lowering import LoweredNode, lower_model
+from onnx_dequant.lowering import LowerOptions, lower_model
 
 ov = pytest.importorskip("openvino")
 
@@ -55,15 +55,13 @@ def test_openvino_target_is_bit_exact_in_openvino(qt, rt, axes, zp, const):
 def test_openvino_target_forms():
     rng = np.random.default_rng(0)
     x, s, z = random_case(rng, (4, 6, 8), (1,), "i8", "f32", True)
-    report: list[LoweredNode] = []
-    lower_model(one_node_model(x, s, z, (1,)), target="openvino", report=report)
+    ov_target = LowerOptions(target="openvino")
+    report = lower_model(one_node_model(x, s, z, (1,)), ov_target).nodes
     assert report[0].strategy == "cast-sub-min-mul"
     assert "fma" in report[0].refused["dql-per-axis"]
-    report = []
-    lower_model(one_node_model(x, s, None, (1,)), target="openvino", report=report)
+    report = lower_model(one_node_model(x, s, None, (1,)), ov_target).nodes
     assert report[0].strategy == "dql-per-axis"
-    report = []
-    lower_model(one_node_model(x, s, z, (1,), const=False), target="openvino", report=report)
+    report = lower_model(one_node_model(x, s, z, (1,), const=False), ov_target).nodes
     assert report[0].strategy == "dql-per-axis"  # a fed zero point is not folded
 
 

@@ -7,8 +7,8 @@ import json
 import sys
 import time
 
-from ..lowering import TARGETS, lower_file
-from ..lowering.pipeline import WEIGHTS
+from ..lowering import TARGETS, LowerOptions, lower_file
+from ..lowering.options import WEIGHTS
 from ..opsets import MAX_OPSET, MIN_OPSET, default_opset
 
 __all__ = ["add_parser", "run"]
@@ -60,18 +60,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     print(f"lowering {args.input} ...", file=sys.stderr, flush=True)
-    changes: list[str] = []
-    report, files, model = lower_file(
-        args.input,
-        args.output,
-        opset=args.opset,
-        target=args.target,
-        wrap_int32=args.wrap_int32,
-        weights=args.weights,
-        changes=changes,
-    )
+    options = LowerOptions(opset=args.opset, target=args.target, wrap_int32=args.wrap_int32, weights=args.weights)
+    result = lower_file(args.input, args.output, options)
+    report, files = result.nodes, result.files
     kept = sum(1 for r in report if r.weight and r.strategy != "fold-weight")
-    notes = list(changes)
+    notes = list(result.changes)
     if kept:
         notes.append(
             f"{kept} constant weight(s) kept quantized: ONNX Runtime fuses them with their MatMul/Conv (fast), "
@@ -82,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     counts: dict[str, int] = {}
     for r in report:
         counts[r.strategy] = counts.get(r.strategy, 0) + 1
-    opset = default_opset(model.opset_import)
+    opset = default_opset(result.model.opset_import)
     if args.json:
         print(
             json.dumps(
@@ -98,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
                         {"node": r.node, "graph": r.graph, "strategy": r.strategy, "refused": r.refused} for r in report
                     ],
                     "weights": args.weights,
-                    "changes": changes,
+                    "changes": result.changes,
                     "notes": notes,
                     "seconds": round(seconds, 3),
                 },

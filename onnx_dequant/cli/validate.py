@@ -8,7 +8,7 @@ import argparse
 from typing import Any
 
 from ..errors import DequantizeError
-from ..lowering import TARGETS
+from ..lowering.options import TARGETS
 from ..validation import PATHS, RUNTIMES, Policy, validate
 from ..validation.inputs import DEFAULT_DIM
 from ..validation.runners import LEVELS
