@@ -79,6 +79,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     fake_quantize,
     io,
     losses,
+    norm_training,
     quant,
     quantized,
     reduce,
