@@ -5,7 +5,7 @@ broadcast. Exact for every type pair and every opset (no int32 wrap: i32 works i
 from __future__ import annotations
 
 from ... import dtypes
-from ...reference import _work_dtype
+from ...exactness import work_type
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy
@@ -23,7 +23,7 @@ class CastSubMul(Strategy[dtypes.DType]):
             return Refusal("the input's rank is unknown")
         if info.in_type.bits < 8 and info.opset < 21:
             return Refusal(f"Cast from {info.in_type.name} needs opset 21")
-        return dtypes.parse(_work_dtype(info.in_type, info.out_type))
+        return work_type(info.in_type, info.out_type)
 
     def cost(self, info: NodeInfo, choice: dtypes.DType) -> float:
         n = info.size()
