@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 
 from ..errors import DequantizeError
-from ..graphs import dequantize_nodes, has_dequantize
+from ..graphs import count_dequantize, has_dequantize
 from . import inputs as inputs_mod
 from .buffers import POISON_STRIDE, poison
 from .diagnosis import KNOWN_REWRITES, ort_rewrites
@@ -43,11 +43,6 @@ RELEASE_BYTES = 256 << 20
 RELEASE_SECONDS = 1.0
 """Outputs of at least ``RELEASE_BYTES`` whose reference run took at most ``RELEASE_SECONDS`` are not held
 while a kernel path runs: the reference runs again after it (time traded for peak memory)."""
-
-
-def _count_dequantize(model: onnx.ModelProto) -> int:
-    """Our nodes in the main graph, its subgraphs and the model-local functions."""
-    return sum(1 for _ in dequantize_nodes(model))
 
 
 def _feeds(
@@ -155,7 +150,7 @@ def validate(
         model=label,
         ort_config=config,
         against=other_label,
-        dequantize_nodes=_count_dequantize(original),
+        dequantize_nodes=count_dequantize(original),
         inputs=[{"name": k, "dtype": str(v.dtype), "shape": list(v.shape), "source": source} for k, v in feeds.items()],
         seed=seed if source == "generated" else None,
         policy=policy.to_dict(),
