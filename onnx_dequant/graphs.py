@@ -182,20 +182,20 @@ def without_large_initializers(model: ModelProto, limit: int | None = None) -> M
     g = model.graph
     if not any(_nbytes(t) > limit for t in g.initializer):
         return model
-    light = ModelProto(ir_version=model.ir_version)
-    light.opset_import.extend(model.opset_import)
-    light.functions.extend(model.functions)
-    lg = light.graph
-    lg.name = g.name
+    typed = ModelProto(ir_version=model.ir_version)
+    typed.opset_import.extend(model.opset_import)
+    typed.functions.extend(model.functions)
+    typed_graph = typed.graph
+    typed_graph.name = g.name
     for part in ("node", "input", "output", "value_info", "sparse_initializer"):
-        getattr(lg, part).extend(getattr(g, part))
+        getattr(typed_graph, part).extend(getattr(g, part))
     declared = {vi.name for vi in g.input}
     for t in g.initializer:
         if _nbytes(t) <= limit:
-            lg.initializer.append(t)
+            typed_graph.initializer.append(t)
         elif t.name not in declared:
-            lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-    return light
+            typed_graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return typed
 
 
 @contextmanager
