@@ -28,16 +28,21 @@ from .diff import compare_output
 from .expected import Expected
 from .loading import for_reference, load_model, serialized, with_types
 from .localize import first_difference
+from .openvino_runner import OPENVINO_LEVELS, OpenVinoMissing, OpenVinoRunner, openvino_levels
 from .policy import Policy, Tolerance, tolerances
 from .progress import Progress
 from .report import FirstDifference, PathResult, Report, error_line
 from .runners import LEVELS, OrtRunner, ReferenceRunner, Skip
+from .stand_in import OrtStandIn, foreign_ops
 from .weights import externalize
 
-__all__ = ["PATHS", "load_model", "validate"]
+__all__ = ["PATHS", "RUNTIMES", "load_model", "validate"]
 
 PATHS = ("lowered", "kernel", "ort", "against")
 """Path names ``validate(paths=...)`` accepts."""
+
+RUNTIMES = ("onnxruntime", "openvino")
+"""Runtimes ``validate(runtimes=...)`` accepts (OpenVINO is an optional extra)."""
 
 
 def _feeds(
@@ -89,6 +94,7 @@ def validate(
     localize: bool = True,
     progress: bool = False,
     ort_config: Mapping[str, str] | None = None,
+    runtimes: Sequence[str] = ("onnxruntime",),
 ) -> Report:
     """Run ``model`` every way we can and compare each run with the reference; returns a ``Report``.
 
@@ -100,13 +106,16 @@ def validate(
     for a model without our op, or against when ``against`` is given); ``levels`` among "default" and
     "off". ``localize`` names the first differing node of a failing path. ``progress`` prints steps
     that take more than two seconds to stderr. ``ort_config`` adds ONNX Runtime session config entries
-    (``{"session.qdq_matmulnbits_accuracy_level": "0"}``) to every ORT session.
+    (``{"session.qdq_matmulnbits_accuracy_level": "0"}``) to every ORT session. ``runtimes`` (of
+    ``RUNTIMES``) adds OpenVINO's paths (``openvino-f32``, and ``openvino-default`` where the CPU's default
+    precision hint is not f32) for every path but the Python kernel.
 
     Raises ``DequantizeError`` for bad input (an invalid model, inputs that do not fit it, a model the
     reference cannot run); a path that fails to load or run is reported, not raised.
     """
     policy = policy or Policy()
     levels = _check_levels(levels)
+    path_levels = _path_levels(levels, runtimes)
     show = Progress(progress)
     with show.step("loading"):
         original, label = load_model(model)
@@ -129,9 +138,8 @@ def validate(
         seed=seed if source == "generated" else None,
         policy=policy.to_dict(),
     )
-    run.expected = Expected(
-        ReferenceRunner(run.oracle_model, arrays), feeds, [o.name for o in original.graph.output], show
-    )
+    oracle = run.reference(with_placeholders, arrays, report)
+    run.expected = Expected(oracle, feeds, [o.name for o in original.graph.output], show)
     for path in chosen:
         try:
             path_model, path_feeds, kernel = _path_model(
@@ -142,7 +150,7 @@ def validate(
             continue
         data = None if kernel else serialized(path_model)  # one serialization for both levels
         path_arrays = other_arrays if path == "against" else arrays
-        for level in levels:
+        for level in path_levels:
             report.paths.append(run.path(path, level, path_model, path_feeds, kernel, data, path_arrays))
     report.reference_seconds, report.reference_runs = run.expected.seconds, run.expected.runs
     return report
@@ -153,6 +161,20 @@ def _check_levels(levels: Sequence[str]) -> list[str]:
         if lv not in LEVELS:
             raise DequantizeError(f"unknown optimization level '{lv}'; choose from {', '.join(LEVELS)}")
     return list(levels)
+
+
+def _path_levels(levels: list[str], runtimes: Sequence[str]) -> list[str]:
+    """The levels every path runs at: ONNX Runtime's ``levels``, then OpenVINO's when asked for."""
+    for rt in runtimes:
+        if rt not in RUNTIMES:
+            raise DequantizeError(f"unknown runtime '{rt}'; choose from {', '.join(RUNTIMES)}")
+    path_levels = levels if "onnxruntime" in runtimes else []
+    if "openvino" in runtimes:
+        try:
+            path_levels = path_levels + openvino_levels()
+        except OpenVinoMissing as e:
+            raise DequantizeError(f"--runtime openvino: {e}") from None
+    return path_levels
 
 
 def _other_feeds(
@@ -199,6 +221,26 @@ class _Comparison:
         self.config = {str(k): str(v) for k, v in (ort_config or {}).items()}
         self.localize = localize
         self.show = show
+        self.stand_in: OrtStandIn | None = None
+
+    def reference(
+        self, model: onnx.ModelProto, arrays: Mapping[str, np.ndarray], report: Report
+    ) -> ReferenceRunner | OrtStandIn:
+        """The reference evaluator on the model; where it has no kernel for some op, ONNX Runtime with
+        optimizations off stands in (said in the report; no localization then)."""
+        try:
+            return ReferenceRunner(self.oracle_model, arrays)
+        except DequantizeError:
+            foreign = foreign_ops(self.oracle_model)
+            if not foreign:
+                raise
+        report.no_reference = (
+            f"the reference evaluator has no kernel for {', '.join(foreign)}: ONNX Runtime with optimizations "
+            "off stands in for it, so this compares ONNX Runtime's optimized graph with its plain one"
+        )
+        self.localize = False
+        self.stand_in = OrtStandIn(model, arrays, self.ort_config)
+        return self.stand_in
 
     def allowed(self, name: str) -> Tolerance:
         return self.tolerances.get(name, Tolerance(self.policy.exact_ulp, False, "graph output"))
@@ -215,15 +257,25 @@ class _Comparison:
     ) -> PathResult:
         """One path at one level, run and compared with the reference."""
         result = PathResult(path, level, "pass")
+        if self.stand_in is not None and self.stand_in.same_as(path, level):
+            result.status, result.reason = "skipped", "it stands in for the reference"
+            return result
+        openvino = level in OPENVINO_LEVELS
+        if openvino and kernel:
+            result.status, result.reason = "skipped", "our Python kernel runs in ONNX Runtime only"
+            return result
         scratch = self.expected.scratch(kernel)
         t0 = time.perf_counter()
         with self.show.step(f"running {result.label}"):
             try:
-                runner = OrtRunner(
-                    model, level, kernel=kernel, config=self.ort_config, data=data, arrays=arrays, scratch=scratch
-                )
-                got = runner.run(feeds, self.expected.buffers)
-            except Skip as e:
+                if openvino:
+                    got = OpenVinoRunner(model, level, arrays=arrays).run(feeds)
+                else:
+                    runner = OrtRunner(
+                        model, level, kernel=kernel, config=self.ort_config, data=data, arrays=arrays, scratch=scratch
+                    )
+                    got = runner.run(feeds, self.expected.buffers)
+            except (Skip, OpenVinoMissing) as e:
                 result.status, result.reason = "skipped", str(e)
             except Exception as e:  # noqa: BLE001 - a path that cannot load or run is a finding
                 result.status, result.reason = "error", error_line(e)
@@ -238,7 +290,7 @@ class _Comparison:
         del got
         if not all(o.ok for o in result.outputs):
             result.status = "fail"
-            if self.localize:
+            if self.localize and not openvino:
                 with self.show.step(f"finding the first differing node of {result.label}"):
                     result.first_difference = _localize(
                         self.oracle_model,

@@ -18,6 +18,7 @@ import numpy as np
 from .buffers import POISON_STRIDE, poison
 from .progress import Progress
 from .runners import ReferenceRunner
+from .stand_in import OrtStandIn
 
 __all__ = ["Expected", "RELEASE_BYTES", "RELEASE_SECONDS"]
 
@@ -28,10 +29,15 @@ while a kernel path runs: the reference runs again after it (time traded for pea
 
 
 class Expected:
-    """The reference's outputs (and, on demand, every intermediate tensor) for one set of feeds."""
+    """The reference's outputs (and, on demand, every intermediate tensor) for one set of feeds; ``oracle``
+    is the reference evaluator or, for a model it cannot run, ONNX Runtime standing in."""
 
     def __init__(
-        self, oracle: ReferenceRunner, feeds: Mapping[str, np.ndarray], outputs: Sequence[str], show: Progress
+        self,
+        oracle: ReferenceRunner | OrtStandIn,
+        feeds: Mapping[str, np.ndarray],
+        outputs: Sequence[str],
+        show: Progress,
     ) -> None:
         self.oracle, self.feeds, self.names, self.show = oracle, feeds, list(outputs), show
         self.seconds = 0.0
