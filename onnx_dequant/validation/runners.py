@@ -42,6 +42,7 @@ class ReferenceRunner:
         from onnx.reference import ReferenceEvaluator
 
         from ..reference import DequantizeOp, dequantize
+        from .standard_ops import OPS
 
         self._constants: dict[str, np.ndarray] = {}
         if arrays:
@@ -65,7 +66,7 @@ class ReferenceRunner:
                 return super()._run(x, scale, zero_point, axes, type)
 
         try:
-            self.evaluator = ReferenceEvaluator(model, new_ops=[Dequantize])
+            self.evaluator = ReferenceEvaluator(model, new_ops=[Dequantize, *OPS])
         except DequantizeError:
             raise
         except Exception as e:  # noqa: BLE001 - any failure here means the oracle cannot run the model
@@ -140,11 +141,11 @@ def kernel_session(
     names, values = in_memory(prepared.model, arrays or {})
     if names:
         so.add_external_initializers(names, values)
-    spare = [a.reshape(-1).view(np.uint8) for a in scratch or () if a.flags.c_contiguous and a.flags.writeable]
-    limit = max(runs.SCRATCH_MAX_BYTES, sum(b.nbytes for b in spare))
+    reusable = [a.reshape(-1).view(np.uint8) for a in scratch or () if a.flags.c_contiguous and a.flags.writeable]
+    limit = max(runs.SCRATCH_MAX_BYTES, sum(b.nbytes for b in reusable))
     session = KernelSession(prepared, so, scratch_bytes=limit)
-    if spare:
-        session.scratch.give(spare)
+    if reusable:
+        session.scratch.give(reusable)
     return session, values
 
 
