@@ -74,6 +74,9 @@ JUDGED_MIN = 1 << 16
 """Targets are judged on cases of at least this many elements; below it a call's fixed cost (the
 contract's checks, ORT's run overhead: microseconds) dominates a copy of a few hundred nanoseconds,
 and those cases are summarized apart."""
+JUDGED_MIN_KERNEL = 1 << 20
+"""The kernel measure's threshold: one call through ORT's Python op bridge costs about 0.1 ms, as much
+as two casting copies of a quarter-million elements."""
 
 
 @dataclass(frozen=True)
@@ -391,7 +394,8 @@ def summary(results: list[Result], judged: bool = True) -> dict[str, dict]:
     over the small ones (``judged=False``)."""
     out = {}
     for m in TARGETS:
-        pick = [res for res in results if m in res.ratios and (res.size >= JUDGED_MIN) == judged]
+        least = JUDGED_MIN_KERNEL if m == "kernel" else JUDGED_MIN
+        pick = [res for res in results if m in res.ratios and (res.size >= least) == judged]
         vals = sorted(((res.ratios[m], res) for res in pick), key=lambda p: p[0])
         if not vals:
             continue
@@ -428,6 +432,16 @@ def print_summary(summ: dict[str, dict], title: str) -> None:
             print(f"{'':<12}   next {v:.2f}  {c}")
 
 
+def report(results: list[Result]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Print the distributions of the small (not judged) and the judged cases; return both."""
+    small = summary(results, judged=False)
+    if small:
+        print_summary(small, f"cases under {JUDGED_MIN} elements (kernel: {JUDGED_MIN_KERNEL}; fixed per-call costs)")
+    summ = summary(results)
+    print_summary(summ, f"{len(results)} cases: those of {JUDGED_MIN} elements or more (kernel: {JUDGED_MIN_KERNEL})")
+    return small, summ
+
+
 def parse_size(text: str) -> int:
     m = re.fullmatch(r"(\d+)([KMG]?)", text.strip().upper())
     if not m:
@@ -448,7 +462,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start", type=int, default=1, metavar="N", help="begin at the N-th selected case (resume)")
     p.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (default 1)")
     p.add_argument("--json", metavar="FILE", help="write every case's ratios and the distribution as JSON")
+    p.add_argument("--summarize", nargs="+", metavar="JSON", help="print the distribution of earlier runs' JSON")
     args = p.parse_args(argv)
+    if args.summarize:  # several files: resumed runs (a later file's case replaces an earlier one's)
+        merged: dict[str, Result] = {}
+        for path in args.summarize:
+            with open(path) as f:
+                for c in json.load(f)["cases"]:
+                    merged[c["case"]] = Result(**c)
+        report(list(merged.values()))
+        return 0
     global THREADS
     THREADS = args.threads
     cases = make_cases(args.seed)
@@ -485,11 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(res)
         rs = "  ".join(f"{k} {v:.2f}" for k, v in res.ratios.items())
         print(f"[{i + 1}/{len(cases)}] {c.name} floor {res.floor:.2f}: {rs}  ({res.strategy or '-'})", flush=True)
-    small = summary(results, judged=False)
-    if small:
-        print_summary(small, f"cases under {JUDGED_MIN} elements (fixed per-call costs; not judged)")
-    summ = summary(results)
-    print_summary(summ, f"distribution over the cases of {JUDGED_MIN} elements or more (judged)")
+    small, summ = report(results)
     print(f"\n{len(results)} cases in {time.perf_counter() - t_start:.0f} s")
     if args.json:
         with open(args.json, "w") as f:
