@@ -48,8 +48,8 @@ def _wire(x: np.ndarray) -> tuple[np.ndarray, str | None]:
     """An array as stored (and as the runner takes it): bf16 as its uint16 bits, with its nGraph type."""
     x = np.asarray(x)
     if x.dtype == ml_dtypes.bfloat16:
-        return np.ascontiguousarray(x).view(np.uint16), "bf16"
-    return np.ascontiguousarray(x), None
+        return np.require(x, requirements="C").view(np.uint16), "bf16"
+    return np.require(x, requirements="C"), None  # ascontiguousarray would make a 0-d array 1-d
 
 
 def run_ngraph(runner: str, graph_path: Path, inputs: dict[str, np.ndarray], function: str) -> dict[str, np.ndarray]:

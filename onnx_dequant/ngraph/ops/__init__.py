@@ -79,4 +79,4 @@ BACKEND_OPS = frozenset(
 )
 """Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
 
-from . import conv, dot, elementwise, io, quant, reduce, shape, split  # noqa: E402, F401  (registers the converters, after OPS exists)
+from . import compare, conv, dot, elementwise, io, math, movement, norm, pad, quant, reduce, shape, split  # noqa: E402, F401  (registers the converters, after OPS exists)
