@@ -49,7 +49,7 @@ def _wire(x: np.ndarray) -> tuple[np.ndarray, str | None]:
     x = np.asarray(x)
     if x.dtype == ml_dtypes.bfloat16:
         return np.require(x, requirements="C").view(np.uint16), "bf16"
-    return np.require(x, requirements="C"), None  # ascontiguousarray would make a 0-d array 1-d
+    return np.require(x, requirements="C"), None  # ascontiguousarray would make a scalar (1,)
 
 
 def run_ngraph(runner: str, graph_path: Path, inputs: dict[str, np.ndarray], function: str) -> dict[str, np.ndarray]:

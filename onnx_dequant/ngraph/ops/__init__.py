@@ -79,4 +79,22 @@ BACKEND_OPS = frozenset(
 )
 """Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
 
-from . import compare, conv, dot, elementwise, io, math, movement, norm, pad, quant, reduce, shape, split  # noqa: E402, F401  (registers the converters, after OPS exists)
+from . import (  # noqa: E402, F401  (registers the converters, after OPS exists)
+    compare,
+    conv,
+    dot,
+    elementwise,
+    io,
+    losses,
+    math,
+    movement,
+    norm,
+    norm_training,
+    pad,
+    quant,
+    reduce,
+    shape,
+    split,
+    training,
+    window_backprop,
+)
