@@ -148,6 +148,15 @@ class OpContext:
                 )
         _ONNX_TAKES_ALL.add((onnx_ops, opset, dt.name, output))
 
+    def value(self, i: int) -> np.ndarray | None:
+        """Input ``i``'s value when it is a constant (an initializer), else None. The initializer is dropped
+        at the end if the converter's nodes do not use it (it folded the value)."""
+        name = self.inputs[i]
+        v = self.b.values.get(name)
+        if v is not None:
+            self.b.folded.add(name)
+        return v
+
     def static_shape(self, i: int, what: str = "input") -> tuple[int, ...]:
         s = self.types[i].shape
         if not known(s):
