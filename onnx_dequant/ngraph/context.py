@@ -20,7 +20,7 @@ from ..errors import DequantizeError
 from .builder import Builder
 from .reader import Op
 
-__all__ = ["OpContext", "MISSING", "shape_str", "known", "numel", "accumulator"]
+__all__ = ["OpContext", "MISSING", "MAX_DIM", "shape_str", "known", "numel", "accumulator"]
 
 MISSING: Any = object()
 _INT = {int}
