@@ -13,14 +13,14 @@ from ... import dtypes
 from ...contract import TensorType, merge_shapes
 from ..context import OpContext, shape_str
 from . import register
-from .elementwise import _binary, broadcast_shapes, read_autob
+from .elementwise import binary_inputs, broadcast_shapes, read_autob
 
 _BOOL = dtypes.parse("boolean")
 
 
 def _comparison(onnx_op: str):
     def convert(ctx: OpContext) -> list[TensorType]:
-        a, b, t = _binary(ctx)
+        a, b, t = binary_inputs(ctx)
         ctx.require_onnx(t.elem_type, onnx_op)
         ctx.emit(onnx_op, [a, b], ctx.out())
         return [TensorType(_BOOL, t.shape)]
@@ -42,7 +42,7 @@ register("LessEqual", versions=(1,))(_comparison("LessOrEqual"))
 
 @register("NotEqual", versions=(0, 1))
 def not_equal(ctx: OpContext) -> list[TensorType]:
-    a, b, t = _binary(ctx)
+    a, b, t = binary_inputs(ctx)
     ctx.require_onnx(t.elem_type, "Equal")
     ctx.emit("Not", [ctx.emit("Equal", [a, b])], ctx.out())
     return [TensorType(_BOOL, t.shape)]
@@ -57,7 +57,7 @@ def _boolean_only(ctx: OpContext, t: TensorType) -> None:
 
 def _logical(onnx_op: str):
     def convert(ctx: OpContext) -> list[TensorType]:
-        a, b, t = _binary(ctx)
+        a, b, t = binary_inputs(ctx)
         _boolean_only(ctx, t)
         ctx.emit(onnx_op, [a, b], ctx.out())
         return [t]

@@ -15,16 +15,16 @@ from ... import dtypes
 from ...contract import TensorType
 from ..context import OpContext
 from . import register
-from .elementwise import _binary, _no_boolean, _unary
+from .elementwise import binary_inputs, no_boolean, unary_input
 
 _F64 = dtypes.parse("f64")
 
 
 def _transcendental(onnx_op: str):
     def convert(ctx: OpContext) -> list[TensorType]:
-        t = _unary(ctx)
+        t = unary_input(ctx)
         dt = t.elem_type
-        _no_boolean(ctx, dt)
+        no_boolean(ctx, dt)
         x = ctx.inputs[0]
         if dt.is_real:
             ctx.require_onnx(dt, onnx_op)
@@ -54,9 +54,9 @@ for _ng, _onnx in (
 
 def _integral(onnx_op: str):
     def convert(ctx: OpContext) -> list[TensorType]:
-        t = _unary(ctx)
+        t = unary_input(ctx)
         dt = t.elem_type
-        _no_boolean(ctx, dt)
+        no_boolean(ctx, dt)
         op = onnx_op if dt.is_real else "Identity"
         ctx.require_onnx(dt, op)
         ctx.emit(op, ctx.inputs, ctx.out())
@@ -72,9 +72,9 @@ register("Round")(_integral("Round"))
 
 @register("Sign")
 def sign(ctx: OpContext) -> list[TensorType]:
-    t = _unary(ctx)
+    t = unary_input(ctx)
     dt = t.elem_type
-    _no_boolean(ctx, dt)
+    no_boolean(ctx, dt)
     x = ctx.inputs[0]
     if not dt.is_real:
         ctx.require_onnx(dt, "Sign")
@@ -89,8 +89,8 @@ def sign(ctx: OpContext) -> list[TensorType]:
 
 @register("Power", versions=(0, 1))
 def power(ctx: OpContext) -> list[TensorType]:
-    a, b, t = _binary(ctx)
-    _no_boolean(ctx, t.elem_type)
+    a, b, t = binary_inputs(ctx)
+    no_boolean(ctx, t.elem_type)
     ctx.require_onnx(t.elem_type, "Pow")
     ctx.emit("Pow", [a, b], ctx.out())
     return [t]
@@ -98,8 +98,8 @@ def power(ctx: OpContext) -> list[TensorType]:
 
 @register("SquaredDifference")
 def squared_difference(ctx: OpContext) -> list[TensorType]:
-    a, b, t = _binary(ctx)
-    _no_boolean(ctx, t.elem_type)
+    a, b, t = binary_inputs(ctx)
+    no_boolean(ctx, t.elem_type)
     ctx.require_onnx(t.elem_type, "Sub", "Mul")
     d = ctx.emit("Sub", [a, b])
     ctx.emit("Mul", [d, d], ctx.out())
