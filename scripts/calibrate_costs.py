@@ -76,6 +76,8 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
         "dql_axis@narrow": (dql(shape_n, (shape_n[0],), axis=0), i8, shape_n, f32),
         "dql_axis_last": (dql(shape_w, (wide,), axis=1), i8, shape_w, f32),
         "dql_blocked": (dql((8, n // 8), (1, n // 8), axis=0, block_size=8), i8, (8, n // 8), f32),
+        # the scale rows after the reduced axis fit in L1 (256 elements) instead of streaming
+        "dql_blocked_l1": (dql((n // 256, 256), (1, 256), axis=0, block_size=n // 256), i8, (n // 256, 256), f32),
         "dql_blocked_last": (dql(shape_n, (shape_n[0], 1), axis=1, block_size=narrow), i8, shape_n, f32),
         "dql_blocked_last@wide": (dql(shape_w, (shape_w[0], 1), axis=1, block_size=wide), i8, shape_w, f32),
         "cast_to_f16": (unary("Cast", TP.FLOAT, (n,), TP.FLOAT16, to=TP.FLOAT16), f32, (n,), np.dtype(np.float16)),

@@ -61,7 +61,7 @@ def test_the_rule_set():
     "shape,axes,expected",
     [
         ((4, 8, 16), (), "dql-per-tensor"),
-        ((4, 8, 16), (1,), "dql-per-axis"),
+        ((4, 8, 256), (1,), "dql-per-axis"),  # (per-axis DQL pays per row: rows of 16 go blocked)
         ((4, 8, 16), (0, 1), "dql-merged-axes"),  # adjacent axes: one Reshape, one DQL axis
         ((4, 8, 16), (0, 2), "dql-blocked"),  # not adjacent: a whole-axis block on axis 1
     ],
@@ -81,9 +81,10 @@ def test_f64_outputs_and_i32_inputs_use_cast_sub_mul():
 
 
 def test_the_slow_last_axis_is_avoided():
-    """ORT's per-axis DQL on the last axis is charged 6x: blocking along axis 1 costs less. Among the
-    layouts that do not merge axes, ``{last}`` of (256,256,256) reduces axis 1 and expands the scale along
-    axis 0 (its rows stay in L1), not the other way round; merging axes 0 and 1 first costs less still."""
+    """ORT's per-axis DQL on the last axis costs 6-7 casting copies (calibrated): blocking along axis 1 costs
+    less. Among the layouts that do not merge axes, ``{last}`` of (256,256,256) reduces axis 1 and expands
+    the scale along axis 0 (its rows stay in L1), not the other way round; merging axes 0 and 1 first costs
+    less still."""
     assert chosen(info((64, 1024), (1,))) == "dql-blocked"
     i = info((256, 256, 256), (2,))
     p = plan(i)
@@ -93,7 +94,8 @@ def test_the_slow_last_axis_is_avoided():
     unmerged = [lay for lay in blocked.layouts(i) if not lay.reshapes]
     best = min(unmerged, key=lambda lay: layout_cost(i, lay))
     assert (best.axis, best.expand) == (1, (0,))
-    assert chosen(info((64, 1024), (1,), target="portable")) == "dql-per-axis"  # no blocked DQL there
+    # portable has no blocked DQL; Cast/Sub/Mul measured 2.6x faster than the per-axis DQL on the last axis
+    assert chosen(info((64, 1024), (1,), target="portable")) == "cast-sub-mul"
 
 
 def test_a_reshape_copies_only_a_graph_output():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from lowering_util import one_node_model, random_case, run_ort
+from helpers import one_node_model, random_case, run_ort
 from onnx import TensorProto, helper
 
 import onnx_dequant as odq

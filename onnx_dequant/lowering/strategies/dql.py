@@ -70,6 +70,20 @@ def ort_load_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
     return None
 
 
+L1_BYTES = 16 << 10
+"""Scale/zero-point rows up to this size stay in the L1 cache while a block is processed."""
+
+
+def _inner_param_bytes(info: NodeInfo, layout: Layout) -> float:
+    """Bytes of the scale (and zero point) row after a blocked layout's reduced axis."""
+    dims = layout.view_dims(info)
+    inner = 1
+    for i in range((layout.axis or 0) + 1, len(dims)):
+        if layout.quant[i] or i in layout.expand:
+            inner *= dims[i] if isinstance(dims[i], int) else UNKNOWN_DIM
+    return inner * (DQL_TYPE.bits / 8 + (max(info.in_type.bits, 8) / 8 if info.has_zp else 0))
+
+
 def _rows(info: NodeInfo, layout: Layout) -> int:
     """Rows the kernel walks: per axis, runs of the elements after the axis; blocked, its blocks."""
     dims = [d if isinstance(d, int) else UNKNOWN_DIM for d in layout.view_dims(info)]
@@ -95,8 +109,8 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
         cost += 0 if last else _rows(info, layout) * kernel_cost("dql_axis_row")
     elif last:
         cost = n * kernel_cost("dql_blocked_last") + _rows(info, layout) * kernel_cost("dql_blocked_last_row")
-    else:
-        cost = n * kernel_cost("dql_blocked")
+    else:  # the kernel walks the scale rows after the reduced axis once per block: cheaper while they stay in L1
+        cost = n * kernel_cost("dql_blocked_l1" if _inner_param_bytes(info, layout) <= L1_BYTES else "dql_blocked")
     cost *= (in_bytes + dql_bytes) / 5  # the table's kernels read int8 (5 bytes per element with f32 out)
     if dql_t is not info.out_type:
         cost += n * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6
