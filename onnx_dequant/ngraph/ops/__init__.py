@@ -84,6 +84,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     dot,
     elementwise,
     io,
+    loop,
     losses,
     norm_training,
     quant,
