@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import ml_dtypes
 import onnx
 
 from .. import dtypes
 from ..errors import DequantizeError
+from ..exactness import mantissa_bits, ort_exact
 from ..graphs import subgraphs, value_types
 from ..schema import is_dequantize
 
@@ -161,18 +161,9 @@ class Tolerance:
         return s + " (or of max |x|)" if self.scaled else s
 
 
-def mantissa_bits(t: dtypes.DType) -> int:
-    """Significand bits of a real type, the implicit bit included (f32: 24)."""
-    return int(ml_dtypes.finfo(t.numpy).nmant) + 1
-
-
-def dequantize_ulp(x: dtypes.DType, out: dtypes.DType) -> tuple[bool, str]:
-    """Whether exactness is achievable for input type ``x`` and output type ``out``, and why (docs/precision.md)."""
-    if x.name == "i32":
-        return True, "i32: the exact lowering subtracts without wrapping and rounds once"
-    if out.name in ("f32", "f64") or x.bits + 1 + mantissa_bits(out) <= 24:
-        return True, f"{x.name}->{out.name} rounds once"
-    return False, f"{x.name}->{out.name}: ONNX Runtime rounds twice (via f32)"
+dequantize_ulp = ort_exact
+"""Whether exactness is achievable for input type ``x`` and output type ``out``, and why (the one rule in
+``onnx_dequant.exactness``)."""
 
 
 def _real(t: dtypes.DType | None) -> bool:
