@@ -32,6 +32,7 @@ from ... import dtypes, schema
 from ...contract import TensorType
 from ...errors import DequantizeError
 from ..context import MAX_DIM, OpContext, shape_str
+from ..reader import read_function
 from . import register
 
 
@@ -90,14 +91,11 @@ def _rename(g: onnx.GraphProto, prefix: str) -> None:
 
 
 def _convert_body(ctx: OpContext, nodes: list[dict], params: list[str], results: list[str]) -> onnx.GraphProto:
-    from .. import reader
-    from ..importer import _convert  # the importer imports this package: import at call time
-
     if any(n.get("op") == "TensorIterator" for n in nodes):
         raise ctx.error("No nested TensorIterator")
     fn = {"name": f"{ctx.name}_body", "ops": nodes, "parameters": params, "result": results}
     try:
-        model = _convert(reader.read_function([fn]), ctx.b.opset, None)
+        model = ctx.b.convert_function(read_function([fn]))  # type: ignore[misc]
     except DequantizeError as e:
         where = f"node '{e.node}' of the body" if e.node else "the body"
         raise ctx.error(f"TensorIterator: {where}: {e.rule}") from None
