@@ -35,6 +35,7 @@ from ..schema import is_dequantize
 
 __all__ = [
     "ALWAYS_EXACT",
+    "INTEGER_EXACT",
     "BIT_IDENTICAL",
     "CORRECTLY_ROUNDED",
     "MOVING",
@@ -106,6 +107,9 @@ CORRECTLY_ROUNDED = frozenset({"Add", "Sub", "Mul", "Div", "Sqrt", "QuantizeLine
 """Standard ops IEEE arithmetic rounds once, the same way in ONNX Runtime and NumPy: exact on exact inputs
 (QuantizeLinear only with an f32 input: for other types the reference divides in the input's type,
 ONNX Runtime in f32)."""
+
+INTEGER_EXACT = frozenset({"ConvInteger", "MatMulInteger"})
+"""Standard ops of exact integer arithmetic (int32 sums of 8-bit products, no rounding): exact on exact inputs."""
 
 ALWAYS_EXACT = frozenset({"Shape", "Size", "Constant", "ConstantOfShape", "EyeLike"})
 """Standard ops whose outputs do not depend on input values beyond shapes and attributes."""
@@ -271,14 +275,18 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
             src = types.get(node.input[0])
             if _real(dst) and _real(src):
                 own = _narrowed(inexact[0], src, dst, label)
-        elif standard and not list(subgraphs(node)) and node.op_type in MOVING | CORRECTLY_ROUNDED | {"Cast"}:
-            if not inexact and node.op_type in CORRECTLY_ROUNDED:
+        elif (
+            standard
+            and not list(subgraphs(node))
+            and node.op_type in MOVING | CORRECTLY_ROUNDED | INTEGER_EXACT | {"Cast"}
+        ):
+            if not inexact and node.op_type in CORRECTLY_ROUNDED | INTEGER_EXACT:
                 real = any(_real(types.get(o)) for o in node.output)
                 what = "rounds once, as the reference does," if real else "integer arithmetic"
                 own = Tolerance(0, False, f"{label}: {what} on exact tensors")
             elif not inexact:
                 own = Tolerance(0, False, _moved_why(node, tol, label))
-            elif node.op_type in CORRECTLY_ROUNDED:
+            elif node.op_type in CORRECTLY_ROUNDED | INTEGER_EXACT:
                 own = _loose(loose, label, inexact, "arithmetic on inexact tensors")
         held = bool(list(subgraphs(node)))
         moves = standard and not held and node.op_type in MOVING
