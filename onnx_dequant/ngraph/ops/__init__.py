@@ -73,6 +73,7 @@ BACKEND_OPS = frozenset(
 """Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
 
 from . import (  # noqa: E402, F401  (registers the converters, after OPS exists)
+    compare,
     conv,
     dot,
     elementwise,
@@ -80,7 +81,11 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     io,
     loop,
     losses,
+    math,
+    movement,
+    norm,
     norm_training,
+    pad,
     quant,
     quantized,
     reduce,
