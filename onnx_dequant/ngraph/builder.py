@@ -36,7 +36,7 @@ class Builder:
         self.used: set[str] = set()
         self._consts: dict[tuple[Any, ...], str] = {}
         self.uses_custom_domain = False
-        self.small: dict[Any, str] = {}
+        self.small_consts: dict[Any, str] = {}
         """Names of small constants by their Python value (a faster path to ``const``'s sharing)."""
         self.convert_function: Callable[[Any], onnx.ModelProto] | None = None
         """Set by the importer: converts a nested function (a TensorIterator's body) as it converts the graph."""
