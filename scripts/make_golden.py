@@ -52,6 +52,13 @@ def _wire(x: np.ndarray) -> tuple[np.ndarray, str | None]:
     return np.ascontiguousarray(x), None
 
 
+def _check(args: list[str]) -> str:
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RunnerError(proc.stderr.strip() or f"runner exited with {proc.returncode}")
+    return proc.stdout
+
+
 def run_ngraph(runner: str, graph_path: Path, inputs: dict[str, np.ndarray], function: str) -> dict[str, np.ndarray]:
     """nGraph's outputs, keyed by Result name, in result order."""
     with tempfile.TemporaryDirectory(prefix="golden_") as tmp:
@@ -60,13 +67,12 @@ def run_ngraph(runner: str, graph_path: Path, inputs: dict[str, np.ndarray], fun
             p = os.path.join(tmp, f"in_{k}.npy")
             np.save(p, _wire(x)[0])
             args += ["-i", f"{name}={p}"]
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise RunnerError(proc.stderr.strip() or f"runner exited with {proc.returncode}")
-        summary = json.loads(proc.stdout)
+        summary = json.loads(_check(args))
+        described = json.loads(_check([runner, str(graph_path), "--function", function, "--describe"]))
+        shapes = {r["name"]: r["shape"] for r in described["results"]}
         out = {}
         for r in summary["results"]:
-            y = np.load(r["file"]).reshape(r["shape"])  # the runner writes a 0-d result with shape (1,)
+            y = np.load(r["file"]).reshape(shapes[r["name"]])  # the runner writes 0-d results with shape (1,)
             if r["element_type"] == "bf16":
                 y = y.view(ml_dtypes.bfloat16)
             out[r["name"]] = y
