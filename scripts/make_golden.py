@@ -48,8 +48,8 @@ def _wire(x: np.ndarray) -> tuple[np.ndarray, str | None]:
     """An array as stored (and as the runner takes it): bf16 as its uint16 bits, with its nGraph type."""
     x = np.asarray(x)
     if x.dtype == ml_dtypes.bfloat16:
-        return np.ascontiguousarray(x).view(np.uint16), "bf16"
-    return np.ascontiguousarray(x), None
+        return np.array(x, order="C").view(np.uint16), "bf16"
+    return np.array(x, order="C"), None  # (ascontiguousarray makes 0-d arrays 1-d)
 
 
 def _check(args: list[str]) -> str:
