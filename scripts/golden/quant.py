@@ -19,22 +19,35 @@ REALS = ("f32", "f64", "bf16")  # not f16: nGraph 0.26 reads float16 as bf16
 QUANT = ("i8", "u8", "i32")  # nGraph 0.26's quantized types
 
 
-def _quantize(real: str, quant: str, axes: tuple[int, ...], mode: int, shape=SHAPE) -> list:
+def _quantize(real: str, quant: str, axes: tuple[int, ...], modes, shape=SHAPE) -> list:
+    """One Quantize per round mode, on the same inputs (one Result each)."""
     w = FunctionWriter()
     x = w.parameter(real, list(shape))
     s = w.parameter(real, [shape[a] for a in axes])
     z = w.parameter(quant, [shape[a] for a in axes])
-    w.result(w.op("Quantize", x, s, z, type=quant, axes=list(axes), round_mode=mode))
+    for mode in modes:
+        w.result(w.op("Quantize", x, s, z, type=quant, axes=list(axes), round_mode=mode))
     return graph(w)
 
 
-def _dequantize(quant: str, real: str, axes: tuple[int, ...], shape=SHAPE) -> list:
+def _dequantize(quant: str, real: str, rng: np.random.Generator) -> tuple[list, dict[str, np.ndarray]]:
+    """One Dequantize per axes pattern of a rank-3 input (one Result each), with its inputs."""
     w = FunctionWriter()
-    x = w.parameter(quant, list(shape))
-    s = w.parameter(real, [shape[a] for a in axes])
-    z = w.parameter(quant, [shape[a] for a in axes])
-    w.result(w.op("Dequantize", x, s, z, type=real, axes=list(axes)))
-    return graph(w)
+    qt = dtypes.parse(quant).numpy
+    info = np.iinfo(qt)
+    lo, hi = (int(info.min), int(info.max)) if quant != "i32" else (-(2**30), 2**30)
+    inputs = {}
+    x = w.parameter(quant, list(SHAPE))
+    inputs[x] = rng.integers(lo, hi, SHAPE, endpoint=True).astype(qt)
+    inputs[x].flat[:2] = (lo, hi)
+    for axes in AXES:
+        sshape = [SHAPE[a] for a in axes]
+        s, z = w.parameter(real, sshape), w.parameter(quant, sshape)
+        scale = rng.uniform(0.001, 3.0, sshape).astype(np.float64)
+        inputs[s] = scale.astype(ml_dtypes.bfloat16 if real == "bf16" else dtypes.parse(real).numpy)
+        inputs[z] = rng.integers(lo // 2, hi // 2, sshape, endpoint=True).astype(qt)
+        w.result(w.op("Dequantize", x, s, z, type=real, axes=list(axes)))
+    return graph(w), {str(k): v for k, v in inputs.items()}
 
 
 def _ties(real: str, quant: str) -> np.ndarray:
@@ -57,21 +70,22 @@ def cases() -> list[GoldenCase]:
         if importable(case.graph):
             out.append(case)
 
-    # every round mode x real type x quantized type, per tensor, scale 1 and offset 0 (and an offset)
-    for real, quant, mode in itertools.product(REALS, QUANT, range(9)):
+    # every round mode (one Result each) x real type x quantized type, per tensor, scale 1, offset 0 and 3
+    for real, quant in itertools.product(REALS, QUANT):
         x = _ties(real, quant)
         dt = dtypes.parse(real).numpy
         for zp in (0, 3):
             add(
                 GoldenCase(
-                    f"quantize_{real}_{quant}_mode{mode}_zp{zp}",
-                    _quantize(real, quant, (), mode, x.shape),
+                    f"quantize_{real}_{quant}_zp{zp}",
+                    _quantize(real, quant, (), range(9), x.shape),
                     {
                         "Parameter_0": x,
                         "Parameter_1": np.array(1.0, dt),
                         "Parameter_2": np.array(zp, dtypes.parse(quant).numpy),
                     },
-                    note=f"Quantize round mode {mode}, {real} -> {quant}, ties, saturation, offset {zp}",
+                    note=f"Quantize in round modes 0-8 (Results in order), {real} -> {quant}, ties, saturation, "
+                    f"offset {zp}",
                 )
             )
     # every axes pattern, scales that make ties (x / 0.5, x / 0.25), both directions of saturation
@@ -86,34 +100,26 @@ def cases() -> list[GoldenCase]:
             add(
                 GoldenCase(
                     f"quantize_axes{tag}_{quant}",
-                    _quantize("f32", quant, axes, 4),
+                    _quantize("f32", quant, axes, (0, 4)),
                     {"Parameter_0": x, "Parameter_1": s, "Parameter_2": z.astype(dtypes.parse(quant).numpy)},
-                    note=f"Quantize on axes {axes}, f32 -> {quant}, half to even",
+                    note=f"Quantize on axes {axes}, f32 -> {quant}, half away from zero and half to even",
                 )
             )
-    # Dequantize: every axes pattern x type pair
-    for axes in AXES:
-        tag = "".join(map(str, axes)) or "none"
-        sshape = [SHAPE[a] for a in axes]
-        for quant, real in itertools.product(QUANT, REALS):
-            qt = dtypes.parse(quant).numpy
-            info = np.iinfo(qt)
-            lo, hi = (int(info.min), int(info.max)) if quant != "i32" else (-(2**30), 2**30)
-            x = rng.integers(lo, hi, SHAPE, endpoint=True).astype(qt)
-            x.flat[:2] = (lo, hi)
-            z = rng.integers(lo // 2, hi // 2, sshape, endpoint=True).astype(qt)
-            s = rng.uniform(0.001, 3.0, sshape).astype(np.float64)
-            s = s.astype(ml_dtypes.bfloat16 if real == "bf16" else dtypes.parse(real).numpy)
-            inexact = quant == "i32" and real != "f64"
-            add(
-                GoldenCase(
-                    f"dequantize_axes{tag}_{quant}_{real}",
-                    _dequantize(quant, real, axes),
-                    {"Parameter_0": x, "Parameter_1": s, "Parameter_2": z},
-                    note=f"Dequantize on axes {axes}, {quant} -> {real}",
-                    ulp=1 if inexact else None,
-                    why="nGraph converts the i32 difference to the output type and multiplies there (two roundings); "
-                    "ours rounds once" if inexact else "",
-                )
+    # Dequantize: every type pair, each with every axes pattern
+    for quant, real in itertools.product(QUANT, REALS):
+        g, inputs = _dequantize(quant, real, rng)
+        inexact = quant == "i32" and real != "f64"
+        add(
+            GoldenCase(
+                f"dequantize_{quant}_{real}",
+                g,
+                inputs,
+                note=f"Dequantize {quant} -> {real} on every axes pattern of a rank-3 input (Results in order)",
+                ulp=1 if inexact else None,
+                why="nGraph converts the i32 difference to the output type and multiplies there (two roundings); "
+                "ours rounds once"
+                if inexact
+                else "",
             )
+        )
     return out
