@@ -32,7 +32,7 @@ from benchlib import Bench, Row  # noqa: E402
 import onnx_dequant as odq  # noqa: E402
 from onnx_dequant.lowering import (  # noqa: E402
     STRATEGIES,  # noqa: E402
-    LoweredNode,
+    LowerOptions,
     lower_model,
 )
 
@@ -105,9 +105,8 @@ class Runner:
 
 
 def lowered(model: onnx.ModelProto, strategies=None) -> tuple[onnx.ModelProto, str]:
-    rep: list[LoweredNode] = []
-    m = lower_model(onnx.ModelProto.FromString(model.SerializeToString()), report=rep, strategies=strategies)
-    return m, rep[0].strategy
+    result = lower_model(onnx.ModelProto.FromString(model.SerializeToString()), LowerOptions(strategies=strategies))
+    return result.model, result.nodes[0].strategy
 
 
 def bench_patterns(bench: Bench, quick: bool) -> None:

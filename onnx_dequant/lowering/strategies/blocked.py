@@ -4,7 +4,8 @@ merged by Reshape first. Picks the cheapest such layout (ORT's fast path: r not 
 
 from __future__ import annotations
 
-from .base import NodeInfo
+from ..facts import NodeInfo
+from .base import Refusal
 from .dql import DQLStrategy, Layout, layout_cost
 from .shapes import groups
 
@@ -18,32 +19,32 @@ class Blocked(DQLStrategy):
     def layouts(self, info: NodeInfo) -> list[Layout]:
         """Every whole-axis-block layout of the node whose block size is known."""
         out = []
-        small = info.in_type.bits < 8  # ORT has no Reshape or Expand for 4-bit types
-        if small and info.has_zp and not info.zp_const:
+        four_bit = info.in_type.bits < 8  # ORT has no Reshape or Expand for 4-bit types
+        if four_bit and info.has_zp and not info.zp_const:
             return []
-        for merge in (False,) if small else (False, True):
-            gs = groups(info.rank or 0, info.axes, merge=merge)
-            view = tuple(g for _, g in gs)
-            quant = tuple(q for q, _ in gs)
+        for merge in (False,) if four_bit else (False, True):
+            runs = groups(info.rank or 0, info.axes, merge=merge)
+            view = tuple(g for _, g in runs)
+            quant = tuple(q for q, _ in runs)
             dims = Layout(view, quant, "blocked").view_dims(info)
             for r, q in enumerate(quant):
                 if q or not isinstance(dims[r], int) or dims[r] < 1:
                     continue
                 expand = tuple(i for i, qq in enumerate(quant) if not qq and i != r)
-                if expand and info.has_zp and small:
+                if expand and info.has_zp and four_bit:
                     continue  # Expand has no 4-bit types
                 out.append(Layout(view, quant, "blocked", r, expand))
         return list(dict.fromkeys(out))
 
-    def refuse(self, info: NodeInfo) -> str | None:
-        if info.opset < 21:
-            return "blocked DequantizeLinear needs opset 21"
-        if not info.axes:
-            return "the node has no quantization axes"
-        if info.rank is None:
-            return "the input's rank is unknown"
-        return None if self.layouts(info) else "no broadcast axis of known size to block along"
-
-    def layout(self, info: NodeInfo) -> Layout:
+    def layout(self, info: NodeInfo) -> Layout | Refusal:
         """The cheapest blocked layout."""
-        return min(self.layouts(info), key=lambda lay: layout_cost(info, lay))
+        if info.opset < 21:
+            return Refusal("blocked DequantizeLinear needs opset 21")
+        if not info.axes:
+            return Refusal("the node has no quantization axes")
+        if info.rank is None:
+            return Refusal("the input's rank is unknown")
+        candidates = self.layouts(info)
+        if not candidates:
+            return Refusal("no broadcast axis of known size to block along")
+        return min(candidates, key=lambda lay: layout_cost(info, lay))

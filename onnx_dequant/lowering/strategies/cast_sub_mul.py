@@ -6,33 +6,43 @@ from __future__ import annotations
 
 from ... import dtypes
 from ...reference import _work_dtype
-from .base import Emitter, NodeInfo, Strategy
+from ..emitter import Emitter
+from ..facts import NodeInfo
+from .base import Refusal, Strategy, openvino_refusal
 
-__all__ = ["CastSubMul"]
+__all__ = ["BARRIER", "CastSubMul"]
+
+BARRIER = 3.0e38
+"""Above every difference of two quantized values: ``Min(d, BARRIER)`` is ``d``, and hides the Sub from a
+runtime that would fold it with the Mul (strategies/openvino.py)."""
 
 
-def work_type(info: NodeInfo) -> dtypes.DType:
-    return dtypes.parse(_work_dtype(info.in_type, info.out_type))
+class CastSubMul(Strategy[dtypes.DType]):
+    """The choice is the work type."""
 
-
-class CastSubMul(Strategy):
     name = "cast-sub-mul"
+    barrier = False  # a Min(d, BARRIER) between Sub and Mul
 
-    def check(self, info: NodeInfo) -> str | None:
+    def applies(self, info: NodeInfo) -> Refusal | None:
+        """The checks every Cast/Sub/Mul form needs."""
         if info.axes and info.rank is None:
-            return "the input's rank is unknown"
+            return Refusal("the input's rank is unknown")
         if info.in_type.bits < 8 and info.opset < 21:
-            return f"Cast from {info.in_type.name} needs opset 21"
+            return Refusal(f"Cast from {info.in_type.name} needs opset 21")
         return None
 
-    def cost(self, info: NodeInfo) -> float:
+    def check(self, info: NodeInfo) -> dtypes.DType | Refusal:
+        work = dtypes.parse(_work_dtype(info.in_type, info.out_type))
+        return self.applies(info) or openvino_refusal(info, work=work) or work
+
+    def cost(self, info: NodeInfo, choice: dtypes.DType) -> float:
         n = info.size()
-        ib, wb, ob = max(info.in_type.bits, 8) / 8, work_type(info).bits / 8, info.out_type.bits / 8
-        cost = n * (ib + wb) + 2 * n * wb
+        in_bytes, work_bytes, out_bytes = max(info.in_type.bits, 8) / 8, choice.bits / 8, info.out_type.bits / 8
+        cost = n * (in_bytes + work_bytes) + 2 * n * work_bytes
         if info.has_zp:
-            cost += 2 * n * wb
-        if work_type(info) is not info.out_type:
-            cost += n * (wb + ob)
+            cost += 2 * n * work_bytes
+        if choice is not info.out_type:
+            cost += n * (work_bytes + out_bytes)
         return cost
 
     def _broadcast(self, info: NodeInfo, em: Emitter, tensor: str) -> str:
@@ -42,12 +52,14 @@ class CastSubMul(Strategy):
             return tensor
         return em.node("Unsqueeze", [tensor, em.i64(missing, "axes")], hint="bcast")
 
-    def emit(self, info: NodeInfo, em: Emitter) -> None:
-        w = work_type(info)
+    def emit(self, info: NodeInfo, choice: dtypes.DType, em: Emitter) -> None:
+        w = choice
         xw = em.node("Cast", [info.x], hint="x_cast", to=w.onnx)
-        if info.has_zp:
-            zp = em.node("Cast", [info.zero_point], hint="zp_cast", to=w.onnx)  # type: ignore[list-item]
+        if info.has_zp and info.zero_point is not None:
+            zp = em.node("Cast", [info.zero_point], hint="zp_cast", to=w.onnx)
             xw = em.node("Sub", [xw, self._broadcast(info, em, zp)], hint="diff")
+            if self.barrier:
+                xw = em.node("Min", [xw, em.const(BARRIER, w.numpy, hint="barrier")], hint="diff_kept")
         s = info.scale
         if info.out_type is not w:
             s = em.node("Cast", [s], hint="scale_cast", to=w.onnx)

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .base import DQL_TYPE, PROPAGATING_OPS, UNKNOWN_DIM, Emitter, NodeInfo, Strategy, dql_reason
+from ..emitter import Emitter
+from ..facts import UNKNOWN_DIM, NodeInfo
+from .base import DQL_TYPE, PROPAGATING_OPS, Refusal, Strategy, dql_refusal
 from .shapes import merged_dims, merged_shape_tensor, shape_tensor
 
 __all__ = [
@@ -16,7 +18,7 @@ __all__ = [
     "DQLStrategy",
     "layout_cost",
     "emit_layout",
-    "ort_bug_reason",
+    "ort_load_refusal",
     "SLOW_LAST_AXIS",
     "SLOW_BLOCKED_LAST",
 ]
@@ -61,16 +63,16 @@ class Layout:
         return n
 
 
-def ort_bug_reason(info: NodeInfo, scale_elements: int, reshape_after: bool = False) -> str | None:
+def ort_load_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
     """ORT 1.32 fails to load an int8 per-tensor DQL with a zero point followed by Reshape & co. at opset
-    21+ (QDQ propagation, docs/ort-facts.md): the reason to avoid a form, or None."""
+    21+ (QDQ propagation, docs/ort-facts.md): the refusal of a layout that would be one, or None."""
     if info.opset < 21 or info.in_type.name != "i8" or not info.has_zp:
         return None
-    if scale_elements != 1:
+    if layout.scale_elements(info) != 1:
         return None
-    hit = sorted((set(info.consumers) | ({"Reshape"} if reshape_after else set())) & PROPAGATING_OPS)
+    hit = sorted((set(info.consumers) | ({"Reshape"} if layout.reshapes else set())) & PROPAGATING_OPS)
     if hit:
-        return (
+        return Refusal(
             f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {hit[0]} at opset 21+"
         )
     return None
@@ -80,20 +82,20 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
     """Bytes moved, with ORT's measured slow paths charged as extra bytes."""
     dql_t = DQL_TYPE
     n = info.size()
-    ib, db, ob = max(info.in_type.bits, 8) / 8, dql_t.bits / 8, info.out_type.bits / 8
-    cost = n * (ib + db)
+    in_bytes, dql_bytes, out_bytes = max(info.in_type.bits, 8) / 8, dql_t.bits / 8, info.out_type.bits / 8
+    cost = n * (in_bytes + dql_bytes)
     if dql_t is not info.out_type:
-        cost += n * (db + ob)
+        cost += n * (dql_bytes + out_bytes)
     if layout.reshapes and info.graph_output:
-        cost += 2 * n * ob  # a Reshape whose output is a graph output copies
+        cost += 2 * n * out_bytes  # a Reshape whose output is a graph output copies
     last = len(layout.view) - 1
     if info.target == "ort" and layout.axis == last and len(layout.view) > 1:
         if layout.mode == "axis":
-            cost += SLOW_LAST_AXIS * n * db
+            cost += SLOW_LAST_AXIS * n * dql_bytes
         elif layout.mode == "blocked":
-            cost += SLOW_BLOCKED_LAST * n * db
-    se = layout.scale_elements(info)
-    per = dql_t.bits / 8 + (max(info.in_type.bits, 8) / 8 if info.has_zp else 0)
+            cost += SLOW_BLOCKED_LAST * n * dql_bytes
+    scale_elements = layout.scale_elements(info)
+    param_bytes = dql_t.bits / 8 + (in_bytes if info.has_zp else 0)  # per scale (and zero point) element
     if layout.mode == "blocked" and layout.axis is not None:
         # the kernel walks the scale rows after the reduced axis once per block: when they do not stay
         # in L1, every output element reads its scale (and zero point) again
@@ -102,9 +104,9 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
         for i in range(layout.axis + 1, len(dims)):
             if layout.quant[i] or i in layout.expand:
                 inner *= dims[i] if isinstance(dims[i], int) else UNKNOWN_DIM
-        if inner * per > L1_BYTES:
-            cost += n * per
-    cost += se * per * (1 if info.scale_const else 2) if layout.expand else se * per
+        if inner * param_bytes > L1_BYTES:
+            cost += n * param_bytes
+    cost += scale_elements * param_bytes * (1 if info.scale_const or not layout.expand else 2)
     return cost
 
 
@@ -112,11 +114,11 @@ def _reshape(em: Emitter, tensor: str, shape_name: str, hint: str) -> str:
     return em.node("Reshape", [tensor, shape_name], hint=hint)
 
 
-def _reshape_param(em: Emitter, info: NodeInfo, tensor: str, sshape: list, gs: list, hint: str) -> str:
-    """``tensor`` (shaped ``sshape``) reshaped to the groups ``gs``: a new constant when it is one."""
+def _reshape_param(em: Emitter, info: NodeInfo, tensor: str, sshape: list, param_groups: list, hint: str) -> str:
+    """``tensor`` (shaped ``sshape``) reshaped to the groups ``param_groups``: a new constant when it is one."""
     if all(isinstance(d, int) for d in sshape):
         dims = []
-        for g in gs:
+        for g in param_groups:
             n = 1
             for a in [] if isinstance(g, int) else g:
                 n *= sshape[a]
@@ -124,7 +126,7 @@ def _reshape_param(em: Emitter, info: NodeInfo, tensor: str, sshape: list, gs: l
         const = em.redim(tensor, dims, hint)
         if const is not None:
             return const
-    return _reshape(em, tensor, merged_shape_tensor(em, tensor, sshape, gs, info.opset), hint)
+    return _reshape(em, tensor, merged_shape_tensor(em, tensor, sshape, param_groups, info.opset), hint)
 
 
 def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str) -> str:
@@ -139,10 +141,10 @@ def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str) 
         return _reshape_param(em, info, tensor, sshape, [tuple(range(len(info.axes)))], hint)
     # blocked: the scale in the view's rank, 1 on broadcast axes, then expanded
     pos = {a: i for i, a in enumerate(info.axes)}
-    gs: list = []
+    param_groups: list = []
     for q, g in zip(layout.quant, layout.view):
-        gs.append(tuple(pos[a] for a in g) if q else 1)
-    out = _reshape_param(em, info, tensor, sshape, gs, hint)
+        param_groups.append(tuple(pos[a] for a in g) if q else 1)
+    out = _reshape_param(em, info, tensor, sshape, param_groups, hint)
     if layout.expand:
         target = []
         for i, g in enumerate(layout.view):
@@ -163,15 +165,15 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
         scale = em.node("Cast", [scale], hint="scale", to=dql_t.onnx)
     scale = _param(info, em, layout, scale, "scale")
     inputs = [x, scale]
-    if info.has_zp:
-        inputs.append(_param(info, em, layout, info.zero_point, "zero_point"))  # type: ignore[arg-type]
+    if info.has_zp and info.zero_point is not None:
+        inputs.append(_param(info, em, layout, info.zero_point, "zero_point"))
     elif info.in_type.name == "i8" and info.opset < 21 and layout.mode in ("tensor", "axis"):
         # ORT 1.32 below opset 21: an int8 DQL with a one-element scale and no zero point, followed by
         # Reshape/Transpose/..., gives wrong results (QDQ propagation inserts a uint8 QuantizeLinear);
         # an explicit zero zero point avoids it at no cost
         n = 1 if layout.mode == "tensor" else layout.scale_elements(info)
-        if layout.mode == "tensor" or (info.static and n == 1):
-            inputs.append(em.const(np.zeros(() if layout.mode == "tensor" else (1,), np.int8), "zero_point"))
+        if layout.mode == "tensor" or (info.known_shape is not None and n == 1):
+            inputs.append(em.const(np.zeros(() if layout.mode == "tensor" else (1,), np.int8), hint="zero_point"))
     attrs: dict = {}
     if layout.mode in ("axis", "blocked"):
         attrs["axis"] = layout.axis
@@ -186,27 +188,23 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
         em.node("Reshape", [y, shape_tensor(em, info.x, shape, info.opset)], info.output, hint="y")
 
 
-class DQLStrategy(Strategy):
-    """A strategy that is one DequantizeLinear in some ``Layout``: subclasses say why they do not apply
-    (``refuse``) and which layout they use (``layout``); the checks every DQL needs, the cost and the
+class DQLStrategy(Strategy[Layout]):
+    """A strategy that is one DequantizeLinear in some ``Layout``: subclasses say which layout they use, or
+    why their layout family does not fit (``layout``); the checks every DQL needs, the cost and the
     emission are shared."""
 
-    def refuse(self, info: NodeInfo) -> str | None:
-        """Why this layout family does not fit the node (before the checks every DQL needs), or None."""
+    def layout(self, info: NodeInfo) -> Layout | Refusal:
+        """The layout this family uses for the node, or why it does not fit (before every DQL's checks)."""
         raise NotImplementedError
 
-    def layout(self, info: NodeInfo) -> Layout:
-        raise NotImplementedError
+    def check(self, info: NodeInfo) -> Layout | Refusal:
+        layout = self.layout(info)
+        if isinstance(layout, Refusal):
+            return layout
+        return dql_refusal(info) or ort_load_refusal(info, layout) or layout
 
-    def check(self, info: NodeInfo) -> str | None:
-        reason = self.refuse(info) or dql_reason(info)
-        if reason:
-            return reason
-        lay = self.layout(info)
-        return ort_bug_reason(info, lay.scale_elements(info), reshape_after=lay.reshapes)
+    def cost(self, info: NodeInfo, choice: Layout) -> float:
+        return layout_cost(info, choice)
 
-    def cost(self, info: NodeInfo) -> float:
-        return layout_cost(info, self.layout(info))
-
-    def emit(self, info: NodeInfo, em: Emitter) -> None:
-        emit_layout(info, em, self.layout(info))
+    def emit(self, info: NodeInfo, choice: Layout, em: Emitter) -> None:
+        emit_layout(info, em, choice)

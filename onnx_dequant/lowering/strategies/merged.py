@@ -3,7 +3,8 @@ run of quantization axes becomes one ``DequantizeLinear`` axis: ``Reshape -> DQL
 
 from __future__ import annotations
 
-from .base import NodeInfo
+from ..facts import NodeInfo
+from .base import Refusal
 from .dql import DQLStrategy, Layout
 from .shapes import groups
 
@@ -13,19 +14,18 @@ __all__ = ["Merged"]
 class Merged(DQLStrategy):
     name = "dql-merged-axes"
 
-    def refuse(self, info: NodeInfo) -> str | None:
+    def layout(self, info: NodeInfo) -> Layout | Refusal:
         if not info.axes:
-            return "the node has no quantization axes"
+            return Refusal("the node has no quantization axes")
         if info.rank is None:
-            return "the input's rank is unknown"
-        if sum(q for q, _ in groups(info.rank, info.axes)) != 1:
-            return "the quantization axes are not adjacent"
-        if not self.layout(info).reshapes:
-            return "nothing to merge (the per-axis form)"
-        return "ORT has no Reshape for 4-bit types" if info.in_type.bits < 8 else None
-
-    def layout(self, info: NodeInfo) -> Layout:
-        gs = groups(info.rank or 0, info.axes)
-        view = tuple(g for _, g in gs)
-        quant = tuple(q for q, _ in gs)
-        return Layout(view, quant, "axis", quant.index(True))
+            return Refusal("the input's rank is unknown")
+        runs = groups(info.rank, info.axes)
+        if sum(q for q, _ in runs) != 1:
+            return Refusal("the quantization axes are not adjacent")
+        quant = tuple(q for q, _ in runs)
+        layout = Layout(tuple(g for _, g in runs), quant, "axis", quant.index(True))
+        if not layout.reshapes:
+            return Refusal("nothing to merge (the per-axis form)")
+        if info.in_type.bits < 8:
+            return Refusal("ORT has no Reshape for 4-bit types")
+        return layout

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .base import NodeInfo
+from ..facts import NodeInfo
+from .base import Refusal
 from .dql import DQLStrategy, Layout
 
 __all__ = ["PerAxis"]
@@ -10,15 +11,14 @@ __all__ = ["PerAxis"]
 
 class PerAxis(DQLStrategy):
     name = "dql-per-axis"
-    plain = True
+    ort_fuses = True
 
-    def refuse(self, info: NodeInfo) -> str | None:
+    def layout(self, info: NodeInfo) -> Layout | Refusal:
         if len(info.axes) != 1:
-            return "needs exactly one quantization axis"
-        return "the input's rank is unknown" if info.rank is None else None
-
-    def layout(self, info: NodeInfo) -> Layout:
-        rank = info.rank or 0
+            return Refusal("needs exactly one quantization axis")
+        if info.rank is None:
+            return Refusal("the input's rank is unknown")
+        rank = info.rank
         return Layout(
             tuple((i,) for i in range(rank)), tuple(i in info.axes for i in range(rank)), "axis", info.axes[0]
         )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .base import NodeInfo
+from ..facts import NodeInfo
+from .base import Refusal
 from .dql import DQLStrategy, Layout
 
 __all__ = ["PerTensor"]
@@ -10,11 +11,10 @@ __all__ = ["PerTensor"]
 
 class PerTensor(DQLStrategy):
     name = "dql-per-tensor"
-    plain = True
+    ort_fuses = True
 
-    def refuse(self, info: NodeInfo) -> str | None:
-        return "the node has quantization axes" if info.axes else None
-
-    def layout(self, info: NodeInfo) -> Layout:
+    def layout(self, info: NodeInfo) -> Layout | Refusal:
+        if info.axes:
+            return Refusal("the node has quantization axes")
         rank = info.rank or 0
         return Layout(tuple((i,) for i in range(rank)), (False,) * rank, "tensor")

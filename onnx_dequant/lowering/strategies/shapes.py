@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...contract import Dim
-from .base import Emitter
+from ..emitter import Emitter
 
 __all__ = ["Group", "groups", "merged_dims", "shape_tensor", "merged_shape_tensor"]
 

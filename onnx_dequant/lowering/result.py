@@ -1,0 +1,32 @@
+"""What the lowering pass gives back: the model and, for every node it lowered, the form chosen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from onnx import ModelProto
+
+__all__ = ["LoweredNode", "LowerResult"]
+
+
+@dataclass
+class LoweredNode:
+    """One lowered node: where it was, the strategy chosen, its cost, and why each other form was refused."""
+
+    node: str
+    graph: str
+    strategy: str
+    cost: float
+    refused: dict[str, str] = field(default_factory=dict)
+    weight: bool = False  # a constant weight feeding MatMul/Gemm/Conv
+
+
+@dataclass
+class LowerResult:
+    """The lowered model, the nodes lowered (in the order lowered), the files written (``lower_file``) and
+    the model-level changes (opset, IR version, opset imports), one line each."""
+
+    model: ModelProto
+    nodes: list[LoweredNode] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)
