@@ -115,6 +115,16 @@ def cases() -> list[GoldenCase]:
     w.result(w.op("Abs", w.binary("Multiply", s, s)))
     w.result(w.binary("Add", s, w.constant(np.float32(0.25))))
     add(GoldenCase("scalar_f32", graph(w), {"Parameter_0": np.array([-1.5], np.float32)}, note="0-d tensors"))
+    # friendly names (as the TensorFlow and MXNet bridges set them) on the Parameters and a Result
+    w = FunctionWriter()
+    a, b = w.parameter("f32", [3]), w.parameter("f32", [3])
+    w.result(w.binary("Subtract", a, b))
+    js = w.to_json()
+    for op, friendly in zip(js["ops"], ("_arg_x_0_0", "_arg_y_0_1", None, "_retval_z_0_0")):
+        if friendly:
+            op["friendly_name"] = friendly
+    xy = {"Parameter_0": np.array([1.5, -0.0, 3], np.float32), "Parameter_1": np.array([0.5, 0.0, -1], np.float32)}
+    add(GoldenCase("friendly_names", graph(js), xy, note="Parameters and Result with friendly names"))
     for shape in ((0,), (2, 0, 3)):
         a = np.full(shape, -3.5, np.float32)
         tag = "empty" + "x".join(map(str, shape))
