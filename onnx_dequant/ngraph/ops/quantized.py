@@ -355,10 +355,34 @@ _AXES_KEYS = {
 }
 
 
+_FORMS = ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger")
+
+
+def identified(fn: Any) -> Any:
+    """A converter whose output node's ``doc_string`` names the nGraph op and the form it became."""
+
+    def wrapped(ctx: OpContext) -> list[TensorType]:
+        start = len(ctx.b.graph.node)
+        out = fn(ctx)
+        nodes = ctx.b.graph.node[start:]
+        forms = sorted({n.op_type for n in nodes if n.op_type in _FORMS})
+        exact = "proven tie-free" if any(f.startswith("QLinear") for f in forms) else "exact requantization"
+        how = f"{' + '.join(forms)}, {exact}" if forms else "its decomposition"
+        for n in nodes:
+            if ctx.out() in n.output:
+                n.doc_string = f"nGraph {ctx.op.op} '{ctx.name}' as {how}"
+        return out
+
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
 # ---- QuantizedConvolution ----
 
 
 @register("QuantizedConvolution")
+@identified
 def quantized_convolution(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(8)
     out_t = ctx.attr_type("output_type")
@@ -450,6 +474,7 @@ def _emit_qlinear(
 
 
 @register("QuantizedDot")
+@identified
 def quantized_dot(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(8)
     out_t = ctx.attr_type("output_type")
@@ -652,23 +677,27 @@ def _with_relu(ctx: OpContext, default: bool = False) -> bool:
 
 
 @register("QuantizedConvolutionBias")
+@identified
 def quantized_convolution_bias(ctx: OpContext) -> list[TensorType]:
     relu = _with_relu(ctx)
     return [_fused_conv(ctx, bias=True, relu=relu, sum_kind=None, out_t=_U8 if relu else _I8)]
 
 
 @register("QuantizedConvolutionRelu")
+@identified
 def quantized_convolution_relu(ctx: OpContext) -> list[TensorType]:
     return [_fused_conv(ctx, bias=False, relu=True, sum_kind=None, out_t=_U8)]
 
 
 @register("QuantizedConvolutionBiasAdd")
+@identified
 def quantized_convolution_bias_add(ctx: OpContext) -> list[TensorType]:
     relu = _with_relu(ctx, True)
     return [_fused_conv(ctx, bias=True, relu=relu, sum_kind="u8", out_t=_U8 if relu else _I8)]
 
 
 @register("QuantizedConvolutionBiasSignedAdd")
+@identified
 def quantized_convolution_bias_signed_add(ctx: OpContext) -> list[TensorType]:
     if not _with_relu(ctx, True):
         raise ctx.error("with_relu must be true")
@@ -676,6 +705,7 @@ def quantized_convolution_bias_signed_add(ctx: OpContext) -> list[TensorType]:
 
 
 @register("QuantizedDotBias")
+@identified
 def quantized_dot_bias(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(4)
     requant = ctx.attr_bool("requantize", True)
