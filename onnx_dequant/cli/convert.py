@@ -12,7 +12,7 @@ import onnx
 
 from ..errors import DequantizeError
 from ..fileio import atomic_path
-from ..graphs import dequantize_nodes, iter_nodes
+from ..graphs import count_dequantize, iter_nodes
 from ..ngraph import DEFAULT_OPSET, convert
 
 __all__ = ["add_parser", "run"]
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     print(f"converting {args.graph} ...", file=sys.stderr, flush=True)
     model = convert(args.graph, function=args.function, opset=args.opset)
-    dequantize = sum(1 for _ in dequantize_nodes(model))
+    dequantize = count_dequantize(model)
     if args.lower:
         from ..lowering import lower  # imported here: the importer does not need the lowering pass
 

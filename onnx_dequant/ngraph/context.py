@@ -20,7 +20,7 @@ from ..errors import DequantizeError
 from .builder import Builder
 from .reader import Op
 
-__all__ = ["OpContext", "MISSING", "shape_str", "known", "numel", "accumulator"]
+__all__ = ["OpContext", "MISSING", "MAX_DIM", "shape_str", "known", "numel", "accumulator"]
 
 MISSING: Any = object()
 _INT = {int}
@@ -148,6 +148,15 @@ class OpContext:
                 )
         _ONNX_TAKES_ALL.add((onnx_ops, opset, dt.name, output))
 
+    def value(self, i: int) -> np.ndarray | None:
+        """Input ``i``'s value when it is a constant (an initializer), else None. The initializer is dropped
+        at the end if the converter's nodes do not use it (it folded the value)."""
+        name = self.inputs[i]
+        v = self.b.values.get(name)
+        if v is not None:
+            self.b.folded.add(name)
+        return v
+
     def static_shape(self, i: int, what: str = "input") -> tuple[int, ...]:
         s = self.types[i].shape
         if not known(s):
@@ -262,13 +271,14 @@ class OpContext:
     def emit(self, op_type: str, inputs: Sequence[str], out: str | None = None, **attrs: Any) -> str:
         """Add a standard-domain node with one output; ``out`` None means a fresh temporary tensor.
 
-        The node writing one of the op's outputs carries the op's name; helper nodes ``name/1``, ``name/2``...
+        The node writing the op's output 0 carries the op's name; helper nodes, and the nodes writing its
+        other outputs, ``name/1``, ``name/2``... (ONNX node names are unique).
         """
         if out is None:
             out = self.b.reserve(f"{self.name}/{op_type}")
             name = self._helper_name()
         else:
-            name = self.name if out in self.outputs else self._helper_name()
+            name = self.name if out == self.outputs[0] else self._helper_name()  # one node carries the name
         self.b.node(op_type, inputs, (out,), name, attrs)
         return out
 
