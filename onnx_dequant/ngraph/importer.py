@@ -137,6 +137,7 @@ def _convert_source(source: Any, function: str | None, opset: int) -> onnx.Model
 def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelProto:
     by_name = fn.by_name
     b = Builder(opset)
+    b.convert_function = partial(_convert, opset=opset, path=None)
 
     # ops some result depends on
     live = set(fn.results)

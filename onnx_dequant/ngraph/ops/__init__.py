@@ -82,6 +82,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     index,
     io,
     layout,
+    loop,
     losses,
     math,
     matmul,
