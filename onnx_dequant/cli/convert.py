@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections import Counter
 
 import onnx
 
+from .. import modelio
 from ..errors import DequantizeError
-from ..fileio import atomic_path
 from ..graphs import dequantize_nodes, iter_nodes
 from ..ngraph import DEFAULT_OPSET, convert
 
@@ -47,13 +46,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Convert, check, write atomically, report; exit status 0 (bad input raises DequantizeError: 2)."""
     t0 = time.perf_counter()
-    print(f"converting {args.graph} ...", file=sys.stderr, flush=True)
     model = convert(args.graph, function=args.function, opset=args.opset)
     dequantize = sum(1 for _ in dequantize_nodes(model))
     if args.lower:
         from ..rewrite import lower  # imported here: the importer does not need the lowering pass
 
-        print(f"lowering {dequantize} Dequantize node(s) ...", file=sys.stderr, flush=True)
         try:
             model = lower(model)
         except DequantizeError as e:
@@ -62,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
         onnx.checker.check_model(model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
         raise DequantizeError(f"the converted model fails the ONNX checker: {e}", path=args.graph) from None
-    with atomic_path(args.output) as tmp:
-        onnx.save(model, str(tmp))
+    modelio.save(model, args.output)
     seconds = time.perf_counter() - t0
     g = model.graph
     kinds = Counter(f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in iter_nodes(model))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
 from ..rewrite import MAX_OPSET, MIN_OPSET, default_opset, lower_file
@@ -47,7 +46,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    print(f"lowering {args.input} ...", file=sys.stderr, flush=True)
     report, files, model = lower_file(
         args.input, args.output, opset=args.opset, target=args.target, wrap_int32=args.wrap_int32
     )
