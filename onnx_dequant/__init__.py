@@ -12,9 +12,9 @@ from . import dtypes, ngraph
 from .compare import same_bits, ulp_distance
 from .contract import TensorType, infer
 from .errors import DequantizeError
+from .lowering import lower
 from .ort import KernelSession, session
 from .reference import DequantizeOp, dequantize
-from .rewrite import lower
 from .schema import DOMAIN, OP_TYPE, make_node
 from .validation import Policy, Report, validate
 

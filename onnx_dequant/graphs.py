@@ -4,6 +4,7 @@ value's stated type."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import onnx
@@ -16,13 +17,16 @@ from .schema import is_dequantize, tensor_type_of
 
 __all__ = [
     "without_large_initializers",
+    "large_data_hidden",
     "LARGE_BYTES",
     "subgraphs",
     "iter_graphs",
     "iter_nodes",
     "dequantize_nodes",
+    "has_dequantize",
     "constants",
     "names",
+    "FreshNames",
     "value_types",
 ]
 
@@ -61,6 +65,11 @@ def dequantize_nodes(model: ModelProto) -> Iterator[NodeProto]:
     return (n for n in iter_nodes(model) if is_dequantize(n))
 
 
+def has_dequantize(model: ModelProto) -> bool:
+    """Whether the model holds our op anywhere: main graph, subgraphs or model-local functions."""
+    return next(dequantize_nodes(model), None) is not None
+
+
 def constants(graph: GraphProto | onnx.FunctionProto) -> Iterator[tuple[str, TensorProto]]:
     """The constant tensors one graph or function body (not its subgraphs) defines, by the name of the
     value: initializers, then Constant nodes' ``value`` tensors."""
@@ -87,6 +96,29 @@ def names(model: ModelProto) -> set[str]:
         out.add(n.name)
     out.discard("")
     return out
+
+
+class FreshNames:
+    """Names no value or node uses yet, handed out once each: ``base``, else ``base`` + ``sep`` + 2, 3..."""
+
+    def __init__(self, used: set[str]) -> None:
+        self.used = used
+
+    @classmethod
+    def of(cls, model: ModelProto) -> FreshNames:
+        """The names of ``model`` (graphs, subgraphs and functions, see ``names``)."""
+        return cls(names(model))
+
+    def fresh(self, base: str, sep: str = "_") -> str:
+        name, k = base, 2
+        while name in self.used:
+            name, k = f"{base}{sep}{k}", k + 1
+        self.used.add(name)
+        return name
+
+    def release(self, name: str) -> None:
+        """Give ``name`` back (a node renamed after all)."""
+        self.used.discard(name)
 
 
 def _elem(data_type: int) -> dtypes.DType | None:
@@ -152,3 +184,22 @@ def without_large_initializers(model: ModelProto, limit: int | None = None) -> M
         elif t.name not in declared:
             lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     return light
+
+
+@contextmanager
+def large_data_hidden(model: ModelProto, limit: int | None = None) -> Iterator[dict[tuple[int, str], bytes]]:
+    """Within the block, the raw data of every initializer over ``limit`` bytes (default ``LARGE_BYTES``;
+    every graph) is cleared, for ONNX's C++ passes that copy the model; yields that data by (graph index
+    in ``iter_graphs`` order, name), to put into their result; the data is back in ``model`` after."""
+    limit = LARGE_BYTES if limit is None else limit
+    stash = []
+    for gi, g in enumerate(iter_graphs(model.graph)):
+        for t in g.initializer:
+            if t.raw_data and _nbytes(t) > limit:
+                stash.append((gi, t, t.raw_data))
+                t.ClearField("raw_data")
+    try:
+        yield {(gi, t.name): raw for gi, t, raw in stash}
+    finally:
+        for _, t, raw in stash:
+            t.raw_data = raw

@@ -30,8 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib import Bench, Row  # noqa: E402
 
 import onnx_dequant as odq  # noqa: E402
-from onnx_dequant.lowering import STRATEGIES  # noqa: E402
-from onnx_dequant.rewrite import LoweredNode, lower_model  # noqa: E402
+from onnx_dequant.lowering import (  # noqa: E402
+    STRATEGIES,  # noqa: E402
+    LowerOptions,
+    lower_model,
+)
 
 PATTERNS = {  # name: (rank, axes)
     "{}": (3, ()),
@@ -102,9 +105,8 @@ class Runner:
 
 
 def lowered(model: onnx.ModelProto, strategies=None) -> tuple[onnx.ModelProto, str]:
-    rep: list[LoweredNode] = []
-    m = lower_model(onnx.ModelProto.FromString(model.SerializeToString()), report=rep, strategies=strategies)
-    return m, rep[0].strategy
+    result = lower_model(onnx.ModelProto.FromString(model.SerializeToString()), LowerOptions(strategies=strategies))
+    return result.model, result.nodes[0].strategy
 
 
 def bench_patterns(bench: Bench, quick: bool) -> None:

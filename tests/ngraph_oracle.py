@@ -177,8 +177,8 @@ def _run(js: dict, args: list[np.ndarray]) -> np.ndarray:
     if op == "Negative":
         with np.errstate(all="ignore"):
             return (-x).astype(x.dtype)
-    if op == "Abs":
-        return np.abs(x)
+    if op == "Abs":  # x < 0 ? -x : x: -0 stays -0 (real nGraph, tests/golden/elementwise)
+        return np.abs(x) if x.dtype.kind in "iu" else np.where(x < 0, -x, x)
     if op == "Relu":
         return np.where(x > 0, x, x.dtype.type(0)).astype(x.dtype)
     if op in ("Sigmoid", "Tanh", "Exp", "Log", "Sqrt"):

@@ -10,7 +10,7 @@ from lowering_util import domain_nodes, one_node_model, random_case, run_ort
 
 import onnx_dequant as odq
 from onnx_dequant.compare import same_bits, ulp_distance
-from onnx_dequant.rewrite import LoweredNode, lower_model
+from onnx_dequant.lowering import LowerOptions, lower_model
 
 PATTERNS = [
     ((4, 5, 6), ()),
@@ -44,8 +44,8 @@ def test_patterns_exact(shape, axes, opset, target, consumer):
     rng = np.random.default_rng(len(shape) * 100 + len(axes))
     x, s, z = random_case(rng, shape, axes, "i8", "f32")
     m = one_node_model(x, s, z, axes, opset=opset, consumer=consumer)
-    report: list[LoweredNode] = []
-    lowered = lower_model(m, target=target, report=report)
+    result = lower_model(m, LowerOptions(target=target))
+    lowered, report = result.model, result.nodes
     assert domain_nodes(lowered) == 0
     assert all(o.domain != odq.DOMAIN for o in lowered.opset_import)
     onnx.checker.check_model(lowered, full_check=True)
@@ -138,14 +138,13 @@ def test_i32_never_wraps_unless_asked():
     z = np.array(-(2**31), np.int32)
     s = np.array(0.5, np.float32)
     m = one_node_model(x, s, z, ())
-    report: list[LoweredNode] = []
-    exact = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), report=report)
+    exact, report = (r := lower_model(onnx.ModelProto.FromString(m.SerializeToString()))).model, r.nodes
     assert report[0].strategy == "cast-sub-mul"
     (y,) = run_ort(exact, {"x": x})
     assert same_bits(y, odq.dequantize(x, s, z))
     assert y[0] == np.float32((2**32 - 1) * 0.5)
-    report.clear()
-    wrapped = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), report=report, wrap_int32=True)
+    r = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), LowerOptions(wrap_int32=True))
+    wrapped, report = r.model, r.nodes
     assert report[0].strategy == "dql-per-tensor"
     (w,) = run_ort(wrapped, {"x": x})
     # ORT 1.32's int32 DequantizeLinear wraps ((2^31-1) - (-2^31) = -1); a later ORT may not: both are accepted,
@@ -161,7 +160,7 @@ def test_symbolic_dims_and_fed_scale(target):
     for shape, axes in (((3, 4, 5, 6), (1, 3)), ((3, 4, 5, 6), (1, 2)), ((3, 4, 5), (2,))):
         x, s, z = random_case(rng, shape, axes, "u8", "f32")
         m = one_node_model(x, s, z, axes, const=False, symbolic=True, consumer="Relu")
-        lowered = lower_model(m, target=target)
+        lowered = lower_model(m, LowerOptions(target=target)).model
         onnx.checker.check_model(lowered, full_check=True)
         (y,) = run_ort(lowered, {"x": x, "s": s, "z": z})
         assert np.array_equal(y, np.maximum(odq.dequantize(x, s, z, axes=axes), 0))
@@ -187,8 +186,8 @@ def test_f16_chunked_scan_exact(shape, axes, rt, opset, const):
     rng = np.random.default_rng(sum(shape) + len(axes))
     x, s, z = random_case(rng, shape, axes, "i8", rt)
     m = one_node_model(x, s, z, axes, opset=opset, const=const)
-    report: list[LoweredNode] = []
-    lowered = lower_model(m, report=report)
+    result = lower_model(m)
+    lowered, report = result.model, result.nodes
     assert report[0].strategy == "scan-chunked"
     assert [n.op_type for n in lowered.graph.node][-1] == "Scan"
     onnx.checker.check_model(lowered, full_check=True)
@@ -207,13 +206,11 @@ def test_chunked_only_where_it_pays():
         ((2, 256, 256), "bf16", 13, "no bf16 before opset 16"),
     ):
         x, s, z = random_case(rng, shape, (), "u8", rt)
-        report: list[LoweredNode] = []
-        lower_model(one_node_model(x, s, z, (), opset=opset), report=report, target="ort")
+        report = lower_model(one_node_model(x, s, z, (), opset=opset), LowerOptions(target="ort")).nodes
         assert report[0].strategy != "scan-chunked" and why in report[0].refused["scan-chunked"]
     x, s, z = random_case(rng, (2, 256, 256), (), "u8", "f16")
-    report = []
-    lower_model(one_node_model(x, s, z, ()), report=report, target="portable")
+    report = lower_model(one_node_model(x, s, z, ()), LowerOptions(target="portable")).nodes
     assert report[0].strategy == "dql-per-tensor" and report[0].refused["scan-chunked"] == "not a portable form"
-    report = []  # a Scan whose output feeds another op measured slower in ORT than DQL + Cast
-    lower_model(one_node_model(x, s, z, (), consumer="Relu"), report=report)
+    # a Scan whose output feeds another op measured slower in ORT than DQL + Cast
+    report = lower_model(one_node_model(x, s, z, (), consumer="Relu")).nodes
     assert report[0].strategy == "dql-per-tensor" and "not a model output" in report[0].refused["scan-chunked"]

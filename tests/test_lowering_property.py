@@ -19,8 +19,8 @@ from lowering_util import domain_nodes, one_node_model, random_case, run_ort
 import onnx_dequant as odq
 from onnx_dequant import dtypes
 from onnx_dequant.compare import same_bits, ulp_distance
-from onnx_dequant.lowering import chunked
-from onnx_dequant.rewrite import LoweredNode, lower_model
+from onnx_dequant.lowering import LowerOptions, lower_model
+from onnx_dequant.lowering.strategies import chunked
 
 QUANTIZED = [t.name for t in dtypes.QUANTIZED]
 REAL = [t.name for t in dtypes.REAL]
@@ -73,12 +73,12 @@ def _lowered_equals_reference(shape, axes, qt, rt, opset, const, zp, symbolic, c
     if consumer == "Relu" and rt == "bf16":
         consumer = None  # no bf16 Relu kernel in ORT: keep the node's output as it is
         m = one_node_model(x, s, z, axes, opset=opset, const=const, symbolic=symbolic, x_const=small)
-    report: list[LoweredNode] = []
     if small and opset < 21:
         with pytest.raises(odq.DequantizeError, match="node 'dq'"):
-            lower_model(m, target=target, report=report)
+            lower_model(m, LowerOptions(target=target))
         return
-    lowered = lower_model(m, target=target, report=report)
+    result = lower_model(m, LowerOptions(target=target))
+    lowered, report = result.model, result.nodes
     assert domain_nodes(lowered) == 0
     assert [o.version for o in lowered.opset_import if o.domain == ""] == [opset]
     onnx.checker.check_model(lowered, full_check=True)

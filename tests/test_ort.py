@@ -261,7 +261,7 @@ def test_op_in_an_if_inside_a_local_function_is_inlined():
 
 def _lower_available() -> bool:
     try:
-        from onnx_dequant.rewrite import lower  # noqa: F401
+        from onnx_dequant.lowering import lower  # noqa: F401
     except ImportError:
         return False
     return True

@@ -22,11 +22,11 @@ from onnx_dequant.validation.policy import Tolerance, tolerances
 from onnx_dequant.validation.progress import Progress
 
 try:
-    from onnx_dequant.rewrite import lower
+    from onnx_dequant.lowering import lower
 except ImportError:  # the lowering pass lands separately
     lower = None
 
-needs_lower = pytest.mark.skipif(lower is None, reason="onnx_dequant.rewrite.lower not available")
+needs_lower = pytest.mark.skipif(lower is None, reason="onnx_dequant.lowering.lower not available")
 
 
 # ---- models ----
@@ -596,7 +596,7 @@ def test_progress_prints_slow_steps_only():
 
 
 def test_poison_makes_every_stride_element_differ():
-    from onnx_dequant.validation.runners import POISON_STRIDE, poison
+    from onnx_dequant.validation.buffers import POISON_STRIDE, poison
 
     for dt in (np.float32, np.float16, ml_dtypes.bfloat16, np.float64, np.int8, np.uint16, np.bool_):
         expected = np.zeros(3 * POISON_STRIDE + 7, dt)
@@ -609,7 +609,8 @@ def test_poison_makes_every_stride_element_differ():
 
 
 def test_buffers_are_written_in_place_and_reused():
-    from onnx_dequant.validation.runners import POISON_STRIDE, OrtRunner, ReferenceRunner
+    from onnx_dequant.validation.buffers import POISON_STRIDE
+    from onnx_dequant.validation.runners import OrtRunner, ReferenceRunner
 
     m = dq_model("u8", "f32", axes=(1,), relu=True)
     feeds = generate(graph_inputs(m), seed=4)
@@ -840,9 +841,9 @@ def test_large_initializers_are_left_out_of_checking_and_typing_only(monkeypatch
 def test_failing_lowered_path_names_the_original_node(monkeypatch):
     """A lowering that went wrong (here: our lowering, then one scale value changed) fails the
     ``lowered`` path, and the report names the original model's Dequantize node."""
-    from onnx_dequant import rewrite
+    from onnx_dequant import lowering
 
-    real = rewrite.lower
+    real = lowering.lower
 
     def wrong(model, **kw):
         out = real(model, **kw)
@@ -850,7 +851,7 @@ def test_failing_lowered_path_names_the_original_node(monkeypatch):
         scale = next(t for t in out.graph.initializer if t.name == used)
         return tamper_scale(out, scale.name, index=(0,) * len(scale.dims))
 
-    monkeypatch.setattr(rewrite, "lower", wrong)
+    monkeypatch.setattr(lowering, "lower", wrong)
     m = dq_model("i8", "f32", shape=(3, 4), axes=(1,), relu=False)
     report = validate(m, paths=["lowered"])
     assert report.exit_code == 1 and statuses(report) == {"lowered/default": "fail", "lowered/off": "fail"}

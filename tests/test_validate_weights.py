@@ -11,7 +11,8 @@ import onnx_dequant as odq
 from onnx_dequant import dtypes
 from onnx_dequant.graphs import LARGE_BYTES
 from onnx_dequant.validation import validate
-from onnx_dequant.validation.runners import OrtRunner, externalize, in_memory
+from onnx_dequant.validation.runners import OrtRunner
+from onnx_dequant.validation.weights import externalize, in_memory
 
 ROWS, COLS = 16, (LARGE_BYTES // 16) + 64  # an int8 weight just over the limit
 

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     model = convert(args.graph, function=args.function, opset=args.opset)
     dequantize = sum(1 for _ in dequantize_nodes(model))
     if args.lower:
-        from ..rewrite import lower  # imported here: the importer does not need the lowering pass
+        from ..lowering import lower  # imported here: the importer does not need the lowering pass
 
         try:
             model = lower(model)

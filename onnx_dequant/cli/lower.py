@@ -6,7 +6,8 @@ import argparse
 import json
 import time
 
-from ..rewrite import MAX_OPSET, MIN_OPSET, default_opset, lower_file
+from ..lowering import TARGETS, LowerOptions, lower_file
+from ..opsets import MAX_OPSET, MIN_OPSET, default_opset
 
 __all__ = ["add_parser", "run"]
 
@@ -28,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--target",
-        choices=("ort", "portable"),
+        choices=TARGETS,
         default="ort",
         help=(
             "ort (default): fastest forms for ONNX Runtime; "
@@ -46,14 +47,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    report, files, model = lower_file(
-        args.input, args.output, opset=args.opset, target=args.target, wrap_int32=args.wrap_int32
-    )
+    options = LowerOptions(opset=args.opset, target=args.target, wrap_int32=args.wrap_int32)
+    result = lower_file(args.input, args.output, options)
+    report, files = result.nodes, result.files
     seconds = time.perf_counter() - t0
     counts: dict[str, int] = {}
     for r in report:
         counts[r.strategy] = counts.get(r.strategy, 0) + 1
-    opset = default_opset(model.opset_import)
+    opset = default_opset(result.model.opset_import)
     if args.json:
         print(
             json.dumps(

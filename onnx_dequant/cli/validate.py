@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from ..errors import DequantizeError
+from ..lowering.options import TARGETS
 from ..validation import PATHS, Policy, validate
 from ..validation.inputs import DEFAULT_DIM
 from ..validation.runners import LEVELS
@@ -40,7 +41,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--against", metavar="OTHER.onnx", help="compare this model with MODEL on the same inputs")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--opset", type=int, metavar="N", help="opset to lower to (default: the model's own)")
-    p.add_argument("--target", choices=("ort", "portable"), default="ort", help="lowering target (default ort)")
+    p.add_argument("--target", choices=TARGETS, default="ort", help="lowering target (default ort)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed for generated inputs (default 0)")
     p.add_argument(
         "--dim",

@@ -1,23 +1,45 @@
-"""Lowering strategies for the Dequantize node: each module is one form of standard ONNX.
+"""The lowering pass: every Dequantize node of ``DOMAIN`` (main graph, subgraphs, model-local functions)
+to standard ONNX, in the cheapest exact form, nothing else changed.
 
-``plan(info)`` picks the cheapest exact strategy for a node (``NodeInfo``); ``strategy.emit(info, em)``
-writes its nodes into an ``Emitter``. ``onnx_dequant.rewrite`` runs this over whole models.
+Its parts, in the order a model meets them:
+
+- ``api``: the entry points, ``lower`` (a model or a path) and ``lower_file`` (file to file);
+- ``options`` / ``result``: ``LowerOptions`` in, ``LowerResult`` (model, ``LoweredNode`` per node) out;
+- ``pipeline``: ``lower_model``, the pass as its steps;
+- ``convert``: opset conversion of the model and its functions;
+- ``walk``: every graph and function body as a ``Scope``;
+- ``facts``: types, constants, and each node's ``NodeInfo``;
+- ``planner``: the cheapest exact strategy for a node (the rule set ``STRATEGIES``);
+- ``strategies/``: one module per form; ``emitter``: where they write their nodes;
+- ``cleanup``: unused initializers and opset imports.
 """
 
 from __future__ import annotations
 
-from .base import DQL_TYPE, Emitter, NodeInfo, Strategy, dql_reason
-from .planner import STRATEGIES, TARGETS, Plan, check_target, plan
+from .api import lower, lower_file
+from .emitter import Emitter
+from .facts import NodeInfo
+from .options import TARGETS, LowerOptions, check_target
+from .pipeline import lower_model
+from .planner import STRATEGIES, plan
+from .result import LoweredNode, LowerResult
+from .strategies.base import DQL_TYPE, Plan, Refusal, Strategy
 
 __all__ = [
     "DQL_TYPE",
     "Emitter",
+    "LowerOptions",
+    "LowerResult",
+    "LoweredNode",
     "NodeInfo",
     "Plan",
+    "Refusal",
     "STRATEGIES",
     "Strategy",
     "TARGETS",
     "check_target",
-    "dql_reason",
+    "lower",
+    "lower_file",
+    "lower_model",
     "plan",
 ]

@@ -1,75 +1,79 @@
 """The planner: for one node, the cheapest exact strategy (by bytes moved) for the opset and target.
 
-A dequantized constant weight that feeds MatMul/Gemm/Conv gets a plain DequantizeLinear form where
-one applies (ORT fuses those into MatMulIntegerToFloat/QLinear*/MatMulNBits), whatever its cost.
+A dequantized constant weight that feeds MatMul/Gemm/Conv gets a form ORT fuses (a plain per-tensor or
+per-axis DequantizeLinear) where one applies (ORT fuses those into MatMulIntegerToFloat/QLinear*/
+MatMulNBits), whatever its cost. The rule set, every strategy in order of preference, is at the bottom.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 from ..errors import DequantizeError
-from .base import NodeInfo, Strategy
-from .blocked import Blocked
-from .cast_sub_mul import CastSubMul
-from .chunked import Chunked
-from .merged import Merged
-from .per_axis import PerAxis
-from .per_tensor import PerTensor
+from .facts import NodeInfo
+from .options import check_target
+from .strategies.base import Plan, Refusal, Strategy
+from .strategies.blocked import Blocked
+from .strategies.cast_sub_mul import CastSubMul
+from .strategies.chunked import Chunked
+from .strategies.merged import Merged
+from .strategies.per_axis import PerAxis
+from .strategies.per_tensor import PerTensor
 
-__all__ = ["STRATEGIES", "Plan", "plan", "TARGETS", "check_target"]
-
-STRATEGIES: tuple[Strategy, ...] = (PerTensor(), PerAxis(), Merged(), Blocked(), Chunked(), CastSubMul())
-"""Every strategy, in order of preference when costs tie."""
-
-TARGETS = ("ort", "portable")
+__all__ = ["STRATEGIES", "ROW_STRATEGIES", "Plan", "choose", "plan"]
 
 
-def check_target(target: str) -> None:
-    """``DequantizeError`` unless ``target`` is one of ``TARGETS``."""
-    if target not in TARGETS:
-        raise DequantizeError(f"Unknown target '{target}' (expected one of: {', '.join(TARGETS)})")
-
-
-@dataclass
-class Plan:
-    """The chosen strategy, its cost, and why each other strategy was refused or lost."""
-
-    strategy: Strategy
-    cost: float
-    refused: dict[str, str]
-    costs: dict[str, float]
-
-
-def plan(info: NodeInfo, strategies: Sequence[str] | None = None) -> Plan:
-    """The strategy to lower ``info`` with; ``DequantizeError`` when none applies.
-
-    ``strategies`` limits the choice to those names (tests and benchmarks force a form this way).
-    """
-    check_target(info.target)
+def choose(info: NodeInfo, strategies: Sequence[Strategy[Any]], names: Sequence[str] | None = None) -> Plan:
+    """The plan for ``info`` among ``strategies`` (those named in ``names``, when given): a form ORT fuses
+    for a fusable weight, else the cheapest; ``DequantizeError`` listing every refusal when none applies."""
     refused: dict[str, str] = {}
     costs: dict[str, float] = {}
-    usable: list[Strategy] = []
-    for s in STRATEGIES:
-        if strategies is not None and s.name not in strategies:
+    usable: list[tuple[Strategy[Any], Any]] = []
+    for s in strategies:
+        if names is not None and s.name not in names:
             refused[s.name] = "not among the strategies asked for"
             continue
         if info.target == "portable" and not s.portable:
             refused[s.name] = "not a portable form"
             continue
-        reason = s.check(info)
-        if reason:
-            refused[s.name] = reason
+        decision = s.check(info)
+        if isinstance(decision, Refusal):
+            refused[s.name] = decision.reason
             continue
-        costs[s.name] = s.cost(info)
-        usable.append(s)
+        costs[s.name] = s.cost(info, decision)
+        usable.append((s, decision))
     if not usable:
         detail = "; ".join(f"{k}: {v}" for k, v in refused.items())
         raise DequantizeError(f"No exact lowering for this node ({detail})", node=info.name)
-    if info.weight:
-        plain = [s for s in usable if s.plain]
-        if plain:
-            return Plan(plain[0], costs[plain[0].name], refused, costs)
-    best = min(usable, key=lambda s: costs[s.name])
-    return Plan(best, costs[best.name], refused, costs)
+    if info.fusable_weight:
+        for s, choice in usable:
+            if s.ort_fuses:
+                return Plan(s, choice, costs[s.name], refused, costs)
+    s, choice = min(usable, key=lambda sc: costs[sc[0].name])
+    return Plan(s, choice, costs[s.name], refused, costs)
+
+
+def plan(info: NodeInfo, names: Sequence[str] | None = None) -> Plan:
+    """The strategy to lower ``info`` with, among ``STRATEGIES``; ``DequantizeError`` when none applies.
+
+    ``names`` limits the choice to those strategies (tests and benchmarks force a form this way).
+    """
+    check_target(info.target)
+    return choose(info, STRATEGIES, names)
+
+
+_PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED, _CAST_SUB_MUL = PerTensor(), PerAxis(), Merged(), Blocked(), CastSubMul()
+
+ROW_STRATEGIES: tuple[Strategy[Any], ...] = (_PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED, _CAST_SUB_MUL)
+"""The forms one row of a Scan can take: every strategy but the Scan itself."""
+
+STRATEGIES: tuple[Strategy[Any], ...] = (
+    _PER_TENSOR,
+    _PER_AXIS,
+    _MERGED,
+    _BLOCKED,
+    Chunked(lambda row: choose(row, ROW_STRATEGIES)),
+    _CAST_SUB_MUL,
+)
+"""Every strategy, in order of preference when costs tie."""

@@ -18,4 +18,5 @@ def supported_ops() -> dict[str, tuple[int, ...]]:
     table = {name: tuple(sorted(v)) for name, v in OPS.items()}
     table["Parameter"] = (0,)
     table["Result"] = (0,)
+    table["GetOutputElement"] = (0,)
     return dict(sorted(table.items()))

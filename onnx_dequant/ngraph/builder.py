@@ -21,6 +21,8 @@ from ..contract import TensorType
 __all__ = ["Builder", "tensor_type"]
 
 _LITTLE = sys.byteorder == "little"
+SMALL = 1 << 12
+"""Initializers up to this many elements keep their values at hand (``Builder.values``)."""
 tensor_type = partial(tuple.__new__, TensorType)
 """``tensor_type((elem_type, shape))``: a ``TensorType`` without the Python-level ``__new__`` (hot paths)."""
 
@@ -38,6 +40,8 @@ class Builder:
         self.uses_custom_domain = False
         self.small: dict[Any, str] = {}
         """Names of small constants by their Python value (a faster path to ``const``'s sharing)."""
+        self.values: dict[str, np.ndarray] = {}
+        """The values of the small initializers (axes, shapes, indices that ops read as attributes)."""
 
     # ---- names ----
 
@@ -91,6 +95,8 @@ class Builder:
             t.data_type = dt.onnx
             t.dims.extend(shape)
             t.raw_data = array.tobytes()
+        if array.size <= SMALL:
+            self.values[name] = array
         t = self.types[name] = tensor_type((dt, shape))
         return t
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,10 +83,16 @@ def _is_int(v: Any) -> bool:
 class OpContext:
     """One op under conversion: ``inputs`` (tensor names), ``types`` (their TensorTypes), ``outputs``."""
 
-    __slots__ = ("op", "js", "name", "b", "inputs", "types", "outputs", "_aux")
+    __slots__ = ("op", "js", "name", "b", "inputs", "types", "outputs", "_aux", "_namer")
 
     def __init__(
-        self, op: Op, builder: Builder, inputs: list[str], types: list[TensorType], outputs: list[str]
+        self,
+        op: Op,
+        builder: Builder,
+        inputs: list[str],
+        types: list[TensorType],
+        outputs: list[str],
+        namer: Callable[[int], str] | None = None,
     ) -> None:
         self.op = op
         self.js = op.js
@@ -96,6 +102,7 @@ class OpContext:
         self.types = types
         self.outputs = outputs
         self._aux = 0
+        self._namer = namer
 
     # ---- checks ----
 
@@ -146,6 +153,26 @@ class OpContext:
         if not known(s):
             raise self.error(f"{self.op.op} needs the full shape of its {what} (input {i}), which is {shape_str(s)}")
         return s  # type: ignore[return-value]
+
+    def constant(self, i: int, what: str = "input") -> np.ndarray:
+        """The value of input ``i``, which must be a Constant (an op's axes, shape or indices as an input)."""
+        v = self.b.values.get(self.inputs[i])
+        if v is None:
+            raise self.error(
+                f"{self.op.op} needs its {what} (input {i}) as a Constant "
+                "(a value computed at run time is not supported)"
+            )
+        return v
+
+    def constant_ints(self, i: int, what: str = "input", *, lo: int = -MAX_DIM, hi: int = MAX_DIM) -> list[int]:
+        """Input ``i`` as a Constant of integers in [lo, hi], flattened."""
+        v = self.constant(i, what)
+        if v.dtype.kind not in "iub":
+            raise self.error(f"{self.op.op}: {what} (input {i}) must hold integers, got {v.dtype}")
+        out = [int(x) for x in v.reshape(-1).tolist()]
+        if out and (min(out) < lo or max(out) > hi):
+            raise self.error(f"{self.op.op}: {what} (input {i}) must be integers in [{lo}, {hi}], got {out[:8]}")
+        return out
 
     # ---- attributes ----
 
@@ -215,8 +242,18 @@ class OpContext:
     # ---- emitting ----
 
     def out(self, i: int = 0) -> str:
-        """The name of the op's output ``i``."""
-        return self.outputs[i]
+        """The name of the op's output ``i`` (outputs after the first are named when first asked for)."""
+        outputs = self.outputs
+        while len(outputs) <= i:
+            k = len(outputs)
+            outputs.append(self._namer(k) if self._namer else self.b.reserve(f"{self.name}_{k}"))
+        return outputs[i]
+
+    def emit_multi(self, op_type: str, inputs: Sequence[str], outs: Sequence[str], **attrs: Any) -> list[str]:
+        """Add a standard-domain node with several outputs (named by ``outs``, e.g. ``ctx.out(i)``)."""
+        name = self.name if any(o in self.outputs for o in outs) else self._helper_name()
+        self.b.node(op_type, inputs, tuple(outs), name, attrs)
+        return list(outs)
 
     def _helper_name(self) -> str:
         self._aux += 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,43 @@ def _outputs_at(op: reader.Op, tensors: dict[str, list[str]]) -> list[str]:
             )
         out.append(have[idx])
     return out
+
+
+def _through_goe(src: tuple[str, int], by_name: dict[str, reader.Op]) -> tuple[str, int]:
+    """The op output a GetOutputElement chain starting at ``src`` names (``src`` itself for other ops)."""
+    for _ in range(len(by_name)):
+        op = by_name[src[0]]
+        n = op.js.get("n")
+        if op.op != "GetOutputElement" or len(op.sources) != 1 or type(n) is not int or n < 0:
+            return src
+        src = (op.sources[0], n)
+    return src
+
+
+def _goe_output(op: reader.Op, tensors: dict[str, list[str]]) -> str:
+    """The tensor of output ``n`` of the op feeding a GetOutputElement."""
+    if len(op.sources) != 1:
+        raise DequantizeError(f"GetOutputElement takes 1 input, got {len(op.sources)}")
+    n = op.js.get("n")
+    if type(n) is not int or n < 0:
+        raise DequantizeError(f"GetOutputElement needs 'n', the output index, a non-negative integer; got {n!r:.40}")
+    have = tensors[op.sources[0]]
+    if n >= len(have):
+        raise DequantizeError(
+            f"Output at index {n} requested, but node '{op.sources[0]}' has only {len(have)} output"
+            f"{'s' if len(have) != 1 else ''}"
+        )
+    return have[n]
+
+
+def _output_name(op: reader.Op, claims: dict[tuple[str, int], str], reserve: Any, i: int) -> str:
+    """The tensor name of output ``i`` of ``op``: a Result's, the JSON's ``outputs[i]``, or ``NAME_i``."""
+    claimed = claims.get((op.name, i))
+    if claimed is not None:
+        return claimed
+    names = op.output_names
+    given = names[i] if type(names) is list and i < len(names) else None
+    return reserve(given if type(given) is str and given else f"{op.name}_{i}")
 
 
 def convert(source: Any, *, function: str | None = None, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
@@ -109,7 +147,8 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
         b.add_input(tname, t)
         tensors[name] = [tname]
 
-    # a Result names the tensor of the op feeding it, unless that is a graph input or initializer
+    # a Result names the tensor of the op output feeding it (through GetOutputElement), unless that is a
+    # graph input or initializer
     claims: dict[tuple[str, int], str] = {}
     legacy = by_name[fn.results[0]].op != "Result"
     if not legacy:
@@ -117,7 +156,7 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
             rop = by_name[r]
             if len(rop.inputs) != 1:
                 raise DequantizeError(f"Result takes 1 input, got {len(rop.inputs)}", node=r)
-            src = rop.inputs[0]
+            src = _through_goe(rop.inputs[0], by_name)
             if r not in claims.values():
                 b.reserve(r)
             if by_name[src[0]].op not in _UNCLAIMABLE and src not in claims:
@@ -127,7 +166,6 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
     b_types = b.types
     reserve = b.reserve
     listed = set() if legacy else set(fn.results)
-    claimed = {src: r for (src, idx), r in claims.items() if idx == 0}  # every converted op has one output
     converters = {(kind, v): f for kind, versions in OPS.items() for v, f in versions.items()}
     for op in fn.ops:
         name = op.name
@@ -139,12 +177,15 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
                 inputs = [tensors[src][0] for src in op.sources]
             else:
                 inputs = _outputs_at(op, tensors)
+            if kind == "GetOutputElement":  # no node: it names output n of the op feeding it
+                tensors[name] = [_goe_output(op, tensors)]
+                continue
             types = [b_types[i] for i in inputs]
             if kind == "Result":
                 if len(inputs) != 1:
                     raise DequantizeError(f"Result takes 1 input, got {len(inputs)}")
                 out = name
-                if claims.get(op.inputs[0]) != name:
+                if claims.get(_through_goe(op.inputs[0], by_name)) != name:
                     if name not in listed:  # a Result that no function result names: an ordinary tensor
                         out = reserve(name)
                     b.node("Identity", inputs, [out], name)
@@ -156,7 +197,7 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
             converter = converters.get((kind, op.version))
             if converter is None:
                 raise _unsupported(op)
-            out = claimed.get(name)
+            out = claims.get((name, 0))
             if out is None:
                 if kind == "Constant":  # initializers keep the Constant's name, as graph inputs the Parameter's
                     out = reserve(name)
@@ -164,10 +205,15 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
                     names = op.output_names
                     first = names[0] if type(names) is list and names else None
                     out = reserve(first if type(first) is str and first else f"{name}_0")
-            ctx = OpContext(op, b, inputs, types, [out])
+            ctx = OpContext(op, b, inputs, types, [out], partial(_output_name, op, claims, reserve))
             out_types = converter(ctx)
-            b_types[out] = out_types[0]
-            tensors[name] = ctx.outputs
+            if len(out_types) == 1:
+                b_types[out] = out_types[0]
+                tensors[name] = ctx.outputs
+            else:
+                for i, t in enumerate(out_types):
+                    b_types[ctx.out(i)] = t
+                tensors[name] = ctx.outputs[: len(out_types)]
         except DequantizeError as e:
             raise e.at(node=name) from None
 

@@ -120,7 +120,7 @@ def _unique_name(model: ModelProto, base: str) -> str:
 
 def _lower_nodes(model: ModelProto, names: set[str], path: str | None, opset: int | None) -> ModelProto:
     try:
-        from ..rewrite import lower
+        from ..lowering import lower
     except ImportError as e:  # the lowering pass is not part of this build
         raise DequantizeError(
             f"nodes {sorted(names)} need lowering (no kernel can carry their types), but "

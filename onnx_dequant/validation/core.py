@@ -21,26 +21,18 @@ import numpy as np
 import onnx
 
 from ..errors import DequantizeError
-from ..graphs import dequantize_nodes
+from ..graphs import dequantize_nodes, has_dequantize
 from . import inputs as inputs_mod
+from .buffers import POISON_STRIDE, poison
+from .diagnosis import KNOWN_REWRITES, ort_rewrites
 from .diff import compare_output
 from .loading import for_reference, load_model, serialized, with_types
 from .localize import first_difference
 from .policy import Policy, Tolerance, tolerances
 from .progress import Progress
 from .report import FirstDifference, PathResult, Report, error_line
-from .runners import (
-    KNOWN_REWRITES,
-    LEVELS,
-    POISON_STRIDE,
-    OrtRunner,
-    ReferenceRunner,
-    Skip,
-    externalize,
-    has_dequantize,
-    ort_rewrites,
-    poison,
-)
+from .runners import LEVELS, OrtRunner, ReferenceRunner, Skip
+from .weights import externalize
 
 __all__ = ["PATHS", "load_model", "validate"]
 
@@ -320,9 +312,9 @@ def _path_model(
         return original, feeds, True
     # lowered
     try:
-        from ..rewrite import lower
+        from ..lowering import lower
     except ImportError as e:
-        raise Skip(f"the lowering pass (onnx_dequant.rewrite.lower) is not available: {e}") from None
+        raise Skip(f"the lowering pass (onnx_dequant.lowering.lower) is not available: {e}") from None
     with show.step("lowering"):
         try:
             lowered = lower(original, opset=opset, target=target)

@@ -33,7 +33,17 @@ from ..errors import DequantizeError
 from ..graphs import subgraphs, value_types
 from ..schema import is_dequantize
 
-__all__ = ["ALWAYS_EXACT", "CORRECTLY_ROUNDED", "MOVING", "Policy", "Tolerance", "dequantize_ulp", "tolerances"]
+__all__ = [
+    "ALWAYS_EXACT",
+    "BIT_IDENTICAL",
+    "CORRECTLY_ROUNDED",
+    "MOVING",
+    "Policy",
+    "Tolerance",
+    "against_expected",
+    "dequantize_ulp",
+    "tolerances",
+]
 
 MOVING = frozenset(
     {
@@ -303,3 +313,26 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
             if t.why != "input" and _real(types.get(name)):
                 tol[name] = Tolerance(policy.ulp, False, f"one budget for every tensor (ulp={policy.ulp})")
     return tol
+
+
+BIT_IDENTICAL = "bit-identical: nGraph computes each element with one correctly rounded operation"
+
+
+def against_expected(computed: Tolerance, ulp: int | None = None, why: str = "") -> Tolerance:
+    """The budget for an output compared with results another implementation computed (nGraph's own run).
+
+    ``computed`` is the output's ``Tolerance`` against the reference (``tolerances``). Without a stated
+    ``ulp`` the output must be bit-identical, which the policy allows only where every op computing it rounds
+    once (``computed`` is exact); otherwise the stated budget, with its reason, counted as ``computed``
+    counts (of the largest magnitude too when ``computed`` is scaled). ``DequantizeError`` when an inexact
+    output has no stated budget.
+    """
+    if ulp is None:
+        if not computed.exact:
+            raise DequantizeError(
+                f"no budget stated for an output the policy allows {computed.describe()} ({computed.why})"
+            )
+        return Tolerance(0, False, BIT_IDENTICAL)
+    if not why:
+        raise DequantizeError(f"a budget of {ulp} ULP needs its reason")
+    return Tolerance(ulp, computed.scaled, why, computed.unit)

@@ -10,168 +10,27 @@ the graph, exactly, and hands back arrays of the original type.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper
 
-from .. import dtypes
 from ..errors import DequantizeError
-from ..graphs import LARGE_BYTES, dequantize_nodes, iter_nodes
-from ..schema import is_dequantize
+from .buffers import poison
+from .carriers import with_carriers
 from .loading import serialized
+from .weights import in_memory, placeholders_as_inputs
 
-__all__ = ["LEVELS", "OrtRunner", "ReferenceRunner", "Skip", "externalize", "has_dequantize", "session_options"]
+__all__ = ["LEVELS", "OrtRunner", "ReferenceRunner", "Skip", "kernel_session", "plain_session", "session_options"]
 
 LEVELS = ("default", "off")
 """ONNX Runtime optimization levels validation runs: its default (ORT_ENABLE_ALL) and none."""
 
-_CARRIER = {  # types ORT's Python API cannot exchange with NumPy -> the type to carry them in
-    dtypes.parse(t).onnx: (dtypes.parse(c).onnx, dtypes.parse(c).numpy, dtypes.parse(t).numpy)
-    for t, c in (("bf16", "f32"), ("i4", "i8"), ("u4", "u8"))
-}
-_SUFFIX = "__odq_validate"
-
 
 class Skip(Exception):
     """A path that cannot run here (a missing component, a type it cannot carry); the reason is the message."""
-
-
-def has_dequantize(model: onnx.ModelProto) -> bool:
-    """Whether the model holds our op anywhere: main graph, subgraphs or model-local functions."""
-    return next(dequantize_nodes(model), None) is not None
-
-
-def _np_to_onnx(dt: np.dtype) -> int:
-    try:
-        return dtypes.parse(np.dtype(dt)).onnx
-    except DequantizeError:  # outside the table (string, float8, ...)
-        return int(helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
-
-
-_MEMORY = "odq-validate-memory-"
-"""Location prefix of the placeholders ``externalize`` puts in place of large initializers."""
-
-_ORT_NUMPY = {
-    dtypes.parse(t).onnx: dtypes.parse(t).numpy
-    for t in ("i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "boolean")
-}
-"""Element types ONNX Runtime takes from NumPy as they are."""
-
-
-def externalize(model: onnx.ModelProto, limit: int = LARGE_BYTES) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """``model`` with its large main-graph initializers' data left out, and that data by placeholder.
-
-    Each initializer over ``limit`` bytes (raw data of a type ONNX Runtime takes from NumPy, not read
-    by our op as a scale or zero point, which the lowering reads) becomes an external-data placeholder
-    of the same name, type and shape; the returned dict maps its location to the data (a read-only
-    view of a copy of the raw bytes). The lowering and ``onnx_dequant.ort.prepare`` work on such a
-    model without copying the weights (a reshaped copy of a placeholder is a placeholder of the same
-    data), and ``OrtRunner`` hands the data to ONNX Runtime as OrtValues instead of serializing it.
-    ``model`` itself (and an empty dict) when there is nothing to leave out.
-    """
-    g = model.graph
-    if sys.byteorder != "little":
-        return model, {}
-    read_as_params = {i for n in iter_nodes(model) if is_dequantize(n) for i in list(n.input)[1:]}
-    arrays: dict[str, np.ndarray] = {}
-    data: dict[int, np.ndarray] = {}
-    for i, t in enumerate(g.initializer):
-        np_type = _ORT_NUMPY.get(t.data_type)
-        if (
-            np_type is None
-            or t.data_location == onnx.TensorProto.EXTERNAL
-            or t.name in read_as_params
-            or int(np.prod(t.dims, dtype=np.int64)) * np_type.itemsize <= limit
-            or not t.HasField("raw_data")
-        ):
-            continue
-        raw = np.frombuffer(t.raw_data, np_type)  # one copy of the data (protobuf hands out bytes)
-        if raw.size == int(np.prod(t.dims, dtype=np.int64)):
-            data[i] = raw.reshape(tuple(int(d) for d in t.dims))
-    if not data:
-        return model, {}
-    light = _copy_fields(model, onnx.ModelProto(), skip="graph")
-    lg = _copy_fields(g, light.graph, skip="initializer")
-    for i, t in enumerate(g.initializer):
-        if i not in data:
-            lg.initializer.append(t)
-            continue
-        location = f"{_MEMORY}{len(arrays)}"
-        arrays[location] = data[i]
-        p = lg.initializer.add(name=t.name, data_type=t.data_type, dims=t.dims, doc_string=t.doc_string)
-        p.data_location = onnx.TensorProto.EXTERNAL
-        p.external_data.add(key="location", value=location)
-    return light, arrays
-
-
-def _copy_fields(src: Any, dst: Any, *, skip: str) -> Any:
-    """``dst`` with every set field of ``src`` but ``skip`` copied in (a shallow copy of one level)."""
-    for field, value in src.ListFields():
-        if field.name == skip:
-            continue
-        if field.is_repeated:
-            getattr(dst, field.name).extend(value)
-        elif field.message_type:
-            getattr(dst, field.name).CopyFrom(value)
-        else:
-            setattr(dst, field.name, value)
-    return dst
-
-
-def in_memory(
-    model: onnx.ModelProto, arrays: Mapping[str, np.ndarray], *, values: bool = True
-) -> tuple[list[str], list[Any]]:
-    """The names and OrtValues of ``model``'s placeholders (see ``externalize``) for
-    ``SessionOptions.add_external_initializers``; the OrtValues share the arrays' memory (``values=False``:
-    the names only)."""
-    if not arrays:
-        return [], []
-
-    names: list[str] = []
-    found: list[Any] = []
-    for t in model.graph.initializer:
-        if t.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        location = next((e.value for e in t.external_data if e.key == "location"), "")
-        data = arrays.get(location)
-        if data is None:
-            continue
-        dims = tuple(int(d) for d in t.dims)
-        if int(np.prod(dims, dtype=np.int64)) != data.size or _ORT_NUMPY.get(t.data_type) != data.dtype:
-            raise DequantizeError(f"initializer '{t.name}' no longer fits the data it was taken from")
-        names.append(t.name)
-        if values:
-            import onnxruntime as ort
-
-            found.append(ort.OrtValue.ortvalue_from_numpy(data.reshape(dims)))
-    return names, found
-
-
-def _placeholders_as_inputs(
-    model: onnx.ModelProto, arrays: Mapping[str, np.ndarray]
-) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """``model`` with its in-memory placeholders declared as graph inputs instead, and their data by name."""
-    names, _ = in_memory(model, arrays, values=False)
-    if not names:
-        return model, {}
-    light = _copy_fields(model, onnx.ModelProto(), skip="graph")
-    lg = _copy_fields(model.graph, light.graph, skip="initializer")
-    declared = {vi.name for vi in lg.input}
-    constants = {}
-    for t in model.graph.initializer:
-        if t.name not in names:
-            lg.initializer.append(t)
-            continue
-        location = next(e.value for e in t.external_data if e.key == "location")
-        constants[t.name] = arrays[location].reshape(tuple(int(d) for d in t.dims))
-        if t.name not in declared:
-            lg.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-    return light, constants
 
 
 class ReferenceRunner:
@@ -186,7 +45,7 @@ class ReferenceRunner:
 
         self._constants: dict[str, np.ndarray] = {}
         if arrays:
-            model, self._constants = _placeholders_as_inputs(model, arrays)
+            model, self._constants = placeholders_as_inputs(model, arrays)
         self._into: dict[str, np.ndarray] = {}
         into = self._into
 
@@ -262,7 +121,7 @@ def session_options(level: str, config: Mapping[str, str] | None = None) -> Any:
     return so
 
 
-def _kernel_session(
+def kernel_session(
     model: onnx.ModelProto,
     so: Any,
     arrays: Mapping[str, np.ndarray] | None = None,
@@ -289,7 +148,7 @@ def _kernel_session(
     return session, values
 
 
-def _plain_session(
+def plain_session(
     model: onnx.ModelProto, so: Any, arrays: Mapping[str, np.ndarray] | None, data: bytes | None
 ) -> tuple[Any, list[Any]]:
     """An ONNX Runtime session on ``model`` (``data``: it serialized, when the caller has it), and the
@@ -335,12 +194,12 @@ class OrtRunner:
         self.level = level
         self.kernel = kernel
         self.config = dict(config or {})
-        prepared, self._in_map, self._out_map = _prepare(model, expose or {})
+        prepared, self._in_map, self._out_map = with_carriers(model, expose or {})
         so = session_options(self.level, self.config)
         if kernel:
-            self.session, self._values = _kernel_session(prepared, so, arrays, scratch)
+            self.session, self._values = kernel_session(prepared, so, arrays, scratch)
         else:
-            self.session, self._values = _plain_session(prepared, so, arrays, data if prepared is model else None)
+            self.session, self._values = plain_session(prepared, so, arrays, data if prepared is model else None)
         self.output_names = [o.name for o in self.session.get_outputs()]
 
     def run(
@@ -407,126 +266,3 @@ class OrtRunner:
             else:
                 values.append((name, ov.numpy()))
         return self._named(values)
-
-
-POISON_STRIDE = 1021
-"""Every this many elements, ``poison`` writes a value that differs from any the path may write; a prime,
-so rows of every length get hit at varying columns, and small enough that every 4 KiB page of a
-4-byte type gets one."""
-
-
-def poison(buf: np.ndarray, sample: np.ndarray) -> None:
-    """Spoil a reused output buffer, so an element a run leaves unwritten cannot pass for a result:
-    every ``POISON_STRIDE``-th element becomes the bitwise complement of the expected value there
-    (``sample``, the expected values at those positions), which never compares equal to it (nor is NaN
-    where it is NaN)."""
-    flat = buf.reshape(-1)
-    target = flat[::POISON_STRIDE]
-    sample = np.asarray(sample).reshape(-1)
-    if sample.shape != target.shape or sample.dtype != flat.dtype:
-        return
-    if flat.dtype == np.bool_:
-        flat[::POISON_STRIDE] = ~sample
-        return
-    if flat.dtype.itemsize not in (1, 2, 4, 8):
-        return
-    kind = f"u{flat.dtype.itemsize}"
-    np.invert(sample.view(kind), out=flat.view(kind)[::POISON_STRIDE])
-
-
-KNOWN_REWRITES = {
-    "MatMulNBits": "MatMulNBits from a DequantizeLinear -> MatMul fusion quantizes the activations to int8 "
-    "(ORT's default session.qdq_matmulnbits_accuracy_level is 4; 0-2 keep f32 activations)",
-}
-"""What is known about ops ONNX Runtime's optimizer introduces, for the report."""
-
-
-def ort_rewrites(
-    model: onnx.ModelProto,
-    level: str,
-    *,
-    kernel: bool = False,
-    config: Mapping[str, str] | None = None,
-    limit_bytes: int = 64 << 20,
-    arrays: Mapping[str, np.ndarray] | None = None,
-) -> list[str]:
-    """The nodes ONNX Runtime's optimizer puts into ``model`` at ``level`` that ``model`` has no node of the
-    same op for (fused ops such as MatMulNBits, QLinearConv), as ``"op 'name'"``; empty when none or when
-    the model is over ``limit_bytes`` (the optimized model is written to a temporary file)."""
-    if level == "off" or model.ByteSize() + sum(a.nbytes for a in (arrays or {}).values()) > limit_bytes:
-        return []
-    have = {(n.domain or "", n.op_type) for n in model.graph.node}
-    with tempfile.TemporaryDirectory(prefix="odq-validate-") as tmp:
-        so = session_options(level, config)
-        so.optimized_model_filepath = os.path.join(tmp, "optimized.onnx")
-        try:
-            if kernel:
-                _kernel_session(model, so, arrays)
-            else:
-                _plain_session(model, so, arrays, None)
-            optimized = onnx.load(so.optimized_model_filepath, load_external_data=False)
-        except Exception:  # noqa: BLE001 - a diagnosis only
-            return []
-    found = []
-    for n in optimized.graph.node:
-        if (n.domain or "", n.op_type) not in have and n.op_type != "Cast":
-            found.append(f"{n.op_type} '{n.name}'")
-    return found
-
-
-def _prepare(
-    model: onnx.ModelProto, expose: Mapping[str, np.dtype]
-) -> tuple[onnx.ModelProto, dict[str, tuple[str, Any]], dict[str, tuple[str, Any]]]:
-    """The model with ``expose`` added as outputs and carrier casts around bf16/4-bit inputs and outputs."""
-    g = model.graph
-    inits = {t.name for t in g.initializer}
-    wrap_in = [vi for vi in g.input if vi.name not in inits and vi.type.tensor_type.elem_type in _CARRIER]
-    outputs = [(o.name, int(o.type.tensor_type.elem_type)) for o in g.output]
-    known = {n for n, _ in outputs}
-    produced = {o for n in g.node for o in n.output}
-    for name, dt in expose.items():
-        if name not in known and name in produced:
-            outputs.append((name, _np_to_onnx(dt)))
-    needs_outputs = len(outputs) != len(g.output) or any(e in _CARRIER for _, e in outputs)
-    if not wrap_in and not needs_outputs:
-        return model, {}, {}
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    g = m.graph
-    in_map: dict[str, tuple[str, Any]] = {}
-    out_map: dict[str, tuple[str, Any]] = {}
-    casts = []
-    for vi in g.input:
-        elem = vi.type.tensor_type.elem_type
-        if vi.name in inits or elem not in _CARRIER:
-            continue
-        carrier, np_carrier, _ = _CARRIER[elem]
-        new = vi.name + _SUFFIX
-        casts.append(helper.make_node("Cast", [new], [vi.name], to=elem, name=new))
-        in_map[vi.name] = (new, np_carrier)
-        vi.name = new
-        vi.type.tensor_type.elem_type = carrier
-    new_outputs = []
-    for name, elem in outputs:
-        if elem in _CARRIER:
-            carrier, _, original = _CARRIER[elem]
-            new = name + _SUFFIX
-            casts.append(helper.make_node("Cast", [name], [new], to=carrier, name=new))
-            out_map[new] = (name, original)
-            new_outputs.append(helper.make_tensor_value_info(new, carrier, None))
-        else:
-            existing = [o for o in g.output if o.name == name]
-            new_outputs.append(existing[0] if existing else helper.make_tensor_value_info(name, elem, None))
-    del g.output[:]
-    g.output.extend(new_outputs)
-    nodes = list(g.node)
-    del g.node[:]
-    in_casts = [c for c in casts if c.input[0].endswith(_SUFFIX)]
-    out_casts = [c for c in casts if not c.input[0].endswith(_SUFFIX)]
-    g.node.extend(in_casts + nodes + out_casts)
-    return m, in_map, out_map
-
-
-def carrier_free(names: Iterable[str]) -> list[str]:
-    """Names as the caller knows them (without the carrier suffix)."""
-    return [n.removesuffix(_SUFFIX) for n in names]

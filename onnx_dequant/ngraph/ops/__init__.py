@@ -79,4 +79,16 @@ BACKEND_OPS = frozenset(
 )
 """Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
 
-from . import conv, dot, elementwise, io, quant, reduce, shape  # noqa: E402, F401  (registers the converters, after OPS exists)
+from . import (  # noqa: E402, F401  (registers the converters, after OPS exists)
+    conv,
+    dot,
+    elementwise,
+    io,
+    losses,
+    quant,
+    reduce,
+    shape,
+    split,
+    training,
+    window_backprop,
+)

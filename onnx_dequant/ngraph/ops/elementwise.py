@@ -6,6 +6,8 @@ Where nGraph and the nearest ONNX op differ, nGraph wins:
 - Maximum / Minimum on reals: nGraph computes ``a > b ? a : b`` (``a < b ? a : b``), so a NaN in ``b``
   wins and a NaN in ``a`` loses; ONNX Max/Min propagate NaN from either side. They become Where.
 - Relu on reals: ``x > 0 ? x : 0`` maps NaN and -0 to +0; ONNX Relu keeps both. It becomes Where.
+- Abs on reals: ``x < 0 ? -x : x`` keeps -0; ONNX Abs gives +0. It becomes Where (which selects -0 from
+  its third input, so ONNX Runtime's Where keeps it).
 - Convert from real to integer truncates toward zero (C++ ``static_cast``), as ONNX Cast does in ORT.
 """
 
@@ -247,7 +249,21 @@ def _one_to_one(onnx_op: str, reals_only: bool = True):
 
 for _name in ("Sigmoid", "Tanh", "Exp", "Log", "Sqrt"):
     register(_name)(_one_to_one(_name))
-register("Abs")(_one_to_one("Abs", reals_only=False))
+
+
+@register("Abs")
+def abs_(ctx: OpContext) -> list[TensorType]:
+    t = _unary(ctx)
+    dt = t.elem_type
+    _no_boolean(ctx, dt)
+    x = ctx.inputs[0]
+    if dt.is_real:  # x < 0 ? -x : x keeps -0 (ONNX Abs gives +0)
+        ctx.require_onnx(dt, "Less", "Neg", "Where")
+        ctx.emit("Where", [ctx.emit("Less", [x, ctx.scalar(0, dt)]), ctx.emit("Neg", [x]), x], ctx.out())
+    else:
+        ctx.require_onnx(dt, "Abs")
+        ctx.emit("Abs", [x], ctx.out())
+    return [t]
 
 
 @register("Convert")

@@ -1,0 +1,249 @@
+"""Gathering a node's facts: the types of every value (stated, inferred, and inside function bodies
+from their call sites), the constants a scope sees, and for one Dequantize node the ``NodeInfo`` that
+every strategy reads, checked against the contract."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
+
+from .. import dtypes, modelio
+from ..contract import Dim, Shape, TensorType
+from ..dtypes import DType
+from ..errors import DequantizeError
+from ..graphs import constants, iter_nodes, value_types, without_large_initializers
+from ..schema import check_node, node_attributes, tensor_type_of
+from .options import LowerOptions
+
+__all__ = [
+    "NodeInfo",
+    "UNKNOWN_DIM",
+    "FUSING_OPS",
+    "Constants",
+    "model_types",
+    "function_types",
+    "function_as_model",
+    "gather",
+]
+
+UNKNOWN_DIM = 256
+"""The size the cost model assumes for a dimension it does not know."""
+
+FUSING_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
+"""Ops ORT fuses a DequantizeLinear of a constant weight into (MatMulNBits, QLinearConv, ...)."""
+
+
+@dataclass
+class NodeInfo:
+    """One Dequantize node and all the facts a strategy needs, checked against the contract."""
+
+    node: onnx.NodeProto
+    x: str
+    scale: str
+    zero_point: str | None  # None: no zero point (zero)
+    output: str
+    axes: tuple[int, ...]
+    in_type: DType
+    out_type: DType
+    shape: tuple[Dim, ...] | None  # the input's shape (None: unknown rank)
+    opset: int
+    target: str  # "ort" | "portable"
+    graph_output: bool = False  # the node's output is an output of its graph
+    model_output: bool = False  # ... and that graph is the model's main graph
+    fusable_weight: bool = False  # x is a constant and the output feeds one of FUSING_OPS
+    consumers: tuple[str, ...] = ()  # op types reading the output
+    zp_zero: bool = False  # the zero point is a constant known to be all zeros
+    scale_const: bool = False
+    zp_const: bool = False
+    int32_wrap: bool = False  # the user accepts ORT's int32 semantics (wrapping subtraction)
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    @property
+    def known_shape(self) -> tuple[int, ...] | None:
+        """The input's shape when every dimension is a known int, else None."""
+        if self.shape is None or not all(isinstance(d, int) for d in self.shape):
+            return None
+        return tuple(int(d) for d in self.shape if d is not None)
+
+    def size(self, dims: Sequence[Dim] | None = None) -> int:
+        """Elements in ``dims`` (default: the input), unknown dims counted as ``UNKNOWN_DIM``."""
+        dims = self.shape if dims is None else dims
+        if dims is None:
+            return UNKNOWN_DIM**2
+        n = 1
+        for d in dims:
+            n *= d if isinstance(d, int) else UNKNOWN_DIM
+        return n
+
+    @property
+    def has_zp(self) -> bool:
+        return self.zero_point is not None and not self.zp_zero
+
+    @property
+    def scale_size(self) -> int:
+        return self.size([self.shape[a] for a in self.axes]) if self.shape is not None else 1
+
+    @property
+    def name(self) -> str:
+        return self.node.name or self.output
+
+
+class Constants:
+    """Constant tensors visible in a graph (initializers of it and enclosing graphs, Constant nodes)."""
+
+    def __init__(self, base_dir: str | None, tensors: dict[str, TensorProto] | None = None) -> None:
+        self.base_dir = base_dir  # the model's folder, for reading small external constants
+        self.tensors: dict[str, TensorProto] = dict(tensors or {})
+
+    def scope(self, graph: Any) -> Constants:
+        """What ``graph`` (nested in this scope) sees: these constants and its own."""
+        inner = Constants(self.base_dir, self.tensors)
+        inner.tensors.update(constants(graph))
+        return inner
+
+    def is_const(self, name: str | None) -> bool:
+        return bool(name) and name in self.tensors
+
+    def value(self, name: str | None, max_bytes: int = 1 << 20) -> np.ndarray | None:
+        """The tensor's value if it is a constant of at most ``max_bytes`` that can be read; else None."""
+        t = self.tensors.get(name or "")
+        if t is None:
+            return None
+        try:
+            if t.data_location == TensorProto.EXTERNAL:
+                info = modelio.external_info(t)
+                if self.base_dir is None or int(info.get("length", max_bytes + 1)) > max_bytes:
+                    return None
+                return modelio.read_external(t, self.base_dir)
+            return numpy_helper.to_array(t)
+        except Exception:  # noqa: BLE001 - unreadable constants are treated as unknown
+            return None
+
+
+def _infer(model: ModelProto) -> ModelProto:
+    """Shape inference on the model without its big tensors' data."""
+    try:
+        return onnx.shape_inference.infer_shapes(without_large_initializers(model), check_type=False, strict_mode=False)
+    except Exception:  # noqa: BLE001 - inference is best effort; the types we have still count
+        return model
+
+
+def model_types(model: ModelProto) -> dict[str, TensorType]:
+    """Every value's type in the main graph and its subgraphs: stated, then inferred."""
+    types: dict[str, TensorType] = {}
+    value_types(model.graph, types)
+    value_types(_infer(model).graph, types)
+    return types
+
+
+def function_as_model(
+    fn: onnx.FunctionProto, inputs: list[onnx.ValueInfoProto] | None = None, model: ModelProto | None = None
+) -> ModelProto:
+    """A function body as a model, for ONNX's passes: ``inputs`` (default: the formal inputs, untyped),
+    the function's opsets, and ``model``'s functions and IR version when given."""
+    if inputs is None:
+        inputs = [helper.make_value_info(i, onnx.TypeProto()) for i in fn.input]
+    outputs = [helper.make_value_info(o, onnx.TypeProto()) for o in fn.output]
+    g = helper.make_graph(list(fn.node), "body", inputs, outputs)
+    if model is None:
+        return helper.make_model(g, opset_imports=list(fn.opset_import))
+    m = helper.make_model(
+        g, opset_imports=list(fn.opset_import) or list(model.opset_import), functions=list(model.functions)
+    )
+    m.ir_version = model.ir_version
+    return m
+
+
+def _common_shape(a: Shape, b: Shape) -> Shape:
+    """The dims two shapes agree on (the others unknown); None when the ranks differ or one is unknown."""
+    if a is None or b is None or len(a) != len(b):
+        return None
+    return tuple(x if x == y else None for x, y in zip(a, b))
+
+
+def function_types(model: ModelProto, fn: onnx.FunctionProto, outer: dict[str, TensorType]) -> dict:
+    """Types inside a function body, inferred from what every call site gives its inputs: the element
+    type they agree on (a ``DequantizeError`` when they differ) and the dims they agree on, so one body
+    serves every call."""
+    formal: dict[str, TensorType] = {}
+    for call in iter_nodes(model):
+        if call.op_type != fn.name or call.domain != fn.domain:
+            continue
+        for name, actual in zip(fn.input, call.input):
+            t = outer.get(actual, TensorType(None, None))
+            old = formal.get(name)
+            if old is None:
+                formal[name] = t
+                continue
+            if old.elem_type is not None and t.elem_type is not None and old.elem_type is not t.elem_type:
+                raise DequantizeError(
+                    f"Function '{fn.name}' is called with input '{name}' of types {old.elem_type.name} and "
+                    f"{t.elem_type.name}: one lowered body cannot serve both"
+                )
+            formal[name] = TensorType(old.elem_type or t.elem_type, _common_shape(old.shape, t.shape))
+    types = {vi.name: tensor_type_of(vi.type) for vi in getattr(fn, "value_info", [])}
+    ins = [
+        helper.make_tensor_value_info(n, t.elem_type.onnx, None if t.shape is None else list(t.shape))
+        for n, t in formal.items()
+        if t.elem_type is not None
+    ]
+    m = function_as_model(fn, ins, model)
+    value_types(m.graph, types)
+    try:
+        value_types(onnx.shape_inference.infer_shapes(m, strict_mode=False).graph, types)
+    except Exception:  # noqa: BLE001 - inference is best effort; the types we have still count
+        pass
+    return types
+
+
+def gather(
+    node: NodeProto,
+    *,
+    types: dict[str, TensorType],
+    consts: Constants,
+    consumers: Sequence[str],
+    graph_output: bool,
+    main_graph: bool,
+    options: LowerOptions,
+    opset: int,
+) -> NodeInfo:
+    """The facts about ``node`` (a ``DequantizeError`` naming it and the rule when it breaks the contract):
+    ``consumers`` are the op types reading its output, ``graph_output`` whether its graph returns it,
+    ``main_graph`` whether that graph is the model's."""
+    in_type, out = check_node(node, types)
+    x, scale = node.input[0], node.input[1]
+    zp = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    axes, _ = node_attributes(node)
+    zp_zero = False
+    if zp is not None:
+        v = consts.value(zp)
+        zp_zero = v is not None and not np.any(v.astype(np.int64) if v.dtype.kind in "iub" else v != 0)
+    return NodeInfo(
+        node=node,
+        x=x,
+        scale=scale,
+        zero_point=zp,
+        output=node.output[0],
+        axes=axes,
+        in_type=in_type,
+        out_type=dtypes.parse(out.elem_type),
+        shape=out.shape,
+        opset=opset,
+        target=options.target,
+        graph_output=graph_output,
+        model_output=main_graph and graph_output,
+        fusable_weight=consts.is_const(x) and any(c in FUSING_OPS for c in consumers),
+        consumers=tuple(consumers),
+        zp_zero=zp_zero,
+        scale_const=consts.is_const(scale),
+        zp_const=consts.is_const(zp),
+        int32_wrap=options.wrap_int32,
+    )

@@ -1,0 +1,110 @@
+"""What a strategy is, and what it answers.
+
+A strategy is one small class, like an onnxscript rewrite rule: ``name``, a docstring that states the
+form it emits, ``check(info)`` returning a ``Refusal`` (why it does not apply) or its choice (the
+layout or row plan it will emit, its own type), ``cost(info, choice)`` (bytes moved, the planner's
+measure) and ``emit(info, choice, em)`` that appends nodes computing ``info.output``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from ... import dtypes
+from ..emitter import Emitter
+from ..facts import NodeInfo
+
+__all__ = ["Refusal", "Strategy", "Plan", "DQL_TYPE", "PROPAGATING_OPS", "dql_refusal"]
+
+Choice = TypeVar("Choice")
+"""What a strategy decided for one node (a ``Layout``, a row plan, a work type), read by ``cost`` and ``emit``."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A strategy's no, with the reason (reports show it per node)."""
+
+    reason: str
+
+
+class Strategy(Generic[Choice]):
+    """A lowering form. Subclasses set ``name`` and implement ``check``, ``cost`` and ``emit``."""
+
+    name = "strategy"
+    portable = True  # usable with target "portable"
+    ort_fuses = False  # the plain DequantizeLinear that ORT's MatMul/Conv fusions read
+
+    def check(self, info: NodeInfo) -> Refusal | Choice:
+        """The choice that lowers ``info`` exactly, or the ``Refusal`` saying why this form cannot."""
+        raise NotImplementedError
+
+    def cost(self, info: NodeInfo, choice: Choice) -> float:
+        """Bytes the lowered form moves at run time (the planner's measure; lower is better)."""
+        raise NotImplementedError
+
+    def emit(self, info: NodeInfo, choice: Choice, em: Emitter) -> None:
+        """Append nodes to ``em`` that compute ``info.output`` from the node's inputs."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+
+@dataclass
+class Plan:
+    """The chosen strategy with its choice and cost, and why each other strategy was refused or lost."""
+
+    strategy: Strategy[Any]
+    choice: Any
+    cost: float
+    refused: dict[str, str] = field(default_factory=dict)
+    costs: dict[str, float] = field(default_factory=dict)
+
+    def emit(self, info: NodeInfo, em: Emitter) -> None:
+        """The chosen form's nodes for ``info``."""
+        self.strategy.emit(info, self.choice, em)
+
+
+DQL_TYPE = dtypes.parse("f32")
+"""The scale/output type of every DequantizeLinear the lowering emits: f16 and bf16 outputs go through an
+f32 DequantizeLinear and a Cast (exact for 8-bit inputs; ORT's f16 kernel is 6-10x slower, it has no bf16
+kernel, and every opset and runtime reads f32)."""
+
+PROPAGATING_OPS = frozenset(
+    {
+        "Reshape",
+        "Transpose",
+        "Squeeze",
+        "Unsqueeze",
+        "Slice",
+        "MaxPool",
+        "Flatten",
+        "Gather",
+        "Split",
+        "Expand",
+        "Resize",
+        "Concat",
+        "Tile",
+        "DepthToSpace",
+        "SpaceToDepth",
+        "Pad",
+        "AveragePool",
+        "Identity",
+    }
+)
+"""Ops through which ORT's QDQ propagation moves a DequantizeLinear (the ORT 1.32 bug in docs/ort-facts.md)."""
+
+
+def dql_refusal(info: NodeInfo) -> Refusal | None:
+    """Why no DequantizeLinear computes ``info`` exactly (at its opset, in ORT 1.32), or None."""
+    q = info.in_type
+    if info.out_type.name == "f64":
+        return Refusal("DequantizeLinear has no f64 scale or output")
+    if q.name == "i32" and not info.int32_wrap:
+        return Refusal("DequantizeLinear subtracts i32 in int32 (wraps) and rounds twice")
+    if q.name in ("i16", "u16", "i4", "u4") and info.opset < 21:
+        return Refusal(f"DequantizeLinear-{info.opset} has no {q.name} input (needs opset 21)")
+    if info.opset > 27:
+        return Refusal("ORT has no DequantizeLinear-28 kernel")
+    return None

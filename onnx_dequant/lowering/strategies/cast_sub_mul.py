@@ -1,0 +1,57 @@
+"""Cast/Sub/Mul: ``Cast(x, w) - Cast(zp, w)`` times ``Cast(s, w)``, then Cast to the output type, in the
+narrowest work type w (f32 or f64) that rounds like the reference; scale and zero point Unsqueezed to
+broadcast. Exact for every type pair and every opset (no int32 wrap: i32 works in f64)."""
+
+from __future__ import annotations
+
+from ... import dtypes
+from ...reference import _work_dtype
+from ..emitter import Emitter
+from ..facts import NodeInfo
+from .base import Refusal, Strategy
+
+__all__ = ["CastSubMul"]
+
+
+class CastSubMul(Strategy[dtypes.DType]):
+    """The choice is the work type."""
+
+    name = "cast-sub-mul"
+
+    def check(self, info: NodeInfo) -> dtypes.DType | Refusal:
+        if info.axes and info.rank is None:
+            return Refusal("the input's rank is unknown")
+        if info.in_type.bits < 8 and info.opset < 21:
+            return Refusal(f"Cast from {info.in_type.name} needs opset 21")
+        return dtypes.parse(_work_dtype(info.in_type, info.out_type))
+
+    def cost(self, info: NodeInfo, choice: dtypes.DType) -> float:
+        n = info.size()
+        in_bytes, work_bytes, out_bytes = max(info.in_type.bits, 8) / 8, choice.bits / 8, info.out_type.bits / 8
+        cost = n * (in_bytes + work_bytes) + 2 * n * work_bytes
+        if info.has_zp:
+            cost += 2 * n * work_bytes
+        if choice is not info.out_type:
+            cost += n * (work_bytes + out_bytes)
+        return cost
+
+    def _broadcast(self, info: NodeInfo, em: Emitter, tensor: str) -> str:
+        rank = info.rank or 0
+        missing = [i for i in range(rank) if i not in info.axes]
+        if not info.axes or not missing:
+            return tensor
+        return em.node("Unsqueeze", [tensor, em.i64(missing, "axes")], hint="bcast")
+
+    def emit(self, info: NodeInfo, choice: dtypes.DType, em: Emitter) -> None:
+        w = choice
+        xw = em.node("Cast", [info.x], hint="x_cast", to=w.onnx)
+        if info.has_zp and info.zero_point is not None:
+            zp = em.node("Cast", [info.zero_point], hint="zp_cast", to=w.onnx)
+            xw = em.node("Sub", [xw, self._broadcast(info, em, zp)], hint="diff")
+        s = info.scale
+        if info.out_type is not w:
+            s = em.node("Cast", [s], hint="scale_cast", to=w.onnx)
+        last = w is info.out_type
+        y = em.node("Mul", [xw, self._broadcast(info, em, s)], info.output if last else None, hint="y")
+        if not last:
+            em.node("Cast", [y], info.output, hint="y_cast", to=info.out_type.onnx)

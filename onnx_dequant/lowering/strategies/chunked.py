@@ -1,0 +1,116 @@
+"""Chunked: ``Scan`` over axis 0, each slice lowered by the best other form (an f32 DequantizeLinear and
+a Cast), so that the f32 intermediate of an f16 or bf16 model output stays in cache instead of crossing
+memory twice; the scale and zero point are scanned with the input when 0 is a quantization axis."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from onnx import helper
+
+from ...errors import DequantizeError
+from ..emitter import Emitter
+from ..facts import NodeInfo
+from .base import DQL_TYPE, Plan, Refusal, Strategy, dql_refusal
+
+__all__ = ["Chunked", "RowPlan", "CHUNK_MIN", "CHUNK_MAX", "CACHED"]
+
+CHUNK_MIN = 64 << 10
+CHUNK_MAX = 4 << 20
+"""Elements per slice where the Scan measured faster than one f32 DequantizeLinear and a Cast over the
+whole tensor (1.2-1.4x the f32 form at 256K-1M elements, 1.5-1.9x at 64K or 4M, against 2.0-2.3x)."""
+CACHED = 0.5
+"""The share of the f32 intermediate's memory traffic the cost model still charges when it is chunked."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RowPlan:
+    """How the Scan lowers each row: the input's (known) shape, and the plan for one row."""
+
+    shape: tuple[int, ...]
+    row: Plan
+
+
+class Chunked(Strategy[RowPlan]):
+    """``plan_row`` plans one row among the other strategies (the planner builds this strategy)."""
+
+    name = "scan-chunked"
+    portable = False  # Scan is ORT's to run fast; other runtimes unroll or reject it
+
+    def __init__(self, plan_row: Callable[[NodeInfo], Plan]) -> None:
+        self.plan_row = plan_row
+
+    def _row(self, info: NodeInfo, shape: tuple[int, ...], x: str, scale: str, zero_point: str | None) -> NodeInfo:
+        """The node as the Scan body sees it: one row along axis 0, its inputs named ``x``/``scale``/
+        ``zero_point`` (the scale and zero point are rows too when 0 is an axis)."""
+        scanned = 0 in info.axes
+        return dataclasses.replace(
+            info,
+            x=x,
+            scale=scale if scanned else info.scale,
+            zero_point=(zero_point if scanned else info.zero_point) if info.has_zp else None,
+            output=f"{x}__out",
+            axes=tuple(a - 1 for a in info.axes if a),
+            shape=shape[1:],
+            graph_output=True,  # the body's output is a graph output: a Reshape there copies
+            model_output=False,
+            fusable_weight=False,
+            consumers=(),
+            zp_zero=False,
+            scale_const=info.scale_const and not scanned,
+            zp_const=info.zp_const and not scanned,
+        )
+
+    def check(self, info: NodeInfo) -> RowPlan | Refusal:
+        if info.out_type.name not in ("f16", "bf16"):
+            return Refusal("only an f16 or bf16 output has an f32 intermediate to keep in cache")
+        if not info.model_output:
+            return Refusal("the output is not a model output (ORT runs a Scan that feeds other ops 1.5x slower)")
+        refusal = dql_refusal(info)
+        if refusal:
+            return refusal
+        if info.in_type.bits < 8:
+            return Refusal("ORT's Scan does not slice 4-bit tensors")
+        if info.out_type.name == "bf16" and info.opset < 16:
+            return Refusal("Scan has no bf16 before opset 16")
+        shape = info.known_shape
+        if shape is None or len(shape) < 2:
+            return Refusal("needs a known shape of rank 2 or more")
+        chunk = info.size() // shape[0]
+        if not CHUNK_MIN <= chunk <= CHUNK_MAX:
+            return Refusal(f"a row along axis 0 holds {chunk} elements (chunking pays from {CHUNK_MIN} to {CHUNK_MAX})")
+        try:  # the row's inputs get their names in emit (names do not change the choice)
+            row = self.plan_row(self._row(info, shape, "x", "scale", "zero_point"))
+        except DequantizeError as e:
+            return Refusal(f"no form for a row ({e.rule})")
+        return RowPlan(shape, row)
+
+    def cost(self, info: NodeInfo, choice: RowPlan) -> float:
+        saved = (1 - CACHED) * 2 * info.size() * DQL_TYPE.bits / 8
+        return choice.row.cost * choice.shape[0] - saved
+
+    def emit(self, info: NodeInfo, choice: RowPlan, em: Emitter) -> None:
+        row = list(choice.shape[1:])
+        xs = em.fresh("x_row")
+        outer, body_in = [info.x], [helper.make_tensor_value_info(xs, info.in_type.onnx, row)]
+        scale, zp = info.scale, info.zero_point
+        if 0 in info.axes:  # the scale and zero point vary along axis 0: scan them too
+            param_row = [choice.shape[a] for a in info.axes[1:]]
+            scale = em.fresh("scale_row")
+            outer.append(info.scale)
+            body_in.append(helper.make_tensor_value_info(scale, info.out_type.onnx, param_row))
+            if info.has_zp and info.zero_point is not None:
+                zp = em.fresh("zero_point_row")
+                outer.append(info.zero_point)
+                body_in.append(helper.make_tensor_value_info(zp, info.in_type.onnx, param_row))
+        sub = dataclasses.replace(self._row(info, choice.shape, xs, scale, zp), output=em.fresh("y_row"))
+        body_em = em.child(f"{em.prefix}_row")
+        choice.row.emit(sub, body_em)
+        body = helper.make_graph(
+            body_em.nodes,
+            em.fresh("body"),
+            body_in,
+            [helper.make_tensor_value_info(sub.output, info.out_type.onnx, row)],
+        )
+        em.node("Scan", outer, info.output, hint="scan", body=body, num_scan_inputs=len(outer))

@@ -1,0 +1,210 @@
+"""The DequantizeLinear forms' shared part: a ``Layout`` (how the input is viewed, which DQL mode),
+its cost in bytes moved, its emission (Reshape -> DequantizeLinear -> Cast -> Reshape), and
+``DQLStrategy``, the base of the strategies that differ only in the layout they choose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..emitter import Emitter
+from ..facts import UNKNOWN_DIM, NodeInfo
+from .base import DQL_TYPE, PROPAGATING_OPS, Refusal, Strategy, dql_refusal
+from .shapes import merged_dims, merged_shape_tensor, shape_tensor
+
+__all__ = [
+    "Layout",
+    "DQLStrategy",
+    "layout_cost",
+    "emit_layout",
+    "ort_load_refusal",
+    "SLOW_LAST_AXIS",
+    "SLOW_BLOCKED_LAST",
+]
+
+SLOW_LAST_AXIS = 6.0
+"""ORT's per-axis DequantizeLinear on the last axis, in units of the output's bytes (measured 5-10x)."""
+SLOW_BLOCKED_LAST = 3.6
+"""ORT's blocked DequantizeLinear reducing the last axis (measured 4.6x a casting copy)."""
+L1_BYTES = 16 << 10
+"""Scale/zero-point rows up to this size stay in the L1 cache while a block is processed."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a DequantizeLinear computes the node.
+
+    ``view``: groups of the input's axes (each a tuple, in order) that the input is reshaped into;
+    ``quant[i]``: whether group i holds quantization axes. ``mode``: "tensor", "axis" (``axis`` is the
+    view axis the 1-D scale runs along) or "blocked" (``axis`` is the broadcast view axis reduced with a
+    whole-axis block; ``expand`` are the broadcast view axes the scale is expanded along).
+    """
+
+    view: tuple[tuple[int, ...], ...]
+    quant: tuple[bool, ...]
+    mode: str
+    axis: int | None = None
+    expand: tuple[int, ...] = field(default=())
+
+    @property
+    def reshapes(self) -> bool:
+        return any(len(g) != 1 for g in self.view)
+
+    def view_dims(self, info: NodeInfo) -> list:
+        return merged_dims(info.shape or (), self.view)
+
+    def scale_elements(self, info: NodeInfo) -> int:
+        dims = self.view_dims(info)
+        n = 1
+        for i, d in enumerate(dims):
+            if self.quant[i] or i in self.expand:
+                n *= d if isinstance(d, int) else UNKNOWN_DIM
+        return n
+
+
+def ort_load_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
+    """ORT 1.32 fails to load an int8 per-tensor DQL with a zero point followed by Reshape & co. at opset
+    21+ (QDQ propagation, docs/ort-facts.md): the refusal of a layout that would be one, or None."""
+    if info.opset < 21 or info.in_type.name != "i8" or not info.has_zp:
+        return None
+    if layout.scale_elements(info) != 1:
+        return None
+    hit = sorted((set(info.consumers) | ({"Reshape"} if layout.reshapes else set())) & PROPAGATING_OPS)
+    if hit:
+        return Refusal(
+            f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {hit[0]} at opset 21+"
+        )
+    return None
+
+
+def layout_cost(info: NodeInfo, layout: Layout) -> float:
+    """Bytes moved, with ORT's measured slow paths charged as extra bytes."""
+    dql_t = DQL_TYPE
+    n = info.size()
+    in_bytes, dql_bytes, out_bytes = max(info.in_type.bits, 8) / 8, dql_t.bits / 8, info.out_type.bits / 8
+    cost = n * (in_bytes + dql_bytes)
+    if dql_t is not info.out_type:
+        cost += n * (dql_bytes + out_bytes)
+    if layout.reshapes and info.graph_output:
+        cost += 2 * n * out_bytes  # a Reshape whose output is a graph output copies
+    last = len(layout.view) - 1
+    if info.target == "ort" and layout.axis == last and len(layout.view) > 1:
+        if layout.mode == "axis":
+            cost += SLOW_LAST_AXIS * n * dql_bytes
+        elif layout.mode == "blocked":
+            cost += SLOW_BLOCKED_LAST * n * dql_bytes
+    scale_elements = layout.scale_elements(info)
+    param_bytes = dql_t.bits / 8 + (in_bytes if info.has_zp else 0)  # per scale (and zero point) element
+    if layout.mode == "blocked" and layout.axis is not None:
+        # the kernel walks the scale rows after the reduced axis once per block: when they do not stay
+        # in L1, every output element reads its scale (and zero point) again
+        dims = layout.view_dims(info)
+        inner = 1
+        for i in range(layout.axis + 1, len(dims)):
+            if layout.quant[i] or i in layout.expand:
+                inner *= dims[i] if isinstance(dims[i], int) else UNKNOWN_DIM
+        if inner * param_bytes > L1_BYTES:
+            cost += n * param_bytes
+    cost += scale_elements * param_bytes * (1 if info.scale_const or not layout.expand else 2)
+    return cost
+
+
+def _reshape(em: Emitter, tensor: str, shape_name: str, hint: str) -> str:
+    return em.node("Reshape", [tensor, shape_name], hint=hint)
+
+
+def _reshape_param(em: Emitter, info: NodeInfo, tensor: str, sshape: list, param_groups: list, hint: str) -> str:
+    """``tensor`` (shaped ``sshape``) reshaped to the groups ``param_groups``: a new constant when it is one."""
+    if all(isinstance(d, int) for d in sshape):
+        dims = []
+        for g in param_groups:
+            n = 1
+            for a in [] if isinstance(g, int) else g:
+                n *= sshape[a]
+            dims.append(g if isinstance(g, int) else n)
+        const = em.redim(tensor, dims, hint)
+        if const is not None:
+            return const
+    return _reshape(em, tensor, merged_shape_tensor(em, tensor, sshape, param_groups, info.opset), hint)
+
+
+def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str) -> str:
+    """The scale or zero point, reshaped (and expanded) for the layout."""
+    if layout.mode == "tensor":
+        return tensor
+    shape = info.shape or ()
+    sshape = [shape[a] for a in info.axes]
+    if layout.mode == "axis":
+        if len(info.axes) == 1:
+            return tensor
+        return _reshape_param(em, info, tensor, sshape, [tuple(range(len(info.axes)))], hint)
+    # blocked: the scale in the view's rank, 1 on broadcast axes, then expanded
+    pos = {a: i for i, a in enumerate(info.axes)}
+    param_groups: list = []
+    for q, g in zip(layout.quant, layout.view):
+        param_groups.append(tuple(pos[a] for a in g) if q else 1)
+    out = _reshape_param(em, info, tensor, sshape, param_groups, hint)
+    if layout.expand:
+        target = []
+        for i, g in enumerate(layout.view):
+            target.append(g if i in layout.expand else 1)
+        out = em.node("Expand", [out, merged_shape_tensor(em, info.x, shape, target, info.opset)], hint=hint)
+    return out
+
+
+def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
+    """Nodes computing the node's output through one DequantizeLinear in ``layout``."""
+    dql_t = DQL_TYPE
+    shape = info.shape or ()
+    x = info.x
+    if layout.reshapes:
+        x = _reshape(em, x, merged_shape_tensor(em, x, shape, layout.view, info.opset), "x_view")
+    scale = info.scale
+    if info.out_type is not dql_t:
+        scale = em.node("Cast", [scale], hint="scale", to=dql_t.onnx)
+    scale = _param(info, em, layout, scale, "scale")
+    inputs = [x, scale]
+    if info.has_zp and info.zero_point is not None:
+        inputs.append(_param(info, em, layout, info.zero_point, "zero_point"))
+    elif info.in_type.name == "i8" and info.opset < 21 and layout.mode in ("tensor", "axis"):
+        # ORT 1.32 below opset 21: an int8 DQL with a one-element scale and no zero point, followed by
+        # Reshape/Transpose/..., gives wrong results (QDQ propagation inserts a uint8 QuantizeLinear);
+        # an explicit zero zero point avoids it at no cost
+        n = 1 if layout.mode == "tensor" else layout.scale_elements(info)
+        if layout.mode == "tensor" or (info.known_shape is not None and n == 1):
+            inputs.append(em.const(np.zeros(() if layout.mode == "tensor" else (1,), np.int8), hint="zero_point"))
+    attrs: dict = {}
+    if layout.mode in ("axis", "blocked"):
+        attrs["axis"] = layout.axis
+    if layout.mode == "blocked":
+        attrs["block_size"] = layout.view_dims(info)[layout.axis]
+    steps_left = (info.out_type is not dql_t) + layout.reshapes
+    y = em.node("DequantizeLinear", inputs, info.output if steps_left == 0 else None, hint="dql", **attrs)
+    if info.out_type is not dql_t:
+        steps_left -= 1
+        y = em.node("Cast", [y], info.output if steps_left == 0 else None, hint="cast", to=info.out_type.onnx)
+    if layout.reshapes:
+        em.node("Reshape", [y, shape_tensor(em, info.x, shape, info.opset)], info.output, hint="y")
+
+
+class DQLStrategy(Strategy[Layout]):
+    """A strategy that is one DequantizeLinear in some ``Layout``: subclasses say which layout they use, or
+    why their layout family does not fit (``layout``); the checks every DQL needs, the cost and the
+    emission are shared."""
+
+    def layout(self, info: NodeInfo) -> Layout | Refusal:
+        """The layout this family uses for the node, or why it does not fit (before every DQL's checks)."""
+        raise NotImplementedError
+
+    def check(self, info: NodeInfo) -> Layout | Refusal:
+        layout = self.layout(info)
+        if isinstance(layout, Refusal):
+            return layout
+        return dql_refusal(info) or ort_load_refusal(info, layout) or layout
+
+    def cost(self, info: NodeInfo, choice: Layout) -> float:
+        return layout_cost(info, choice)
+
+    def emit(self, info: NodeInfo, choice: Layout, em: Emitter) -> None:
+        emit_layout(info, em, choice)

@@ -1,0 +1,94 @@
+"""Shape arithmetic for the lowered forms: grouping adjacent axes, and shape tensors (constants when
+every dimension is known, Shape/Slice/ReduceProd/Concat ops when some are symbolic)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...contract import Dim
+from ..emitter import Emitter
+
+__all__ = ["Group", "groups", "merged_dims", "shape_tensor", "merged_shape_tensor"]
+
+Group = tuple[bool, tuple[int, ...]]
+"""(quantized, axes): a run of adjacent axes that are all quantization axes or all broadcast axes."""
+
+
+def groups(rank: int, axes: Sequence[int], *, merge: bool = True) -> list[Group]:
+    """The input's axes cut into runs of quantization (True) and broadcast (False) axes.
+
+    With ``merge=False`` every axis is its own group.
+    """
+    out: list[Group] = []
+    aset = set(axes)
+    for i in range(rank):
+        q = i in aset
+        if merge and out and out[-1][0] == q:
+            out[-1] = (q, out[-1][1] + (i,))
+        else:
+            out.append((q, (i,)))
+    return out
+
+
+def merged_dims(shape: Sequence[Dim], gs: Sequence[Sequence[int]]) -> list[Dim]:
+    """The size of each group of axes (None when a member is unknown)."""
+    out: list[Dim] = []
+    for g in gs:
+        n: Dim = 1
+        for a in g:
+            d = shape[a]
+            n = n * d if isinstance(n, int) and isinstance(d, int) else None
+        out.append(n)
+    return out
+
+
+def _shape_slice(em: Emitter, tensor: str, start: int, end: int, opset: int) -> str:
+    if opset >= 15:
+        return em.node("Shape", [tensor], hint="dims", start=start, end=end)
+    full = em.node("Shape", [tensor], hint="shape")
+    return em.node("Slice", [full, em.i64([start]), em.i64([end]), em.i64([0])], hint="dims")
+
+
+def merged_shape_tensor(
+    em: Emitter, tensor: str, shape: Sequence[Dim], gs: Sequence[Sequence[int] | int], opset: int
+) -> str:
+    """An int64 shape tensor: for each entry of ``gs``, the product of ``tensor``'s dims in that group
+    of axes (a tuple), or a literal size (an int, e.g. 1 for an inserted axis)."""
+    parts: list[tuple[str, object]] = []  # ("c", int) or ("t", name)
+    for g in gs:
+        if isinstance(g, int):
+            parts.append(("c", g))
+            continue
+        dims = [shape[a] for a in g]
+        if all(isinstance(d, int) for d in dims):
+            n = 1
+            for d in dims:
+                n *= d  # type: ignore[operator]
+            parts.append(("c", n))
+        elif len(g) == 1:
+            parts.append(("t", _shape_slice(em, tensor, g[0], g[0] + 1, opset)))
+        else:
+            sl = _shape_slice(em, tensor, g[0], g[-1] + 1, opset)
+            parts.append(("t", em.node("ReduceProd", [sl], hint="dims", keepdims=1)))
+    if all(k == "c" for k, _ in parts):
+        return em.i64([v for _, v in parts])  # type: ignore[misc]
+    names: list[str] = []
+    run: list[int] = []
+    for k, v in parts:
+        if k == "c":
+            run.append(v)  # type: ignore[arg-type]
+            continue
+        if run:
+            names.append(em.i64(run))
+            run = []
+        names.append(v)  # type: ignore[arg-type]
+    if run:
+        names.append(em.i64(run))
+    return em.node("Concat", names, hint="shape", axis=0)
+
+
+def shape_tensor(em: Emitter, tensor: str, shape: Sequence[Dim], opset: int) -> str:
+    """``tensor``'s shape as an int64 tensor (a constant when every dim is known)."""
+    if all(isinstance(d, int) for d in shape):
+        return em.i64(list(shape))  # type: ignore[arg-type]
+    return em.node("Shape", [tensor], hint="shape")

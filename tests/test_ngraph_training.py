@@ -1,0 +1,157 @@
+"""nGraph training ops, bad input: each refusal is a DequantizeError naming the file, the op and the rule, and the
+command exits 2 writing nothing. (Their results against real nGraph are golden cases: tests/golden/training.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+
+import onnx_dequant as odq
+from onnx_dequant.ngraph.writer import FunctionWriter
+
+POOL = dict(window_shape=[2, 2], window_movement_strides=[1, 1], padding_below=[0, 0], padding_above=[0, 0])
+CONV = dict(
+    window_movement_strides_forward=[1],
+    window_dilation_strides_forward=[1],
+    padding_below_forward=[0],
+    padding_above_forward=[0],
+    data_dilation_strides_forward=[1],
+)
+
+
+def _max_pool_backprop(delta_shape=(1, 1, 2, 2), et="f32", **attrs) -> FunctionWriter:
+    w = FunctionWriter()
+    w.result(
+        w.op("MaxPoolBackprop", w.parameter(et, [1, 1, 3, 3]), w.parameter(et, list(delta_shape)), **(POOL | attrs))
+    )
+    return w
+
+
+def _unary(op: str, shape, et="f64", **attrs) -> FunctionWriter:
+    w = FunctionWriter()
+    w.result(w.op(op, w.parameter(et, list(shape)), **attrs))
+    return w
+
+
+def _losses(op: str, labels_et: str, **attrs) -> FunctionWriter:
+    w = FunctionWriter()
+    w.result(w.op(op, w.parameter("f32", [4, 5]), w.parameter(labels_et, [4, 1]), **attrs))
+    return w
+
+
+def _conv_data(**attrs) -> FunctionWriter:
+    w = FunctionWriter()
+    f, d = w.parameter("f32", [2, 3, 3]), w.parameter("f32", [1, 2, 4])
+    w.result(w.op("ConvolutionBackpropData", f, d, data_batch_shape=[1, 3, 6], **(CONV | attrs)))
+    return w
+
+
+BAD = [
+    (
+        _max_pool_backprop((1, 1, 3, 2)),
+        {},
+        "Inferred forward output shape does not match delta shape",
+        "MaxPoolBackprop_2",
+    ),
+    (
+        _max_pool_backprop(),
+        {"opset": 15},
+        "needs opset 16 or later (ScatterElements with reduction add)",
+        "MaxPoolBackprop_2",
+    ),
+    (_max_pool_backprop(et="boolean"), {}, "MaxPoolBackprop on boolean is not supported", "MaxPoolBackprop_2"),
+    (
+        _unary("AvgPoolBackprop", [1, 1, 2, 2], "i32", forward_arg_shape=[1, 1, 3, 3], **POOL),
+        {},
+        "AvgPoolBackprop on i32 is not supported (real types only)",
+        "AvgPoolBackprop_1",
+    ),
+    (
+        _unary("PartialSlice", [3, 4], axes=[1], lower_bounds=[0], upper_bounds=[2], decrease_axes=[1]),
+        {},
+        "Decrease dim should be 1",
+        "PartialSlice_1",
+    ),
+    (
+        _unary("PartialSlice", [3, 4], axes=[1, 1], lower_bounds=[0, 0], upper_bounds=[2, 2], decrease_axes=[]),
+        {},
+        "'axes' must be distinct axes of the data",
+        "PartialSlice_1",
+    ),
+    (
+        _unary("PartialSlice", [3, 4], "i32", axes=[1], lower_bounds=[0], upper_bounds=[2], decrease_axes=[]),
+        {},
+        "Argument element type must be f16, bf16, f32, f64",
+        "PartialSlice_1",
+    ),
+    (
+        _unary("GeluBackpropFactor", [3], "i8"),
+        {},
+        "Argument element type must be f16, bf16, f32, f64",
+        "GeluBackpropFactor_1",
+    ),
+    (
+        _losses("SoftmaxCrossEntropy", "f32", soft_label=False, ignore_index=-1),
+        {},
+        "hard labels (soft_label false) must be class indices of an integer type, got f32",
+        "SoftmaxCrossEntropy_2",
+    ),
+    (
+        _losses("CrossEntropy", "i64", ignore_index=-1),
+        {},
+        "CrossEntropy has no 'soft_label' attribute",
+        "CrossEntropy_2",
+    ),
+    (
+        _conv_data(data_dilation_strides_forward=[2]),
+        {},
+        "data dilation [2] has no ONNX counterpart",
+        "ConvolutionBackpropData_2",
+    ),
+    (
+        _conv_data(window_movement_strides_forward=[2]),
+        {},
+        "is not the forward convolution's output shape {1,2,2}",
+        "ConvolutionBackpropData_2",
+    ),
+]
+
+
+@pytest.mark.parametrize("w, kw, match, node", BAD, ids=[f"{b[3]}-{i}" for i, b in enumerate(BAD)])
+def test_bad_training_op_is_refused(tmp_path, w, kw, match, node):
+    p = tmp_path / "graph.json"
+    p.write_text(json.dumps([w.to_json()]))
+    with pytest.raises(odq.DequantizeError) as info:
+        odq.ngraph.convert(p, **kw)
+    msg = str(info.value)
+    assert msg.startswith(f"{p}: node '{node}': ") and match in msg, msg
+
+
+def test_cli_refused_training_op_exits_2_writes_nothing(tmp_path):
+    src = tmp_path / "g.json"
+    src.write_text(json.dumps([_max_pool_backprop((1, 1, 1, 1)).to_json()]))
+    out = tmp_path / "m.onnx"
+    r = subprocess.run(
+        [sys.executable, "-m", "onnx_dequant.cli", "convert", str(src), "-o", str(out)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{src}: node 'MaxPoolBackprop_2': Inferred forward output shape" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json"]
+
+
+def test_max_pool_backprop_model_is_checker_clean_at_opset_16_and_21():
+    for opset in (16, 21):
+        model = odq.ngraph.convert(json.dumps([_max_pool_backprop().to_json()]), opset=opset)
+        onnx.checker.check_model(model, full_check=True)
+        assert {n.op_type for n in model.graph.node} >= {"ArgMax", "ScatterElements"}
+        assert [o.name for o in model.graph.output] == ["Result_3"]
+        assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+        assert np.prod([d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]) == 9
