@@ -30,6 +30,10 @@ COMMANDS = ("convert", "lower", "run", "validate")
 class _UsageError(Exception):
     """A bad command line (argparse's error, raised instead of printing usage and exiting)."""
 
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
 
 class _Terminated(BaseException):
     """SIGTERM, raised in the main thread so that temporary files are removed on the way out."""
@@ -37,7 +41,7 @@ class _Terminated(BaseException):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line instead of usage + message
-        raise _UsageError(f"{message} (see {self.prog} --help)")
+        raise _UsageError(self.prog, f"{message} (see {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # --help, or a subcommand's own exit
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     except BaseException as e:  # noqa: BLE001 - the one place: one line, never a traceback
+        command = e.prog if isinstance(e, _UsageError) else command
         if os.environ.get("ONNX_DEQUANT_TRACEBACK"):
             traceback.print_exc()
         print(f"{command}: error: {one_line(e)}", file=sys.stderr)
