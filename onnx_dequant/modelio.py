@@ -142,7 +142,10 @@ def load(path: str | os.PathLike[str], *, load_external: bool = True) -> ModelPr
     model's folder and to fit their files), so a pass that does not touch the weights never reads them.
     """
     path = os.fspath(path)
-    data = fileio.read_input(path)  # OSError for a missing file; a FIFO or a device is refused
+    try:
+        data = fileio.read_input(path)  # a FIFO or a device is refused, never read
+    except OSError as e:
+        raise DequantizeError(f"cannot read the model: {e.strerror or e}", path=path) from None
     model = ModelProto()
     try:
         model.ParseFromString(data)

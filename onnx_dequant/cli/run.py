@@ -74,8 +74,10 @@ def run_command(args: argparse.Namespace) -> int:
         values = sess.run(names, feed)
     except DequantizeError as e:
         raise e.at(path=path) from None
-    except (RuntimeError, ValueError) as e:  # ONNX Runtime's own errors (a bad shape deeper in the graph)
-        raise DequantizeError(f"ONNX Runtime failed: {e}", path=path) from None
+    except MemoryError:
+        raise
+    except Exception as e:  # ONNX Runtime's own errors (a bad shape deeper in the graph; Fail, InvalidArgument)
+        raise DequantizeError(f"ONNX Runtime failed: {type(e).__name__}: {e}", path=path) from None
     t2 = time.perf_counter()
     outputs = {}
     for name, value in zip(names, values):

@@ -40,6 +40,8 @@ def lower(
         work = ModelProto()
         work.CopyFrom(model)
         return lower_model(work, options).model
+    if not isinstance(model, (str, os.PathLike)):
+        raise DequantizeError(f"model must be an onnx.ModelProto or a path, got {type(model).__name__}")
     path = os.fspath(model)
     work = modelio.load(path, load_external=True)
     try:

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+from google.protobuf.message import EncodeError
 
 from ..errors import DequantizeError
 from . import kernels, runs, signals
@@ -121,7 +122,7 @@ class KernelSession(ort.InferenceSession):
             providers = ["CPUExecutionProvider"]
         try:
             data = prepared.model.SerializeToString()
-        except ValueError as e:  # over protobuf's 2 GiB
+        except (ValueError, EncodeError) as e:  # over protobuf's 2 GiB
             raise DequantizeError(f"the model is too large to hand to ONNX Runtime in memory: {e}") from None
         try:
             super().__init__(data, sess_options, providers, provider_options, **kwargs)
@@ -130,6 +131,11 @@ class KernelSession(ort.InferenceSession):
                 raise DequantizeError(
                     "these SessionOptions already have onnxruntime-extensions registered; "
                     "odq.session registers it itself: pass SessionOptions without it"
+                ) from e
+            if type(e).__module__.startswith("onnxruntime"):  # Fail, InvalidGraph, ...: not RuntimeErrors
+                message = " ".join(str(e).split())
+                raise DequantizeError(
+                    f"ONNX Runtime refused the model: {type(e).__name__}: {message}", path=self._odq_path
                 ) from e
             raise
 
