@@ -51,7 +51,33 @@ def _conv_data(**attrs) -> FunctionWriter:
     return w
 
 
+def _bn_backprop(delta_shape=(2, 3), et="f32") -> FunctionWriter:
+    w = FunctionWriter()
+    g, b, x = w.parameter(et, [3]), w.parameter(et, [3]), w.parameter(et, [2, 3])
+    m, v, d = w.parameter(et, [3]), w.parameter(et, [3]), w.parameter(et, list(delta_shape))
+    w.result(w.op("GetOutputElement", w.op("BatchNormTrainingBackprop", g, b, x, m, v, d, eps=1e-3), n=0))
+    return w
+
+
 BAD = [
+    (
+        _bn_backprop((3, 2)),
+        {},
+        "Shape of delta does not match the shape of the input data",
+        "BatchNormTrainingBackprop_6",
+    ),
+    (
+        _bn_backprop(et="i32"),
+        {},
+        "Input element type must be a floating-point type (got i32)",
+        "BatchNormTrainingBackprop_6",
+    ),
+    (
+        _unary("LayerNormBackprop", [2, 3], use_stats=False, use_affine=False, epsilon=1e-5, begin_norm_axis=1),
+        {},
+        "LayerNormBackprop takes 2 inputs, got 1",
+        "LayerNormBackprop_1",
+    ),
     (
         _max_pool_backprop((1, 1, 3, 2)),
         {},

@@ -1,4 +1,4 @@
-"""``onnx-dequant lower IN.onnx -o OUT.onnx [--opset N] [--target ort|portable] [--json]``."""
+"""``onnx-dequant lower IN.onnx -o OUT.onnx [--opset N] [--target T] [--weights quantized|float] [--json]``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import time
 
 from ..lowering import TARGETS, LowerOptions, lower_file
+from ..lowering.options import WEIGHTS
 from ..opsets import MAX_OPSET, MIN_OPSET, default_opset
 
 __all__ = ["add_parser", "run"]
@@ -33,7 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default="ort",
         help=(
             "ort (default): fastest forms for ONNX Runtime; "
-            "portable: per-tensor/per-axis DequantizeLinear and Cast/Sub/Mul/Reshape only"
+            "portable: per-tensor/per-axis DequantizeLinear and Cast/Sub/Mul/Reshape only; "
+            "openvino: the portable forms OpenVINO computes exactly (a constant zero point and scale get "
+            "Cast/Sub/Min/Mul, which it does not fold into an inexact fma)"
         ),
     )
     p.add_argument(
@@ -41,15 +44,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="let i32 nodes use ORT's wrapping int32 arithmetic (faster, not exact)",
     )
+    p.add_argument(
+        "--weights",
+        choices=WEIGHTS,
+        default="quantized",
+        help="quantized (default): keep a constant weight's DequantizeLinear, which ONNX Runtime fuses with its "
+        "MatMul/Conv (fast; not exact at ORT's default MatMulNBits accuracy level); float: fold it into a float "
+        "initializer with the exact reference (exact in every runtime, 4x the bytes of an 8-bit weight)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    options = LowerOptions(opset=args.opset, target=args.target, wrap_int32=args.wrap_int32)
+    options = LowerOptions(opset=args.opset, target=args.target, wrap_int32=args.wrap_int32, weights=args.weights)
     result = lower_file(args.input, args.output, options)
     report, files = result.nodes, result.files
+    kept = sum(1 for r in report if r.weight and r.strategy != "fold-weight")
+    notes = list(result.changes)
+    if kept:
+        notes.append(
+            f"{kept} constant weight(s) kept quantized: ONNX Runtime fuses them with their MatMul/Conv (fast), "
+            "and at its default session.qdq_matmulnbits_accuracy_level the fused MatMulNBits quantizes the "
+            "activations to int8 (not exact); --weights float folds them to exact float initializers (4x bytes)"
+        )
     seconds = time.perf_counter() - t0
     counts: dict[str, int] = {}
     for r in report:
@@ -69,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
                     "nodes": [
                         {"node": r.node, "graph": r.graph, "strategy": r.strategy, "refused": r.refused} for r in report
                     ],
+                    "weights": args.weights,
+                    "changes": result.changes,
+                    "notes": notes,
                     "seconds": round(seconds, 3),
                 },
                 indent=1,
@@ -80,4 +102,6 @@ def run(args: argparse.Namespace) -> int:
             f"lowered {len(report)} node(s) ({summary}) at opset {opset} for {args.target}: "
             f"wrote {', '.join(files)} in {seconds:.2f} s"
         )
+        for n in notes:
+            print(f"  note: {n}")
     return 0

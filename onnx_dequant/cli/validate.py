@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import DequantizeError
 from ..lowering.options import TARGETS
-from ..validation import PATHS, Policy, validate
+from ..validation import PATHS, RUNTIMES, Policy, validate
 from ..validation.inputs import DEFAULT_DIM
 from ..validation.runners import LEVELS
 
@@ -42,6 +42,13 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--opset", type=int, metavar="N", help="opset to lower to (default: the model's own)")
     p.add_argument("--target", choices=TARGETS, default="ort", help="lowering target (default ort)")
+    p.add_argument(
+        "--runtime",
+        default="onnxruntime",
+        metavar="R[,R]",
+        help="runtimes to run the paths in, comma-separated: onnxruntime (default), openvino (OpenVINO's CPU "
+        "with the f32 precision hint, and its default hint when that differs; needs the [openvino] extra)",
+    )
     p.add_argument("--seed", type=int, default=0, metavar="S", help="seed for generated inputs (default 0)")
     p.add_argument(
         "--dim",
@@ -103,6 +110,10 @@ def validate_command(args: argparse.Namespace) -> int:
         if not sep or not key.strip():
             raise DequantizeError(f"--ort-config wants KEY=VALUE, got '{item}'")
         config[key.strip()] = value.strip()
+    runtimes = [r.strip() for r in args.runtime.split(",") if r.strip()]
+    for r in runtimes:
+        if r not in RUNTIMES:
+            raise DequantizeError(f"--runtime: unknown runtime '{r}'; choose from {', '.join(RUNTIMES)}")
     report = validate(
         args.model,
         args.inputs,
@@ -118,6 +129,7 @@ def validate_command(args: argparse.Namespace) -> int:
         localize=not args.no_localize,
         progress=not args.quiet,
         ort_config=config,
+        runtimes=runtimes,
     )
     print(report.to_json() if args.json else report.to_text(), flush=True)
     return report.exit_code

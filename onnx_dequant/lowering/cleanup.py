@@ -38,9 +38,12 @@ def _drop_domain(opsets: Any) -> None:
     opsets.extend(keep)
 
 
-def drop_unused_opsets(model: ModelProto) -> None:
-    """Drop our domain's import (model and functions) where no node needs it any more."""
+def drop_unused_opsets(model: ModelProto, changes: list[str]) -> None:
+    """Drop our domain's import (model and functions) where no node needs it any more (a line in
+    ``changes`` when the model's goes)."""
     if not any(n.domain == DOMAIN for n in iter_nodes(model)):
+        if any(o.domain == DOMAIN for o in model.opset_import):
+            changes.append(f"removed the '{DOMAIN}' opset import (no node uses it any more)")
         _drop_domain(model.opset_import)
     for fn in model.functions:
         if not any(n.domain == DOMAIN for n in fn.node):

@@ -88,23 +88,27 @@ def convert_model(model: ModelProto, opset: int) -> ModelProto:
     return converted
 
 
-def settle_opset(model: ModelProto, lowering: bool) -> int | None:
+def settle_opset(model: ModelProto, lowering: bool, changes: list[str]) -> int | None:
     """The default-domain opset the lowered nodes use (``lowering``: some node is to be lowered; a model
     without one gets ``DEFAULT_OPSET``; one outside the supported range is refused), and the IR version
-    that opset needs."""
+    that opset needs when the opset imports changed (``changes`` lists what changed; it gets the lines
+    for what this adds)."""
     current = default_opset(model.opset_import)
     if lowering:
         if current is None:
             current = DEFAULT_OPSET
             set_default_opset(model.opset_import, current)
+            changes.append(f"added the default-domain opset import {current} (the lowered nodes need one)")
         elif not MIN_OPSET <= current <= MAX_OPSET:
             raise DequantizeError(
                 f"The model's opset {current} is outside {MIN_OPSET} to {MAX_OPSET}: pass opset= (or --opset) "
                 "to convert it"
             )
-    min_ir = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-    if model.ir_version < min_ir:
-        model.ir_version = min_ir
+    if changes:  # only changed opset imports can need a newer IR version
+        min_ir = helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+        if model.ir_version < min_ir:
+            changes.append(f"IR version {model.ir_version} -> {min_ir} (the new opset imports need it)")
+            model.ir_version = min_ir
     return current
 
 

@@ -58,6 +58,10 @@ class Emitter:
         arr = np.asarray(value, dtype=dtype)
         return self._add(numpy_helper.from_array(arr, self.fresh(hint)))
 
+    def constant_output(self, value: np.ndarray, name: str) -> str:
+        """``value`` as the constant ``name`` (the node's output: no fresh name)."""
+        return self._add(numpy_helper.from_array(np.asarray(value), name))
+
     def _add(self, tensor: TensorProto) -> str:
         """``tensor`` as a constant: an initializer, or a Constant node in a function body."""
         if self.function:

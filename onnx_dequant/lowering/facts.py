@@ -4,7 +4,7 @@ every strategy reads, checked against the contract."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,7 @@ class NodeInfo:
     out_type: DType
     shape: tuple[Dim, ...] | None  # the input's shape (None: unknown rank)
     opset: int
-    target: str  # "ort" | "portable"
+    target: str  # "ort" | "portable" | "openvino"
     graph_output: bool = False  # the node's output is an output of its graph
     model_output: bool = False  # ... and that graph is the model's main graph
     fusable_weight: bool = False  # x is a constant and the output feeds one of FUSING_OPS
@@ -60,6 +60,8 @@ class NodeInfo:
     zp_zero: bool = False  # the zero point is a constant known to be all zeros
     scale_const: bool = False
     zp_const: bool = False
+    fold: bool = False  # weights="float" and x is a constant: fold it to a float constant
+    read: Callable[[str], np.ndarray | None] | None = None  # a constant's value by name (None: unreadable)
     int32_wrap: bool = False  # the user accepts ORT's int32 semantics (wrapping subtraction)
 
     @property
@@ -246,4 +248,6 @@ def gather(
         scale_const=consts.is_const(scale),
         zp_const=consts.is_const(zp),
         int32_wrap=options.wrap_int32,
+        fold=options.weights == "float" and consts.is_const(x),
+        read=lambda name: consts.value(name, max_bytes=1 << 62),
     )

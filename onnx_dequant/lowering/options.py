@@ -11,11 +11,17 @@ from onnx import NodeProto
 from ..errors import DequantizeError
 from ..opsets import check_opset
 
-__all__ = ["TARGETS", "LowerOptions", "check_target"]
+__all__ = ["TARGETS", "WEIGHTS", "LowerOptions", "check_target"]
 
-TARGETS = ("ort", "portable")
-"""Lowering targets: "ort" (the fastest exact forms for ONNX Runtime) or "portable" (per-tensor/per-axis
-DequantizeLinear and Cast/Sub/Mul/Reshape only)."""
+TARGETS = ("ort", "portable", "openvino")
+"""Lowering targets: "ort" (the fastest exact forms for ONNX Runtime), "portable" (per-tensor/per-axis
+DequantizeLinear and Cast/Sub/Mul/Reshape only) or "openvino" (the portable forms OpenVINO computes
+exactly: a constant zero point and scale get Cast/Sub/Min/Mul, which it does not fold into an fma)."""
+
+WEIGHTS = ("quantized", "float")
+"""What ``weights`` does with a constant weight's dequantization: "quantized" keeps DequantizeLinear (ONNX
+Runtime fuses it with the MatMul/Conv: fast, not exact at ORT's default MatMulNBits accuracy level);
+"float" folds it into a float initializer computed by the exact reference (exact everywhere, 4x bytes)."""
 
 
 def check_target(target: str) -> None:
@@ -31,7 +37,8 @@ class LowerOptions:
     ``opset``: None keeps the model's default-domain opset, else the model is converted to it (13 to 27).
     ``target``: one of ``TARGETS``. ``only``: lower the nodes where ``only(node)`` is true (None: all).
     ``wrap_int32``: let i32 nodes use ORT's wrapping int32 arithmetic, for speed. ``strategies``:
-    limit the forms to these names (tests and benchmarks force a form this way).
+    limit the forms to these names (tests and benchmarks force a form this way). ``weights``: one of
+    ``WEIGHTS`` (keep constant weights quantized, or fold them to float with the exact reference).
     """
 
     opset: int | None = None
@@ -39,12 +46,15 @@ class LowerOptions:
     only: Callable[[NodeProto], bool] | None = None
     wrap_int32: bool = False
     strategies: Sequence[str] | None = None
+    weights: str = "quantized"
 
     def check(self) -> None:
         """``DequantizeError`` for an unknown target or an unsupported opset."""
         check_target(self.target)
         if self.only is not None and not callable(self.only):
             raise DequantizeError(f"only must be a function of a node (or None), got {type(self.only).__name__}")
+        if self.weights not in WEIGHTS:
+            raise DequantizeError(f"Unknown weights mode '{self.weights}' (expected one of: {', '.join(WEIGHTS)})")
         if self.opset is not None:
             check_opset(self.opset)
 

@@ -13,6 +13,7 @@ import os
 from onnx import ModelProto, NodeProto, TensorProto
 
 from ..graphs import FreshNames, iter_nodes
+from ..opsets import default_opset
 from ..schema import is_dequantize
 from .cleanup import drop_unused_initializers, drop_unused_opsets
 from .convert import align_function_opset, convert_model, settle_opset
@@ -37,10 +38,13 @@ def lower_model(
     options = options or LowerOptions()
     options.check()
     lowering = any(is_dequantize(n) and options.wants(n) for n in iter_nodes(model))
-    if options.opset is not None:
+    changes: list[str] = []
+    before = default_opset(model.opset_import)
+    if options.opset is not None and options.opset != before:
         model = convert_model(model, options.opset)
-    opset = settle_opset(model, lowering)
-    result = LowerResult(model)
+        changes.append(f"converted the default-domain opset {before} to {options.opset} (opset= / --opset)")
+    opset = settle_opset(model, lowering, changes)
+    result = LowerResult(model, changes=changes)
     if not lowering or opset is None:
         return result
     names = FreshNames.of(model)
@@ -55,7 +59,7 @@ def lower_model(
             own = Constants(constants.base_dir)  # a function body sees no graph's constants
             for scope in graph_scopes(fn, f"function {fn.name}", own, fn_types, function=True):
                 result.nodes += lower_scope(scope, options, opset, names)
-    drop_unused_opsets(model)
+    drop_unused_opsets(model, changes)
     return result
 
 
@@ -88,10 +92,15 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
         chosen = plan(info, options.strategies)
         em = Emitter(n.name or info.output, names, function=scope.function, constants=scope.constants.tensors)
         chosen.emit(info, em)
-        _carry_identity(n, em.nodes[-1], names)
+        if em.nodes:  # a folded weight is an initializer named as the output, with no node
+            _carry_identity(n, em.nodes[-1], names)
         new_nodes.extend(em.nodes)
         new_initializers.extend(em.initializers)
-        lowered.append(LoweredNode(info.name, scope.label, chosen.strategy.name, chosen.cost, chosen.refused))
+        lowered.append(
+            LoweredNode(
+                info.name, scope.label, chosen.strategy.name, chosen.cost, chosen.refused, weight=info.fusable_weight
+            )
+        )
     del body.node[:]
     body.node.extend(new_nodes)
     if new_initializers:

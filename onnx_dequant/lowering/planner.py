@@ -2,7 +2,8 @@
 
 A dequantized constant weight that feeds MatMul/Gemm/Conv gets a form ORT fuses (a plain per-tensor or
 per-axis DequantizeLinear) where one applies (ORT fuses those into MatMulIntegerToFloat/QLinear*/
-MatMulNBits), whatever its cost. The rule set, every strategy in order of preference, is at the bottom.
+MatMulNBits), whatever its cost; with ``weights="float"`` a constant input is folded into a float
+constant instead (``fold-weight``). The rule set, every strategy in order of preference, is at the bottom.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from .strategies.base import Plan, Refusal, Strategy
 from .strategies.blocked import Blocked
 from .strategies.cast_sub_mul import CastSubMul
 from .strategies.chunked import Chunked
+from .strategies.folded import Folded
 from .strategies.merged import Merged
+from .strategies.openvino import OpenVinoBarrier
 from .strategies.per_axis import PerAxis
 from .strategies.per_tensor import PerTensor
 
@@ -34,7 +37,7 @@ def choose(info: NodeInfo, strategies: Sequence[Strategy[Any]], names: Sequence[
         if names is not None and s.name not in names:
             refused[s.name] = "not among the strategies asked for"
             continue
-        if info.target == "portable" and not s.portable:
+        if info.target in ("portable", "openvino") and not s.portable:
             refused[s.name] = "not a portable form"
             continue
         decision = s.check(info)
@@ -46,7 +49,7 @@ def choose(info: NodeInfo, strategies: Sequence[Strategy[Any]], names: Sequence[
     if not usable:
         detail = "; ".join(f"{k}: {v}" for k, v in refused.items())
         raise DequantizeError(f"No exact lowering for this node ({detail})", node=info.name)
-    if info.fusable_weight:
+    if info.fusable_weight and not info.fold:  # a weight folded to float needs no form ORT fuses
         for s, choice in usable:
             if s.ort_fuses:
                 return Plan(s, choice, costs[s.name], refused, costs)
@@ -69,11 +72,13 @@ ROW_STRATEGIES: tuple[Strategy[Any], ...] = (_PER_TENSOR, _PER_AXIS, _MERGED, _B
 """The forms one row of a Scan can take: every strategy but the Scan itself."""
 
 STRATEGIES: tuple[Strategy[Any], ...] = (
+    Folded(),
     _PER_TENSOR,
     _PER_AXIS,
     _MERGED,
     _BLOCKED,
     Chunked(lambda row: choose(row, ROW_STRATEGIES)),
     _CAST_SUB_MUL,
+    OpenVinoBarrier(),
 )
 """Every strategy, in order of preference when costs tie."""

@@ -18,12 +18,15 @@ class LoweredNode:
     strategy: str
     cost: float
     refused: dict[str, str] = field(default_factory=dict)
+    weight: bool = False  # a constant weight feeding MatMul/Gemm/Conv
 
 
 @dataclass
 class LowerResult:
-    """The lowered model, the nodes lowered (in the order lowered) and the files written (``lower_file``)."""
+    """The lowered model, the nodes lowered (in the order lowered), the files written (``lower_file``) and
+    the model-level changes (opset, IR version, opset imports), one line each."""
 
     model: ModelProto
     nodes: list[LoweredNode] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    changes: list[str] = field(default_factory=list)

@@ -262,13 +262,14 @@ class OpContext:
     def emit(self, op_type: str, inputs: Sequence[str], out: str | None = None, **attrs: Any) -> str:
         """Add a standard-domain node with one output; ``out`` None means a fresh temporary tensor.
 
-        The node writing one of the op's outputs carries the op's name; helper nodes ``name/1``, ``name/2``...
+        The node writing the op's output 0 carries the op's name; helper nodes, and the nodes writing its
+        other outputs, ``name/1``, ``name/2``... (ONNX node names are unique).
         """
         if out is None:
             out = self.b.reserve(f"{self.name}/{op_type}")
             name = self._helper_name()
         else:
-            name = self.name if out in self.outputs else self._helper_name()
+            name = self.name if out == self.outputs[0] else self._helper_name()  # one node carries the name
         self.b.node(op_type, inputs, (out,), name, attrs)
         return out
 

@@ -7,7 +7,7 @@ in ULPs under the precision policy; name the first node that disagrees.
 
 from __future__ import annotations
 
-from .core import PATHS, load_model, validate
+from .core import PATHS, RUNTIMES, load_model, validate
 from .diff import OutputResult
 from .inputs import DEFAULT_DIM
 from .policy import Policy, Tolerance
@@ -16,6 +16,7 @@ from .report import FirstDifference, PathResult, Report
 __all__ = [
     "DEFAULT_DIM",
     "PATHS",
+    "RUNTIMES",
     "FirstDifference",
     "OutputResult",
     "PathResult",

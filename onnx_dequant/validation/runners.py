@@ -42,6 +42,7 @@ class ReferenceRunner:
         from onnx.reference import ReferenceEvaluator
 
         from ..reference import DequantizeOp, dequantize
+        from .standard_ops import OPS
 
         self._constants: dict[str, np.ndarray] = {}
         if arrays:
@@ -65,7 +66,7 @@ class ReferenceRunner:
                 return super()._run(x, scale, zero_point, axes, type)
 
         try:
-            self.evaluator = ReferenceEvaluator(model, new_ops=[Dequantize])
+            self.evaluator = ReferenceEvaluator(model, new_ops=[Dequantize, *OPS])
         except DequantizeError:
             raise
         except Exception as e:  # noqa: BLE001 - any failure here means the oracle cannot run the model

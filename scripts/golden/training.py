@@ -196,6 +196,84 @@ def _convs() -> list[GoldenCase]:
     return out
 
 
+# ---------------------------------------------------------------- normalization
+
+
+def _norms() -> list[GoldenCase]:
+    """BatchNormTraining's three outputs (mean and biased variance), its backprop, LayerNormBackprop's variants;
+    multi-output ops read through GetOutputElement, as nGraph 0.26 requires."""
+    out = []
+    for k, shape in enumerate([(2, 3, 4, 5), (6, 3)]):
+        rng = _rng(70 + k)
+        c = shape[1]
+        w = FunctionWriter()
+        gamma, beta, x = w.parameter("f32", [c]), w.parameter("f32", [c]), w.parameter("f32", list(shape))
+        bn = w.op("BatchNormTraining", gamma, beta, x, eps=1e-3)
+        for i in range(3):
+            w.result(w.op("GetOutputElement", bn, n=i))
+        mean, var, delta = w.parameter("f32", [c]), w.parameter("f32", [c]), w.parameter("f32", list(shape))
+        bp = w.op("BatchNormTrainingBackprop", gamma, beta, x, mean, var, delta, eps=1e-3)
+        for i in range(3):
+            w.result(w.op("GetOutputElement", bp, n=i))
+        feeds = {
+            str(gamma): rng.standard_normal(c).astype(np.float32),
+            str(beta): rng.standard_normal(c).astype(np.float32),
+            str(x): (rng.standard_normal(shape) * 2 + 1).astype(np.float32),
+            str(mean): rng.standard_normal(c).astype(np.float32),
+            str(var): np.abs(rng.standard_normal(c)).astype(np.float32),
+            str(delta): rng.standard_normal(shape).astype(np.float32),
+        }
+        out.append(
+            GoldenCase(
+                f"batch_norm_training_rank{len(shape)}",
+                graph(w),
+                feeds,
+                note="normalized, batch mean, biased batch variance; backprop's d input, d gamma, d beta",
+                ulp=64,
+                why=SUMS,
+            )
+        )
+    shape = [2, 3, 4]
+    for k, (stats, affine, begin, sshape) in enumerate(
+        [
+            (False, False, 1, None),
+            (False, True, -1, [4]),
+            (True, True, 1, [12]),
+            (True, False, 2, None),
+            (False, True, 1, [3, 4]),
+        ]
+    ):
+        rng = _rng(80 + k)
+        w = FunctionWriter()
+        params = [w.parameter("f32", shape), w.parameter("f32", shape)]
+        n = begin if begin >= 0 else len(shape) + begin
+        if stats:
+            params += [w.parameter("f32", shape[:n]), w.parameter("f32", shape[:n])]
+        if affine:
+            params.append(w.parameter("f32", sshape))
+        op = w.op("LayerNormBackprop", *params, use_stats=stats, use_affine=affine, epsilon=1e-5, begin_norm_axis=begin)
+        for i in range(3 if affine else 1):
+            w.result(w.op("GetOutputElement", op, n=i))
+        feeds = {
+            str(p): rng.standard_normal(list(w.ops[int(str(p).split("_")[1])]["shape"])).astype(np.float32)
+            for p in params
+        }
+        if stats:
+            feeds[str(params[3])] = np.abs(feeds[str(params[3])])
+        what = f"{'stats' if stats else 'no_stats'}_{'affine' if affine else 'plain'}_axis{begin}"
+        out.append(
+            GoldenCase(
+                f"layer_norm_backprop_{what}" + ("_flat_scale" if sshape == [12] else ""),
+                graph(w),
+                feeds,
+                note=f"use_stats {stats}, use_affine {affine}, begin_norm_axis {begin}, scale {sshape}",
+                ulp=64,
+                why=SUMS,
+            )
+        )
+    return out
+
+
 # ---------------------------------------------------------------- losses (after nGraph 0.26: from the definitions)
 
 
@@ -510,4 +588,4 @@ def _models() -> list[GoldenCase]:
 
 
 def cases() -> list[GoldenCase]:
-    return _elementwise() + _pools() + _convs() + _losses() + _models()
+    return _elementwise() + _pools() + _convs() + _norms() + _losses() + _models()

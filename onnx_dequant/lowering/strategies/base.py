@@ -15,7 +15,7 @@ from ... import dtypes
 from ..emitter import Emitter
 from ..facts import NodeInfo
 
-__all__ = ["Refusal", "Strategy", "Plan", "DQL_TYPE", "PROPAGATING_OPS", "dql_refusal"]
+__all__ = ["Refusal", "Strategy", "Plan", "DQL_TYPE", "PROPAGATING_OPS", "dql_refusal", "openvino_refusal"]
 
 Choice = TypeVar("Choice")
 """What a strategy decided for one node (a ``Layout``, a row plan, a work type), read by ``cost`` and ``emit``."""
@@ -32,7 +32,7 @@ class Strategy(Generic[Choice]):
     """A lowering form. Subclasses set ``name`` and implement ``check``, ``cost`` and ``emit``."""
 
     name = "strategy"
-    portable = True  # usable with target "portable"
+    portable = True  # usable with targets "portable" and "openvino"
     ort_fuses = False  # the plain DequantizeLinear that ORT's MatMul/Conv fusions read
 
     def check(self, info: NodeInfo) -> Refusal | Choice:
@@ -107,4 +107,16 @@ def dql_refusal(info: NodeInfo) -> Refusal | None:
         return Refusal(f"DequantizeLinear-{info.opset} has no {q.name} input (needs opset 21)")
     if info.opset > 27:
         return Refusal("ORT has no DequantizeLinear-28 kernel")
+    return openvino_refusal(info)
+
+
+def openvino_refusal(info: NodeInfo, *, work: dtypes.DType | None = None) -> Refusal | None:
+    """Why OpenVINO (2026.4, CPU) does not compute a Subtract-then-Multiply form of ``info`` exactly
+    (``work``: the form's float type), or None; always None for the other targets."""
+    if info.target != "openvino":
+        return None
+    if work is not None and work.name == "f64":
+        return Refusal("OpenVINO's CPU computes f64 in f32")
+    if info.has_zp and info.zp_const and info.scale_const:
+        return Refusal("OpenVINO folds a constant zero point and scale into fma(x, s, -zp*s) (not exact)")
     return None

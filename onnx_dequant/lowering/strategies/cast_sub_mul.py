@@ -8,22 +8,32 @@ from ... import dtypes
 from ...reference import _work_dtype
 from ..emitter import Emitter
 from ..facts import NodeInfo
-from .base import Refusal, Strategy
+from .base import Refusal, Strategy, openvino_refusal
 
-__all__ = ["CastSubMul"]
+__all__ = ["BARRIER", "CastSubMul"]
+
+BARRIER = 3.0e38
+"""Above every difference of two quantized values: ``Min(d, BARRIER)`` is ``d``, and hides the Sub from a
+runtime that would fold it with the Mul (strategies/openvino.py)."""
 
 
 class CastSubMul(Strategy[dtypes.DType]):
     """The choice is the work type."""
 
     name = "cast-sub-mul"
+    barrier = False  # a Min(d, BARRIER) between Sub and Mul
 
-    def check(self, info: NodeInfo) -> dtypes.DType | Refusal:
+    def applies(self, info: NodeInfo) -> Refusal | None:
+        """The checks every Cast/Sub/Mul form needs."""
         if info.axes and info.rank is None:
             return Refusal("the input's rank is unknown")
         if info.in_type.bits < 8 and info.opset < 21:
             return Refusal(f"Cast from {info.in_type.name} needs opset 21")
-        return dtypes.parse(_work_dtype(info.in_type, info.out_type))
+        return None
+
+    def check(self, info: NodeInfo) -> dtypes.DType | Refusal:
+        work = dtypes.parse(_work_dtype(info.in_type, info.out_type))
+        return self.applies(info) or openvino_refusal(info, work=work) or work
 
     def cost(self, info: NodeInfo, choice: dtypes.DType) -> float:
         n = info.size()
@@ -48,6 +58,8 @@ class CastSubMul(Strategy[dtypes.DType]):
         if info.has_zp and info.zero_point is not None:
             zp = em.node("Cast", [info.zero_point], hint="zp_cast", to=w.onnx)
             xw = em.node("Sub", [xw, self._broadcast(info, em, zp)], hint="diff")
+            if self.barrier:
+                xw = em.node("Min", [xw, em.const(BARRIER, w.numpy, hint="barrier")], hint="diff_kept")
         s = info.scale
         if info.out_type is not w:
             s = em.node("Cast", [s], hint="scale_cast", to=w.onnx)

@@ -85,6 +85,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     elementwise,
     io,
     losses,
+    norm_training,
     quant,
     reduce,
     shape,

@@ -1,0 +1,90 @@
+"""OpenVINO as a second runtime: ``lower(target="openvino")`` is bit-exact in OpenVINO wherever the ONNX
+Runtime path is exact, and ``validate(runtimes=...)`` adds OpenVINO's paths. Runs when openvino is
+installed (the ``[openvino]`` extra; CI installs it)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from lowering_util import one_node_model, random_case
+
+import onnx_dequant as odq
+from onnx_dequant.cli import main
+from onnx_dequant.lowering import LowerOptions, lower_model
+
+ov = pytest.importorskip("openvino")
+
+from onnx_dequant.validation.openvino_runner import default_hint  # noqa: E402
+
+CASES = [
+    (qt, rt, axes, zp, const)
+    for qt in ("i8", "u8", "i16", "u16")
+    for rt in ("f32", "f16", "bf16")
+    for axes in ((), (1,), (0, 2))
+    for zp, const in ((True, True), (True, False), (False, True))
+    if rt == "f32" or qt == "i8" or rt == "f16" and qt == "u8"  # 16-bit to f16/bf16: ORT rounds twice
+]
+
+
+def _statuses(report):
+    return {p.label: p.status for p in report.paths}
+
+
+@pytest.mark.parametrize("qt,rt,axes,zp,const", CASES)
+def test_openvino_target_is_bit_exact_in_openvino(qt, rt, axes, zp, const):
+    rng = np.random.default_rng(hash((qt, rt, axes, zp, const)) % 2**32)
+    x, s, z = random_case(rng, (4, 6, 8), axes, qt, rt, zp)
+    if z is not None:
+        x.reshape(-1)[:4] = z.reshape(-1)[0]  # x == zp: where OpenVINO's fma form is furthest off
+    model = one_node_model(x, s, z, axes, const=const)
+    feeds = {"x": x} if const else {"x": x, "s": s, **({"z": z} if z is not None else {})}
+    report = odq.validate(
+        model,
+        feeds,
+        paths=["lowered"],
+        target="openvino",
+        runtimes=("onnxruntime", "openvino"),
+        levels=["default"],
+        localize=False,
+    )
+    assert report.ok, report.to_text()
+    assert all(p.outputs[0].max_ulp == 0 for p in report.paths if p.status == "pass")
+    assert "lowered/openvino-f32" in _statuses(report)
+
+
+def test_openvino_target_forms():
+    rng = np.random.default_rng(0)
+    x, s, z = random_case(rng, (4, 6, 8), (1,), "i8", "f32", True)
+    ov_target = LowerOptions(target="openvino")
+    report = lower_model(one_node_model(x, s, z, (1,)), ov_target).nodes
+    assert report[0].strategy == "cast-sub-min-mul"
+    assert "fma" in report[0].refused["dql-per-axis"]
+    report = lower_model(one_node_model(x, s, None, (1,)), ov_target).nodes
+    assert report[0].strategy == "dql-per-axis"
+    report = lower_model(one_node_model(x, s, z, (1,), const=False), ov_target).nodes
+    assert report[0].strategy == "dql-per-axis"  # a fed zero point is not folded
+
+
+@pytest.mark.parametrize("qt,rt", [("i32", "f32"), ("i8", "f64")])
+def test_openvino_target_refuses_what_openvino_cannot_compute_exactly(qt, rt):
+    rng = np.random.default_rng(1)
+    x, s, z = random_case(rng, (4, 6), (1,), qt, rt, True)
+    with pytest.raises(odq.DequantizeError, match="OpenVINO's CPU computes f64 in f32"):
+        odq.lower(one_node_model(x, s, z, (1,)), target="openvino")
+
+
+def test_validate_runtime_option(capsys):
+    rng = np.random.default_rng(2)
+    x, s, z = random_case(rng, (4, 6, 8), (0, 2), "u8", "f32", True)
+    import tempfile
+
+    import onnx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/m.onnx"
+        onnx.save(one_node_model(x, s, z, (0, 2)), path)
+        assert main(["validate", path, "--runtime", "onnxruntime,openvino", "--target", "openvino", "-q"]) == 0
+        out = capsys.readouterr().out
+        assert "lowered/openvino-f32" in out and "kernel/openvino-f32" in out  # the kernel path: skipped
+        assert ("lowered/openvino-default" in out) == (default_hint() not in ("f32", "float32"))
+        assert main(["validate", path, "--runtime", "tensorrt", "-q"]) == 2
