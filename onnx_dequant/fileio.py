@@ -13,7 +13,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -79,11 +79,11 @@ def read_input(path: str | os.PathLike[str]) -> bytes:
         return f.read()
 
 
-def output_path(target: str | os.PathLike[str]) -> Path:
+def output_path(target: str | os.PathLike[str], *, reads: Iterable[str | os.PathLike[str]] = ()) -> Path:
     """The file a write to ``target`` replaces: symlinks followed (written through, the link stays).
 
-    Refused (``DequantizeError``): a target that is a folder, FIFO, device or socket, or whose folder does
-    not exist.
+    Refused (``DequantizeError``): a target that is a folder, FIFO, device or socket, whose folder does
+    not exist, or that is one of the files in ``reads`` (the command's inputs: never modified).
     """
     text = _path_text(target)
     real = Path(os.path.realpath(text))
@@ -97,6 +97,8 @@ def output_path(target: str | os.PathLike[str]) -> Path:
         raise DequantizeError(f"is {_kind(mode)}: refused as an output (name a regular file)", path=text)
     if not real.parent.is_dir():
         raise DequantizeError(f"the output's folder {real.parent} does not exist", path=text)
+    if any(os.path.realpath(r) == str(real) for r in reads):
+        raise DequantizeError("is a file the input reads: refused as an output (choose another name)", path=text)
     return real
 
 
@@ -114,13 +116,15 @@ def temporary(real: Path, suffix: str = "") -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | os.PathLike[str], suffix: str = "") -> Iterator[Path]:
+def atomic_path(
+    target: str | os.PathLike[str], suffix: str = "", *, reads: Iterable[str | os.PathLike[str]] = ()
+) -> Iterator[Path]:
     """A temporary path beside ``target``; on success it replaces ``target``, on failure it is removed.
 
     The caller writes the temporary path (by name); ``target`` is never seen half-written, even when it
     is also the input being read. ``target`` is checked by ``output_path`` (a symlink is written through).
     """
-    real = output_path(target)
+    real = output_path(target, reads=reads)
     with temporary(real, suffix) as tmp:
         yield tmp
         finish(tmp, real)

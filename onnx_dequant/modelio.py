@@ -21,11 +21,12 @@ from onnx import ModelProto, TensorProto, numpy_helper
 
 from . import fileio
 from .errors import DequantizeError
-from .graphs import iter_graphs, subgraphs
+from .graphs import iter_graphs, subgraphs, without_large_initializers
 
 __all__ = [
     "load",
     "save",
+    "check_model",
     "iter_tensors",
     "read_external",
     "external_info",
@@ -215,6 +216,23 @@ def _fresh_data_file(real: Path) -> Path:
     return name
 
 
+def check_model(model: ModelProto, path: str | os.PathLike[str] | None = None) -> None:
+    """``DequantizeError`` unless the model is one to write: ONNX's checker accepts it (weights left
+    out), and its graph has outputs, each name once."""
+    where = None if path is None else os.fspath(path)
+    names = [o.name for o in model.graph.output]
+    if not names:
+        raise DequantizeError("the model has no graph outputs", path=where)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise DequantizeError(f"graph output(s) {', '.join(map(repr, twice))} declared more than once", path=where)
+    try:
+        onnx.checker.check_model(without_large_initializers(model, external=True))
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+        message = " ".join(str(e).split())
+        raise DequantizeError(f"the model fails the ONNX checker: {message}", path=where) from None
+
+
 def _serialize(model: ModelProto, path: Path) -> bytes:
     try:
         return model.SerializeToString()
@@ -243,8 +261,10 @@ def save(
     them) are removed after that. Killed at any moment, ``path`` holds the old pair or the new pair,
     never a mix; at worst an unreferenced data file is left. Writers of this package in one folder take
     ``fileio.folder_lock`` while they install, so concurrent writers to one target leave one of the pairs.
+    A model that ``check_model`` refuses is not written (``DequantizeError``).
     """
     real = fileio.output_path(path)
+    check_model(model)
     tensors = list(iter_tensors(model))
     has_ext = any(t.data_location == TensorProto.EXTERNAL for t in tensors)
     if external is None:

@@ -94,7 +94,10 @@ def lower_file(
     if not result.nodes and not result.changes and not modelio.external_files(result.model, base_dir):
         result.files = _copy(src, dst)
         return result
-    result.files = modelio.save(result.model, dst, source_dir=base_dir)
+    try:
+        result.files = modelio.save(result.model, dst, source_dir=base_dir)
+    except DequantizeError as e:  # the model breaks a rule of ONNX: the input's fault
+        raise e.at(path=os.fspath(src)) from None
     return result
 
 
