@@ -22,7 +22,9 @@ __all__ = [
     "subgraphs",
     "iter_graphs",
     "iter_nodes",
+    "function_nodes",
     "dequantize_nodes",
+    "count_dequantize",
     "has_dequantize",
     "constants",
     "names",
@@ -48,16 +50,21 @@ def iter_graphs(graph: GraphProto) -> Iterator[GraphProto]:
             yield from iter_graphs(g)
 
 
-def iter_nodes(model: ModelProto) -> Iterator[NodeProto]:
-    """Every node: the main graph, its subgraphs, and model-local functions with their subgraphs."""
-    for g in iter_graphs(model.graph):
-        yield from g.node
+def function_nodes(model: ModelProto) -> Iterator[NodeProto]:
+    """Every node of the model-local functions, their subgraphs included."""
     for f in model.functions:
         for n in f.node:
             yield n
             for sg in subgraphs(n):
                 for g in iter_graphs(sg):
                     yield from g.node
+
+
+def iter_nodes(model: ModelProto) -> Iterator[NodeProto]:
+    """Every node: the main graph, its subgraphs, and model-local functions with their subgraphs."""
+    for g in iter_graphs(model.graph):
+        yield from g.node
+    yield from function_nodes(model)
 
 
 def dequantize_nodes(model: ModelProto) -> Iterator[NodeProto]:
@@ -68,6 +75,11 @@ def dequantize_nodes(model: ModelProto) -> Iterator[NodeProto]:
 def has_dequantize(model: ModelProto) -> bool:
     """Whether the model holds our op anywhere: main graph, subgraphs or model-local functions."""
     return next(dequantize_nodes(model), None) is not None
+
+
+def count_dequantize(model: ModelProto) -> int:
+    """How many nodes of our op the model holds, wherever they are."""
+    return sum(1 for _ in dequantize_nodes(model))
 
 
 def constants(graph: GraphProto | onnx.FunctionProto) -> Iterator[tuple[str, TensorProto]]:
@@ -176,20 +188,20 @@ def without_large_initializers(model: ModelProto, limit: int | None = None, *, e
 
     if not any(large(t) for t in g.initializer):
         return model
-    light = ModelProto(ir_version=model.ir_version)
-    light.opset_import.extend(model.opset_import)
-    light.functions.extend(model.functions)
-    lg = light.graph
-    lg.name = g.name
+    typed = ModelProto(ir_version=model.ir_version)
+    typed.opset_import.extend(model.opset_import)
+    typed.functions.extend(model.functions)
+    typed_graph = typed.graph
+    typed_graph.name = g.name
     for part in ("node", "input", "output", "value_info", "sparse_initializer"):
-        getattr(lg, part).extend(getattr(g, part))
+        getattr(typed_graph, part).extend(getattr(g, part))
     declared = {vi.name for vi in g.input}
     for t in g.initializer:
         if not large(t):
-            lg.initializer.append(t)
+            typed_graph.initializer.append(t)
         elif t.name not in declared:
-            lg.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-    return light
+            typed_graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return typed
 
 
 @contextmanager

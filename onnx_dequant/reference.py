@@ -24,6 +24,7 @@ from onnx.reference.op_run import OpRun
 from . import _fused, dtypes
 from .contract import TensorType, infer, normalize_axes
 from .errors import DequantizeError
+from .exactness import work_type
 from .schema import DOMAIN, OP_TYPE
 
 __all__ = ["dequantize", "DequantizeOp", "round_f64_to_bf16"]
@@ -34,19 +35,6 @@ BLOCK_ELEMENTS = 1 << 18
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
-
-
-def _work_dtype(x: dtypes.DType, out: dtypes.DType) -> np.dtype:
-    """The narrowest float type in which ``(x - zp) * scale`` rounds exactly once to ``out``."""
-    diff_bits = x.bits + 1  # the difference of two values of x's type
-    mantissa = {"bf16": 8, "f16": 11, "f32": 24, "f64": 53}[out.name]
-    if out.name == "f64":
-        return _F64
-    # f32 holds the difference exactly and the exact product of difference and scale fits in 24 bits,
-    # or (f32 output) the f32 product is itself the single rounding.
-    if diff_bits <= 24 and (out.name == "f32" or diff_bits + mantissa <= 24):
-        return _F32
-    return _F64
 
 
 def round_f64_to_bf16(src: np.ndarray, dst: np.ndarray) -> None:
@@ -123,7 +111,7 @@ def dequantize(
         TensorType.of(x), TensorType.of(scale), None if zp is None else TensorType.of(zp), axes=axes_t, dtype=dtype
     )
     in_t = dtypes.parse(x.dtype)
-    work = _work_dtype(in_t, out_t.elem_type)
+    work = work_type(in_t, out_t.elem_type).numpy
     bshape = tuple(x.shape[i] if i in axes_t else 1 for i in range(x.ndim))
     s = scale.astype(work, copy=False).reshape(bshape)
     z = zp.astype(work).reshape(bshape) if zp is not None and zp.any() else None

@@ -19,6 +19,7 @@ from lowering_util import domain_nodes, one_node_model, random_case, run_ort
 import onnx_dequant as odq
 from onnx_dequant import dtypes
 from onnx_dequant.compare import same_bits, ulp_distance
+from onnx_dequant.exactness import ort_exact
 from onnx_dequant.lowering import LowerOptions, lower_model
 from onnx_dequant.lowering.strategies import chunked
 
@@ -28,10 +29,7 @@ REAL = [t.name for t in dtypes.REAL]
 
 def allowed_ulps(qt: str, rt: str) -> int:
     """docs/precision.md: exact for 8/16-bit -> f32/f64 and 8-bit -> f16/bf16; 1 ULP where ORT rounds twice."""
-    q = dtypes.parse(qt)
-    if rt in ("f16", "bf16") and q.bits >= 16:
-        return 1
-    return 0
+    return 0 if ort_exact(dtypes.parse(qt), dtypes.parse(rt))[0] else 1
 
 
 @st.composite

@@ -184,7 +184,7 @@ def test_unknown_op_and_version(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "backend_op", ["QuantizedConvolutionBias", "ConvolutionBias", "QuantizedDotBias", "ConvertLayout", "MatmulBias"]
+    "backend_op", ["QuantizedMatmul", "ConvolutionBias", "QuantizedMaxPool", "ConvertLayout", "MatmulBias"]
 )
 def test_backend_internal_ops(tmp_path, backend_op):
     g = small_graph()

@@ -641,9 +641,9 @@ def hand_lowered(m):
 
 
 def test_large_outputs_release_the_reference_during_kernel_runs(monkeypatch):
-    from onnx_dequant.validation import core
+    from onnx_dequant.validation import expected
 
-    monkeypatch.setattr(core, "RELEASE_BYTES", 1)
+    monkeypatch.setattr(expected, "RELEASE_BYTES", 1)
     report = validate(dq_model("i8", "f32", axes=(0, 2)))
     assert report.ok, report.to_text()
     assert report.reference_runs == 3  # once, then again after each kernel run

@@ -147,9 +147,9 @@ def test_reference_writes_into_the_arrays_it_is_given():
 
 
 def test_released_reference_reruns_into_its_own_memory(monkeypatch):
-    from onnx_dequant.validation import core
+    from onnx_dequant.validation import expected
 
-    monkeypatch.setattr(core, "RELEASE_BYTES", 1)
+    monkeypatch.setattr(expected, "RELEASE_BYTES", 1)
     report = validate(plain_dq_model())
     assert report.ok and report.reference_runs == 3, report.to_text()
 
@@ -158,7 +158,7 @@ def test_a_rerun_that_leaves_elements_unwritten_cannot_pass(monkeypatch):
     """The reused memory holds the kernel's values before the rerun; poisoning it makes a reference that
     skips elements disagree, instead of passing on the kernel's own values."""
     from onnx_dequant import reference
-    from onnx_dequant.validation import core
+    from onnx_dequant.validation import buffers, expected
 
     real = reference.dequantize
 
@@ -167,13 +167,13 @@ def test_a_rerun_that_leaves_elements_unwritten_cannot_pass(monkeypatch):
             return real(x, scale, zero_point, axes=axes, dtype=dtype)
         return out  # writes nothing
 
-    monkeypatch.setattr(core, "RELEASE_BYTES", 1)
+    monkeypatch.setattr(expected, "RELEASE_BYTES", 1)
     monkeypatch.setattr(reference, "dequantize", lazy)
     report = validate(plain_dq_model(), paths=["kernel"], localize=False)
     assert report.reference_runs == 3
     assert {p.label: p.status for p in report.paths} == {"kernel/default": "fail", "kernel/off": "fail"}
     for p in report.paths:
-        assert p.outputs[0].failures == len(range(0, 6 * 40, core.POISON_STRIDE))
+        assert p.outputs[0].failures == len(range(0, 6 * 40, buffers.POISON_STRIDE))
 
 
 def test_weights_read_inside_a_model_local_function():

@@ -11,7 +11,7 @@ import onnx
 
 from .. import modelio
 from ..errors import DequantizeError
-from ..graphs import dequantize_nodes, iter_nodes
+from ..graphs import count_dequantize, iter_nodes
 from ..ngraph import DEFAULT_OPSET, convert
 
 __all__ = ["add_parser", "run"]
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     """Convert, check, write atomically, report; exit status 0 (bad input raises DequantizeError: 2)."""
     t0 = time.perf_counter()
     model = convert(args.graph, function=args.function, opset=args.opset)
-    dequantize = sum(1 for _ in dequantize_nodes(model))
+    dequantize = count_dequantize(model)
     if args.lower:
         from ..lowering import lower  # imported here: the importer does not need the lowering pass
 

@@ -21,8 +21,6 @@ from ..contract import TensorType
 __all__ = ["Builder", "tensor_type"]
 
 _LITTLE = sys.byteorder == "little"
-SMALL = 1 << 12
-"""Initializers up to this many elements keep their values at hand (``Builder.values``)."""
 tensor_type = partial(tuple.__new__, TensorType)
 """``tensor_type((elem_type, shape))``: a ``TensorType`` without the Python-level ``__new__`` (hot paths)."""
 
@@ -41,7 +39,10 @@ class Builder:
         self.small: dict[Any, str] = {}
         """Names of small constants by their Python value (a faster path to ``const``'s sharing)."""
         self.values: dict[str, np.ndarray] = {}
-        """The values of the small initializers (axes, shapes, indices that ops read as attributes)."""
+        """Every initializer's value by name (the arrays themselves, not copies): axes, shapes and indices
+        that ops read as attributes, and the scales and weights the quantized ops fold."""
+        self.folded: set[str] = set()
+        """Initializers a converter read the value of (``OpContext.value``): dropped at the end if no node uses them."""
 
     # ---- names ----
 
@@ -95,8 +96,7 @@ class Builder:
             t.data_type = dt.onnx
             t.dims.extend(shape)
             t.raw_data = array.tobytes()
-        if array.size <= SMALL:
-            self.values[name] = array
+        self.values[name] = array
         t = self.types[name] = tensor_type((dt, shape))
         return t
 
@@ -111,6 +111,19 @@ class Builder:
         self.initializer(name, arr)
         self._consts[key] = name
         return name
+
+    def drop_unused_folded(self) -> None:
+        """Remove the folded initializers that no node and no graph output uses any more."""
+        if not self.folded:
+            return
+        used = {o.name for o in self.graph.output}
+        for n in self.graph.node:
+            used.update(n.input)
+        gone = self.folded - used
+        if gone:
+            keep = [t for t in self.graph.initializer if t.name not in gone]
+            del self.graph.initializer[:]
+            self.graph.initializer.extend(keep)
 
     def add_input(self, name: str, t: TensorType) -> None:
         self.graph.input.append(_value_info(name, t))

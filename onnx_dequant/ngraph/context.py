@@ -20,7 +20,7 @@ from ..errors import DequantizeError
 from .builder import Builder
 from .reader import Op
 
-__all__ = ["OpContext", "MISSING", "shape_str", "known", "numel", "accumulator"]
+__all__ = ["OpContext", "MISSING", "MAX_DIM", "shape_str", "known", "numel", "accumulator"]
 
 MISSING: Any = object()
 _INT = {int}
@@ -147,6 +147,15 @@ class OpContext:
                     f"(ONNX {onnx_op} does not {'produce' if output else 'take'} {dt.onnx_name.lower()})"
                 )
         _ONNX_TAKES_ALL.add((onnx_ops, opset, dt.name, output))
+
+    def value(self, i: int) -> np.ndarray | None:
+        """Input ``i``'s value when it is a constant (an initializer), else None. The initializer is dropped
+        at the end if the converter's nodes do not use it (it folded the value)."""
+        name = self.inputs[i]
+        v = self.b.values.get(name)
+        if v is not None:
+            self.b.folded.add(name)
+        return v
 
     def static_shape(self, i: int, what: str = "input") -> tuple[int, ...]:
         s = self.types[i].shape

@@ -228,6 +228,7 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
         outputs.add(tname)
         b.add_output(tname)
 
+    b.drop_unused_folded()
     g = b.graph
     g.name = fn.name or "function"  # ONNX requires a non-empty graph name
     imports = [helper.make_opsetid("", opset)]

@@ -100,7 +100,7 @@ class FunctionWriter:
 
     def op(self, op: str, *inputs: Any, version: int = 0, **attrs: Any) -> Ref:
         """Any op; element-type attributes may be given in any spelling (written as C type strings)."""
-        for key in ("type", "target_type"):
+        for key in ("type", "target_type", "output_type"):
             if key in attrs and not isinstance(attrs[key], dict):
                 attrs[key] = dtypes.parse(attrs[key]).ctype
         return self._new(op, inputs, version, **attrs)

@@ -22,7 +22,7 @@ from onnx import ModelProto, NodeProto, TensorProto, helper
 from .. import modelio
 from ..contract import TensorType
 from ..errors import DequantizeError
-from ..graphs import dequantize_nodes, iter_graphs, value_types, without_large_initializers
+from ..graphs import FreshNames, dequantize_nodes, function_nodes, value_types, without_large_initializers
 from ..schema import OPSET_VERSION, check_node, is_dequantize, node_attributes
 from .kernels import KERNEL_DOMAIN, kernel_op_type
 
@@ -62,22 +62,11 @@ def load_copy(model: Any) -> tuple[ModelProto, str | None]:
     raise DequantizeError(f"model must be an onnx.ModelProto, a path or bytes, got {type(model).__name__}")
 
 
-def _op_in_functions(model: ModelProto) -> bool:
-    """Whether a model-local function (or a subgraph inside one) holds a Dequantize node."""
-    in_main = sum(1 for g in iter_graphs(model.graph) for n in g.node if is_dequantize(n))
-    return sum(1 for _ in dequantize_nodes(model)) > in_main
-
-
 def _name_nodes(model: ModelProto) -> None:
     """Give every Dequantize node a unique name (unnamed ones: ``Dequantize->OUTPUT``), for messages."""
-    seen: set[str] = set()
+    seen = FreshNames(set())
     for node in dequantize_nodes(model):
-        base = node.name or f"Dequantize->{node.output[0] if node.output else '?'}"
-        name, k = base, 2
-        while name in seen:
-            name, k = f"{base}#{k}", k + 1
-        seen.add(name)
-        node.name = name
+        node.name = seen.fresh(node.name or f"Dequantize->{node.output[0] if node.output else '?'}", sep="#")
 
 
 def _infer_shapes(model: ModelProto, path: str | None) -> ModelProto:
@@ -105,19 +94,6 @@ def _route(node: NodeProto, types: dict[str, TensorType], path: str | None) -> t
     return op, ""
 
 
-def _unique_name(model: ModelProto, base: str) -> str:
-    names: set[str] = set()
-    for g in iter_graphs(model.graph):
-        names.update(v.name for v in g.input)
-        names.update(v.name for v in g.initializer)
-        for n in g.node:
-            names.update(n.output)
-    name, k = base, 2
-    while name in names:
-        name, k = f"{base}.{k}", k + 1
-    return name
-
-
 def _lower_nodes(model: ModelProto, names: set[str], path: str | None, opset: int | None) -> ModelProto:
     try:
         from ..lowering import lower
@@ -143,7 +119,7 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
     ``opset``: the default-domain opset to convert to when some nodes must be lowered (None: keep).
     """
     copy, path = load_copy(model)
-    if _op_in_functions(copy):
+    if any(is_dequantize(n) for n in function_nodes(copy)):  # the kernels run in the main graph only
         try:
             copy = onnx.inliner.inline_local_functions(copy)
         except Exception as e:  # noqa: BLE001
@@ -169,7 +145,7 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
     if not routes:
         return Prepared(copy, (), lowered, None, path)
 
-    token = _unique_name(copy, TOKEN_INPUT)
+    token = FreshNames.of(copy).fresh(TOKEN_INPUT, sep=".")
     done = set()
     for node in dequantize_nodes(copy):
         op = routes.get(node.name)

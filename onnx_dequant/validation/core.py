@@ -21,11 +21,11 @@ import numpy as np
 import onnx
 
 from ..errors import DequantizeError
-from ..graphs import dequantize_nodes, has_dequantize
+from ..graphs import count_dequantize, has_dequantize
 from . import inputs as inputs_mod
-from .buffers import POISON_STRIDE, poison
 from .diagnosis import KNOWN_REWRITES, ort_rewrites
 from .diff import compare_output
+from .expected import Expected
 from .loading import for_reference, load_model, serialized, with_types
 from .localize import first_difference
 from .openvino_runner import OPENVINO_LEVELS, OpenVinoMissing, OpenVinoRunner, openvino_levels
@@ -36,24 +36,13 @@ from .runners import LEVELS, OrtRunner, ReferenceRunner, Skip
 from .stand_in import OrtStandIn, foreign_ops
 from .weights import externalize
 
-__all__ = ["PATHS", "load_model", "validate"]
+__all__ = ["PATHS", "RUNTIMES", "load_model", "validate"]
 
 PATHS = ("lowered", "kernel", "ort", "against")
 """Path names ``validate(paths=...)`` accepts."""
 
 RUNTIMES = ("onnxruntime", "openvino")
 """Runtimes ``validate(runtimes=...)`` accepts (OpenVINO is an optional extra)."""
-
-
-RELEASE_BYTES = 256 << 20
-RELEASE_SECONDS = 1.0
-"""Outputs of at least ``RELEASE_BYTES`` whose reference run took at most ``RELEASE_SECONDS`` are not held
-while a kernel path runs: the reference runs again after it (time traded for peak memory)."""
-
-
-def _count_dequantize(model: onnx.ModelProto) -> int:
-    """Our nodes in the main graph, its subgraphs and the model-local functions."""
-    return sum(1 for _ in dequantize_nodes(model))
 
 
 def _feeds(
@@ -125,10 +114,57 @@ def validate(
     reference cannot run); a path that fails to load or run is reported, not raised.
     """
     policy = policy or Policy()
-    levels = list(levels)
+    levels = _check_levels(levels)
+    path_levels = _path_levels(levels, runtimes)
+    show = Progress(progress)
+    with show.step("loading"):
+        original, label = load_model(model)
+        other, other_label = (None, None) if against is None else load_model(against, what="other model")
+    chosen = _choose_paths(paths, original, other)
+    feeds, source = _feeds(original, inputs, seed=seed, dims=dims, real_range=real_range)
+    other_feeds = None if other is None else _other_feeds(original, other, other_label, feeds)
+    # Large initializers are held once, as arrays shared by the reference and ONNX Runtime (OrtValues
+    # over them): the lowering and the kernel's preparation then do not copy them, and no session
+    # serializes or parses them.
+    with_placeholders, arrays = externalize(original)
+    other_with_placeholders, other_arrays = (None, {}) if other is None else externalize(other)
+    run = _Comparison(for_reference(with_placeholders), policy, ort_config, localize, show)
+    report = Report(
+        model=label,
+        ort_config=run.config,
+        against=other_label,
+        dequantize_nodes=count_dequantize(original),
+        inputs=[{"name": k, "dtype": str(v.dtype), "shape": list(v.shape), "source": source} for k, v in feeds.items()],
+        seed=seed if source == "generated" else None,
+        policy=policy.to_dict(),
+    )
+    oracle = run.reference(with_placeholders, arrays, report)
+    run.expected = Expected(oracle, feeds, [o.name for o in original.graph.output], show)
+    for path in chosen:
+        try:
+            path_model, path_feeds, kernel = _path_model(
+                path, with_placeholders, other_with_placeholders, feeds, other_feeds, opset, target, show
+            )
+        except Skip as e:
+            report.paths.extend(PathResult(path, lv, "skipped", str(e)) for lv in levels)
+            continue
+        data = None if kernel else serialized(path_model)  # one serialization for both levels
+        path_arrays = other_arrays if path == "against" else arrays
+        for level in path_levels:
+            report.paths.append(run.path(path, level, path_model, path_feeds, kernel, data, path_arrays))
+    report.reference_seconds, report.reference_runs = run.expected.seconds, run.expected.runs
+    return report
+
+
+def _check_levels(levels: Sequence[str]) -> list[str]:
     for lv in levels:
         if lv not in LEVELS:
             raise DequantizeError(f"unknown optimization level '{lv}'; choose from {', '.join(LEVELS)}")
+    return list(levels)
+
+
+def _path_levels(levels: list[str], runtimes: Sequence[str]) -> list[str]:
+    """The levels every path runs at: ONNX Runtime's ``levels``, then OpenVINO's when asked for."""
     for rt in runtimes:
         if rt not in RUNTIMES:
             raise DequantizeError(f"unknown runtime '{rt}'; choose from {', '.join(RUNTIMES)}")
@@ -138,172 +174,136 @@ def validate(
             path_levels = path_levels + openvino_levels()
         except OpenVinoMissing as e:
             raise DequantizeError(f"--runtime openvino: {e}") from None
-    show = Progress(progress)
-    with show.step("loading"):
-        original, label = load_model(model)
-        other, other_label = (None, None) if against is None else load_model(against, what="other model")
-    chosen = _choose_paths(paths, original, other)
-    feeds, source = _feeds(original, inputs, seed=seed, dims=dims, real_range=real_range)
-    other_feeds = None
-    if other is not None:
-        other_specs = inputs_mod.graph_inputs(other)
-        lacking = [s.name for s in other_specs if s.name not in feeds]
-        if lacking:
-            raise DequantizeError(
-                f"the other model needs input(s) {', '.join(map(repr, lacking))} that the model does not have",
-                path=other_label,
-            )
-        other_feeds = inputs_mod.check_feeds(
-            other_specs, {s.name: feeds[s.name] for s in other_specs}, source=f"the other model ({other_label})"
-        )
-        missing = [o.name for o in original.graph.output if o.name not in {p.name for p in other.graph.output}]
-        if missing:
-            raise DequantizeError(
-                f"the other model lacks output(s) {', '.join(map(repr, missing))} of the model", path=other_label
-            )
-    # Large initializers are held once, as arrays shared by the reference and ONNX Runtime (OrtValues
-    # over them): the lowering and the kernel's preparation then do not copy them, and no session
-    # serializes or parses them.
-    light, arrays = externalize(original)
-    other_light, other_arrays = (None, {}) if other is None else externalize(other)
-    oracle_model = for_reference(light)
-    tol = tolerances(with_types(oracle_model), policy)
-    config = {str(k): str(v) for k, v in (ort_config or {}).items()}
-    report = Report(
-        model=label,
-        ort_config=config,
-        against=other_label,
-        dequantize_nodes=_count_dequantize(original),
-        inputs=[{"name": k, "dtype": str(v.dtype), "shape": list(v.shape), "source": source} for k, v in feeds.items()],
-        seed=seed if source == "generated" else None,
-        policy=policy.to_dict(),
-    )
+    return path_levels
 
-    oracle: ReferenceRunner | OrtStandIn
-    stand_in: OrtStandIn | None = None
-    try:
-        oracle = ReferenceRunner(oracle_model, arrays)
-    except DequantizeError:
-        foreign = foreign_ops(oracle_model)
-        if not foreign:
-            raise
+
+def _other_feeds(
+    original: onnx.ModelProto, other: onnx.ModelProto, other_label: str | None, feeds: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The other model's feeds (the model's, by name); ``DequantizeError`` when it needs an input the
+    model lacks or lacks an output the model has."""
+    other_specs = inputs_mod.graph_inputs(other)
+    lacking = [s.name for s in other_specs if s.name not in feeds]
+    if lacking:
+        raise DequantizeError(
+            f"the other model needs input(s) {', '.join(map(repr, lacking))} that the model does not have",
+            path=other_label,
+        )
+    other_feeds = inputs_mod.check_feeds(
+        other_specs, {s.name: feeds[s.name] for s in other_specs}, source=f"the other model ({other_label})"
+    )
+    missing = [o.name for o in original.graph.output if o.name not in {p.name for p in other.graph.output}]
+    if missing:
+        raise DequantizeError(
+            f"the other model lacks output(s) {', '.join(map(repr, missing))} of the model", path=other_label
+        )
+    return other_feeds
+
+
+class _Comparison:
+    """What every path's run shares: the reference (model, tolerances, ``Expected`` results) and the
+    options of the comparison."""
+
+    expected: Expected
+
+    def __init__(
+        self,
+        oracle_model: onnx.ModelProto,
+        policy: Policy,
+        ort_config: Mapping[str, str] | None,
+        localize: bool,
+        show: Progress,
+    ) -> None:
+        self.oracle_model = oracle_model
+        self.policy = policy
+        self.tolerances = tolerances(with_types(oracle_model), policy)
+        self.ort_config = ort_config
+        self.config = {str(k): str(v) for k, v in (ort_config or {}).items()}
+        self.localize = localize
+        self.show = show
+        self.stand_in: OrtStandIn | None = None
+
+    def reference(
+        self, model: onnx.ModelProto, arrays: Mapping[str, np.ndarray], report: Report
+    ) -> ReferenceRunner | OrtStandIn:
+        """The reference evaluator on the model; where it has no kernel for some op, ONNX Runtime with
+        optimizations off stands in (said in the report; no localization then)."""
+        try:
+            return ReferenceRunner(self.oracle_model, arrays)
+        except DequantizeError:
+            foreign = foreign_ops(self.oracle_model)
+            if not foreign:
+                raise
         report.no_reference = (
             f"the reference evaluator has no kernel for {', '.join(foreign)}: ONNX Runtime with optimizations "
             "off stands in for it, so this compares ONNX Runtime's optimized graph with its plain one"
         )
-        oracle = stand_in = OrtStandIn(light, arrays, ort_config)
-        localize = False
-    t0 = time.perf_counter()
-    with show.step("running the reference"):
-        expected: dict[str, Any] | None = oracle.run(feeds)
-    report.reference_seconds = time.perf_counter() - t0
-    report.reference_runs = 1
-    out_names = [o.name for o in original.graph.output]
-    out_tol = {n: tol.get(n, Tolerance(policy.exact_ulp, False, "graph output")) for n in out_names}
-    state: dict[str, Any] = {}
-    spare: dict[str, np.ndarray] = {}  # the reference's output arrays while a kernel path runs
-    # One output buffer per output, reused by every path (written in place through io_binding), with
-    # the reference's values at the poisoned positions.
-    buffers: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    out_bytes = 0
-    ref = None
-    for name in out_names:
-        ref = expected[name]
-        if isinstance(ref, np.ndarray):
-            out_bytes += ref.nbytes
-            if ref.size and ref.flags.c_contiguous:
-                buffers[name] = (np.empty_like(ref), ref.reshape(-1)[::POISON_STRIDE].copy())
-        del ref  # no reference to the outputs outside ``expected`` (they may be let go below)
-    # The kernel's bridge holds a second copy of its outputs while it runs; with large outputs and a
-    # quick reference, the reference's outputs are let go during kernel runs and computed again after.
-    release = out_bytes >= RELEASE_BYTES and report.reference_seconds <= RELEASE_SECONDS
+        self.localize = False
+        self.stand_in = OrtStandIn(model, arrays, self.ort_config)
+        return self.stand_in
 
-    def oracle_all() -> dict[str, Any]:
-        if "intermediate" not in state:
-            with show.step("running the reference with intermediates"):
-                state["intermediate"] = oracle.run(feeds, intermediate=True)
-        return state["intermediate"]
+    def allowed(self, name: str) -> Tolerance:
+        return self.tolerances.get(name, Tolerance(self.policy.exact_ulp, False, "graph output"))
 
-    for path in chosen:
-        path_arrays = other_arrays if path == "against" else arrays
-        try:
-            path_model, path_feeds, kernel = _path_model(
-                path, light, other_light, feeds, other_feeds, opset, target, show
-            )
-        except Skip as e:
-            report.paths.extend(PathResult(path, lv, "skipped", str(e)) for lv in levels)
-            continue
-        data = None if kernel else serialized(path_model)  # one serialization for both levels
-        for level in path_levels:
-            result = PathResult(path, level, "pass")
-            if stand_in is not None and stand_in.same_as(path, level):
-                result.status, result.reason = "skipped", "it stands in for the reference"
-                report.paths.append(result)
-                continue
-            openvino = level in OPENVINO_LEVELS
-            if openvino and kernel:
-                result.status, result.reason = "skipped", "our Python kernel runs in ONNX Runtime only"
-                report.paths.append(result)
-                continue
-            if kernel and release and expected is not None:
-                # the reference's output memory becomes the kernels' scratch, then the reference's again
-                # for its rerun: no fresh pages to fault in (poisoned before the rerun, see below)
-                spare = {n: expected[n] for n in out_names if isinstance(expected[n], np.ndarray)}
-                expected = None
-            t0 = time.perf_counter()
-            with show.step(f"running {result.label}"):
-                try:
-                    if openvino:
-                        got = OpenVinoRunner(path_model, level, arrays=path_arrays).run(path_feeds)
-                    else:
-                        runner = OrtRunner(
-                            path_model,
-                            level,
-                            kernel=kernel,
-                            config=ort_config,
-                            data=data,
-                            arrays=path_arrays,
-                            scratch=list(spare.values()) if expected is None else None,
-                        )
-                        got = runner.run(path_feeds, buffers)
-                except (Skip, OpenVinoMissing) as e:
-                    result.status, result.reason = "skipped", str(e)
-                except Exception as e:  # noqa: BLE001 - a path that cannot load or run is a finding
-                    result.status, result.reason = "error", error_line(e)
-                finally:
-                    runner = None
-            result.seconds = time.perf_counter() - t0
-            if result.status == "pass":
-                if expected is None:
-                    t0 = time.perf_counter()
-                    with show.step("running the reference again"):
-                        for a in spare.values():  # the kernels' values: an element the rerun skips fails
-                            if a.size:
-                                poison(a, a.reshape(-1)[::POISON_STRIDE].copy())
-                        expected = oracle.run(feeds, into=spare)
-                    spare = {}
-                    report.reference_seconds += time.perf_counter() - t0
-                    report.reference_runs += 1
-                for name in out_names:
-                    result.outputs.append(compare_output(name, expected[name], got.get(name), out_tol[name]))
-                del got
-                if not all(o.ok for o in result.outputs):
-                    result.status = "fail"
-                    if localize and not openvino:
-                        with show.step(f"finding the first differing node of {result.label}"):
-                            result.first_difference = _localize(
-                                oracle_model,
-                                oracle_all(),
-                                path_model,
-                                path_feeds,
-                                level,
-                                kernel,
-                                ort_config,
-                                tol,
-                                path_arrays,
-                            )
-            report.paths.append(result)
-    return report
+    def path(
+        self,
+        path: str,
+        level: str,
+        model: onnx.ModelProto,
+        feeds: dict[str, np.ndarray],
+        kernel: bool,
+        data: bytes | None,
+        arrays: Mapping[str, np.ndarray],
+    ) -> PathResult:
+        """One path at one level, run and compared with the reference."""
+        result = PathResult(path, level, "pass")
+        if self.stand_in is not None and self.stand_in.same_as(path, level):
+            result.status, result.reason = "skipped", "it stands in for the reference"
+            return result
+        openvino = level in OPENVINO_LEVELS
+        if openvino and kernel:
+            result.status, result.reason = "skipped", "our Python kernel runs in ONNX Runtime only"
+            return result
+        scratch = self.expected.scratch(kernel)
+        t0 = time.perf_counter()
+        with self.show.step(f"running {result.label}"):
+            try:
+                if openvino:
+                    got = OpenVinoRunner(model, level, arrays=arrays).run(feeds)
+                else:
+                    runner = OrtRunner(
+                        model, level, kernel=kernel, config=self.ort_config, data=data, arrays=arrays, scratch=scratch
+                    )
+                    got = runner.run(feeds, self.expected.buffers)
+            except (Skip, OpenVinoMissing) as e:
+                result.status, result.reason = "skipped", str(e)
+            except Exception as e:  # noqa: BLE001 - a path that cannot load or run is a finding
+                result.status, result.reason = "error", error_line(e)
+            finally:
+                runner = None
+        result.seconds = time.perf_counter() - t0
+        if result.status != "pass":
+            return result
+        expected = self.expected.outputs()
+        for name in self.expected.names:
+            result.outputs.append(compare_output(name, expected[name], got.get(name), self.allowed(name)))
+        del got
+        if not all(o.ok for o in result.outputs):
+            result.status = "fail"
+            if self.localize and not openvino:
+                with self.show.step(f"finding the first differing node of {result.label}"):
+                    result.first_difference = _localize(
+                        self.oracle_model,
+                        self.expected.intermediate(),
+                        model,
+                        feeds,
+                        level,
+                        kernel,
+                        self.ort_config,
+                        self.tolerances,
+                        arrays,
+                    )
+        return result
 
 
 def _localize(

@@ -17,7 +17,7 @@ from .. import compare, dtypes
 from ..errors import DequantizeError
 from .policy import Tolerance
 
-__all__ = ["CHUNK", "OutputResult", "compare_output"]
+__all__ = ["CHUNK", "OutputResult", "compare_output", "json_float"]
 
 CHUNK = 1 << 20
 """Elements per comparison chunk."""
@@ -54,15 +54,15 @@ class OutputResult:
             "size": self.size,
             "mismatches": self.mismatches,
             "failures": self.failures,
-            "max_ulp": _json_float(self.max_ulp),
-            "max_abs": _json_float(self.max_abs),
+            "max_ulp": json_float(self.max_ulp),
+            "max_abs": json_float(self.max_abs),
             "first_mismatch": self.first_mismatch,
             "first_failure": self.first_failure,
             "note": self.note,
         }
 
 
-def _json_float(v: float) -> float | str:
+def json_float(v: float) -> float | str:
     v = float(v)
     if np.isnan(v):
         return "nan"
@@ -79,7 +79,7 @@ def _value(v: Any) -> Any:
         return int(v)
     if v.dtype.kind in "fV" or v.dtype.itemsize == 2:
         try:
-            return _json_float(float(v.astype(np.float64)))
+            return json_float(float(v.astype(np.float64)))
         except (TypeError, ValueError):
             pass
     return str(v)

@@ -25,16 +25,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import ml_dtypes
 import onnx
 
 from .. import dtypes
 from ..errors import DequantizeError
+from ..exactness import mantissa_bits, ort_exact
 from ..graphs import subgraphs, value_types
 from ..schema import is_dequantize
 
 __all__ = [
     "ALWAYS_EXACT",
+    "INTEGER_EXACT",
     "BIT_IDENTICAL",
     "CORRECTLY_ROUNDED",
     "MOVING",
@@ -107,6 +108,9 @@ CORRECTLY_ROUNDED = frozenset({"Add", "Sub", "Mul", "Div", "Sqrt", "QuantizeLine
 (QuantizeLinear only with an f32 input: for other types the reference divides in the input's type,
 ONNX Runtime in f32)."""
 
+INTEGER_EXACT = frozenset({"ConvInteger", "MatMulInteger"})
+"""Standard ops of exact integer arithmetic (int32 sums of 8-bit products, no rounding): exact on exact inputs."""
+
 ALWAYS_EXACT = frozenset({"Shape", "Size", "Constant", "ConstantOfShape", "EyeLike"})
 """Standard ops whose outputs do not depend on input values beyond shapes and attributes."""
 
@@ -161,18 +165,9 @@ class Tolerance:
         return s + " (or of max |x|)" if self.scaled else s
 
 
-def mantissa_bits(t: dtypes.DType) -> int:
-    """Significand bits of a real type, the implicit bit included (f32: 24)."""
-    return int(ml_dtypes.finfo(t.numpy).nmant) + 1
-
-
-def dequantize_ulp(x: dtypes.DType, out: dtypes.DType) -> tuple[bool, str]:
-    """Whether exactness is achievable for input type ``x`` and output type ``out``, and why (docs/precision.md)."""
-    if x.name == "i32":
-        return True, "i32: the exact lowering subtracts without wrapping and rounds once"
-    if out.name in ("f32", "f64") or x.bits + 1 + mantissa_bits(out) <= 24:
-        return True, f"{x.name}->{out.name} rounds once"
-    return False, f"{x.name}->{out.name}: ONNX Runtime rounds twice (via f32)"
+dequantize_ulp = ort_exact
+"""Whether exactness is achievable for input type ``x`` and output type ``out``, and why (the one rule in
+``onnx_dequant.exactness``)."""
 
 
 def _real(t: dtypes.DType | None) -> bool:
@@ -280,14 +275,18 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None) -> dict[str
             src = types.get(node.input[0])
             if _real(dst) and _real(src):
                 own = _narrowed(inexact[0], src, dst, label)
-        elif standard and not list(subgraphs(node)) and node.op_type in MOVING | CORRECTLY_ROUNDED | {"Cast"}:
-            if not inexact and node.op_type in CORRECTLY_ROUNDED:
+        elif (
+            standard
+            and not list(subgraphs(node))
+            and node.op_type in MOVING | CORRECTLY_ROUNDED | INTEGER_EXACT | {"Cast"}
+        ):
+            if not inexact and node.op_type in CORRECTLY_ROUNDED | INTEGER_EXACT:
                 real = any(_real(types.get(o)) for o in node.output)
                 what = "rounds once, as the reference does," if real else "integer arithmetic"
                 own = Tolerance(0, False, f"{label}: {what} on exact tensors")
             elif not inexact:
                 own = Tolerance(0, False, _moved_why(node, tol, label))
-            elif node.op_type in CORRECTLY_ROUNDED:
+            elif node.op_type in CORRECTLY_ROUNDED | INTEGER_EXACT:
                 own = _loose(loose, label, inexact, "arithmetic on inexact tensors")
         held = bool(list(subgraphs(node)))
         moves = standard and not held and node.op_type in MOVING

@@ -9,7 +9,7 @@ from typing import Any
 
 from .. import dtypes
 from ..errors import DequantizeError
-from .diff import OutputResult, _json_float
+from .diff import OutputResult, json_float
 
 __all__ = ["FirstDifference", "PathResult", "Report", "error_line"]
 
@@ -243,7 +243,7 @@ class Report:
 
 
 def _fmt(v: float) -> str:
-    j = _json_float(v)
+    j = json_float(v)
     if isinstance(j, str):
         return j
     if isinstance(j, int):

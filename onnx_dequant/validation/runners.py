@@ -141,11 +141,11 @@ def kernel_session(
     names, values = in_memory(prepared.model, arrays or {})
     if names:
         so.add_external_initializers(names, values)
-    spare = [a.reshape(-1).view(np.uint8) for a in scratch or () if a.flags.c_contiguous and a.flags.writeable]
-    limit = max(runs.SCRATCH_MAX_BYTES, sum(b.nbytes for b in spare))
+    reusable = [a.reshape(-1).view(np.uint8) for a in scratch or () if a.flags.c_contiguous and a.flags.writeable]
+    limit = max(runs.SCRATCH_MAX_BYTES, sum(b.nbytes for b in reusable))
     session = KernelSession(prepared, so, scratch_bytes=limit)
-    if spare:
-        session.scratch.give(spare)
+    if reusable:
+        session.scratch.give(reusable)
     return session, values
 
 

@@ -62,18 +62,18 @@ def externalize(model: onnx.ModelProto, limit: int = LARGE_BYTES) -> tuple[onnx.
             data[i] = raw.reshape(tuple(int(d) for d in t.dims))
     if not data:
         return model, {}
-    light = _copy_fields(model, onnx.ModelProto(), skip="graph")
-    lg = _copy_fields(g, light.graph, skip="initializer")
+    with_placeholders = _copy_fields(model, onnx.ModelProto(), skip="graph")
+    graph = _copy_fields(g, with_placeholders.graph, skip="initializer")
     for i, t in enumerate(g.initializer):
         if i not in data:
-            lg.initializer.append(t)
+            graph.initializer.append(t)
             continue
         location = f"{_MEMORY}{len(arrays)}"
         arrays[location] = data[i]
-        p = lg.initializer.add(name=t.name, data_type=t.data_type, dims=t.dims, doc_string=t.doc_string)
+        p = graph.initializer.add(name=t.name, data_type=t.data_type, dims=t.dims, doc_string=t.doc_string)
         p.data_location = onnx.TensorProto.EXTERNAL
         p.external_data.add(key="location", value=location)
-    return light, arrays
+    return with_placeholders, arrays
 
 
 def _copy_fields(src: Any, dst: Any, *, skip: str) -> Any:
@@ -126,16 +126,16 @@ def placeholders_as_inputs(
     names, _ = in_memory(model, arrays, values=False)
     if not names:
         return model, {}
-    light = _copy_fields(model, onnx.ModelProto(), skip="graph")
-    lg = _copy_fields(model.graph, light.graph, skip="initializer")
-    declared = {vi.name for vi in lg.input}
+    as_inputs = _copy_fields(model, onnx.ModelProto(), skip="graph")
+    graph = _copy_fields(model.graph, as_inputs.graph, skip="initializer")
+    declared = {vi.name for vi in graph.input}
     constants = {}
     for t in model.graph.initializer:
         if t.name not in names:
-            lg.initializer.append(t)
+            graph.initializer.append(t)
             continue
         location = next(e.value for e in t.external_data if e.key == "location")
         constants[t.name] = arrays[location].reshape(tuple(int(d) for d in t.dims))
         if t.name not in declared:
-            lg.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-    return light, constants
+            graph.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return as_inputs, constants

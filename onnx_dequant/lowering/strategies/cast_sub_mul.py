@@ -5,7 +5,7 @@ broadcast. Exact for every type pair and every opset (no int32 wrap: i32 works i
 from __future__ import annotations
 
 from ... import dtypes
-from ...reference import _work_dtype
+from ...exactness import work_type
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy, openvino_refusal
@@ -32,7 +32,7 @@ class CastSubMul(Strategy[dtypes.DType]):
         return None
 
     def check(self, info: NodeInfo) -> dtypes.DType | Refusal:
-        work = dtypes.parse(_work_dtype(info.in_type, info.out_type))
+        work = work_type(info.in_type, info.out_type)
         return self.applies(info) or openvino_refusal(info, work=work) or work
 
     def cost(self, info: NodeInfo, choice: dtypes.DType) -> float:

@@ -43,13 +43,13 @@ def _first(ctx: OpContext, keys: tuple[str, ...], n: int, default: Any, *, lo: i
     return default
 
 
-def _spatial(ctx: OpContext, what: str) -> tuple[int, tuple[Dim, ...]]:
-    rank = ctx.rank(0, what)
+def _spatial(ctx: OpContext, what: str, i: int = 0) -> tuple[int, tuple[Dim, ...]]:
+    rank = ctx.rank(i, what)
     if rank < 3:
         raise ctx.error(
-            f"{what} must have rank at least 3 (batch, channels, spatial...), got shape {shape_str(ctx.types[0].shape)}"
+            f"{what} must have rank at least 3 (batch, channels, spatial...), got shape {shape_str(ctx.types[i].shape)}"
         )
-    return rank - 2, tuple(ctx.types[0].shape[2:])  # type: ignore[index]
+    return rank - 2, tuple(ctx.types[i].shape[2:])  # type: ignore[index]
 
 
 def _auto_pads(
@@ -103,7 +103,17 @@ def convolution(ctx: OpContext) -> list[TensorType]:
         )
     if not td.elem_type.is_real:
         raise ctx.error(f"Convolution on {td.elem_type} is not supported (real types only)")
-    n, dims = _spatial(ctx, "data batch")
+    x, attrs, out_shape = conv_geometry(ctx)
+    ctx.require_onnx(td.elem_type, "Conv")
+    ctx.emit("Conv", [x, ctx.inputs[1]], ctx.out(), **attrs)
+    return [TensorType(td.elem_type, out_shape)]
+
+
+def conv_geometry(ctx: OpContext, data: int = 0, filters: int = 1) -> tuple[str, dict[str, Any], tuple[Dim, ...]]:
+    """A convolution's data input as ONNX Conv takes it (cropped by negative padding), the Conv-family
+    attributes (strides, dilations, pads, kernel_shape) and the output shape, from the op's attributes."""
+    td, tf = ctx.types[data], ctx.types[filters]
+    n, dims = _spatial(ctx, "data batch", data)
     fshape = tf.shape
     if fshape is None or len(fshape) != n + 2:
         raise ctx.error(
@@ -111,7 +121,7 @@ def convolution(ctx: OpContext) -> list[TensorType]:
         )
     window = list(fshape[2:])
     if not all(isinstance(w, int) for w in window):
-        raise ctx.error(f"Convolution needs static filter spatial dimensions, got {shape_str(fshape)}")
+        raise ctx.error(f"{ctx.op.op} needs static filter spatial dimensions, got {shape_str(fshape)}")
     cin, fcin = td.shape[1], fshape[1]  # type: ignore[index]
     if isinstance(cin, int) and isinstance(fcin, int) and cin != fcin:
         raise ctx.error(f"Data batch channel count ({cin}) does not match filter input channel count ({fcin})")
@@ -128,17 +138,15 @@ def convolution(ctx: OpContext) -> list[TensorType]:
     if kind != "explicit":
         below, above = _auto_pads(ctx, kind, dims, eff, strides)
     out_sp = _out_dims(ctx, dims, eff, strides, below, above, False)
-    x = ctx.inputs[0]
+    x = ctx.inputs[data]
     if any(p < 0 for p in below + above):  # crop first
         axes = [i + 2 for i in range(n) if below[i] < 0 or above[i] < 0]
         starts = [max(0, -below[i - 2]) for i in axes]
         ends = [above[i - 2] if above[i - 2] < 0 else MAX_DIM for i in axes]  # -k drops the last k
         x = ctx.emit("Slice", [x, ctx.int64s(starts), ctx.int64s(ends), ctx.int64s(axes)])
     pads = [max(0, p) for p in below] + [max(0, p) for p in above]
-    ctx.require_onnx(td.elem_type, "Conv")
-    ctx.emit("Conv", [x, ctx.inputs[1]], ctx.out(), strides=strides, dilations=dil, pads=pads, kernel_shape=window)
-    out_shape = (td.shape[0], fshape[0], *out_sp)  # type: ignore[index]
-    return [TensorType(td.elem_type, out_shape)]
+    attrs = {"strides": strides, "dilations": dil, "pads": pads, "kernel_shape": window}
+    return x, attrs, (td.shape[0], fshape[0], *out_sp)  # type: ignore[index]
 
 
 def _pool(ctx: OpContext, onnx_op: str, extra: dict[str, Any]) -> list[TensorType]:

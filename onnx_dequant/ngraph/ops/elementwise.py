@@ -21,7 +21,7 @@ from ..builder import tensor_type
 from ..context import OpContext, shape_str
 from . import register
 
-__all__ = ["broadcast_shapes", "read_autob"]
+__all__ = ["binary_inputs", "broadcast_shapes", "read_autob"]
 
 
 def broadcast_shapes(a: Shape, b: Shape) -> Shape | bool:
@@ -88,7 +88,7 @@ def read_autob(ctx: OpContext) -> tuple[str, int]:
     return kind, axis
 
 
-def _binary(ctx: OpContext) -> tuple[str, str, TensorType]:
+def binary_inputs(ctx: OpContext) -> tuple[str, str, TensorType]:
     """Check a binary op's inputs; returns the two operands (PDPD's second one unsqueezed) and the result type."""
     if len(ctx.inputs) != 2:
         ctx.expect_inputs(2)
@@ -140,7 +140,7 @@ def _no_boolean(ctx: OpContext, t: dtypes.DType) -> None:
 
 def _simple(onnx_op: str):
     def convert(ctx: OpContext) -> list[TensorType]:
-        a, b, t = _binary(ctx)
+        a, b, t = binary_inputs(ctx)
         _no_boolean(ctx, t.elem_type)
         ctx.require_onnx(t.elem_type, onnx_op)
         ctx.emit(onnx_op, [a, b], ctx.out())
@@ -156,7 +156,7 @@ register("Multiply", versions=(0, 1))(_simple("Mul"))
 
 @register("Divide", versions=(0, 1))
 def divide(ctx: OpContext) -> list[TensorType]:
-    a, b, t = _binary(ctx)
+    a, b, t = binary_inputs(ctx)
     dt = t.elem_type
     _no_boolean(ctx, dt)
     pythondiv = ctx.attr_bool("pythondiv", True)
@@ -178,7 +178,7 @@ def divide(ctx: OpContext) -> list[TensorType]:
 
 def _select(compare: str, fallback: str):
     def convert(ctx: OpContext) -> list[TensorType]:
-        a, b, t = _binary(ctx)
+        a, b, t = binary_inputs(ctx)
         _no_boolean(ctx, t.elem_type)
         if t.elem_type.is_real:  # a > b ? a : b exactly, NaN and signed zeros included
             ctx.require_onnx(t.elem_type, compare, "Where")

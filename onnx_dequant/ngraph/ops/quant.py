@@ -79,7 +79,7 @@ def dequantize(ctx: OpContext) -> list[TensorType]:
     return [out]
 
 
-def _bounds(real: dtypes.DType, quant: dtypes.DType) -> tuple[np.ndarray, np.ndarray]:
+def bounds_inside(real: dtypes.DType, quant: dtypes.DType) -> tuple[np.ndarray, np.ndarray]:
     """The output type's range as values of ``real`` that lie inside it (the nearest ones toward zero)."""
     out = []
     for bound in (quant.min, quant.max):
@@ -111,10 +111,10 @@ _HALF_STEP_MODES = (1, 2, 3)
 """Modes whose ``q +- 0.5`` nGraph computes in double (C++'s ``0.5`` is a double literal), whatever T is."""
 
 
-def _round(ctx: OpContext, q: str, mode: int, t: dtypes.DType) -> str:
+def emit_round(ctx: OpContext, q: str, mode: int, t: dtypes.DType) -> str:
     """``q`` rounded to an integer value by nGraph's formula for ``mode``, as type ``t``."""
     if mode in _HALF_STEP_MODES and t is not _F64:  # exact in double; the integer fits t again
-        r = _round(ctx, ctx.emit("Cast", [q], to=_F64.onnx), mode, _F64)
+        r = emit_round(ctx, ctx.emit("Cast", [q], to=_F64.onnx), mode, _F64)
         return ctx.emit("Cast", [r], to=t.onnx)
     half = ctx.scalar(0.5, t)
     zero = ctx.scalar(0, t)
@@ -181,9 +181,9 @@ def quantize(ctx: OpContext) -> list[TensorType]:
         s = ctx.emit("Unsqueeze", [s, ctx.int64s(others)])
         z = ctx.emit("Unsqueeze", [z, ctx.int64s(others)])
     q = ctx.emit("Div", [x, s])
-    r = _round(ctx, q, mode, real)
+    r = emit_round(ctx, q, mode, real)
     v = ctx.emit("Add", [r, ctx.emit("Cast", [z], to=real.onnx)])
-    lo, hi = _bounds(real, quant)
+    lo, hi = bounds_inside(real, quant)
     c = ctx.emit("Clip", [v, ctx.scalar(lo, real), ctx.scalar(hi, real)])
     ctx.emit("Cast", [c], ctx.out(), to=quant.onnx)
     return [TensorType(quant, shape)]

@@ -17,7 +17,7 @@ import math
 from ...contract import Dim, TensorType
 from ..context import OpContext, shape_str
 from . import register
-from .elementwise import _binary
+from .elementwise import binary_inputs
 
 
 def _real(ctx: OpContext, t: TensorType) -> None:
@@ -27,7 +27,7 @@ def _real(ctx: OpContext, t: TensorType) -> None:
 
 @register("ReluBackprop")
 def relu_backprop(ctx: OpContext) -> list[TensorType]:
-    x, delta, t = _binary(ctx)
+    x, delta, t = binary_inputs(ctx)
     dt = t.elem_type
     if dt.kind == "boolean":
         raise ctx.error(f"Arguments cannot have boolean element type (argument element type: {dt})")
@@ -39,7 +39,7 @@ def relu_backprop(ctx: OpContext) -> list[TensorType]:
 
 @register("SigmoidBackprop")
 def sigmoid_backprop(ctx: OpContext) -> list[TensorType]:
-    x, delta, t = _binary(ctx)
+    x, delta, t = binary_inputs(ctx)
     dt = t.elem_type
     _real(ctx, t)
     ctx.require_onnx(dt, "Neg", "Exp", "Add", "Div", "Sub", "Mul")

@@ -1,0 +1,50 @@
+"""The exactness rule, in one place (docs/precision.md): when float32 work gives the reference's bits,
+and where ONNX Runtime can be bit-identical to the reference.
+
+The reference computes ``(x - zero_point) * scale`` with the exact integer difference and rounds the
+product once to the output type. Float32 work gives the same bits when float32 holds every difference
+of the input type and either the output is f32 (the f32 product is that one rounding) or the exact
+product fits float32's significand (it is then rounded once, by the Cast to the narrower output).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+
+from . import dtypes
+
+__all__ = ["mantissa_bits", "f32_work_exact", "work_type", "ort_exact"]
+
+_F32 = dtypes.parse("f32")
+_F64 = dtypes.parse("f64")
+
+
+def mantissa_bits(t: dtypes.DType) -> int:
+    """Significand bits of a real type, the implicit bit included (f32: 24)."""
+    return int(ml_dtypes.finfo(t.numpy).nmant) + 1
+
+
+def f32_work_exact(x: dtypes.DType, out: dtypes.DType) -> bool:
+    """Whether ``(x - zp) * scale`` computed in float32 rounds exactly once to ``out``."""
+    diff_bits = x.bits + 1  # the difference of two values of x's type
+    if out.name == "f64" or diff_bits > mantissa_bits(_F32):
+        return False
+    return out.name == "f32" or diff_bits + mantissa_bits(out) <= mantissa_bits(_F32)
+
+
+def work_type(x: dtypes.DType, out: dtypes.DType) -> dtypes.DType:
+    """The narrowest float type in which ``(x - zp) * scale`` rounds exactly once to ``out``."""
+    return _F32 if f32_work_exact(x, out) else _F64
+
+
+def ort_exact(x: dtypes.DType, out: dtypes.DType) -> tuple[bool, str]:
+    """Whether ONNX Runtime (lowered, or with our kernel) can be bit-identical to the reference for input
+    type ``x`` and output type ``out``, and why: f32 and f64 outputs always (i32 through float64), f16 and
+    bf16 where float32 work is exact; elsewhere it rounds twice (through f32)."""
+    if out.name in ("f32", "f64"):
+        if x.name == "i32":
+            return True, "i32: the exact lowering subtracts without wrapping and rounds once"
+        return True, f"{x.name}->{out.name} rounds once"
+    if f32_work_exact(x, out):
+        return True, f"{x.name}->{out.name} rounds once"
+    return False, f"{x.name}->{out.name}: ONNX Runtime rounds twice (via f32)"

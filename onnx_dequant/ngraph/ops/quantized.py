@@ -1,0 +1,673 @@
+"""nGraph's quantized compute ops: QuantizedConvolution, QuantizedDot and their fused forms.
+
+What nGraph 0.26's INTERPRETER computes (``runtime/reference/convolution.hpp``, ``dot.hpp``): the sum of
+``(x - x_zero) * (w - w_zero)`` in int32 (padding contributes nothing), then
+``static_cast<T>(std::round(float(acc) * ((s_in * s_f) / s_out)) + z_out)``, all in f32, ties away
+from zero. An out-of-range result is an undefined C++ cast there; here it saturates.
+
+Each op becomes the fastest ONNX form that gives those bits (``_plan``):
+
+- **QLinearConv / QLinearMatMul** when every scale and zero point is a constant, the scales are per
+  tensor (the filter's may be per output channel) and no reachable accumulator value lands on a
+  rounding tie: ONNX rounds ties to even and nGraph away from zero, and ``_tie_free`` proves by
+  enumeration that no tie can occur. ONNX Runtime computes the same ``(s_in * s_f) / s_out`` in f32
+  and rounds ``float(acc) * scale`` once (tests check it where the two scale orders differ).
+- **ConvInteger / MatMulInteger + exact requantization** otherwise: Cast, Mul by the f32 scale,
+  ``std::round`` (Quantize's mode 0 decomposition), Add the zero point, Clip, Cast.
+
+ONNX Runtime's u8 x i8 kernels on AVX2 without VNNI sum pairs of products in saturating int16
+(``vpmaddubsw``), so an i8 filter reaches them only when every ``|w| <= 64`` is proven; other i8
+filters are shifted to u8 (``w + 128`` with zero point ``z + 128``: the differences are unchanged).
+
+The scales' axes (``input_axes``, ``filter_axes``, ``output_axes``; ``input0_axes``...) follow the
+definition: a scale indexed by those axes of its tensor. nGraph 0.26 itself requires them empty
+("Input, filter and output AxisSet should be empty"); we accept every axes set for which integer
+accumulation stays exact: the input's and filter's scales may not vary along a summed axis.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ... import dtypes
+from ...contract import Dim, TensorType
+from ..context import OpContext, shape_str
+from . import register
+from .conv import conv_geometry
+from .dot import contract, dot_shape
+from .quant import bounds_inside, emit_round
+
+__all__ = ["requantize", "finish", "tie_free", "COMBOS"]
+
+_F32, _I32 = dtypes.parse("f32"), dtypes.parse("i32")
+_U8, _I8 = dtypes.parse("u8"), dtypes.parse("i8")
+COMBOS = frozenset({("u8", "i8", "i8"), ("u8", "u8", "u8"), ("u8", "i8", "i32"), ("u8", "u8", "i32")})
+"""(input, filter, output) element types nGraph 0.26's INTERPRETER runs (it throws "unsupported element
+type" for the rest)."""
+TIE_BUDGET = 1 << 25
+"""Most accumulator values ``tie_free`` enumerates before it gives up (and the exact decomposition is used)."""
+_S8_SAFE = 64
+"""Largest |w| of an i8 filter for which ONNX Runtime's saturating int16 pair sums stay exact (255 * 128 < 2^15)."""
+
+
+# ---- checks ----
+
+
+def _check_types(ctx: OpContext, names: tuple[str, str, str], out_t: dtypes.DType) -> tuple[dtypes.DType, ...]:
+    """nGraph's type checks of the eight-input ops, then the INTERPRETER's combinations."""
+    t_in, t_f = ctx.elem(0), ctx.elem(1)
+    a, b, o = names
+    if not out_t.is_quantized:
+        raise ctx.error(f"Output element type ({out_t}) must be a quantized type")
+    if not t_in.is_quantized:
+        raise ctx.error(f"{a} element type ({t_in}) must be a quantized type")
+    if not t_f.is_quantized:
+        raise ctx.error(f"{b} element type ({t_f}) must be a quantized type")
+    for i in (2, 4, 6):
+        if ctx.elem(i) is not _F32:
+            raise ctx.error(
+                f"Scale must be a floating point number (nGraph's INTERPRETER reads every scale as f32; input {i} is {ctx.elem(i)})"  # noqa: E501
+            )
+    for i, (who, t) in ((3, (a, t_in)), (5, (b, t_f)), (7, (o, out_t))):
+        if ctx.elem(i) is not t:
+            raise ctx.error(
+                f"{who} Zero point element type ({ctx.elem(i)}) must match {who.lower()} element type ({t})"
+            )
+    if (t_in.name, t_f.name, out_t.name) not in COMBOS:
+        raise ctx.error(
+            f"unsupported element type: nGraph's INTERPRETER runs {ctx.op.op} on u8 input with i8 filters (i8 or i32 "
+            f"output) or u8 filters (u8 or i32 output), not {t_in} x {t_f} -> {out_t}"
+        )
+    return t_in, t_f, out_t
+
+
+def _pair(
+    ctx: OpContext, s: int, z: int, shape: Any, axes: tuple[int, ...], what: str, key: str, summed: tuple[int, ...]
+) -> None:
+    """A scale and zero point indexed by ``axes`` of a tensor of ``shape``: their shapes and which axes they may use."""
+    rank = len(shape)
+    bad = [a for a in axes if a >= rank]
+    if bad:
+        raise ctx.error(f"'{key}' {list(axes)} names axis {bad[0]}, beyond the {what}'s rank {rank}")
+    along = [a for a in axes if a in summed]
+    if along:
+        raise ctx.error(
+            f"'{key}' {list(axes)} includes axis {along[0]}, which {ctx.op.op} sums over: the {what} scale must be "
+            "constant along summed axes for the integer accumulation to stay exact"
+        )
+    ss, zs = ctx.shape(s), ctx.shape(z)
+    want = tuple(shape[a] for a in axes)
+    if not axes:
+        if ss != () or zs != ():
+            cap = what[0].upper() + what[1:]
+            raise ctx.error(f"{cap} scale and {what} zero point shape must be same and 1")
+        return
+    for got, who in ((ss, "scale"), (zs, "zero point")):
+        ok = got is not None and len(got) == len(want)
+        ok = ok and all(not (isinstance(g, int) and isinstance(w, int)) or g == w for g, w in zip(got, want))
+        if not ok:
+            raise ctx.error(
+                f"{what} {who} shape {shape_str(got)} must be the {what}'s dimensions at '{key}' {list(axes)}: "
+                f"{shape_str(want)}"
+            )
+
+
+# ---- values and placement ----
+
+
+def _place(ctx: OpContext, name: str, axes: tuple[int, ...], rank: int) -> str:
+    """A tensor indexed by output ``axes`` reshaped to broadcast against a rank-``rank`` output."""
+    others = [i for i in range(rank) if i not in axes]
+    if not axes or not others:
+        return name
+    return ctx.emit("Unsqueeze", [name, ctx.int64s(others)])
+
+
+def _placed(value: np.ndarray, axes: tuple[int, ...], rank: int) -> np.ndarray:
+    shape = [1] * rank
+    for a, d in zip(axes, value.shape):
+        shape[a] = d
+    return value.reshape(shape) if axes else value.reshape(())
+
+
+def _uniform(v: np.ndarray | None) -> bool:
+    return v is not None and v.size > 0 and bool(np.all(v == v.reshape(-1)[0]))
+
+
+def tie_free(scale: np.ndarray, acc_lo: np.ndarray, acc_hi: np.ndarray, zero: int, out_t: dtypes.DType) -> bool:
+    """Whether ``float(acc) * scale`` (f32) is never exactly halfway between integers for any ``acc`` in
+    ``[acc_lo, acc_hi]`` (per channel) whose result is not saturated: then rounding ties to even (ONNX)
+    and away from zero (nGraph) agree. Enumerates; False when that would take over ``TIE_BUDGET`` values."""
+    lo_v, hi_v = out_t.min - zero - 1, out_t.max - zero + 1
+    total = 0
+    for s, a_lo, a_hi in zip(scale.reshape(-1).tolist(), acc_lo.reshape(-1).tolist(), acc_hi.reshape(-1).tolist()):
+        if not math.isfinite(s) or s <= 0:
+            return False
+        a0 = max(int(a_lo), math.floor(lo_v / s * (1 + 1e-6)) - 2)
+        a1 = min(int(a_hi), math.ceil(hi_v / s * (1 + 1e-6)) + 2)
+        if a1 < a0:
+            continue
+        total += a1 - a0 + 1
+        if total > TIE_BUDGET:
+            return False
+        s32 = np.float32(s)
+        for start in range(a0, a1 + 1, 1 << 22):
+            acc = np.arange(start, min(a1 + 1, start + (1 << 22)), dtype=np.int64)
+            v = acc.astype(np.float32) * s32
+            if np.any(v - np.floor(v) == np.float32(0.5)):
+                return False
+    return True
+
+
+def _acc_bounds(
+    x_t: dtypes.DType, zx: int, w: np.ndarray | None, w_t: dtypes.DType, zw: np.ndarray, count: int, axis0: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per output channel, the range of ``sum (x - zx) * (w - zw)`` over ``count`` products (``w`` known: exact)."""
+    xl, xh = int(x_t.min) - zx, int(x_t.max) - zx
+    zw = zw.astype(np.int64).reshape(-1)
+    if w is None:
+        d_lo, d_hi = int(w_t.min) - zw, int(w_t.max) - zw
+        ext = np.stack([xl * d_lo, xl * d_hi, xh * d_lo, xh * d_hi])
+        return ext.min(0) * count, ext.max(0) * count
+    wm = w.astype(np.int64)
+    wm = wm.reshape(wm.shape[0], -1) if axis0 else wm.reshape(-1, wm.shape[-1]).T  # (channels, summed)
+    d = wm - zw.reshape(-1, 1)
+    lo = np.minimum(xl * d, xh * d).sum(1)
+    hi = np.maximum(xl * d, xh * d).sum(1)
+    return lo, hi
+
+
+# ---- emitting ----
+
+
+def requantize(
+    ctx: OpContext,
+    acc: str,
+    scale: str,
+    out_t: dtypes.DType,
+    zero: str | None = None,
+    zero_value: np.ndarray | None = None,
+) -> None:
+    """nGraph's requantization of an int32 accumulator into the op's output:
+    ``T(std::round(float(acc) * scale) + float(zero))`` in f32, saturated."""
+    v = ctx.emit("Mul", [ctx.emit("Cast", [acc], to=_F32.onnx), scale])
+    finish(ctx, v, out_t, zero=zero, zero_value=zero_value)
+
+
+def finish(
+    ctx: OpContext,
+    v: str,
+    out_t: dtypes.DType,
+    *,
+    zero: str | None = None,
+    zero_value: np.ndarray | None = None,
+    relu: bool = False,
+) -> None:
+    """``v`` (f32) rounded half away from zero (std::round), plus the zero point (as f32), clipped to the
+    output type's range (from 0 with ``relu``) and cast: the op's output."""
+    r = emit_round(ctx, v, 0, _F32)
+    if zero_value is not None:
+        if np.any(zero_value != 0):
+            r = ctx.emit("Add", [r, ctx.const(zero_value.astype(np.float32), _F32, "zero_point")])
+    elif zero is not None:
+        r = ctx.emit("Add", [r, ctx.emit("Cast", [zero], to=_F32.onnx)])
+    lo, hi = bounds_inside(_F32, out_t)
+    c = ctx.emit("Clip", [r, ctx.scalar(np.float32(0) if relu else lo, _F32), ctx.scalar(hi, _F32)])
+    ctx.emit("Cast", [c], ctx.out(), to=out_t.onnx)
+
+
+def _u8_filter(ctx: OpContext, w: str, w_value: np.ndarray | None, zw: str, zw_value: np.ndarray | None):
+    """An i8 filter and its zero point as u8 (``+ 128`` each: differences unchanged), folded when constant."""
+    if w_value is not None:
+        w2 = ctx.const((w_value.astype(np.int16) + 128).astype(np.uint8), _U8, f"{ctx.name}/filter_u8")
+    else:
+        w32 = ctx.emit("Add", [ctx.emit("Cast", [w], to=_I32.onnx), ctx.scalar(128, _I32)])
+        w2 = ctx.emit("Cast", [w32], to=_U8.onnx)
+    if zw_value is not None:
+        z2 = ctx.const((zw_value.astype(np.int16) + 128).astype(np.uint8), _U8, "zero_point")
+    else:
+        z32 = ctx.emit("Add", [ctx.emit("Cast", [zw], to=_I32.onnx), ctx.scalar(128, _I32)])
+        z2 = ctx.emit("Cast", [z32], to=_U8.onnx)
+    return w2, z2
+
+
+def _s8_safe(w_t: dtypes.DType, w_value: np.ndarray | None) -> bool:
+    return w_t is not _I8 or (w_value is not None and int(np.abs(w_value.astype(np.int16)).max(initial=0)) <= _S8_SAFE)
+
+
+def _shifted_output(ctx: OpContext, y_u8: str) -> None:
+    """An i8 result from its u8 form ``y + 128`` (exact: DequantizeLinear by 1 with zero point 128, Cast)."""
+    f = ctx.emit("DequantizeLinear", [y_u8, ctx.scalar(np.float32(1), _F32), ctx.scalar(np.uint8(128), _U8)])
+    ctx.emit("Cast", [f], ctx.out(), to=_I8.onnx)
+
+
+class _Scales:
+    """The three (scale, zero point) pairs of an eight-input op, as input indices with their axes placed
+    on the output (``place[k]``: the output axes pair ``k`` is indexed by)."""
+
+    def __init__(self, ctx: OpContext, place: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], rank: int):
+        self.ctx, self.place, self.rank = ctx, place, rank
+        self.values = [ctx.value(i) for i in range(2, 8)]  # s_in, z_in, s_f, z_f, s_out, z_out
+
+    def known(self) -> bool:
+        return all(v is not None for v in self.values)
+
+    def scale_value(self) -> np.ndarray:
+        """``(s_in * s_f) / s_out`` in f32, each placed on the output."""
+        si, _, sf, _, so, _ = self.values
+        r = self.rank
+        a = _placed(si, self.place[0], r) * _placed(sf, self.place[1], r)  # type: ignore[arg-type]
+        return (a / _placed(so, self.place[2], r)).astype(np.float32)  # type: ignore[arg-type]
+
+    def scale(self) -> str:
+        ctx = self.ctx
+        if self.values[0] is not None and self.values[2] is not None and self.values[4] is not None:
+            return ctx.const(self.scale_value(), _F32, f"{ctx.name}/scale")
+        si, sf, so = (_place(ctx, ctx.inputs[i], self.place[k], self.rank) for k, i in enumerate((2, 4, 6)))
+        return ctx.emit("Div", [ctx.emit("Mul", [si, sf]), so])
+
+    def zero_scalar(self, k: int) -> str | None:
+        """Input ``k``'s (0: input, 1: filter) zero point as one value: itself when per tensor, a constant when
+        all its values are equal; None when it really varies."""
+        ctx = self.ctx
+        i = 3 + 2 * k
+        if not self.place[k]:
+            return ctx.inputs[i]
+        v = self.values[2 * k + 1]
+        if _uniform(v):
+            return ctx.const(v.reshape(-1)[0], ctx.elem(i), "zero_point")  # type: ignore[union-attr]
+        return None
+
+    def out_zero(self) -> tuple[str | None, np.ndarray | None]:
+        v = self.values[5]
+        if v is not None:
+            return None, _placed(v, self.place[2], self.rank)
+        return _place(self.ctx, self.ctx.inputs[7], self.place[2], self.rank), None
+
+
+def _integer_acc(
+    ctx: OpContext, op: str, run: Any, w_t: dtypes.DType, w_value: np.ndarray | None, sc: _Scales, what: str
+) -> str:
+    """The int32 accumulator through ConvInteger / MatMulInteger (``run(x, w, zx, zw)``), a varying filter
+    zero point by the identity ``sum (x-zx)(w-zw) = sum (x-zx) w - zw sum (x-zx)``."""
+    zx = sc.zero_scalar(0)
+    if zx is None:
+        raise ctx.error(
+            f"the {what} zero point varies along '{_AXES_KEYS[ctx.op.op][0]}': ONNX {op} takes one "
+            f"{what} zero point (a constant with equal values is accepted)"
+        )
+    w, zw = ctx.inputs[1], sc.zero_scalar(1)
+    varying = zw is None  # a zero point per output channel: subtract zw * sum(x - zx) below
+    zw_value: np.ndarray | None = None
+    if zw is None:
+        zw, zw_value = ctx.scalar(np.array(0, w_t.numpy), w_t), np.zeros((), w_t.numpy)
+    elif sc.place[1]:
+        zw_value = sc.values[3].reshape(-1)[:1].reshape(())  # type: ignore[union-attr]
+    else:
+        zw_value = sc.values[3]
+    if not _s8_safe(w_t, w_value):
+        w, zw = _u8_filter(ctx, w, w_value, zw, zw_value)
+    acc = run(w, zx, zw, None)
+    if varying:
+        sums = run(None, zx, None, None)
+        zw32 = _place(ctx, ctx.emit("Cast", [ctx.inputs[5]], to=_I32.onnx), sc.place[1], sc.rank)
+        acc = ctx.emit("Sub", [acc, ctx.emit("Mul", [sums, zw32])])
+    return acc
+
+
+_AXES_KEYS = {
+    "QuantizedConvolution": ("input_axes", "filter_axes", "output_axes"),
+    "QuantizedDot": ("input0_axes", "input1_axes", "output_axes"),
+}
+
+
+# ---- QuantizedConvolution ----
+
+
+@register("QuantizedConvolution")
+def quantized_convolution(ctx: OpContext) -> list[TensorType]:
+    ctx.expect_inputs(8)
+    out_t = ctx.attr_type("output_type")
+    t_in, t_f, _ = _check_types(ctx, ("Input", "Filter", "Output"), out_t)
+    keys = _AXES_KEYS["QuantizedConvolution"]
+    ia, fa, oa = (ctx.attr_axes(k, ()) for k in keys)
+    x, attrs, out_shape = conv_geometry(ctx)
+    rank = len(out_shape)
+    in_shape, f_shape = ctx.shape(0), ctx.shape(1)
+    _pair(ctx, 2, 3, in_shape, ia, "input", keys[0], tuple(range(1, rank)))
+    _pair(ctx, 4, 5, f_shape, fa, "filter", keys[1], tuple(range(1, rank)))
+    _pair(ctx, 6, 7, out_shape, oa, "output", keys[2], ())
+    sc = _Scales(ctx, (ia, tuple(a + 1 for a in fa), oa), rank)
+    w_value = ctx.value(1)
+    count = math.prod(d for d in f_shape[1:]) if all(isinstance(d, int) for d in f_shape[1:]) else None  # type: ignore[union-attr]
+    out_t_shape = TensorType(out_t, out_shape)
+
+    if _qlinear_ok(ctx, sc, out_t, ia, oa, t_in, t_f, w_value, count, axis0=True):
+        _emit_qlinear(ctx, "QLinearConv", x, ctx.inputs[1], sc, out_t, t_f, w_value, attrs)
+        return [out_t_shape]
+
+    def run(w: str | None, zx: str, zw: str | None, out: str | None) -> str:
+        if w is None:  # the sum of (x - zx) over each window
+            cin = f_shape[1]  # type: ignore[index]
+            ones = np.ones((1, cin, *attrs["kernel_shape"]), np.uint8)
+            return ctx.emit("ConvInteger", [x, ctx.const(ones, _U8, f"{ctx.name}/ones"), zx], out, **attrs)
+        return ctx.emit("ConvInteger", [x, w, zx, zw], out, **attrs)  # type: ignore[list-item]
+
+    acc = _integer_acc(ctx, "ConvInteger", run, t_f, w_value, sc, "input")
+    zero, zero_value = sc.out_zero()
+    requantize(ctx, acc, sc.scale(), out_t, zero, zero_value)
+    return [out_t_shape]
+
+
+def _qlinear_ok(
+    ctx: OpContext,
+    sc: _Scales,
+    out_t: dtypes.DType,
+    ia: tuple[int, ...],
+    oa: tuple[int, ...],
+    t_in: dtypes.DType,
+    t_f: dtypes.DType,
+    w_value: np.ndarray | None,
+    count: int | None,
+    axis0: bool,
+) -> bool:
+    """Whether QLinearConv / QLinearMatMul give nGraph's bits: see the module's docstring."""
+    if out_t.name not in ("u8", "i8") or ia or oa or not sc.known() or count is None:
+        return False
+    zx = int(sc.values[1].reshape(()))  # type: ignore[union-attr]
+    zw = sc.values[3].reshape(-1)  # type: ignore[union-attr]
+    zo = int(sc.values[5].reshape(()))  # type: ignore[union-attr]
+    lo, hi = _acc_bounds(t_in, zx, w_value, t_f, zw, count, axis0)
+    if zw.size > 1 and lo.size == 1:
+        lo, hi = np.repeat(lo, zw.size), np.repeat(hi, zw.size)
+    scale = sc.scale_value().reshape(-1)
+    if scale.size == 1 and lo.size > 1:
+        scale = np.repeat(scale, lo.size)
+    elif lo.size == 1 and scale.size > 1:
+        lo, hi = np.repeat(lo, scale.size), np.repeat(hi, scale.size)
+    qz = zo if out_t is _U8 else zo + 128
+    return tie_free(scale, lo, hi, qz, _U8)
+
+
+def _emit_qlinear(
+    ctx: OpContext,
+    op: str,
+    x: str,
+    w: str,
+    sc: _Scales,
+    out_t: dtypes.DType,
+    t_f: dtypes.DType,
+    w_value: np.ndarray | None,
+    attrs: dict[str, Any],
+) -> None:
+    si, zx, sf, zw, so, zo = ctx.inputs[2:8]
+    if not _s8_safe(t_f, w_value):
+        w, zw = _u8_filter(ctx, w, w_value, zw, sc.values[3])
+    if out_t is _U8:
+        ctx.emit(op, [x, si, zx, w, sf, zw, so, zo], ctx.out(), **attrs)
+        return
+    zo_u8 = ctx.const((sc.values[5].astype(np.int16) + 128).astype(np.uint8), _U8, "zero_point")  # type: ignore[union-attr]
+    y = ctx.emit(op, [x, si, zx, w, sf, zw, so, zo_u8], **attrs)
+    _shifted_output(ctx, y)
+
+
+# ---- QuantizedDot ----
+
+
+@register("QuantizedDot")
+def quantized_dot(ctx: OpContext) -> list[TensorType]:
+    ctx.expect_inputs(8)
+    out_t = ctx.attr_type("output_type")
+    t_in, t_f, _ = _check_types(ctx, ("Input0", "Input1", "Output"), out_t)
+    keys = _AXES_KEYS["QuantizedDot"]
+    ia, fa, oa = (ctx.attr_axes(k, ()) for k in keys)
+    ra, rb = ctx.rank(0), ctx.rank(1)
+    n = ctx.attr_int("reduction_axes_count", 1)
+    out_shape = dot_shape(ctx, n)
+    if n == 0:
+        raise ctx.error("QuantizedDot with reduction_axes_count 0 (an outer product) is not supported")
+    rank = len(out_shape)
+    sa, sb = ctx.shape(0), ctx.shape(1)
+    _pair(ctx, 2, 3, sa, ia, "input0", keys[0], tuple(range(ra - n, ra)))
+    _pair(ctx, 4, 5, sb, fa, "input1", keys[1], tuple(range(n)))
+    _pair(ctx, 6, 7, out_shape, oa, "output", keys[2], ())
+    sc = _Scales(ctx, (ia, tuple(a - n + ra - n for a in fa), oa), rank)
+    w_value = ctx.value(1)
+    k_dims = sb[:n]  # type: ignore[index]
+    count = math.prod(k_dims) if all(isinstance(d, int) for d in k_dims) else None
+    result = TensorType(out_t, out_shape)
+    per_col = fa and (rb - n != 1 or fa != (n,))
+    if not per_col and _qlinear_ok(ctx, sc, out_t, ia, oa, t_in, t_f, _as_columns(w_value, n), count, axis0=False):
+        _dot_qlinear(ctx, sc, out_t, t_f, w_value, n)
+        return [result]
+
+    a = ctx.inputs[0]
+
+    def run(w: str | None, za: str, zb: str | None, out: str | None) -> str:
+        if w is None:  # the row sums of (a - za), in every column
+            ones = ctx.const(np.ones(ctx.static_shape(1, "input1"), np.uint8), _U8, f"{ctx.name}/ones")
+            return contract(ctx, a, ones, n, lambda a2, b2, o: ctx.emit("MatMulInteger", [a2, b2, za], o), out)
+        return contract(ctx, a, w, n, lambda a2, b2, o: ctx.emit("MatMulInteger", [a2, b2, za, zb], o), out)  # type: ignore[list-item]
+
+    acc = _integer_acc(ctx, "MatMulInteger", run, t_f, w_value, sc, "input0")
+    zero, zero_value = sc.out_zero()
+    requantize(ctx, acc, sc.scale(), out_t, zero, zero_value)
+    return [result]
+
+
+def _as_columns(w: np.ndarray | None, n: int) -> np.ndarray | None:
+    if w is None:
+        return None
+    k = math.prod(w.shape[:n])
+    return w.reshape(k, -1)
+
+
+def _dot_qlinear(ctx: OpContext, sc: _Scales, out_t: dtypes.DType, t_f: dtypes.DType, w_value: Any, n: int) -> None:
+    si, zx, sf, zw, so, zo = ctx.inputs[2:8]
+    w = ctx.inputs[1]
+    if not _s8_safe(t_f, w_value):
+        w, zw = _u8_filter(ctx, w, w_value, zw, sc.values[3])
+    qzo = zo
+    if out_t is _I8:
+        qzo = ctx.const((sc.values[5].astype(np.int16) + 128).astype(np.uint8), _U8, "zero_point")  # type: ignore[union-attr]
+    final = ctx.out() if out_t is _U8 else None
+    a = ctx.inputs[0]
+    # contract() names inputs 0 and 1 of the op for shapes; the filter name may be the shifted copy
+    y = contract(ctx, a, w, n, lambda a2, b2, o: ctx.emit("QLinearMatMul", [a2, si, zx, b2, sf, zw, so, qzo], o), final)
+    if out_t is _I8:
+        _shifted_output(ctx, y)
+
+
+# ---- the fused forms (CPU backend ops; nGraph 0.26 cannot read them back: their definition) ----
+
+
+def _fused_checks(ctx: OpContext, bias: int | None, scale: int, channels: Dim) -> None:
+    if ctx.elem(0) is not _U8:
+        raise ctx.error(f"{ctx.op.op} takes u8 data, got {ctx.elem(0)}")
+    if ctx.elem(1) not in (_I8, _U8):
+        raise ctx.error(f"{ctx.op.op} takes i8 or u8 filters, got {ctx.elem(1)}")
+    if bias is not None:
+        if ctx.elem(bias) not in (_I32, _F32):
+            raise ctx.error(f"{ctx.op.op}'s bias must be i32 (or f32), got {ctx.elem(bias)}")
+        bs = ctx.shape(bias)
+        if bs is None or len(bs) != 1 or (isinstance(bs[0], int) and isinstance(channels, int) and bs[0] != channels):
+            raise ctx.error(f"invalid bias {shape_str(bs)}: {ctx.op.op} takes one bias per output channel ({channels})")
+    _scale_check(ctx, scale, channels, "scale")
+
+
+def _scale_check(ctx: OpContext, i: int, channels: Dim, what: str) -> None:
+    if ctx.elem(i) is not _F32:
+        raise ctx.error(f"{ctx.op.op}'s {what} must be f32, got {ctx.elem(i)}")
+    s = ctx.shape(i)
+    if s is None or not (s == () or s == (1,) or (len(s) == 1 and (s[0] == channels or s[0] is None))):
+        raise ctx.error(f"{ctx.op.op}'s {what} shape {shape_str(s)} must be a scalar, (1) or one per output channel")
+
+
+def _fused_scale(ctx: OpContext, i: int, rank: int) -> str:
+    s = ctx.shape(i)
+    if s == () or s == (1,):
+        return ctx.inputs[i]
+    return _place(ctx, ctx.inputs[i], (1,), rank)
+
+
+def _fused_conv(ctx: OpContext, *, bias: bool, relu: bool, sum_kind: str | None, out_t: dtypes.DType) -> TensorType:
+    """Convolution (exact int32) + bias, times ``scale``, plus ``sum * sum_scale``, rounded (std::round),
+    ReLU'd and saturated: the CPU backend's fusions by their definition."""
+    n_in = 3 + int(bias) + (2 if sum_kind else 0)
+    ctx.expect_inputs(n_in)
+    i_bias = 2 if bias else None
+    i_sum = 3 if sum_kind else None
+    i_scale = n_in - (2 if sum_kind else 1)
+    x, attrs, out_shape = conv_geometry(ctx)
+    rank = len(out_shape)
+    _fused_checks(ctx, i_bias, i_scale, out_shape[1])
+    if sum_kind:
+        if ctx.elem(i_sum) is not dtypes.parse(sum_kind):  # type: ignore[arg-type]
+            raise ctx.error(f"{ctx.op.op}'s sum input must be {sum_kind}, got {ctx.elem(i_sum)}")  # type: ignore[arg-type]
+        ss = ctx.shape(i_sum)  # type: ignore[arg-type]
+        if ss is not None and len(ss) == len(out_shape):
+            for a, b in zip(ss, out_shape):
+                if isinstance(a, int) and isinstance(b, int) and a != b:
+                    raise ctx.error(f"sum input shape {shape_str(ss)} must be the output's {shape_str(out_shape)}")
+        else:
+            raise ctx.error(f"sum input shape {shape_str(ss)} must be the output's {shape_str(out_shape)}")
+        _scale_check(ctx, n_in - 1, out_shape[1], "sum scale")
+    w, w_t, w_value = ctx.inputs[1], ctx.elem(1), ctx.value(1)
+    zw = ctx.scalar(np.array(0, w_t.numpy), w_t)
+    zw_value = np.zeros((), w_t.numpy)
+    if not _s8_safe(w_t, w_value):
+        w, zw = _u8_filter(ctx, w, w_value, zw, zw_value)
+        w_t, zw_value = _U8, np.full((), 128, np.uint8)
+    zx = ctx.scalar(np.uint8(0), _U8)
+    result = TensorType(out_t, out_shape)
+    scale_v = ctx.value(i_scale)
+    if not sum_kind and scale_v is not None and (not bias or ctx.elem(2) is _I32):
+        if _fused_qlinear(ctx, x, w, w_t, zw, zw_value, scale_v, bias, out_t, attrs):
+            return result
+    acc = ctx.emit("ConvInteger", [x, w, zx, zw], **attrs)
+    if bias and ctx.elem(2) is _I32:
+        acc = ctx.emit("Add", [acc, _place(ctx, ctx.inputs[2], (1,), rank)])
+    accf = ctx.emit("Cast", [acc], to=_F32.onnx)
+    if bias and ctx.elem(2) is _F32:  # an f32 bias: added to float(acc) before scaling
+        accf = ctx.emit("Add", [accf, _place(ctx, ctx.inputs[2], (1,), rank)])
+    v = ctx.emit("Mul", [accf, _fused_scale(ctx, i_scale, rank)])
+    if sum_kind:
+        term = ctx.emit("Cast", [ctx.inputs[i_sum]], to=_F32.onnx)  # type: ignore[index]
+        v = ctx.emit("Add", [v, ctx.emit("Mul", [term, _fused_scale(ctx, n_in - 1, rank)])])
+    finish(ctx, v, out_t, relu=relu)
+    return result
+
+
+def _fused_qlinear(
+    ctx: OpContext,
+    x: str,
+    w: str,
+    w_t: dtypes.DType,
+    zw: str,
+    zw_value: np.ndarray,
+    scale_v: np.ndarray,
+    bias: bool,
+    out_t: dtypes.DType,
+    attrs: dict[str, Any],
+) -> bool:
+    """QLinearConv with x_scale = scale (or w_scale per channel) and the other scales 1 (``(scale * 1) / 1``
+    is ``scale`` itself), the bias as its int32 bias; when ``tie_free`` proves it exact."""
+    w_value = ctx.value(1) if w == ctx.inputs[1] else ctx.b.values.get(w)
+    b_value = ctx.value(2) if bias else None
+    if bias and b_value is None:
+        return False
+    count = math.prod(ctx.shape(1)[1:])  # type: ignore[index]
+    lo, hi = _acc_bounds(_U8, 0, w_value, w_t, zw_value, count, True)
+    if b_value is not None:
+        lo, hi = lo + b_value.astype(np.int64), hi + b_value.astype(np.int64)
+    s = scale_v.astype(np.float32).reshape(-1)
+    if s.size == 1 and lo.size > 1:
+        s = np.repeat(s, lo.size)
+    if lo.size == 1 and s.size > 1:
+        lo, hi = np.repeat(lo, s.size), np.repeat(hi, s.size)
+    if not tie_free(s, lo, hi, 0 if out_t is _U8 else 128, _U8):
+        return False
+    one = ctx.scalar(np.float32(1), _F32)
+    zx = ctx.scalar(np.uint8(0), _U8)
+    if scale_v.size == 1:
+        ins = [x, ctx.const(scale_v.astype(np.float32).reshape(()), _F32, "scale"), zx, w, one, zw]
+    else:  # the per-channel factor goes on the filter's side
+        zeros = ctx.const(np.full(scale_v.size, zw_value, w_t.numpy), w_t, "zero_point")
+        ins = [x, one, zx, w, ctx.inputs[3 if bias else 2], zeros]
+    ins += [one, ctx.scalar(np.uint8(0 if out_t is _U8 else 128), _U8)] + ([ctx.inputs[2]] if bias else [])
+    if out_t is _U8:
+        ctx.emit("QLinearConv", ins, ctx.out(), **attrs)
+    else:
+        _shifted_output(ctx, ctx.emit("QLinearConv", ins, **attrs))
+    return True
+
+
+def _with_relu(ctx: OpContext, default: bool = False) -> bool:
+    return ctx.attr_bool("with_relu", default)
+
+
+@register("QuantizedConvolutionBias")
+def quantized_convolution_bias(ctx: OpContext) -> list[TensorType]:
+    relu = _with_relu(ctx)
+    return [_fused_conv(ctx, bias=True, relu=relu, sum_kind=None, out_t=_U8 if relu else _I8)]
+
+
+@register("QuantizedConvolutionRelu")
+def quantized_convolution_relu(ctx: OpContext) -> list[TensorType]:
+    return [_fused_conv(ctx, bias=False, relu=True, sum_kind=None, out_t=_U8)]
+
+
+@register("QuantizedConvolutionBiasAdd")
+def quantized_convolution_bias_add(ctx: OpContext) -> list[TensorType]:
+    relu = _with_relu(ctx, True)
+    return [_fused_conv(ctx, bias=True, relu=relu, sum_kind="u8", out_t=_U8 if relu else _I8)]
+
+
+@register("QuantizedConvolutionBiasSignedAdd")
+def quantized_convolution_bias_signed_add(ctx: OpContext) -> list[TensorType]:
+    if not _with_relu(ctx, True):
+        raise ctx.error("with_relu must be true")
+    return [_fused_conv(ctx, bias=True, relu=True, sum_kind="i8", out_t=_I8)]
+
+
+@register("QuantizedDotBias")
+def quantized_dot_bias(ctx: OpContext) -> list[TensorType]:
+    ctx.expect_inputs(4)
+    requant = ctx.attr_bool("requantize", True)
+    relu = _with_relu(ctx)
+    sd, sw = ctx.shape(0), ctx.shape(1)
+    if (
+        sd is None
+        or sw is None
+        or len(sd) != 2
+        or len(sw) != 2
+        or (isinstance(sd[1], int) and isinstance(sw[1], int) and sd[1] != sw[1])
+    ):
+        raise ctx.error(f"only valid tensors of rank 2 supported. data {shape_str(sd)} weights {shape_str(sw)}")
+    _fused_checks(ctx, 2, 3, sw[0])
+    out_t = (_U8 if relu else _I8) if requant else _F32
+    w, w_t, w_value = ctx.inputs[1], ctx.elem(1), ctx.value(1)
+    zw = ctx.scalar(np.array(0, w_t.numpy), w_t)
+    if not _s8_safe(w_t, w_value):
+        w, zw = _u8_filter(ctx, w, w_value, zw, np.array(0, np.int8))
+    wt = ctx.emit("Transpose", [w], perm=[1, 0])
+    acc = ctx.emit("MatMulInteger", [ctx.inputs[0], wt, ctx.scalar(np.uint8(0), _U8), zw])
+    scale = _fused_scale(ctx, 3, 2)
+    if ctx.elem(2) is _I32:
+        acc = ctx.emit("Add", [acc, ctx.inputs[2]])
+        accf = ctx.emit("Cast", [acc], to=_F32.onnx)
+    else:
+        accf = ctx.emit("Add", [ctx.emit("Cast", [acc], to=_F32.onnx), ctx.inputs[2]])
+    v = ctx.emit("Mul", [accf, scale])
+    if not requant:
+        if relu:
+            zero = ctx.scalar(np.float32(0), _F32)
+            ctx.emit("Where", [ctx.emit("Greater", [v, zero]), v, zero], ctx.out())
+        else:
+            ctx.emit("Identity", [v], ctx.out())
+        return [TensorType(_F32, (sd[0], sw[0]))]
+    finish(ctx, v, out_t, relu=relu)
+    return [TensorType(out_t, (sd[0], sw[0]))]
