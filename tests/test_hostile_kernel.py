@@ -1,0 +1,112 @@
+"""Hostile use of the Python kernel: signals while ONNX Runtime runs it, run_async and interpreter exit.
+
+Each attack aborted the process before (SIGABRT: pybind11's error_already_set escaping a C++ thread, or
+"terminate called without an active exception"); they run in one child process, whose exit status and
+output are checked.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_CHILD = textwrap.dedent(
+    """
+    import os, random, signal, threading, time
+    import numpy as np
+    import onnx_dequant as odq
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx_dequant.ort import kernels
+
+    n = 60
+    nodes = [odq.make_node(["x", "s"], [f"y{i}"], axes=(0,), name=f"dq{i}") for i in range(n)]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT8, [64, 256])],
+        [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [64, 256]) for i in range(n)],
+        [numpy_helper.from_array(np.full(64, 0.25, np.float32), "s")],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+    sess = odq.session(model)
+    feed = {"x": np.ones((64, 256), np.int8)}
+
+    # 1. Ctrl-C raised inside a kernel: held back until the run is over, the kernel not interrupted
+    original = kernels.dequantize
+    def interrupting(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10000):  # bytecodes: a handler not held back runs here
+            pass
+        return original(*args, **kwargs)
+    kernels.dequantize = interrupting
+    errors = kernels.stats()["errors"]
+    try:
+        sess.run(None, feed)
+        print("not interrupted", flush=True)
+    except KeyboardInterrupt:
+        print("deferred, kernel errors:", kernels.stats()["errors"] - errors, flush=True)
+    kernels.dequantize = original
+
+    # 2. a storm of SIGINTs at random moments while runs follow one another
+    stop = time.monotonic() + 1.5
+    def storm():
+        rng = random.Random(0)
+        while time.monotonic() < stop:
+            time.sleep(rng.uniform(0.003, 0.02))
+            os.kill(os.getpid(), signal.SIGINT)
+    t = threading.Thread(target=storm)
+    t.start()
+    interrupts = 0
+    while t.is_alive():
+        try:
+            try:
+                y = sess.run(["y0"], feed)[0]
+                assert float(y[0, 0]) == 0.25
+            except KeyboardInterrupt:
+                interrupts += 1
+        except KeyboardInterrupt:
+            interrupts += 1
+    t.join()
+    print("storm interrupts:", interrupts, flush=True)
+
+    # 3. run_async, then the script ends while the run may still be going
+    def done(results, data, err):
+        print("async done:", err == "" and float(results[0][0, 0]) == 0.25, flush=True)
+    sess.run_async(None, feed, done, None)
+    """
+)
+
+
+def test_signals_and_exit_never_abort():
+    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "deferred, kernel errors: 0" in proc.stdout, proc.stdout
+    assert "storm interrupts:" in proc.stdout and "storm interrupts: 0" not in proc.stdout, proc.stdout
+    assert "async done: True" in proc.stdout, proc.stdout
+    assert "terminate called" not in proc.stderr
+
+
+def _one_line_exit(cmd: list[str], sig: int, after: float, code: int) -> str:
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    time.sleep(after)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, (proc.returncode, err)
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    return err
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+def test_ctrl_c_while_the_command_loads_exits_130_with_one_line(tmp_path):
+    """SIGINT soon after start lands while the modules load (numpy, onnx, onnxruntime): exit 130."""
+    graph = ROOT / "models" / "qdq_chain.json"
+    cmd = [sys.executable, "-m", "onnx_dequant.cli", "validate", str(graph), "-q"]
+    err = _one_line_exit(cmd, signal.SIGINT, 0.8, 130)
+    assert err.startswith("onnx-dequant") and "interrupted" in err
