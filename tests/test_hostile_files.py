@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -104,26 +105,40 @@ def test_killed_between_the_renames_keeps_the_old_pair(tmp_path):
     assert _value(target) == {0.75}
 
 
-def test_concurrent_writers_leave_one_whole_pair(tmp_path):
+def test_concurrent_writers_leave_one_whole_pair(tmp_path, monkeypatch):
+    """Writers of different models to one target, slowed down around every rename so that they
+    interleave: the target ends as one writer's model with that writer's data (the models differ in
+    size, so a model paired with another's data would read the wrong bytes or fail to load)."""
     target = tmp_path / "m.onnx"
-    values = [0.125 * (i + 1) for i in range(4)]
+    sizes = {4096 + 256 * i: 0.125 * (i + 1) for i in range(4)}
+    real_replace = os.replace
+
+    def slow_replace(src, dst):
+        time.sleep(0.01)
+        real_replace(src, dst)
+        time.sleep(0.01)
+
+    monkeypatch.setattr(os, "replace", slow_replace)
     errors: list[BaseException] = []
 
-    def writer(v: float) -> None:
+    def writer(n: int, v: float) -> None:
         try:
             for _ in range(3):
-                modelio.save(_model(v), target, external=True)
+                modelio.save(_model(v, n), target, external=True)
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
-    threads = [threading.Thread(target=writer, args=(v,)) for v in values]
+    threads = [threading.Thread(target=writer, args=item) for item in sizes.items()]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    monkeypatch.undo()
     assert not errors
-    (got,) = _value(target)
-    assert got in values
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    (y,) = ort.InferenceSession(str(target), so, providers=["CPUExecutionProvider"]).run(None, {})
+    assert set(np.unique(y).tolist()) == {sizes[y.size]}
     assert len(_data_files(tmp_path, "m.onnx")) == 1  # the replaced pairs' data files are gone
 
 
