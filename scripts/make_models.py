@@ -9,6 +9,9 @@
   even), two axes (half up); Convert and integer Divide (floor), Maximum / Minimum.
 - ``conv_block.json`` (v0.26: ``auto_broadcast`` objects): i8 per-output-channel conv weights,
   Convolution, Broadcast bias, Relu, MaxPool, AvgPool, Concat, Slice, Reshape, u8 per-tensor Dot, Tanh.
+- ``quantized_conv_net.json`` (v0.26): Quantize -> QuantizedConvolutionBias (ReLU) -> QuantizedConvolutionRelu
+  -> QuantizedConvolution (per-channel filter scale, i8) -> Dequantize (axes {1}); Reshape -> QuantizedDot ->
+  Dequantize.
 
 Usage: ``python scripts/make_models.py [--out models]``
 """
@@ -132,7 +135,79 @@ def conv_block(rng: np.random.Generator) -> FunctionWriter:
     return w
 
 
-MODELS = {"quantized_mlp.json": quantized_mlp, "qdq_chain.json": qdq_chain, "conv_block.json": conv_block}
+def _conv_attrs(stride: int, pad: int) -> dict:
+    return {
+        "window_movement_strides": [stride, stride],
+        "window_dilation_strides": [1, 1],
+        "padding_below": [pad, pad],
+        "padding_above": [pad, pad],
+        "data_dilation_strides": [1, 1],
+    }
+
+
+def quantized_conv_net(rng: np.random.Generator) -> FunctionWriter:
+    w = FunctionWriter("quantized_conv_net", era="v0.26")
+    img = w.parameter("f32", [1, 3, 16, 16])
+    q = w.op(
+        "Quantize", img, w.constant(np.float32(1 / 64)), w.constant(np.uint8(128)), type="u8", axes=[], round_mode=4
+    )
+    # QuantizedConvolutionBias with ReLU: u8 out (bias i32, one requantization scale)
+    w1 = w.constant(rng.integers(-127, 128, (8, 3, 3, 3), dtype=np.int8))
+    b1 = w.constant(rng.integers(-4000, 4000, 8).astype(np.int32))
+    c1 = w.op(
+        "QuantizedConvolutionBias", q, w1, b1, w.constant(np.float32(0.0021)), with_relu=True, **_conv_attrs(1, 1)
+    )
+    # QuantizedConvolutionRelu, stride 2
+    w2 = w.constant(rng.integers(-127, 128, (8, 8, 3, 3), dtype=np.int8))
+    c2 = w.op("QuantizedConvolutionRelu", c1, w2, w.constant(np.float32(0.0013)), **_conv_attrs(2, 1))
+    # QuantizedConvolution, per-output-channel filter scale, i8 out
+    w3 = w.constant(rng.integers(-127, 128, (4, 8, 1, 1), dtype=np.int8))
+    sf = w.constant((rng.uniform(0.5, 2.0, 4) / 256).astype(np.float32))
+    c3 = w.op(
+        "QuantizedConvolution",
+        c2,
+        w3,
+        w.constant(np.float32(0.05)),
+        w.constant(np.uint8(0)),
+        sf,
+        w.constant(np.zeros(4, np.int8)),
+        w.constant(np.float32(0.1)),
+        w.constant(np.int8(-3)),
+        output_type="i8",
+        input_axes=[],
+        filter_axes=[0],
+        output_axes=[],
+        **_conv_attrs(1, 0),
+    )
+    ds = w.constant((rng.uniform(0.5, 2.0, 4) / 16).astype(np.float32))
+    feat = w.op("Dequantize", c3, ds, w.constant(np.full(4, -3, np.int8)), type="f32", axes=[1])
+    # QuantizedDot on the flattened u8 features
+    flat = w.op("Reshape", c2, input_order=[0, 1, 2, 3], output_shape=[1, 512])
+    w4 = w.constant(rng.integers(-127, 128, (512, 10), dtype=np.int8))
+    pairs = (np.float32(0.05), np.uint8(0), np.float32(0.01), np.int8(0), np.float32(0.8), np.int8(0))
+    d = w.op(
+        "QuantizedDot",
+        flat,
+        w4,
+        *[w.constant(v) for v in pairs],
+        reduction_axes_count=1,
+        output_type="i8",
+        input0_axes=[],
+        input1_axes=[],
+        output_axes=[],
+    )
+    logits = w.op("Dequantize", d, w.constant(np.float32(0.8)), w.constant(np.int8(0)), type="f32", axes=[])
+    w.result(feat)
+    w.result(logits)
+    return w
+
+
+MODELS = {
+    "quantized_mlp.json": quantized_mlp,
+    "qdq_chain.json": qdq_chain,
+    "conv_block.json": conv_block,
+    "quantized_conv_net.json": quantized_conv_net,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -487,3 +487,49 @@ def test_fused_and_fake_quantize_errors():
     f, _ = fq_graph(np.zeros((1, 3, 2), np.float32), (0.0, 1.0, 0.0, 1.0), 1)
     with pytest.raises(odq.DequantizeError, match="'levels' must be an integer in"):
         odq.ngraph.convert(dumps([f]))
+
+
+def test_sample_quantized_conv_net_is_current_and_exact(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run(
+        [sys.executable, str(root / "scripts" / "make_models.py"), "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
+    path = root / "models" / "quantized_conv_net.json"
+    assert (tmp_path / path.name).read_bytes() == path.read_bytes()
+    assert path.stat().st_size < 1 << 20
+    fn = json.loads(path.read_text())[0]
+    c = {op["name"]: op for op in fn["ops"] if op["op"] == "Constant"}
+
+    def val(name):
+        op = c[name]
+        dt = {"float": np.float32, "int8_t": np.int8, "uint8_t": np.uint8, "int32_t": np.int32}[op["element_type"]]
+        v = np.array([float(s) for s in op["value"]]).astype(dt)
+        return np.broadcast_to(v.reshape(-1)[0], op["shape"]).copy() if v.size == 1 else v.reshape(op["shape"])
+
+    ins = {op["name"]: op["inputs"] for op in fn["ops"]}
+    by = {op["op"]: op["name"] for op in fn["ops"]}
+    x = np.random.default_rng(0).uniform(-2, 2, (1, 3, 16, 16)).astype(np.float32)
+    q_in = ins[by["Quantize"]]
+    q = np.clip(np.rint(x / val(q_in[1])) + 128, 0, 255).astype(np.uint8)
+    b_in = ins[by["QuantizedConvolutionBias"]]
+    p1 = {"pads_below": [1, 1], "pads_above": [1, 1]}
+    c1 = fused_conv(q, val(b_in[1]), val(b_in[3]), np.uint8, bias=val(b_in[2]), relu=True, **p1)
+    r_in = ins[by["QuantizedConvolutionRelu"]]
+    c2 = fused_conv(c1, val(r_in[1]), val(r_in[2]), np.uint8, relu=True, strides=[2, 2], **p1)
+    k = [val(n) for n in ins[by["QuantizedConvolution"]][1:]]
+    c3 = quantized_convolution(c2, k[0], k[1], k[2], k[3].reshape(1, -1, 1, 1), k[4], k[5], k[6], np.int8)
+    feat = odq.reference.dequantize(c3, val(ins["Dequantize_21"][1]), val(ins["Dequantize_21"][2]), axes=(1,))
+    k = [val(n) for n in ins[by["QuantizedDot"]][1:]]
+    d = quantized_dot(c2.reshape(1, 512), *k, np.int8)
+    logits = (d.astype(np.float32) * np.float32(0.8)).astype(np.float32)
+    model = odq.ngraph.convert(path)
+    got = odq.session(model).run(None, {"Parameter_0": x})
+    assert np.array_equal(got[0], feat) and np.array_equal(got[1], logits)
+    assert len(np.unique(c1)) > 50 and len(np.unique(c2)) > 20 and len(np.unique(c3)) > 10  # not degenerate

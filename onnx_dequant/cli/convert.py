@@ -1,9 +1,12 @@
-"""``onnx-dequant convert GRAPH.json -o MODEL.onnx [--lower] [--opset N] [--function NAME] [--json]``."""
+"""``onnx-dequant convert GRAPH.json -o MODEL.onnx [--lower] [--opset N] [--function NAME] [--json]``, and a
+whole folder: ``onnx-dequant convert DIR -o OUTDIR [--lower] [--jobs N] [--json]`` (a migration report)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 from collections import Counter
 
@@ -13,6 +16,7 @@ from .. import modelio
 from ..errors import DequantizeError
 from ..graphs import count_dequantize, iter_nodes
 from ..ngraph import DEFAULT_OPSET, convert
+from ..ngraph.tree import GraphResult, convert_tree
 
 __all__ = ["add_parser", "run"]
 
@@ -21,12 +25,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "convert",
         help="convert an nGraph serialized JSON graph to ONNX",
-        description="Convert one function of an nGraph serialized JSON graph to an ONNX model. Dequantize "
-        "stays our op (domain 'ngraph') unless --lower rewrites it into standard ONNX. The output is "
-        "written whole or not at all.",
+        description="Convert one function of an nGraph serialized JSON graph to an ONNX model, or every *.json "
+        "under a folder (keeping the tree; a migration report says what each graph became and which ops stopped "
+        "the others; exit 0 when all converted, 1 when some were refused). Dequantize stays our op (domain "
+        "'ngraph') unless --lower rewrites it into standard ONNX. Outputs are written whole or not at all.",
     )
-    p.add_argument("graph", metavar="GRAPH.json")
-    p.add_argument("-o", "--output", metavar="MODEL.onnx", required=True, help="the ONNX model to write")
+    p.add_argument("graph", metavar="GRAPH.json|DIR")
+    p.add_argument(
+        "-o", "--output", metavar="MODEL.onnx|OUTDIR", required=True, help="the ONNX model (or folder) to write"
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="folder mode: worker processes (default: every core; 1: one by one)",
+    )
     p.add_argument(
         "--lower", action="store_true", help="rewrite Dequantize nodes into standard ONNX (onnx_dequant.lower)"
     )
@@ -45,6 +59,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Convert, check, write atomically, report; exit status 0 (bad input raises DequantizeError: 2)."""
+    if os.path.isdir(args.graph):
+        return run_tree(args)
+    if args.jobs is not None:
+        raise DequantizeError("--jobs applies to a folder of graphs only", path=args.graph)
     t0 = time.perf_counter()
     model = convert(args.graph, function=args.function, opset=args.opset)
     dequantize = count_dequantize(model)
@@ -94,3 +112,49 @@ def run(args: argparse.Namespace) -> int:
             f"wrote {args.output} in {seconds * 1e3:.0f} ms"
         )
     return 0
+
+
+def _progress(done: int, total: int, r: GraphResult) -> None:
+    if r.status == "converted":
+        what = f"converted {r.graph}: {r.ops} ops -> {r.nodes} nodes"
+    else:
+        op = f" ({r.op_type})" if r.op_type else ""
+        what = f"refused {r.graph}{op}: {r.message.split(': ', 1)[1] if ': ' in r.message else r.message}"
+    print(f"[{done}/{total}] {what}", file=sys.stderr, flush=True)
+
+
+def run_tree(args: argparse.Namespace) -> int:
+    """Folder mode: convert every graph, print the migration report; 0 all converted, 1 some refused."""
+    report = convert_tree(
+        args.graph,
+        args.output,
+        lower=args.lower,
+        jobs=args.jobs,
+        opset=args.opset,
+        function=args.function,
+        progress=_progress,
+    )
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=1))
+        return 0 if report.ok else 1
+    print(
+        f"migration report: {len(report.results)} graph(s) under {report.source} -> {report.output} "
+        f"({report.jobs} job(s), {report.seconds:.1f} s)"
+    )
+    width = max(len(r.graph) for r in report.results)
+    for r in report.results:
+        if r.status == "converted":
+            print(f"  converted  {r.graph:<{width}}  {r.ops} ops -> {r.nodes} nodes: {r.output}")
+        else:
+            where = f"node '{r.node}'" + (f" ({r.op_type})" if r.op_type else "") + ": " if r.node else ""
+            print(f"  refused    {r.graph:<{width}}  {where}{r.error}")
+    converted, refused = len(report.converted), len(report.refused)
+    print(
+        f"converted {converted}, refused {refused}; {sum(r.ops or 0 for r in report.converted)} ops -> "
+        f"{sum(r.nodes or 0 for r in report.converted)} nodes in the converted graphs"
+    )
+    if refused:
+        print("ops that stopped graphs (graphs stopped):")
+        for op, n in report.stopped_by:
+            print(f"  {op:<24} {n}")
+    return 0 if report.ok else 1

@@ -1,4 +1,5 @@
-"""nGraph's serialized JSON functions as ONNX models: ``convert(source, *, function=None)``.
+"""nGraph's serialized JSON functions as ONNX models: ``convert(source, *, function=None)``; a whole folder
+with ``convert_tree(src, out, *, lower=False, jobs=None)`` (``tree``: a ``TreeReport`` per graph).
 
 ``reader`` parses and checks the file's structure (every era of the format), ``ops`` holds one small
 converter per op (``ops.OPS``), ``importer`` builds the model. See docs/ngraph.md for the supported ops
@@ -9,8 +10,18 @@ from __future__ import annotations
 
 from .importer import DEFAULT_OPSET, convert
 from .ops import BACKEND_OPS, OPS
+from .tree import GraphResult, TreeReport, convert_tree
 
-__all__ = ["convert", "DEFAULT_OPSET", "OPS", "BACKEND_OPS", "supported_ops"]
+__all__ = [
+    "convert",
+    "convert_tree",
+    "TreeReport",
+    "GraphResult",
+    "DEFAULT_OPSET",
+    "OPS",
+    "BACKEND_OPS",
+    "supported_ops",
+]
 
 
 def supported_ops() -> dict[str, tuple[int, ...]]:

@@ -73,13 +73,18 @@ BACKEND_OPS = frozenset(
 """Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
 
 from . import (  # noqa: E402, F401  (registers the converters, after OPS exists)
+    compare,
     conv,
     dot,
     elementwise,
     fake_quantize,
     io,
     losses,
+    math,
+    movement,
+    norm,
     norm_training,
+    pad,
     quant,
     quantized,
     reduce,

@@ -21,7 +21,7 @@ from ..builder import tensor_type
 from ..context import OpContext, shape_str
 from . import register
 
-__all__ = ["binary_inputs", "broadcast_shapes", "read_autob"]
+__all__ = ["binary_inputs", "broadcast_shapes", "no_boolean", "read_autob", "unary_input"]
 
 
 def broadcast_shapes(a: Shape, b: Shape) -> Shape | bool:
@@ -133,7 +133,7 @@ def binary_inputs(ctx: OpContext) -> tuple[str, str, TensorType]:
     return a, b, tensor_type((ta.elem_type, shape))
 
 
-def _no_boolean(ctx: OpContext, t: dtypes.DType) -> None:
+def no_boolean(ctx: OpContext, t: dtypes.DType) -> None:
     if t.kind == "boolean":
         raise ctx.error(f"Arguments cannot have boolean element type (argument element type: {t})")
 
@@ -141,7 +141,7 @@ def _no_boolean(ctx: OpContext, t: dtypes.DType) -> None:
 def _simple(onnx_op: str):
     def convert(ctx: OpContext) -> list[TensorType]:
         a, b, t = binary_inputs(ctx)
-        _no_boolean(ctx, t.elem_type)
+        no_boolean(ctx, t.elem_type)
         ctx.require_onnx(t.elem_type, onnx_op)
         ctx.emit(onnx_op, [a, b], ctx.out())
         return [t]
@@ -158,7 +158,7 @@ register("Multiply", versions=(0, 1))(_simple("Mul"))
 def divide(ctx: OpContext) -> list[TensorType]:
     a, b, t = binary_inputs(ctx)
     dt = t.elem_type
-    _no_boolean(ctx, dt)
+    no_boolean(ctx, dt)
     pythondiv = ctx.attr_bool("pythondiv", True)
     if dt.is_real or not dt.signed or not pythondiv:
         ctx.require_onnx(dt, "Div")
@@ -179,7 +179,7 @@ def divide(ctx: OpContext) -> list[TensorType]:
 def _select(compare: str, fallback: str):
     def convert(ctx: OpContext) -> list[TensorType]:
         a, b, t = binary_inputs(ctx)
-        _no_boolean(ctx, t.elem_type)
+        no_boolean(ctx, t.elem_type)
         if t.elem_type.is_real:  # a > b ? a : b exactly, NaN and signed zeros included
             ctx.require_onnx(t.elem_type, compare, "Where")
             ctx.emit("Where", [ctx.emit(compare, [a, b]), a, b], ctx.out())
@@ -195,15 +195,15 @@ register("Maximum", versions=(0, 1))(_select("Greater", "Max"))
 register("Minimum", versions=(0, 1))(_select("Less", "Min"))
 
 
-def _unary(ctx: OpContext) -> TensorType:
+def unary_input(ctx: OpContext) -> TensorType:
     ctx.expect_inputs(1)
     return ctx.types[0]
 
 
 @register("Negative")
 def negative(ctx: OpContext) -> list[TensorType]:
-    t = _unary(ctx)
-    _no_boolean(ctx, t.elem_type)
+    t = unary_input(ctx)
+    no_boolean(ctx, t.elem_type)
     if t.elem_type.kind != "real" and not t.elem_type.signed:  # wraps, as C++ does
         ctx.require_onnx(t.elem_type, "Sub")
         ctx.emit("Sub", [ctx.scalar(0, t.elem_type), ctx.inputs[0]], ctx.out())
@@ -215,9 +215,9 @@ def negative(ctx: OpContext) -> list[TensorType]:
 
 @register("Relu")
 def relu(ctx: OpContext) -> list[TensorType]:
-    t = _unary(ctx)
+    t = unary_input(ctx)
     dt = t.elem_type
-    _no_boolean(ctx, dt)
+    no_boolean(ctx, dt)
     x = ctx.inputs[0]
     if dt.is_real:  # x > 0 ? x : 0
         ctx.require_onnx(dt, "Greater", "Where")
@@ -236,10 +236,10 @@ def _one_to_one(onnx_op: str, reals_only: bool = True):
     """A converter for a unary op that is one ONNX op of the same name (on real types only, by default)."""
 
     def convert(ctx: OpContext) -> list[TensorType]:
-        t = _unary(ctx)
+        t = unary_input(ctx)
         if reals_only and not t.elem_type.is_real:
             raise ctx.error(f"{ctx.op.op} on {t.elem_type} is not supported (the importer maps it for real types only)")
-        _no_boolean(ctx, t.elem_type)
+        no_boolean(ctx, t.elem_type)
         ctx.require_onnx(t.elem_type, onnx_op)
         ctx.emit(onnx_op, ctx.inputs, ctx.out())
         return [t]
@@ -253,9 +253,9 @@ for _name in ("Sigmoid", "Tanh", "Exp", "Log", "Sqrt"):
 
 @register("Abs")
 def abs_(ctx: OpContext) -> list[TensorType]:
-    t = _unary(ctx)
+    t = unary_input(ctx)
     dt = t.elem_type
-    _no_boolean(ctx, dt)
+    no_boolean(ctx, dt)
     x = ctx.inputs[0]
     if dt.is_real:  # x < 0 ? -x : x keeps -0 (ONNX Abs gives +0)
         ctx.require_onnx(dt, "Less", "Neg", "Where")
@@ -268,7 +268,7 @@ def abs_(ctx: OpContext) -> list[TensorType]:
 
 @register("Convert")
 def convert(ctx: OpContext) -> list[TensorType]:
-    t = _unary(ctx)
+    t = unary_input(ctx)
     key = "target_type" if ctx.has("target_type") or not ctx.has("destination_type") else "destination_type"
     target = ctx.attr_type(key)
     if target is t.elem_type:

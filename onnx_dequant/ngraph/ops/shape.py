@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from ...contract import Dim, TensorType
+from ...contract import Dim, Shape, TensorType
 from ..context import OpContext, known, numel, shape_str
 from . import register
 
 
-def _reshape_node(ctx: OpContext, x: str, shape: list[int], out: str) -> None:
+def reshape_node(ctx: OpContext, x: str, shape: list[int], out: str) -> None:
     if 0 in shape:
         if ctx.b.opset < 14:
             raise ctx.error(
@@ -51,7 +51,7 @@ def reshape(ctx: OpContext) -> list[TensorType]:
             ctx.require_onnx(dt, "Transpose")
             x = ctx.emit("Transpose", [x], perm=order)
         ctx.require_onnx(dt, "Reshape")
-        _reshape_node(ctx, x, out_shape, ctx.out())
+        reshape_node(ctx, x, out_shape, ctx.out())
     return [TensorType(t.elem_type, tuple(out_shape))]
 
 
@@ -122,17 +122,14 @@ def concat(ctx: OpContext) -> list[TensorType]:
     return [TensorType(t0.elem_type, tuple(out))]
 
 
-@register("Slice")
-def slice_(ctx: OpContext) -> list[TensorType]:
-    ctx.expect_inputs(1)
-    t = ctx.types[0]
-    rank = ctx.rank(0)
+def slice_bounds(ctx: OpContext, shape: Shape) -> tuple[list[int], list[int], list[int], list[Dim]]:
+    """Slice's (and ReplaceSlice's) ``lower_bounds``, ``upper_bounds``, ``strides`` checked, and the slice's shape."""
+    rank = len(shape)  # type: ignore[arg-type]
     lower = ctx.attr_ints("lower_bounds", length=rank)
     upper = ctx.attr_ints("upper_bounds", length=rank)
     strides = ctx.attr_ints("strides", [1] * rank, length=rank)
     out: list[Dim] = []
-    starts, ends, axes, steps = [], [], [], []
-    for i, (lo, hi, st, d) in enumerate(zip(lower, upper, strides, t.shape)):  # type: ignore[arg-type]
+    for i, (lo, hi, st, d) in enumerate(zip(lower, upper, strides, shape)):  # type: ignore[arg-type]
         if st < 1:
             raise ctx.error(f"Strides distance for axis {i} must be positive, got {st}")
         if lo > hi:
@@ -141,9 +138,20 @@ def slice_(ctx: OpContext) -> list[TensorType]:
             )
         if isinstance(d, int) and hi > d:
             raise ctx.error(
-                f"Upper bound for slice at axis {i} is out of range (upper bounds: {upper}, argument shape: {shape_str(t.shape)})"  # noqa: E501  (nGraph's message, whole so it can be searched)
+                f"Upper bound for slice at axis {i} is out of range (upper bounds: {upper}, argument shape: {shape_str(shape)})"  # noqa: E501  (nGraph's message, whole so it can be searched)
             )
         out.append(-(-(hi - lo) // st))
+    return lower, upper, strides, out
+
+
+@register("Slice")
+def slice_(ctx: OpContext) -> list[TensorType]:
+    ctx.expect_inputs(1)
+    t = ctx.types[0]
+    ctx.rank(0)
+    lower, upper, strides, out = slice_bounds(ctx, t.shape)
+    starts, ends, axes, steps = [], [], [], []
+    for i, (lo, hi, st, d) in enumerate(zip(lower, upper, strides, t.shape)):  # type: ignore[arg-type]
         if not (lo == 0 and st == 1 and isinstance(d, int) and hi == d):
             starts.append(lo)
             ends.append(hi)

@@ -1,0 +1,106 @@
+"""Element-wise math: the trigonometric and hyperbolic family, Erf, Ceiling, Floor, Round, Sign, Power,
+SquaredDifference.
+
+nGraph's reference kernels call the C++ function on the element type: on an integer tensor ``std::cosh``
+takes the value as a double and the result is truncated back to the integer type. ONNX's math ops take
+real types only, so integer inputs are cast to f64, computed, and cast back (Cast truncates, as C++).
+Ceiling, Floor and Round are identities on integers. Sign is ``x < 0 ? -1 : (x > 0 ? 1 : 0)``: NaN and
+-0 give +0 (ONNX Sign keeps both), so on reals it becomes two Where. Round (v0 in later files) rounds
+half to even, as ONNX Round.
+"""
+
+from __future__ import annotations
+
+from ... import dtypes
+from ...contract import TensorType
+from ..context import OpContext
+from . import register
+from .elementwise import binary_inputs, no_boolean, unary_input
+
+_F64 = dtypes.parse("f64")
+
+
+def _transcendental(onnx_op: str):
+    def convert(ctx: OpContext) -> list[TensorType]:
+        t = unary_input(ctx)
+        dt = t.elem_type
+        no_boolean(ctx, dt)
+        x = ctx.inputs[0]
+        if dt.is_real:
+            ctx.require_onnx(dt, onnx_op)
+            ctx.emit(onnx_op, [x], ctx.out())
+        else:  # C++ computes in double and truncates back
+            ctx.require_onnx(dt, "Cast")
+            y = ctx.emit(onnx_op, [ctx.emit("Cast", [x], to=_F64.onnx)])
+            ctx.emit("Cast", [y], ctx.out(), to=dt.onnx)
+        return [t]
+
+    return convert
+
+
+for _ng, _onnx in (
+    ("Sin", "Sin"),
+    ("Cos", "Cos"),
+    ("Tan", "Tan"),
+    ("Asin", "Asin"),
+    ("Acos", "Acos"),
+    ("Atan", "Atan"),
+    ("Sinh", "Sinh"),
+    ("Cosh", "Cosh"),
+    ("Erf", "Erf"),
+):
+    register(_ng)(_transcendental(_onnx))
+
+
+def _integral(onnx_op: str):
+    def convert(ctx: OpContext) -> list[TensorType]:
+        t = unary_input(ctx)
+        dt = t.elem_type
+        no_boolean(ctx, dt)
+        op = onnx_op if dt.is_real else "Identity"
+        ctx.require_onnx(dt, op)
+        ctx.emit(op, ctx.inputs, ctx.out())
+        return [t]
+
+    return convert
+
+
+register("Ceiling")(_integral("Ceil"))
+register("Floor")(_integral("Floor"))
+register("Round")(_integral("Round"))
+
+
+@register("Sign")
+def sign(ctx: OpContext) -> list[TensorType]:
+    t = unary_input(ctx)
+    dt = t.elem_type
+    no_boolean(ctx, dt)
+    x = ctx.inputs[0]
+    if not dt.is_real:
+        ctx.require_onnx(dt, "Sign")
+        ctx.emit("Sign", [x], ctx.out())
+        return [t]
+    ctx.require_onnx(dt, "Less", "Greater", "Where")
+    zero = ctx.scalar(0, dt)
+    positive = ctx.emit("Where", [ctx.emit("Greater", [x, zero]), ctx.scalar(1, dt), zero])
+    ctx.emit("Where", [ctx.emit("Less", [x, zero]), ctx.scalar(-1, dt), positive], ctx.out())
+    return [t]
+
+
+@register("Power", versions=(0, 1))
+def power(ctx: OpContext) -> list[TensorType]:
+    a, b, t = binary_inputs(ctx)
+    no_boolean(ctx, t.elem_type)
+    ctx.require_onnx(t.elem_type, "Pow")
+    ctx.emit("Pow", [a, b], ctx.out())
+    return [t]
+
+
+@register("SquaredDifference")
+def squared_difference(ctx: OpContext) -> list[TensorType]:
+    a, b, t = binary_inputs(ctx)
+    no_boolean(ctx, t.elem_type)
+    ctx.require_onnx(t.elem_type, "Sub", "Mul")
+    d = ctx.emit("Sub", [a, b])
+    ctx.emit("Mul", [d, d], ctx.out())
+    return [t]

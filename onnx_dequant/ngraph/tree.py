@@ -1,0 +1,229 @@
+"""Converting a whole folder of nGraph graphs: ``convert_tree(src, out, *, lower=False, jobs=None, ...)``.
+
+Every ``*.json`` under ``src`` becomes ``out/<same relative path>.onnx``, on ``jobs`` processes (default:
+every core). One graph failing never stops the others: each is converted, checked with ``onnx.checker``
+and written whole (or, when refused, not at all) on its own, and the ``TreeReport`` says per graph what
+happened: converted (op and node counts) or refused (the rule, the node and its op type). The report's
+``stopped_by`` counts the op types that stopped graphs, most frequent first.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from ..errors import DequantizeError
+from ..fileio import atomic_path
+from ..opsets import DEFAULT_OPSET
+from . import reader
+from .importer import convert
+
+__all__ = ["convert_tree", "TreeReport", "GraphResult", "find_graphs"]
+
+
+@dataclass
+class GraphResult:
+    """One graph of the folder: ``status`` "converted" or "refused"."""
+
+    graph: str
+    """The JSON file, relative to the source folder."""
+    status: str
+    output: str | None = None
+    """The ONNX file written, relative to the output folder (None when refused)."""
+    ops: int | None = None
+    """Ops in the converted function (None when the file did not parse)."""
+    nodes: int | None = None
+    """ONNX nodes in the model (converted only)."""
+    error: str | None = None
+    """The rule broken (refused only), as ``DequantizeError.rule``."""
+    node: str | None = None
+    """The op that stopped the graph, when the error names one."""
+    op_type: str | None = None
+    """That op's type (``"TopK"``), when known."""
+    seconds: float = 0.0
+
+    @property
+    def message(self) -> str:
+        """One line: the file, the node and the rule, as ``DequantizeError`` words it."""
+        return str(DequantizeError(self.error or "", node=self.node, path=self.graph))
+
+
+@dataclass
+class TreeReport:
+    """What ``convert_tree`` did, graph by graph (in path order)."""
+
+    source: str
+    output: str
+    jobs: int
+    results: list[GraphResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def converted(self) -> list[GraphResult]:
+        return [r for r in self.results if r.status == "converted"]
+
+    @property
+    def refused(self) -> list[GraphResult]:
+        return [r for r in self.results if r.status != "converted"]
+
+    @property
+    def ok(self) -> bool:
+        """Every graph converted."""
+        return not self.refused
+
+    @property
+    def stopped_by(self) -> list[tuple[str, int]]:
+        """``(op type, graphs it stopped)``, most first; ``"(file)"`` for graphs refused before any op."""
+        counts = Counter(r.op_type or "(file)" for r in self.refused)
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "output": self.output,
+            "jobs": self.jobs,
+            "graphs": len(self.results),
+            "converted": len(self.converted),
+            "refused": len(self.refused),
+            "ops": sum(r.ops or 0 for r in self.results),
+            "nodes": sum(r.nodes or 0 for r in self.converted),
+            "stopped_by": dict(self.stopped_by),
+            "seconds": round(self.seconds, 3),
+            "results": [{k: v for k, v in asdict(r).items() if v is not None} for r in self.results],
+        }
+
+
+def find_graphs(src: str | os.PathLike[str]) -> list[str]:
+    """Every ``*.json`` file under ``src`` (recursively, hidden folders skipped), relative, sorted."""
+    root = Path(src)
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for f in filenames:
+            if f.endswith(".json") and not f.startswith("."):
+                found.append(os.path.relpath(os.path.join(dirpath, f), root))
+    return sorted(found)
+
+
+def _ops(data: list[Any], function: str | None) -> list[Any]:
+    """The raw op list of the function converted (the last one, or the one named), [] if there is none."""
+    for fn in reversed(data):
+        if isinstance(fn, dict) and (function is None or fn.get("name") == function):
+            ops = fn.get("ops")
+            return ops if isinstance(ops, list) else []
+    return []
+
+
+def _op_type(ops: list[Any], node: str | None) -> str | None:
+    if node is None:
+        return None
+    for op in ops:
+        if isinstance(op, dict) and op.get("name") == node:
+            t = op.get("op")
+            return t if isinstance(t, str) else None
+    return None
+
+
+def _convert_one(src: str, rel: str, out: str, options: dict[str, Any]) -> GraphResult:
+    """Convert, check and write one graph; every failure becomes a refused result."""
+    t0 = time.perf_counter()
+    target = os.path.splitext(rel)[0] + ".onnx"
+    result = GraphResult(rel, "refused")
+    data: list[Any] = []
+    try:
+        data, _ = reader.load(os.path.join(src, rel))
+        result.ops = len(_ops(data, options["function"]))
+        model = convert(data, function=options["function"], opset=options["opset"])
+        if options["lower"]:
+            from ..lowering import lower  # the importer does not need the lowering pass
+
+            model = lower(model)
+        try:
+            onnx.checker.check_model(model, full_check=True)
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+            raise DequantizeError(f"the converted model fails the ONNX checker: {e}") from None
+        path = Path(out) / target
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp:
+            onnx.save(model, str(tmp))
+        result.status, result.output, result.nodes = "converted", target, len(model.graph.node)
+    except DequantizeError as e:
+        result.error, result.node = e.rule, e.node
+        result.op_type = _op_type(_ops(data, options["function"]), e.node)
+    except OSError as e:
+        result.error = f"cannot write the model: {e.strerror or e}"
+    except Exception as e:  # a bug must not stop the other graphs: report it as this graph's failure
+        result.error = f"internal error ({type(e).__name__}: {e})"
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _context() -> Any:
+    # fork shares the imported modules with the workers (no re-import per worker); elsewhere, spawn
+    if sys.platform.startswith("linux"):
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
+def convert_tree(
+    src: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    lower: bool = False,
+    jobs: int | None = None,
+    opset: int = DEFAULT_OPSET,
+    function: str | None = None,
+    progress: Callable[[int, int, GraphResult], None] | None = None,
+) -> TreeReport:
+    """Convert every ``*.json`` under ``src`` into ``out`` (keeping the tree) and report on each graph.
+
+    ``jobs``: worker processes (default: every core; 1 converts in this process). ``lower``: rewrite
+    Dequantize into standard ONNX. ``progress(done, total, result)`` is called as each graph finishes.
+    ``DequantizeError`` only for bad usage: ``src`` not a folder, ``out`` not a folder, no graphs found.
+    """
+    t0 = time.perf_counter()
+    src_path, out_path = Path(src), Path(out)
+    if not src_path.is_dir():
+        raise DequantizeError("the source is not a folder", path=str(src))
+    if out_path.exists() and not out_path.is_dir():
+        raise DequantizeError("the output exists and is not a folder", path=str(out))
+    graphs = find_graphs(src_path)
+    if not graphs:
+        raise DequantizeError("no *.json graphs under the folder", path=str(src))
+    if jobs is not None and jobs < 1:
+        raise DequantizeError(f"jobs must be at least 1, got {jobs}")
+    jobs = min(jobs or os.cpu_count() or 1, len(graphs))
+    out_path.mkdir(parents=True, exist_ok=True)
+    options = {"lower": lower, "opset": opset, "function": function}
+    report = TreeReport(str(src), str(out), jobs)
+    done: dict[str, GraphResult] = {}
+
+    def finished(r: GraphResult) -> None:
+        done[r.graph] = r
+        if progress is not None:
+            progress(len(done), len(graphs), r)
+
+    if jobs == 1:
+        for rel in graphs:
+            finished(_convert_one(str(src_path), rel, str(out_path), options))
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=_context()) as pool:
+            futures = {pool.submit(_convert_one, str(src_path), rel, str(out_path), options): rel for rel in graphs}
+            for fut in as_completed(futures):
+                try:
+                    finished(fut.result())
+                except Exception as e:  # the worker process died (out of memory, a crash in a library)
+                    finished(GraphResult(futures[fut], "refused", error=f"the worker failed ({type(e).__name__}: {e})"))
+    report.results = [done[g] for g in graphs]
+    report.seconds = time.perf_counter() - t0
+    return report

@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Benchmark converted QuantizedConvolution / QuantizedDot under ONNX Runtime against hand-written ONNX.
+
+    python scripts/bench_quantized.py            # 1x64x56x56 conv (64 3x3 filters), 256x1024 by 1024x1024 dot
+    python scripts/bench_quantized.py --quick    # smaller shapes, 3 runs (smoke test)
+
+Targets (issue 11): the converted per-channel QuantizedConvolution at most 1.1x a hand-written QLinearConv
+model of the same shape and faster than the same convolution in f32, the exact decomposition's cost beside
+it; the converted QuantizedDot at most 1.1x a hand-written QLinearMatMul.
+
+Contenders per case, side by side: the hand-written QLinear* model (the baseline: ONNX's own int8 op, which
+rounds ties to even and, on AVX2 without VNNI, saturates u8 x i8 pair sums, so it is not nGraph's result),
+the converted model as the importer plans it, the exact decomposition forced (ConvInteger / MatMulInteger +
+requantization), and the f32 op. Each converted model is checked bit for bit against the op's definition
+(``tests/quantized_reference.py``) before timing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from benchlib import Bench
+from onnx import TensorProto as TP
+from onnx import helper, numpy_helper
+
+import onnx_dequant as odq
+from onnx_dequant.ngraph.ops import quantized
+from onnx_dequant.ngraph.writer import FunctionWriter, dumps
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import quantized_reference as ref  # noqa: E402
+
+
+def session(model) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def _model(nodes, inputs, outputs, inits):
+    g = helper.make_graph(nodes, "bench", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    return m
+
+
+def convert(f: FunctionWriter, exact: bool):
+    """The importer's model; ``exact`` forces the decomposition (no tie-free proof attempted)."""
+    budget = quantized.TIE_BUDGET
+    if exact:
+        quantized.TIE_BUDGET = 0
+    try:
+        return odq.ngraph.convert(dumps([f]))
+    finally:
+        quantized.TIE_BUDGET = budget
+
+
+def ops(model) -> str:
+    names = [n.op_type for n in model.graph.node]
+    main = [n for n in names if n in ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger")]
+    return f"{'+'.join(main)} + {len(names) - len(main)} nodes"
+
+
+def conv_case(b: Bench, rng: np.random.Generator) -> None:
+    n, c, hw = (1, 16, 28) if b.args.quick else (1, 64, 56)
+    x = rng.integers(0, 256, (n, c, hw, hw), dtype=np.uint8)
+    w = rng.integers(-127, 128, (c, c, 3, 3), dtype=np.int8)
+    si, zx, so, zo = np.float32(0.02), np.uint8(128), np.float32(0.5), np.int8(0)
+    sf = rng.uniform(0.5, 1.5, c).astype(np.float32) * np.float32(0.01)
+    zw = np.zeros(c, np.int8)
+    f = FunctionWriter()
+    px = f.parameter("u8", list(x.shape))
+    consts = [f.constant(v) for v in (w, si, zx, sf, zw, so, zo)]
+    pad = {"padding_below": [1, 1], "padding_above": [1, 1]}
+    y = f.op(
+        "QuantizedConvolution",
+        px,
+        *consts,
+        window_movement_strides=[1, 1],
+        window_dilation_strides=[1, 1],
+        data_dilation_strides=[1, 1],
+        output_type="i8",
+        input_axes=[],
+        filter_axes=[0],
+        output_axes=[],
+        **pad,
+    )
+    f.result(y)
+    want = ref.quantized_convolution(
+        x, w, si, zx, sf.reshape(1, -1, 1, 1), zw, so, zo, np.int8, pads_below=[1, 1], pads_above=[1, 1]
+    )
+    planned, exact = convert(f, False), convert(f, True)
+    feeds = {"Parameter_0": x}
+    s_plan, s_exact = session(planned), session(exact)
+    for s in (s_plan, s_exact):
+        assert np.array_equal(s.run(None, feeds)[0], want), "converted model differs from the definition"
+    vi = helper.make_tensor_value_info
+    inits = {"sx": si, "zx": zx, "w": w, "sw": sf, "zw": zw, "sy": so, "zy": np.uint8(128)}
+    qlc = _model(
+        [helper.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy"], ["y"], pads=[1, 1, 1, 1])],
+        [vi("x", TP.UINT8, x.shape)],
+        [vi("y", TP.UINT8, None)],
+        inits,
+    )
+    s_qlc = session(qlc)
+    xf = x.astype(np.float32)
+    conv = _model(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])],
+        [vi("x", TP.FLOAT, x.shape)],
+        [vi("y", TP.FLOAT, None)],
+        {"w": w.astype(np.float32)},
+    )
+    s_f32 = session(conv)
+    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}")
+    b.case(
+        f"per-channel QuantizedConvolution {x.shape} x {w.shape}",
+        {
+            "hand-written QLinearConv (u8 x i8 -> u8)": lambda: s_qlc.run(None, {"x": x}),
+            "converted (the importer's plan)": lambda: s_plan.run(None, feeds),
+            "exact decomposition (ConvInteger + requantize)": lambda: s_exact.run(None, feeds),
+            "f32 Conv": lambda: s_f32.run(None, {"x": xf}),
+        },
+        baseline="hand-written QLinearConv (u8 x i8 -> u8)",
+        targets={"converted (the importer's plan)": ("<= 1.1x QLinearConv", 1.1)},
+    )
+
+
+def dot_case(b: Bench, rng: np.random.Generator) -> None:
+    m, k, n = (64, 256, 256) if b.args.quick else (256, 1024, 1024)
+    a = rng.integers(0, 256, (m, k), dtype=np.uint8)
+    w = rng.integers(-127, 128, (k, n), dtype=np.int8)
+    sa, za, sb, zb, so, zo = np.float32(0.02), np.uint8(128), np.float32(0.01), np.int8(0), np.float32(2.0), np.int8(0)
+    f = FunctionWriter()
+    pa = f.parameter("u8", [m, k])
+    consts = [f.constant(v) for v in (w, sa, za, sb, zb, so, zo)]
+    y = f.op(
+        "QuantizedDot",
+        pa,
+        *consts,
+        reduction_axes_count=1,
+        output_type="i8",
+        input0_axes=[],
+        input1_axes=[],
+        output_axes=[],
+    )
+    f.result(y)
+    want = ref.quantized_dot(a, w, sa, za, sb, zb, so, zo, np.int8)
+    planned, exact = convert(f, False), convert(f, True)
+    feeds = {"Parameter_0": a}
+    s_plan, s_exact = session(planned), session(exact)
+    for s in (s_plan, s_exact):
+        assert np.array_equal(s.run(None, feeds)[0], want), "converted model differs from the definition"
+    vi = helper.make_tensor_value_info
+    inits = {"sa": sa, "za": za, "b": w, "sb": sb, "zb": zb, "sy": so, "zy": np.uint8(128)}
+    qlm = _model(
+        [helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"])],
+        [vi("a", TP.UINT8, a.shape)],
+        [vi("y", TP.UINT8, None)],
+        inits,
+    )
+    s_qlm = session(qlm)
+    af = a.astype(np.float32)
+    mm = _model(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])],
+        [vi("a", TP.FLOAT, a.shape)],
+        [vi("y", TP.FLOAT, None)],
+        {"b": w.astype(np.float32)},
+    )
+    s_f32 = session(mm)
+    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}")
+    b.case(
+        f"QuantizedDot {a.shape} x {w.shape}",
+        {
+            "hand-written QLinearMatMul (u8 x i8 -> u8)": lambda: s_qlm.run(None, {"a": a}),
+            "converted (the importer's plan)": lambda: s_plan.run(None, feeds),
+            "exact decomposition (MatMulInteger + requantize)": lambda: s_exact.run(None, feeds),
+            "f32 MatMul": lambda: s_f32.run(None, {"a": af}),
+        },
+        baseline="hand-written QLinearMatMul (u8 x i8 -> u8)",
+        targets={"converted (the importer's plan)": ("<= 1.1x QLinearMatMul", 1.1)},
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    b = Bench("converted nGraph quantized ops under ONNX Runtime", argv, default_repeat=21)
+    rng = np.random.default_rng(11)
+    conv_case(b, rng)
+    dot_case(b, rng)
+    return b.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
