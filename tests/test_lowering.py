@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from lowering_util import domain_nodes, one_node_model, random_case, run_ort
+from helpers import domain_nodes, one_node_model, random_case, run_ort
 
 import onnx_dequant as odq
 from onnx_dequant.compare import same_bits, ulp_distance

@@ -12,9 +12,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from helpers import domain_nodes, one_node_model, random_case, run_ort
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lowering_util import domain_nodes, one_node_model, random_case, run_ort
 
 import onnx_dequant as odq
 from onnx_dequant import dtypes

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from lowering_util import one_node_model, random_case
+from helpers import one_node_model, random_case
 
 import onnx_dequant as odq
 from onnx_dequant.cli import main

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from helpers import SHAPE, ints, model_of, scales, single_node_model, vi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto as TP
@@ -27,40 +28,7 @@ from onnx_dequant.reference import DequantizeOp
 
 KERNEL_INPUTS = ["i8", "u8", "i16", "u16", "i32"]
 KERNEL_OUTPUTS = ["f32", "f64"]
-SHAPE = (3, 4, 5)
 AXES_PATTERNS = [(), (0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]
-
-
-def _vi(name, elem, shape):
-    return helper.make_tensor_value_info(name, dtypes.parse(elem).onnx, shape)
-
-
-def _model(nodes, inputs, outputs, initializers=(), opset=21):
-    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
-    return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(odq.DOMAIN, 1)], ir_version=10
-    )
-
-
-def _ints(rng, elem, shape, extremes=True):
-    t = dtypes.parse(elem)
-    v = np.asarray(rng.integers(int(t.min), int(t.max) + 1, size=shape, dtype=np.int64))
-    if extremes and v.size >= 2:
-        v.flat[0], v.flat[-1] = int(t.min), int(t.max)
-    return v.astype(t.numpy)
-
-
-def _scales(rng, elem, shape):
-    return np.asarray(rng.standard_normal(shape) * 0.37).astype(dtypes.parse(elem).numpy)
-
-
-def single_node_model(x_elem, out_elem, axes, *, zero_point=True, x_shape=SHAPE, scale_shape="exact", name="dq"):
-    """One Dequantize node fed by graph inputs x, s (and z); scale_shape None gives the scale no shape."""
-    sshape = tuple(x_shape[a] for a in axes) if scale_shape == "exact" else scale_shape
-    ins = ["x", "s"] + (["z"] if zero_point else [])
-    vis = [_vi("x", x_elem, x_shape), _vi("s", out_elem, sshape)] + ([_vi("z", x_elem, sshape)] if zero_point else [])
-    node = odq.make_node(ins, ["y"], axes=axes, name=name)
-    return _model([node], vis, [_vi("y", out_elem, x_shape)])
 
 
 # ---- every type pair the kernel carries, every axes pattern: bit-exact, exact dtype ----
@@ -71,24 +39,24 @@ def single_node_model(x_elem, out_elem, axes, *, zero_point=True, x_shape=SHAPE,
 @pytest.mark.parametrize("x_elem", KERNEL_INPUTS)
 def test_every_type_pair_and_axes_pattern_bit_exact(x_elem, out_elem, zero_point):
     rng = np.random.default_rng(hash((x_elem, out_elem, zero_point)) % 2**32)
-    nodes, vis, outs, feed, expected = [], [_vi("x", x_elem, SHAPE)], [], {}, {}
-    x = _ints(rng, x_elem, SHAPE)
+    nodes, vis, outs, feed, expected = [], [vi("x", x_elem, SHAPE)], [], {}, {}
+    x = ints(rng, x_elem, SHAPE)
     feed["x"] = x
     for k, axes in enumerate(AXES_PATTERNS):
         sshape = tuple(SHAPE[a] for a in axes)
-        s = _scales(rng, out_elem, sshape)
-        z = _ints(rng, x_elem, sshape) if zero_point else None
-        vis.append(_vi(f"s{k}", out_elem, sshape))
+        s = scales(rng, out_elem, sshape)
+        z = ints(rng, x_elem, sshape) if zero_point else None
+        vis.append(vi(f"s{k}", out_elem, sshape))
         feed[f"s{k}"] = s
         ins = ["x", f"s{k}"]
         if zero_point:
-            vis.append(_vi(f"z{k}", x_elem, sshape))
+            vis.append(vi(f"z{k}", x_elem, sshape))
             feed[f"z{k}"] = z
             ins.append(f"z{k}")
         nodes.append(odq.make_node(ins, [f"y{k}"], axes=axes, dtype=out_elem if k % 2 else None, name=f"dq{k}"))
-        outs.append(_vi(f"y{k}", out_elem, SHAPE))
+        outs.append(vi(f"y{k}", out_elem, SHAPE))
         expected[f"y{k}"] = odq.dequantize(x, s, z, axes=axes)
-    sess = odq.session(_model(nodes, vis, outs))
+    sess = odq.session(model_of(nodes, vis, outs))
     assert isinstance(sess, ort.InferenceSession)
     assert sess.kernel_nodes == tuple(f"dq{k}" for k in range(len(AXES_PATTERNS)))
     assert sess.lowered_nodes == ()
@@ -132,8 +100,8 @@ def test_random_shapes_and_axes(x_elem, out_elem, shape, data):
     zero_point = data.draw(st.booleans())
     rng = np.random.default_rng(len(shape) * 31 + len(axes))
     sshape = tuple(shape[a] for a in axes)
-    x, s = _ints(rng, x_elem, shape), _scales(rng, out_elem, sshape)
-    z = _ints(rng, x_elem, sshape) if zero_point else None
+    x, s = ints(rng, x_elem, shape), scales(rng, out_elem, sshape)
+    z = ints(rng, x_elem, sshape) if zero_point else None
     model = single_node_model(x_elem, out_elem, axes, zero_point=zero_point, x_shape=shape)
     feed = {"x": x, "s": s, **({"z": z} if zero_point else {})}
     (y,) = odq.session(model).run(None, feed)
@@ -144,9 +112,9 @@ def test_random_shapes_and_axes(x_elem, out_elem, shape, data):
 def test_large_multi_axis_matches_reference():
     rng = np.random.default_rng(5)
     shape = (8, 3, 64, 96)
-    x = _ints(rng, "i8", shape)
-    s = _scales(rng, "f32", (8, 96))
-    z = _ints(rng, "i8", (8, 96))
+    x = ints(rng, "i8", shape)
+    s = scales(rng, "f32", (8, 96))
+    z = ints(rng, "i8", (8, 96))
     (y,) = odq.session(single_node_model("i8", "f32", (0, 3), x_shape=shape)).run(None, {"x": x, "s": s, "z": z})
     assert same_bits(y, odq.dequantize(x, s, z, axes=(0, 3)))
 
@@ -156,9 +124,9 @@ def test_large_multi_axis_matches_reference():
 
 def test_mixed_with_standard_ops_matches_reference_evaluator():
     rng = np.random.default_rng(1)
-    w = _ints(rng, "i8", (6, 4))
-    ws = _scales(rng, "f32", (4,))
-    wz = _ints(rng, "i8", (4,))
+    w = ints(rng, "i8", (6, 4))
+    ws = scales(rng, "f32", (4,))
+    wz = ints(rng, "i8", (4,))
     inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(ws, "ws"), numpy_helper.from_array(wz, "wz")]
     nodes = [
         helper.make_node("Transpose", ["xq"], ["xt"], perm=[1, 0]),  # standard op feeding ours
@@ -167,11 +135,11 @@ def test_mixed_with_standard_ops_matches_reference_evaluator():
         helper.make_node("MatMul", ["xf", "wf"], ["mm"]),
         helper.make_node("Relu", ["mm"], ["out"]),
     ]
-    vis = [_vi("xq", "u8", (6, 5)), _vi("xs", "f32", (5,))]
-    outs = [_vi("out", "f32", (5, 4)), _vi("xf", "f32", (5, 6)), _vi("wf", "f32", (6, 4))]
-    model = _model(nodes, vis, outs, inits)
-    xq = _ints(rng, "u8", (6, 5))
-    xs = _scales(rng, "f32", (5,))
+    vis = [vi("xq", "u8", (6, 5)), vi("xs", "f32", (5,))]
+    outs = [vi("out", "f32", (5, 4)), vi("xf", "f32", (5, 6)), vi("wf", "f32", (6, 4))]
+    model = model_of(nodes, vis, outs, inits)
+    xq = ints(rng, "u8", (6, 5))
+    xs = scales(rng, "f32", (5,))
     sess = odq.session(model)
     assert set(sess.kernel_nodes) == {"dq_act", "dq_weight"}
     got, got_xf, got_wf = sess.run(None, {"xq": xq, "xs": xs})
@@ -185,16 +153,16 @@ def test_mixed_with_standard_ops_matches_reference_evaluator():
 
 def test_op_inside_if_subgraph_and_unnamed_nodes():
     then_g = helper.make_graph(
-        [odq.make_node(["x", "s"], ["t_out"], axes=[0])], "then", [], [_vi("t_out", "f64", (2, 3))]
+        [odq.make_node(["x", "s"], ["t_out"], axes=[0])], "then", [], [vi("t_out", "f64", (2, 3))]
     )
     else_g = helper.make_graph(
-        [odq.make_node(["x", "s", "z"], ["e_out"], axes=[0])], "else", [], [_vi("e_out", "f64", (2, 3))]
+        [odq.make_node(["x", "s", "z"], ["e_out"], axes=[0])], "else", [], [vi("e_out", "f64", (2, 3))]
     )
     node = helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)
-    model = _model(
+    model = model_of(
         [node],
-        [_vi("c", "boolean", ()), _vi("x", "i16", (2, 3)), _vi("s", "f64", (2,)), _vi("z", "i16", (2,))],
-        [_vi("y", "f64", (2, 3))],
+        [vi("c", "boolean", ()), vi("x", "i16", (2, 3)), vi("s", "f64", (2,)), vi("z", "i16", (2,))],
+        [vi("y", "f64", (2, 3))],
     )
     sess = odq.session(model)
     assert sorted(sess.kernel_nodes) == ["Dequantize->e_out", "Dequantize->t_out"]
@@ -215,10 +183,10 @@ def test_local_function_with_the_op_is_inlined():
         [odq.make_node(["a", "b"], ["c"], axes=[1], name="in_fn")],
         opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)],
     )
-    model = _model(
+    model = model_of(
         [helper.make_node("DQ", ["x", "s"], ["y"], domain="local")],
-        [_vi("x", "u8", (2, 3)), _vi("s", "f32", (3,))],
-        [_vi("y", "f32", (2, 3))],
+        [vi("x", "u8", (2, 3)), vi("s", "f32", (3,))],
+        [vi("y", "f32", (2, 3))],
     )
     model.functions.append(fn)
     model.opset_import.append(helper.make_opsetid("local", 1))
@@ -232,10 +200,10 @@ def test_local_function_with_the_op_is_inlined():
 
 def test_op_in_an_if_inside_a_local_function_is_inlined():
     then_g = helper.make_graph(
-        [odq.make_node(["a", "b"], ["t"], axes=[1], name="in_if")], "then", [], [_vi("t", "f32", (2, 3))]
+        [odq.make_node(["a", "b"], ["t"], axes=[1], name="in_if")], "then", [], [vi("t", "f32", (2, 3))]
     )
     else_g = helper.make_graph(
-        [helper.make_node("Cast", ["a"], ["e"], to=TP.FLOAT)], "else", [], [_vi("e", "f32", (2, 3))]
+        [helper.make_node("Cast", ["a"], ["e"], to=TP.FLOAT)], "else", [], [vi("e", "f32", (2, 3))]
     )
     fn = helper.make_function(
         "local",
@@ -245,8 +213,8 @@ def test_op_in_an_if_inside_a_local_function_is_inlined():
         [helper.make_node("If", ["c"], ["o"], then_branch=then_g, else_branch=else_g)],
         opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(odq.DOMAIN, 1)],
     )
-    vis = [_vi("c", "boolean", ()), _vi("x", "i8", (2, 3)), _vi("s", "f32", (3,))]
-    model = _model([helper.make_node("F", ["c", "x", "s"], ["y"], domain="local")], vis, [_vi("y", "f32", (2, 3))])
+    vis = [vi("c", "boolean", ()), vi("x", "i8", (2, 3)), vi("s", "f32", (3,))]
+    model = model_of([helper.make_node("F", ["c", "x", "s"], ["y"], domain="local")], vis, [vi("y", "f32", (2, 3))])
     model.functions.append(fn)
     model.opset_import.append(helper.make_opsetid("local", 1))
     sess = odq.session(model)
@@ -273,11 +241,11 @@ needs_lower = pytest.mark.skipif(not _lower_available(), reason="onnx_dequant.lo
 @needs_lower
 def test_fallback_nodes_are_lowered_logged_and_listed(caplog):
     rng = np.random.default_rng(2)
-    x = _ints(rng, "i8", (4, 6))
-    s16 = _scales(rng, "f16", (4,))
-    s32 = _scales(rng, "f32", (6,))
-    sbf = _scales(rng, "f32", (4,)).astype(ml_dtypes.bfloat16)
-    z = _ints(rng, "i8", (4,))
+    x = ints(rng, "i8", (4, 6))
+    s16 = scales(rng, "f16", (4,))
+    s32 = scales(rng, "f32", (6,))
+    sbf = scales(rng, "f32", (4,)).astype(ml_dtypes.bfloat16)
+    z = ints(rng, "i8", (4,))
     x4 = np.array([[-8, 7, 0, 1], [3, -1, -8, 7]], ml_dtypes.int4)
     s4 = np.array([0.5, 2.0], np.float32)
     xu4 = np.array([[0, 15, 7], [8, 1, 2]], ml_dtypes.uint4)
@@ -298,15 +266,15 @@ def test_fallback_nodes_are_lowered_logged_and_listed(caplog):
         odq.make_node(["x4", "s4"], ["y4"], axes=[0], name="from_i4"),
         odq.make_node(["xu4", "su4"], ["yu4"], axes=[1], name="from_u4"),
     ]
-    vis = [_vi("x", "i8", (4, 6)), _vi("s16", "f16", (4,)), _vi("s32", "f32", (6,)), _vi("z", "i8", (4,))]
+    vis = [vi("x", "i8", (4, 6)), vi("s16", "f16", (4,)), vi("s32", "f32", (6,)), vi("z", "i8", (4,))]
     outs = [
-        _vi("y16", "f16", (4, 6)),
-        _vi("y32", "f32", (4, 6)),
-        _vi("ybf_f32", "f32", (4, 6)),
-        _vi("y4", "f32", (2, 4)),
-        _vi("yu4", "f64", (2, 3)),
+        vi("y16", "f16", (4, 6)),
+        vi("y32", "f32", (4, 6)),
+        vi("ybf_f32", "f32", (4, 6)),
+        vi("y4", "f32", (2, 4)),
+        vi("yu4", "f64", (2, 3)),
     ]
-    model = _model(nodes, vis, outs, inits)
+    model = model_of(nodes, vis, outs, inits)
     with caplog.at_level(logging.INFO, logger="onnx_dequant.ort"):
         sess = odq.session(model)
     assert sess.kernel_nodes == ("to_f32",)
@@ -328,7 +296,7 @@ def test_model_with_only_fallback_nodes_needs_no_kernel():
     sess = odq.session(model)
     assert sess.kernel_nodes == () and sess.lowered_nodes == ("dq",)
     rng = np.random.default_rng(3)
-    x, s, z = _ints(rng, "u8", SHAPE), _scales(rng, "f16", (4,)), _ints(rng, "u8", (4,))
+    x, s, z = ints(rng, "u8", SHAPE), scales(rng, "f16", (4,)), ints(rng, "u8", (4,))
     (y,) = sess.run(None, {"x": x, "s": s, "z": z})
     assert same_bits(y, odq.dequantize(x, s, z, axes=[1]))
 
@@ -350,7 +318,7 @@ def test_callers_model_and_file_untouched(tmp_path):
     assert path.read_bytes() == file_before and os.stat(path).st_mtime_ns == stat.st_mtime_ns
     assert [p.name for p in tmp_path.iterdir()] == ["m.onnx"]
     rng = np.random.default_rng(4)
-    feed = {"x": _ints(rng, "i8", SHAPE), "s": _scales(rng, "f32", (3, 5)), "z": _ints(rng, "i8", (3, 5))}
+    feed = {"x": ints(rng, "i8", SHAPE), "s": scales(rng, "f32", (3, 5)), "z": ints(rng, "i8", (3, 5))}
     ra, rb, rc = (s.run(None, feed)[0] for s in (sess_a, sess_b, sess_c))
     assert same_bits(ra, rb) and same_bits(ra, rc)
     assert [i.name for i in sess_a.get_inputs()] == ["x", "s", "z"]  # the run token stays hidden
@@ -375,7 +343,7 @@ def test_output_declared_with_another_type_is_a_clear_error():
 def test_unknown_input_type_is_a_clear_error():
     node = odq.make_node(["x", "s"], ["y"], axes=[], name="dq")
     x_vi = helper.make_tensor_value_info("x", TP.UNDEFINED, None)
-    model = _model([node], [x_vi, _vi("s", "f32", ())], [_vi("y", "f32", None)])
+    model = model_of([node], [x_vi, vi("s", "f32", ())], [vi("y", "f32", None)])
     with pytest.raises(odq.DequantizeError, match="node 'dq'.*element type of input 'x' is unknown"):
         odq.session(model)
 
@@ -396,8 +364,8 @@ def test_wrong_scale_shape_at_run_time_raises_dequantize_error():
 
 def test_error_feeding_standard_ops_still_raises_ours():
     nodes = [odq.make_node(["x", "s"], ["d"], axes=[1], name="bad_dq"), helper.make_node("Add", ["d", "b"], ["y"])]
-    model = _model(
-        nodes, [_vi("x", "i8", (2, 3)), _vi("s", "f32", None), _vi("b", "f32", (2, 3))], [_vi("y", "f32", (2, 3))]
+    model = model_of(
+        nodes, [vi("x", "i8", (2, 3)), vi("s", "f32", None), vi("b", "f32", (2, 3))], [vi("y", "f32", (2, 3))]
     )
     sess = odq.session(model)
     with pytest.raises(odq.DequantizeError, match="node 'bad_dq'"):
@@ -502,10 +470,10 @@ def test_threads_running_concurrently_get_their_own_results_and_errors():
         rng = np.random.default_rng(seed)
         try:
             for i in range(15):
-                x = _ints(rng, "i16", SHAPE)
+                x = ints(rng, "i16", SHAPE)
                 bad = (seed + i) % 4 == 0
                 sshape = (3, 2) if bad else (3, 5)
-                s, z = _scales(rng, "f32", sshape), _ints(rng, "i16", sshape)
+                s, z = scales(rng, "f32", sshape), ints(rng, "i16", sshape)
                 if bad:
                     with pytest.raises(odq.DequantizeError, match="node 'dq'"):
                         sess.run(None, {"x": x, "s": s, "z": z})
@@ -527,8 +495,8 @@ def test_parallel_execution_mode_attributes_errors_to_the_right_run():
     so = ort.SessionOptions()
     so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
     nodes = [odq.make_node(["x", f"s{k}"], [f"y{k}"], axes=[1], name=f"dq{k}") for k in range(3)]
-    vis = [_vi("x", "u8", (2, 4))] + [_vi(f"s{k}", "f64", None) for k in range(3)]
-    sess = odq.session(_model(nodes, vis, [_vi(f"y{k}", "f64", None) for k in range(3)]), sess_options=so)
+    vis = [vi("x", "u8", (2, 4))] + [vi(f"s{k}", "f64", None) for k in range(3)]
+    sess = odq.session(model_of(nodes, vis, [vi(f"y{k}", "f64", None) for k in range(3)]), sess_options=so)
     x = np.arange(8, dtype=np.uint8).reshape(2, 4)
     good = {f"s{k}": np.full(4, k + 1.0) for k in range(3)}
     for k in range(3):
@@ -540,8 +508,8 @@ def test_parallel_execution_mode_attributes_errors_to_the_right_run():
 
 def test_many_and_repeated_sessions_in_one_process():
     rng = np.random.default_rng(6)
-    x = _ints(rng, "u8", SHAPE)
-    s, z = _scales(rng, "f32", (4,)), _ints(rng, "u8", (4,))
+    x = ints(rng, "u8", SHAPE)
+    s, z = scales(rng, "f32", (4,)), ints(rng, "u8", (4,))
     want = odq.dequantize(x, s, z, axes=[1])
     model = single_node_model("u8", "f32", (1,))
     sessions = [odq.session(model) for _ in range(25)]
@@ -565,13 +533,13 @@ def test_caller_session_options_are_used_and_reusable():
     model = single_node_model("i8", "f64", (2,))
     a = odq.session(model, sess_options=so)
     b = odq.session(model, so)  # the same options again: the library is not registered twice
-    plain = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", "f32", (2,))], [_vi("y", "f32", (2,))])
+    plain = model_of([helper.make_node("Relu", ["x"], ["y"])], [vi("x", "f32", (2,))], [vi("y", "f32", (2,))])
     c = ort.InferenceSession(plain.SerializeToString(), so)  # they still work for plain ORT sessions
     assert c.run(None, {"x": np.array([-1.0, 1.0], np.float32)})[0].tolist() == [0.0, 1.0]
     assert a.get_session_options().intra_op_num_threads == 1
     assert a.get_session_options().graph_optimization_level == ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     rng = np.random.default_rng(7)
-    feed = {"x": _ints(rng, "i8", SHAPE), "s": _scales(rng, "f64", (5,)), "z": _ints(rng, "i8", (5,))}
+    feed = {"x": ints(rng, "i8", SHAPE), "s": scales(rng, "f64", (5,)), "z": ints(rng, "i8", (5,))}
     want = odq.dequantize(feed["x"], feed["s"], feed["z"], axes=[2])
     assert same_bits(a.run(None, feed)[0], want) and same_bits(b.run(None, feed)[0], want)
 
@@ -580,7 +548,7 @@ def test_threads_creating_sessions_with_shared_options():
     so = ort.SessionOptions()
     model = single_node_model("u16", "f32", (0, 1))
     rng = np.random.default_rng(11)
-    feed = {"x": _ints(rng, "u16", SHAPE), "s": _scales(rng, "f32", (3, 4)), "z": _ints(rng, "u16", (3, 4))}
+    feed = {"x": ints(rng, "u16", SHAPE), "s": scales(rng, "f32", (3, 4)), "z": ints(rng, "u16", (3, 4))}
     want = odq.dequantize(feed["x"], feed["s"], feed["z"], axes=(0, 1))
     errors: list[BaseException] = []
     barrier = threading.Barrier(4)
@@ -616,7 +584,7 @@ def test_options_with_extensions_already_registered_is_a_clear_error():
 
 
 def test_model_without_the_op_is_a_plain_session():
-    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", "f32", (2,))], [_vi("y", "f32", (2,))])
+    model = model_of([helper.make_node("Relu", ["x"], ["y"])], [vi("x", "f32", (2,))], [vi("y", "f32", (2,))])
     sess = odq.session(model)
     assert isinstance(sess, KernelSession) and sess.kernel_nodes == () and sess.lowered_nodes == ()
     assert sess.run(None, {"x": np.array([-1.0, 2.0], np.float32)})[0].tolist() == [0.0, 2.0]
@@ -631,5 +599,5 @@ def test_fallback_in_an_opset_lowering_cannot_emit_needs_opset():
     sess = odq.session(model, opset=21)
     assert sess.lowered_nodes == ("dq",)
     rng = np.random.default_rng(8)
-    x, s, z = _ints(rng, "i8", SHAPE), _scales(rng, "f16", (3,)), _ints(rng, "i8", (3,))
+    x, s, z = ints(rng, "i8", SHAPE), scales(rng, "f16", (3,)), ints(rng, "i8", (3,))
     assert same_bits(sess.run(None, {"x": x, "s": s, "z": z})[0], odq.dequantize(x, s, z, axes=[0]))

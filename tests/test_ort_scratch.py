@@ -9,7 +9,7 @@ import weakref
 
 import numpy as np
 import pytest
-from test_ort import SHAPE, _ints, _model, _scales, _vi, single_node_model
+from helpers import SHAPE, ints, model_of, scales, single_node_model, vi
 
 import onnx_dequant as odq
 from onnx_dequant.compare import same_bits
@@ -19,7 +19,7 @@ from onnx_dequant.ort import kernels, runs
 def _feed(seed, shape=SHAPE, axes=(0, 2), x_elem="i8", out_elem="f32"):
     rng = np.random.default_rng(seed)
     sshape = tuple(shape[a] for a in axes)
-    return {"x": _ints(rng, x_elem, shape), "s": _scales(rng, out_elem, sshape), "z": _ints(rng, x_elem, sshape)}
+    return {"x": ints(rng, x_elem, shape), "s": scales(rng, out_elem, sshape), "z": ints(rng, x_elem, sshape)}
 
 
 def _want(feed, axes=(0, 2)):
@@ -69,20 +69,20 @@ def test_scratch_bytes_bounds_what_is_kept_and_zero_turns_it_off():
         odq.make_node(["x4", "s2"], ["y2"], axes=[], name="small"),
     ]
     vis = [
-        _vi("x", "i8", SHAPE),
-        _vi("s0", "f32", (5,)),
-        _vi("s1", "f64", (5,)),
-        _vi("x4", "i8", (2, 2)),
-        _vi("s2", "f32", ()),
+        vi("x", "i8", SHAPE),
+        vi("s0", "f32", (5,)),
+        vi("s1", "f64", (5,)),
+        vi("x4", "i8", (2, 2)),
+        vi("s2", "f32", ()),
     ]
-    model = _model(nodes, vis, [_vi("y0", "f32", SHAPE), _vi("y1", "f64", SHAPE), _vi("y2", "f32", (2, 2))])
+    model = model_of(nodes, vis, [vi("y0", "f32", SHAPE), vi("y1", "f64", SHAPE), vi("y2", "f32", (2, 2))])
     rng = np.random.default_rng(9)
     feed = {
-        "x": _ints(rng, "i8", SHAPE),
-        "s0": _scales(rng, "f32", (5,)),
-        "s1": _scales(rng, "f64", (5,)),
-        "x4": _ints(rng, "i8", (2, 2)),
-        "s2": _scales(rng, "f32", ()),
+        "x": ints(rng, "i8", SHAPE),
+        "s0": scales(rng, "f32", (5,)),
+        "s1": scales(rng, "f64", (5,)),
+        "x4": ints(rng, "i8", (2, 2)),
+        "s2": scales(rng, "f32", ()),
     }
     want = (
         odq.dequantize(feed["x"], feed["s0"], axes=[2]),
@@ -139,9 +139,9 @@ def test_concurrent_runs_never_share_a_buffer():
 def test_every_kernel_returns_exactly_its_declared_dtype(spec, caplog):
     body = kernels._make_body(spec)
     rng = np.random.default_rng(10)
-    x = _ints(rng, spec.x.name, SHAPE)
-    s = _scales(rng, spec.out.name, (3, 5))
-    zp = [_ints(rng, spec.x.name, (3, 5))] if spec.has_zero_point else []
+    x = ints(rng, spec.x.name, SHAPE)
+    s = scales(rng, spec.out.name, (3, 5))
+    zp = [ints(rng, spec.x.name, (3, 5))] if spec.has_zero_point else []
     token = np.array(runs.begin(runs.ScratchPool(1 << 20)), np.int64)
     try:
         y = body(x, s, *zp, token, odq_axes="0,2", odq_node="n")

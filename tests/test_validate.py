@@ -9,150 +9,33 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from helpers import (
+    dq_model,
+    hand_lowered_two_stage,
+    plain_model,
+    scale_values,
+    statuses,
+    swap_axis,
+    tamper_scale,
+    two_stage_model,
+    zero_points,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_dequant as odq
 from onnx_dequant import dtypes
+from onnx_dequant.lowering import lower
 from onnx_dequant.validation import Policy, validate
 from onnx_dequant.validation.diff import compare_output
 from onnx_dequant.validation.inputs import DEFAULT_DIM, InputSpec, check_feeds, generate, graph_inputs, parse_dims
 from onnx_dequant.validation.policy import Tolerance, tolerances
 from onnx_dequant.validation.progress import Progress
 
-try:
-    from onnx_dequant.lowering import lower
-except ImportError:  # the lowering pass lands separately
-    lower = None
-
-needs_lower = pytest.mark.skipif(lower is None, reason="onnx_dequant.lowering.lower not available")
-
-
-# ---- models ----
-
-
-def _scale(shape, dt, seed=1):
-    rng = np.random.default_rng(seed)
-    return rng.uniform(0.01, 2.0, shape).astype(dtypes.parse(dt).numpy)
-
-
-def _zp(shape, dt, seed=2):
-    d = dtypes.parse(dt)
-    rng = np.random.default_rng(seed)
-    return rng.integers(int(d.min), int(d.max) + 1, shape).astype(d.numpy)
-
-
-def dq_model(
-    x_dt="i8",
-    out_dt="f32",
-    shape=(2, 3, 4),
-    axes=(0, 2),
-    *,
-    symbolic=False,
-    relu=True,
-    opset=21,
-    zero_point=True,
-):
-    """x -> Dequantize 'dq1' (scale/zp initializers) [-> Relu 'relu'] -> y."""
-    x = dtypes.parse(x_dt)
-    out = dtypes.parse(out_dt)
-    pshape = tuple(shape[a] for a in axes)
-    inits = [numpy_helper.from_array(_scale(pshape, out), "s")]
-    ins = ["x", "s"]
-    if zero_point:
-        inits.append(numpy_helper.from_array(_zp(pshape, x), "zp"))
-        ins.append("zp")
-    nodes = [odq.make_node(ins, ["w" if relu else "y"], axes=axes, name="dq1")]
-    if relu:
-        nodes.append(helper.make_node("Relu", ["w"], ["y"], name="relu"))
-    in_shape = ["N", *shape[1:]] if symbolic else list(shape)
-    g = helper.make_graph(
-        nodes,
-        "dq",
-        [helper.make_tensor_value_info("x", x.onnx, in_shape)],
-        [helper.make_tensor_value_info("y", out.onnx, in_shape)],
-        inits,
-    )
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), odq.schema.opset_import()])
-
-
-def two_stage_model():
-    """y = Relu(dq1(x)) + dq2(w): two Dequantize nodes, then float ops."""
-    s1, z1 = _scale((4,), "f32", 3), _zp((4,), "i8", 4)
-    s2, z2 = _scale((3, 4), "f32", 5), _zp((3, 4), "u8", 6)
-    g = helper.make_graph(
-        [
-            odq.make_node(["x", "s1", "z1"], ["a"], axes=(1,), name="dq1"),
-            helper.make_node("Relu", ["a"], ["r"], name="relu"),
-            odq.make_node(["wq", "s2", "z2"], ["b"], axes=(0, 1), name="dq2"),
-            helper.make_node("Add", ["r", "b"], ["y"], name="add"),
-        ],
-        "two",
-        [
-            helper.make_tensor_value_info("x", TensorProto.INT8, [3, 4]),
-            helper.make_tensor_value_info("wq", TensorProto.UINT8, [3, 4]),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
-        [
-            numpy_helper.from_array(s1, "s1"),
-            numpy_helper.from_array(z1, "z1"),
-            numpy_helper.from_array(s2, "s2"),
-            numpy_helper.from_array(z2, "z2"),
-        ],
-    )
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
-
-
-def hand_lowered_two_stage(model):
-    """The two-stage model lowered by hand: per-axis and blocked DequantizeLinear, names kept."""
-    init = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    g = helper.make_graph(
-        [
-            helper.make_node("DequantizeLinear", ["x", "s1", "z1"], ["a"], axis=1, name="dql1"),
-            helper.make_node("Relu", ["a"], ["r"], name="relu"),
-            helper.make_node("DequantizeLinear", ["wq", "s2", "z2"], ["b"], axis=0, block_size=1, name="dql2"),
-            helper.make_node("Add", ["r", "b"], ["y"], name="add"),
-        ],
-        "two_lowered",
-        list(model.graph.input),
-        list(model.graph.output),
-        [numpy_helper.from_array(v, k) for k, v in init.items()],
-    )
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
-
-
-def tamper_scale(model, name, index=(0,), factor=1.5):
-    """A copy of ``model`` with one value of initializer ``name`` changed."""
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    for t in m.graph.initializer:
-        if t.name == name:
-            a = numpy_helper.to_array(t).copy()
-            a[index] = a[index] * factor
-            t.CopyFrom(numpy_helper.from_array(a, name))
-            return m
-    raise KeyError(name)
-
-
-def plain_model():
-    g = helper.make_graph(
-        [helper.make_node("Tanh", ["x"], ["t"], name="tanh"), helper.make_node("Add", ["t", "x"], ["y"], name="add")],
-        "plain",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 5])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", 5])],
-    )
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def statuses(report):
-    return {p.label: p.status for p in report.paths}
-
-
 # ---- every path agrees on valid models ----
 
 
-@needs_lower
 @pytest.mark.parametrize(
     "x_dt,out_dt,axes",
     [
@@ -195,7 +78,6 @@ def test_model_without_dequantize_runs_ort_against_the_reference():
     assert report.exit_code == 0
 
 
-@needs_lower
 def test_two_stage_model_every_path():
     report = validate(two_stage_model())
     assert report.ok, report.to_text()
@@ -246,7 +128,6 @@ def test_against_swapped_axis_names_the_original_node():
     assert {p.first_difference.node for p in report.paths} == {"dq1"}
 
 
-@needs_lower
 def test_against_tampered_real_lowering_names_the_original_node():
     m = two_stage_model()
     lowered = lower(m)
@@ -266,24 +147,6 @@ def test_against_tampered_real_lowering_names_the_original_node():
     assert {p.first_difference.node for p in report.paths} == {"dq2"}, report.to_text()
 
 
-def swap_axis(lowered):
-    """A copy of ``lowered`` with every DequantizeLinear's axis swapped between 0 and 1."""
-    bad = onnx.ModelProto()
-    bad.CopyFrom(lowered)
-    swapped = 0
-    for n in bad.graph.node:
-        if n.op_type == "DequantizeLinear":
-            axis = [a for a in n.attribute if a.name == "axis"]
-            if axis:
-                axis[0].i = 1 - axis[0].i if axis[0].i in (0, 1) else 0
-            else:  # axis defaults to 1
-                n.attribute.append(helper.make_attribute("axis", 0))
-            swapped += 1
-    assert swapped
-    return bad
-
-
-@needs_lower
 def test_against_swapped_axis_in_real_lowering():
     m = dq_model("u8", "f32", shape=(5, 5), axes=(0,), relu=True)
     report = validate(m, against=swap_axis(lower(m)))
@@ -440,7 +303,7 @@ def _chain_model(x_dt, out_dt, ops, *, out_type=None):
         "chain",
         [helper.make_tensor_value_info("x", x.onnx, [2, 3, 4])],
         [helper.make_tensor_value_info("y", last.onnx, ["a", "b", "c"])],
-        [numpy_helper.from_array(_scale((3,), out), "s"), numpy_helper.from_array(_zp((3,), x), "zp")],
+        [numpy_helper.from_array(scale_values((3,), out), "s"), numpy_helper.from_array(zero_points((3,), x), "zp")],
     )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
 
@@ -776,7 +639,7 @@ def _function_model():
         "fn",
         [helper.make_tensor_value_info("x", TensorProto.INT8, [3, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])],
-        [numpy_helper.from_array(_scale((4,), "f32"), "s")],
+        [numpy_helper.from_array(scale_values((4,), "f32"), "s")],
     )
     opsets = [helper.make_opsetid("", 21), odq.schema.opset_import(), helper.make_opsetid("local", 1)]
     return helper.make_model(g, opset_imports=opsets, functions=[fn])
@@ -790,7 +653,7 @@ def test_model_local_function_with_dequantize():
 
 
 def test_if_subgraph_with_dequantize_both_branches():
-    s = _scale((4,), "f32")
+    s = scale_values((4,), "f32")
     then_g = helper.make_graph(
         [odq.make_node(["x", "s"], ["t"], axes=(1,), name="dq_then")],
         "then",
@@ -837,7 +700,6 @@ def test_large_initializers_are_left_out_of_checking_and_typing_only(monkeypatch
         validate(bad)
 
 
-@needs_lower
 def test_failing_lowered_path_names_the_original_node(monkeypatch):
     """A lowering that went wrong (here: our lowering, then one scale value changed) fails the
     ``lowered`` path, and the report names the original model's Dequantize node."""

@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from test_validate import (
+from helpers import (
     dq_model,
     hand_lowered_two_stage,
-    needs_lower,
     plain_model,
     swap_axis,
     tamper_scale,
@@ -64,7 +63,6 @@ def test_tampered_against_exits_1_and_names_the_node(files, capsys):
     assert "FAIL" in out and "first differing node: 'dq2' (Dequantize)" in out and "DISAGREE" in out
 
 
-@needs_lower
 @pytest.mark.parametrize("tamper", ["scale", "axis"])
 def test_tampered_lowering_against_exits_1_naming_the_original_node(tmp_path, capsys, tamper):
     """Our own lowering, tampered with after the fact (one scale value changed; the axis swapped)."""

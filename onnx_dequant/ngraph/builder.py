@@ -36,7 +36,7 @@ class Builder:
         self.used: set[str] = set()
         self._consts: dict[tuple[Any, ...], str] = {}
         self.uses_custom_domain = False
-        self.small: dict[Any, str] = {}
+        self.small_consts: dict[Any, str] = {}
         """Names of small constants by their Python value (a faster path to ``const``'s sharing)."""
         self.values: dict[str, np.ndarray] = {}
         """Every initializer's value by name (the arrays themselves, not copies): axes, shapes and indices

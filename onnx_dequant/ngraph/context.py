@@ -83,7 +83,7 @@ def _is_int(v: Any) -> bool:
 class OpContext:
     """One op under conversion: ``inputs`` (tensor names), ``types`` (their TensorTypes), ``outputs``."""
 
-    __slots__ = ("op", "js", "name", "b", "inputs", "types", "outputs", "_aux", "_namer")
+    __slots__ = ("op", "js", "name", "b", "inputs", "types", "outputs", "_helpers_named", "_namer")
 
     def __init__(
         self,
@@ -101,7 +101,7 @@ class OpContext:
         self.inputs = inputs
         self.types = types
         self.outputs = outputs
-        self._aux = 0
+        self._helpers_named = 0
         self._namer = namer
 
     # ---- checks ----
@@ -265,8 +265,8 @@ class OpContext:
         return list(outs)
 
     def _helper_name(self) -> str:
-        self._aux += 1
-        return f"{self.name}/{self._aux}"
+        self._helpers_named += 1
+        return f"{self.name}/{self._helpers_named}"
 
     def emit(self, op_type: str, inputs: Sequence[str], out: str | None = None, **attrs: Any) -> str:
         """Add a standard-domain node with one output; ``out`` None means a fresh temporary tensor.
@@ -287,13 +287,13 @@ class OpContext:
 
     def int64s(self, values: Sequence[int]) -> str:
         key = ("ints", tuple(values))
-        found = self.b.small.get(key)
+        found = self.b.small_consts.get(key)
         if found is None:
             try:
                 arr = np.asarray(values, np.int64).reshape(-1)
             except OverflowError:
                 raise self.error(f"a shape or index does not fit in 64 bits: {list(values)}") from None
-            found = self.b.small[key] = self.b.const(arr, np.int64, "ints")
+            found = self.b.small_consts[key] = self.b.const(arr, np.int64, "ints")
         return found
 
     def scalar(self, value: Any, dtype: Any) -> str:
@@ -301,7 +301,7 @@ class OpContext:
             return self.b.const(value, dtype, "scalar")
         name = dtype.name if type(dtype) is dtypes.DType else dtypes.parse(dtype).name
         key = (type(value), value, name)  # type: 0 and 0.0 and False are equal keys otherwise
-        found = self.b.small.get(key)
+        found = self.b.small_consts.get(key)
         if found is None:
-            found = self.b.small[key] = self.b.const(value, dtype, "scalar")
+            found = self.b.small_consts[key] = self.b.const(value, dtype, "scalar")
         return found

@@ -30,10 +30,10 @@ def groups(rank: int, axes: Sequence[int], *, merge: bool = True) -> list[Group]
     return out
 
 
-def merged_dims(shape: Sequence[Dim], gs: Sequence[Sequence[int]]) -> list[Dim]:
+def merged_dims(shape: Sequence[Dim], axis_groups: Sequence[Sequence[int]]) -> list[Dim]:
     """The size of each group of axes (None when a member is unknown)."""
     out: list[Dim] = []
-    for g in gs:
+    for g in axis_groups:
         n: Dim = 1
         for a in g:
             d = shape[a]
@@ -50,12 +50,12 @@ def _shape_slice(em: Emitter, tensor: str, start: int, end: int, opset: int) -> 
 
 
 def merged_shape_tensor(
-    em: Emitter, tensor: str, shape: Sequence[Dim], gs: Sequence[Sequence[int] | int], opset: int
+    em: Emitter, tensor: str, shape: Sequence[Dim], axis_groups: Sequence[Sequence[int] | int], opset: int
 ) -> str:
-    """An int64 shape tensor: for each entry of ``gs``, the product of ``tensor``'s dims in that group
+    """An int64 shape tensor: for each entry of ``axis_groups``, the product of ``tensor``'s dims in that group
     of axes (a tuple), or a literal size (an int, e.g. 1 for an inserted axis)."""
     parts: list[tuple[str, object]] = []  # ("c", int) or ("t", name)
-    for g in gs:
+    for g in axis_groups:
         if isinstance(g, int):
             parts.append(("c", g))
             continue

@@ -144,7 +144,11 @@ def emit_round(ctx: OpContext, q: str, mode: int, t: dtypes.DType) -> str:
     return ctx.emit("Floor", [q])
 
 
-def _ql_ok(ctx: OpContext, real: dtypes.DType, quant: dtypes.DType, axes: tuple[int, ...], mode: int) -> bool:
+def _quantize_linear_fits(
+    ctx: OpContext, real: dtypes.DType, quant: dtypes.DType, axes: tuple[int, ...], mode: int
+) -> bool:
+    """Whether ONNX's QuantizeLinear computes this Quantize: round half to even (mode 4), f32, at most one
+    axis, 8-bit (16-bit from opset 21)."""
     if mode != 4 or real.name != "f32" or len(axes) > 1:
         return False
     return quant.name in ("i8", "u8") or (quant.name in ("i16", "u16") and ctx.b.opset >= 21)
@@ -169,7 +173,7 @@ def quantize(ctx: OpContext) -> list[TensorType]:
     # the axis and shape rules are Dequantize's, with the roles of the types swapped
     shape = infer(TensorType(quant, tx.shape), TensorType(real, ts.shape), TensorType(quant, tz.shape), axes=axes).shape
     x, s, z = ctx.inputs
-    if _ql_ok(ctx, real, quant, axes, mode):
+    if _quantize_linear_fits(ctx, real, quant, axes, mode):
         attrs = {"axis": axes[0]} if axes else {}
         ctx.emit("QuantizeLinear", [x, s, z], ctx.out(), **attrs)
         return [TensorType(quant, shape)]

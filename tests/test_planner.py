@@ -1,0 +1,202 @@
+"""The planner as a specification: for a node's facts (a ``NodeInfo`` written out here, no model), the
+strategy docs/lowering.md says it gets, and every refusal text a report can show."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+
+import onnx_dequant as odq
+from onnx_dequant import dtypes
+from onnx_dequant.lowering import NodeInfo, Refusal, plan
+from onnx_dequant.lowering.planner import ROW_STRATEGIES, STRATEGIES
+from onnx_dequant.lowering.strategies.chunked import CHUNK_MAX, CHUNK_MIN
+from onnx_dequant.lowering.strategies.dql import Layout, layout_cost
+
+
+def info(shape=(4, 8, 16), axes=(), qt="u8", rt="f32", *, opset=21, target="ort", zp=True, **facts) -> NodeInfo:
+    """A node's facts: a constant scale and zero point unless said otherwise."""
+    facts = {"scale_const": True, "zp_const": zp, **facts}
+    return NodeInfo(
+        node=onnx.helper.make_node("Dequantize", ["x", "s", "z"], ["y"], name="dq", domain=odq.DOMAIN),
+        x="x",
+        scale="s",
+        zero_point="z" if zp else None,
+        output="y",
+        axes=tuple(axes),
+        in_type=dtypes.parse(qt),
+        out_type=dtypes.parse(rt),
+        shape=None if shape is None else tuple(shape),
+        opset=opset,
+        target=target,
+        **facts,
+    )
+
+
+def chosen(i: NodeInfo, names=None) -> str:
+    return plan(i, names).strategy.name
+
+
+def refused(i: NodeInfo, strategy: str) -> str:
+    return plan(i).refused[strategy]
+
+
+def test_the_rule_set():
+    assert [s.name for s in STRATEGIES] == [
+        "fold-weight",
+        "dql-per-tensor",
+        "dql-per-axis",
+        "dql-merged-axes",
+        "dql-blocked",
+        "scan-chunked",
+        "cast-sub-mul",
+        "cast-sub-min-mul",
+    ]
+    assert "scan-chunked" not in {s.name for s in ROW_STRATEGIES}  # a Scan's row is never a Scan
+    assert {s.name for s in STRATEGIES if s.portable} >= {"dql-per-tensor", "dql-per-axis", "cast-sub-mul"}
+    assert {s.name for s in STRATEGIES if not s.portable} == {"dql-blocked", "scan-chunked"}
+
+
+@pytest.mark.parametrize(
+    "shape,axes,expected",
+    [
+        ((4, 8, 16), (), "dql-per-tensor"),
+        ((4, 8, 16), (1,), "dql-per-axis"),
+        ((4, 8, 16), (0, 1), "dql-merged-axes"),  # adjacent axes: one Reshape, one DQL axis
+        ((4, 8, 16), (0, 2), "dql-blocked"),  # not adjacent: a whole-axis block on axis 1
+    ],
+)
+def test_each_axes_pattern_gets_its_form(shape, axes, expected):
+    assert chosen(info(shape, axes)) == expected
+
+
+def test_f64_outputs_and_i32_inputs_use_cast_sub_mul():
+    assert chosen(info(rt="f64")) == "cast-sub-mul"
+    assert refused(info(rt="f64"), "dql-per-tensor") == "DequantizeLinear has no f64 scale or output"
+    assert chosen(info(qt="i32")) == "cast-sub-mul"
+    assert (
+        refused(info(qt="i32"), "dql-per-tensor") == "DequantizeLinear subtracts i32 in int32 (wraps) and rounds twice"
+    )
+    assert chosen(info(qt="i32", int32_wrap=True)) == "dql-per-tensor"  # the user accepts ORT's int32
+
+
+def test_the_slow_last_axis_is_avoided():
+    """ORT's per-axis DQL on the last axis is charged 6x: blocking along axis 1 costs less. Among the
+    layouts that do not merge axes, ``{last}`` of (256,256,256) reduces axis 1 and expands the scale along
+    axis 0 (its rows stay in L1), not the other way round; merging axes 0 and 1 first costs less still."""
+    assert chosen(info((64, 1024), (1,))) == "dql-blocked"
+    i = info((256, 256, 256), (2,))
+    p = plan(i)
+    assert p.strategy.name == "dql-blocked" and p.costs["dql-per-axis"] > p.costs["dql-blocked"]
+    assert isinstance(p.choice, Layout) and p.choice.reshapes
+    blocked = next(s for s in STRATEGIES if s.name == "dql-blocked")
+    unmerged = [lay for lay in blocked.layouts(i) if not lay.reshapes]
+    best = min(unmerged, key=lambda lay: layout_cost(i, lay))
+    assert (best.axis, best.expand) == (1, (0,))
+    assert chosen(info((64, 1024), (1,), target="portable")) == "dql-per-axis"  # no blocked DQL there
+
+
+def test_a_reshape_copies_only_a_graph_output():
+    inside = plan(info((4, 8, 16), (0, 1)))
+    output = plan(info((4, 8, 16), (0, 1), graph_output=True))
+    assert output.costs["dql-merged-axes"] > inside.costs["dql-merged-axes"]
+    assert output.costs["cast-sub-mul"] == inside.costs["cast-sub-mul"]
+
+
+def test_a_fusable_weight_gets_a_form_ort_fuses_whatever_its_cost():
+    weight = info((64, 1024), (1,), fusable_weight=True)
+    p = plan(weight)
+    assert p.strategy.name == "dql-per-axis" and p.costs["dql-per-axis"] > min(p.costs.values())
+    assert chosen(info((64, 1024), (0, 1), fusable_weight=True)) != "dql-per-axis"  # none fuses: the cheapest
+
+
+def test_scan_chunked_for_f16_and_bf16_model_outputs():
+    rows = (4, CHUNK_MIN)
+    assert chosen(info(rows, rt="f16", model_output=True, graph_output=True)) == "scan-chunked"
+    assert chosen(info(rows, rt="bf16", model_output=True, graph_output=True)) == "scan-chunked"
+    p = plan(info(rows, (0,), rt="f16", model_output=True, graph_output=True))
+    assert p.strategy.name == "scan-chunked" and p.choice.shape == rows
+    assert p.choice.row.strategy.name in {s.name for s in ROW_STRATEGIES}  # the row plan rides in the choice
+    why = plan(info(rows, rt="f16", model_output=True, graph_output=True, target="portable")).refused
+    assert why["scan-chunked"] == "not a portable form"
+
+
+def test_planner_refusals():
+    assert plan(info(), ["cast-sub-mul"]).refused["dql-per-tensor"] == "not among the strategies asked for"
+    assert plan(info(target="portable")).refused["dql-blocked"] == "not a portable form"
+    with pytest.raises(odq.DequantizeError, match=r"node 'dq'.*No exact lowering for this node \(fold-weight: "):
+        plan(info(qt="i4", opset=13))
+    with pytest.raises(odq.DequantizeError, match="Unknown target 'tpu'"):
+        plan(info(target="tpu"))
+
+
+@pytest.mark.parametrize(
+    "facts,strategy,reason",
+    [
+        ({"axes": (1,)}, "dql-per-tensor", "the node has quantization axes"),
+        ({"axes": (0, 1)}, "dql-per-axis", "needs exactly one quantization axis"),
+        ({"axes": (1,), "shape": None}, "dql-per-axis", "the input's rank is unknown"),
+        ({}, "dql-merged-axes", "the node has no quantization axes"),
+        ({"axes": (0,), "shape": None}, "dql-merged-axes", "the input's rank is unknown"),
+        ({"axes": (0, 2)}, "dql-merged-axes", "the quantization axes are not adjacent"),
+        ({"axes": (1,)}, "dql-merged-axes", "nothing to merge (the per-axis form)"),
+        ({"axes": (0, 1), "qt": "i4"}, "dql-merged-axes", "ORT has no Reshape for 4-bit types"),
+        ({"axes": (0, 2), "opset": 20}, "dql-blocked", "blocked DequantizeLinear needs opset 21"),
+        ({}, "dql-blocked", "the node has no quantization axes"),
+        ({"axes": (0,), "shape": None}, "dql-blocked", "the input's rank is unknown"),
+        ({"axes": (0,), "shape": (4,)}, "dql-blocked", "no broadcast axis of known size to block along"),
+        (
+            {"axes": (0,), "qt": "i4", "zp_const": False},
+            "dql-blocked",
+            "no broadcast axis of known size to block along",
+        ),
+        ({"qt": "i16", "opset": 20}, "dql-per-tensor", "DequantizeLinear-20 has no i16 input (needs opset 21)"),
+        ({"opset": 28}, "dql-per-tensor", "ORT has no DequantizeLinear-28 kernel"),
+        (
+            {"qt": "i8", "consumers": ("Transpose",)},
+            "dql-per-tensor",
+            "ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before Transpose at opset 21+",
+        ),
+        ({}, "scan-chunked", "only an f16 or bf16 output has an f32 intermediate to keep in cache"),
+        (
+            {"rt": "f16"},
+            "scan-chunked",
+            "the output is not a model output (ORT runs a Scan that feeds other ops 1.5x slower)",
+        ),
+        ({"rt": "f16", "model_output": True, "qt": "u4"}, "scan-chunked", "ORT's Scan does not slice 4-bit tensors"),
+        ({"rt": "bf16", "model_output": True, "opset": 15}, "scan-chunked", "Scan has no bf16 before opset 16"),
+        (
+            {"rt": "f16", "model_output": True, "shape": (4, None)},
+            "scan-chunked",
+            "needs a known shape of rank 2 or more",
+        ),
+        (
+            {"rt": "f16", "model_output": True},
+            "scan-chunked",
+            f"a row along axis 0 holds 128 elements (chunking pays from {CHUNK_MIN} to {CHUNK_MAX})",
+        ),
+        ({"axes": (0,), "shape": None}, "cast-sub-mul", "the input's rank is unknown"),
+        ({"qt": "u4", "opset": 20}, "cast-sub-mul", "Cast from u4 needs opset 21"),
+        ({}, "fold-weight", "weights are kept quantized (weights='float' folds constant weights)"),
+        ({}, "cast-sub-min-mul", "only for target 'openvino'"),
+    ],
+)
+def test_every_refusal_says_why(facts, strategy, reason):
+    facts = dict(facts)
+    args = {k: facts.pop(k) for k in ("shape", "axes", "qt", "rt") if k in facts}
+    i = info(**args, **facts)
+    try:
+        assert refused(i, strategy) == reason
+    except odq.DequantizeError as e:  # nothing applies: the message lists every refusal
+        assert f"{strategy}: {reason}" in str(e)
+
+
+def test_a_choice_is_what_cost_and_emit_take():
+    """``check`` gives the layout once; ``cost`` of that choice is what the planner recorded."""
+    i = info((256, 256, 256), (2,))
+    for s in STRATEGIES:
+        decision = s.check(i)
+        if isinstance(decision, Refusal):
+            assert decision.reason == plan(i).refused[s.name]
+        else:
+            assert s.cost(i, decision) == plan(i).costs[s.name]
