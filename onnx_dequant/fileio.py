@@ -86,6 +86,8 @@ def output_path(target: str | os.PathLike[str], *, reads: Iterable[str | os.Path
     not exist, or that is one of the files in ``reads`` (the command's inputs: never modified).
     """
     text = _path_text(target)
+    if not text:
+        raise DequantizeError("the output file name is empty")
     real = Path(os.path.realpath(text))
     try:
         mode = real.stat().st_mode

@@ -230,3 +230,59 @@ def test_out_aliasing_an_input_gives_the_right_result():
 def test_api_raises_dequantize_error(call):
     with pytest.raises(odq.DequantizeError):
         call()
+
+
+# ---- smaller items ----
+
+
+def _graph(ops: list[dict], results: list[str]) -> list[dict]:
+    return [
+        {"name": "f", "parameters": [o["name"] for o in ops if o["op"] == "Parameter"], "result": results, "ops": ops}
+    ]
+
+
+def _op(name: str, op: str, inputs: list[str], **attrs) -> dict:
+    return {"name": name, "op": op, "op_version": 0, "inputs": inputs, "outputs": [f"{name}_0"], **attrs}
+
+
+def test_parameter_constant_result_refuse_other_op_versions():
+    p = _op("p", "Parameter", [], shape=[2], element_type="float")
+    c = _op("c", "Constant", [], shape=[2], element_type="float", value=["1", "2"])
+    add = _op("a", "Add", ["p", "c"])
+    r = _op("r", "Result", ["a"])
+    assert odq.ngraph.convert(_graph([p, c, add, r], ["r"])).graph.output[0].name == "r"
+    for bad in (p, c, r):
+        bad["op_version"] = 7
+        with pytest.raises(odq.DequantizeError, match=f"{bad['op']} op_version 7 is not supported"):
+            odq.ngraph.convert(_graph([p, c, add, r], ["r"]))
+        bad["op_version"] = 0
+
+
+def test_huge_single_value_constant_is_refused_not_allocated():
+    c = _op("c", "Constant", [], shape=[1 << 40, 3], element_type="int4_t", value=["1"])
+    with pytest.raises(odq.DequantizeError, match="more than this machine's memory"):
+        odq.ngraph.convert(_graph([c, _op("r", "Result", ["c"])], ["r"]))
+
+
+def test_loop_without_cond_agrees(tmp_path):
+    """A Loop whose optional cond is omitted runs M times; onnx's evaluator ran it zero times, so
+    validation reported a false DISAGREE."""
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Add", ["v_in", "one"], ["v_out"])],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("c_in", TensorProto.BOOL, []), vi("v_in", TensorProto.FLOAT, [4, 3])],
+        [vi("c_out", TensorProto.BOOL, []), vi("v_out", TensorProto.FLOAT, [4, 3])],
+        [numpy_helper.from_array(np.array(1.0, np.float32), "one")],
+    )
+    loop = helper.make_node("Loop", ["M", "", "y"], ["z"], body=body)
+    m = numpy_helper.from_array(np.array(3, np.int64), "M")
+    path = _save(tmp_path / "loop.onnx", [_dq(), loop], [X], [_vi("z", TensorProto.FLOAT, [4, 3])], [S, m])
+    report = odq.validate(str(path), progress=False)
+    assert report.ok, report.to_text()
+
+
+def test_empty_output_name_is_refused(tmp_path, capsys):
+    m = _save(tmp_path / "m.onnx", [_dq()], [X], [Y], [S])
+    assert main(["lower", str(m), "-o", ""]) == 2
+    assert "output file name is empty" in _one_line(capsys, "lower")
