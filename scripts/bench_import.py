@@ -9,7 +9,11 @@ most 3x the baseline; also shown, stricter, ``convert(path)`` plus the same ``on
 ``onnx-dequant convert`` does) against the same 3x. A second case, 1,000 ops with 128-wide weights
 (the time goes to parsing values), shows the other end.
 
-Usage: ``python scripts/bench_import.py [--ops 10000] [--repeat 11] [--quick] [--json FILE]``
+Folder conversion (``--only graphs``, also part of the default run): 100 graphs of 1,000 ops each (the same
+layers, each graph its own seed) converted with ``convert_tree(jobs=2)`` against ``convert_tree(jobs=1)``
+(one by one in the process), both writing every model; target at most 0.6x.
+
+Usage: ``python scripts/bench_import.py [--ops 10000] [--graphs 100] [--repeat 11] [--quick] [--json FILE]``
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchlib import Bench
 
-from onnx_dequant.ngraph import convert
+from onnx_dequant.ngraph import convert, convert_tree
 from onnx_dequant.ngraph.writer import FunctionWriter, dumps
 
 WIDTH = 8
@@ -89,14 +93,40 @@ def run_case(bench: Bench, tmp: Path, n_ops: int, width: int) -> None:
     )
 
 
+def run_tree(bench: Bench, tmp: Path, n_graphs: int, n_ops: int) -> None:
+    src = tmp / "tree"
+    for i in range(n_graphs):
+        folder = src / f"part{i % 4}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"graph_{i:03d}.json").write_text(big_graph(n_ops, seed=i))
+    print(f"folder: {n_graphs} graphs of {n_ops} ops", flush=True)
+    runs = iter(range(1 << 30))
+
+    def tree(jobs: int):
+        def go() -> None:
+            report = convert_tree(src, tmp / f"out_{jobs}_{next(runs)}", jobs=jobs)
+            assert report.ok, report.refused[:1]
+
+        return go
+
+    bench.case(
+        f"{n_graphs} graphs of {n_ops} ops",
+        {"convert_tree jobs=1": tree(1), "convert_tree jobs=2": tree(2)},
+        baseline="convert_tree jobs=1",
+        targets={"convert_tree jobs=2": ("<= 0.6x one by one (the target)", 0.6)},
+    )
+
+
 def main() -> int:
     bench = Bench("nGraph JSON import: convert vs json.load + onnx.save", default_repeat=11)
     bench.parser.add_argument("--ops", type=int, default=10_000, help="ops in the graph (default 10000)")
+    bench.parser.add_argument("--graphs", type=int, default=100, help="graphs in the folder case (default 100)")
     args = bench.args
     n_ops = 1_000 if args.quick else args.ops
     with tempfile.TemporaryDirectory() as tmp:
         run_case(bench, Path(tmp), n_ops, WIDTH)
         run_case(bench, Path(tmp), max(n_ops // 10, 100), 128)
+        run_tree(bench, Path(tmp), 10 if args.quick else args.graphs, 1_000)
     return bench.finish()
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 import onnx_dequant as odq
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,3 +38,25 @@ def test_readme_op_table_is_the_importers():
     assert table(readme) == table(doc)
     for op in odq.ngraph.supported_ops():
         assert f"| {op} " in table(readme) or f", {op}" in table(readme) or f"{op}," in table(readme), op
+
+
+def test_readme_lists_every_op_of_both_opsets_with_what_it_becomes():
+    from onnx_dequant.ngraph.catalog import OPSET0, OPSET1, catalog_markdown
+
+    table = catalog_markdown()
+    for text in ((ROOT / "README.md").read_text(), (ROOT / "docs" / "ngraph.md").read_text()):
+        assert table in text  # the table is print(odq.ngraph.catalog.catalog_markdown())
+    assert len(OPSET0) == 155 and len(OPSET1) == 109
+    rows = {line.split(" | ")[0][2:]: line for line in table.splitlines()[2:]}
+    assert set(OPSET0) | set(OPSET1) <= set(rows)
+    for op in ("Send", "Recv", "AllReduce", "BroadcastDistributed", "RandomUniform"):
+        assert "refused: " in rows[op]
+    for op in odq.ngraph.supported_ops():
+        assert "| converted (op_version" in rows[op] or op not in rows
+    graph = (
+        '[{"name":"f","ops":[{"name":"P","op":"Parameter","element_type":"float","shape":[1]},'
+        '{"name":"S","op":"Send","inputs":["P"]},{"name":"R","op":"Result","inputs":["S"]}],'
+        '"parameters":["P"],"result":["R"]}]'
+    )
+    with pytest.raises(odq.DequantizeError, match="Send is refused: communication between devices"):
+        odq.ngraph.convert(graph)

@@ -533,3 +533,21 @@ def test_sample_quantized_conv_net_is_current_and_exact(tmp_path):
     got = odq.session(model).run(None, {"Parameter_0": x})
     assert np.array_equal(got[0], feat) and np.array_equal(got[1], logits)
     assert len(np.unique(c1)) > 50 and len(np.unique(c2)) > 20 and len(np.unique(c3)) > 10  # not degenerate
+
+
+@pytest.mark.parametrize(
+    "scale, column, want",
+    [
+        (np.nextafter(np.float32(0.5), np.float32(0)), [1] + [0] * 129, 0),  # 0.49999997 + 0.5 would round to 1
+        (np.float32(1.0), [255] * 129 + [254], 130 * 255 * 255 - 255),  # an odd integer above 2^23 stays itself
+        (np.float32(-0.5), [3] + [0] * 129, -2),  # -1.5 rounds away from zero
+    ],
+)
+def test_rounding_edges(scale, column, want):
+    a = np.full((1, 130), 255, np.uint8) if want > 1 else np.ones((1, 130), np.uint8)
+    b = np.array(column, np.uint8).reshape(130, 1)
+    pairs = (np.float32(1.0), np.uint8(0), scale, np.uint8(0), np.float32(1.0), np.int32(0))
+    f, feeds = dot_graph(a, b, pairs, "i32")
+    _, (got,) = run(f, feeds)
+    assert got.reshape(-1).tolist() == [want]
+    assert quantized_dot(a, b, *pairs, np.int32).reshape(-1).tolist() == [want]

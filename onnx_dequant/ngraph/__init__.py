@@ -8,6 +8,7 @@ and where nGraph's semantics differ from the nearest ONNX op.
 
 from __future__ import annotations
 
+from .catalog import OPSET0, OPSET1, REFUSED, catalog
 from .importer import DEFAULT_OPSET, convert
 from .ops import BACKEND_OPS, OPS
 from .tree import GraphResult, TreeReport, convert_tree
@@ -21,6 +22,10 @@ __all__ = [
     "OPS",
     "BACKEND_OPS",
     "supported_ops",
+    "catalog",
+    "OPSET0",
+    "OPSET1",
+    "REFUSED",
 ]
 
 

@@ -23,6 +23,7 @@ from ..errors import DequantizeError
 from ..opsets import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, check_opset
 from . import reader
 from .builder import Builder
+from .catalog import REFUSED
 from .context import OpContext
 from .ops import BACKEND_OPS, OPS
 from .ops.io import parameter_type
@@ -40,6 +41,8 @@ def _unsupported(op: reader.Op) -> DequantizeError:
             f"op type '{op.op}' is internal to nGraph's backends: the graph looks serialized after nGraph's "
             "backend optimization passes (serialize the function before compiling it)"
         )
+    if op.op in REFUSED:
+        return DequantizeError(f"{op.op} is refused: {REFUSED[op.op]}")
     versions = OPS.get(op.op)
     if versions:
         have = ", ".join(str(v) for v in sorted(versions))

@@ -28,7 +28,8 @@ NP = {"u8": np.uint8, "i8": np.int8, "i32": np.int32}
 EXACT = 0
 WHY = (
     "bit-identical: exact int32 accumulation and one rounding; where the model uses QLinearConv / QLinearMatMul "
-    "(ties to even) the importer proved no tie is reachable"
+    "(ties to even) the importer proved no tie is reachable; QuantizeLinear by 1 of an integer-valued f32 only "
+    "adds the zero point and saturates"
 )
 COMBOS = (("i8", "i8"), ("u8", "u8"), ("i8", "i32"), ("u8", "i32"))
 
@@ -176,6 +177,8 @@ def conv_cases(rng) -> list[GoldenCase]:
             {"Parameter_0": x},
             note="results beyond i8: saturated (nGraph's static_cast is undefined there)",
             expected={"Result_9": ref.quantized_convolution(x, w, *pairs, np.int8)},
+            ulp=EXACT,
+            why=WHY,
         )
     )
     # per-channel filter scale, multi-axis output scale: nGraph 0.26 requires empty axes sets
@@ -205,6 +208,8 @@ def conv_cases(rng) -> list[GoldenCase]:
             note="filter scale per output channel, output scale over axes {1, 2} (the definition: nGraph 0.26 "
             "refuses non-empty axes sets)",
             expected={"Result_9": want},
+            ulp=EXACT,
+            why=WHY,
         )
     )
     return out
@@ -259,6 +264,8 @@ def dot_cases(rng) -> list[GoldenCase]:
             {"Parameter_0": a3},
             note="reduction_axes_count 2 (the definition: nGraph 0.26's INTERPRETER always contracts one axis)",
             expected={"Result_9": ref.quantized_dot(a3, b3, *pairs, np.int8, n=2)},
+            ulp=EXACT,
+            why=WHY,
         )
     )
     return out
@@ -299,7 +306,11 @@ def fused_cases(rng) -> list[GoldenCase]:
     for relu in (False, True):
         g, feeds, r = _fused("QuantizedConvolutionBias", x, w, [bias, np.float32(0.004)], with_relu=relu, **CONV_ATTRS)
         want = ref.fused_conv(x, w, 0.004, np.uint8 if relu else np.int8, bias=bias, relu=relu, **GEO)
-        out.append(GoldenCase(f"qconv_bias_relu_{int(relu)}", g, feeds, note=FUSED_NOTE, expected={r: want}))
+        out.append(
+            GoldenCase(
+                f"qconv_bias_relu_{int(relu)}", g, feeds, note=FUSED_NOTE, expected={r: want}, ulp=EXACT, why=WHY
+            )
+        )
     g, feeds, r = _fused("QuantizedConvolutionRelu", x, w, [np.float32(0.004)], **CONV_ATTRS)
     out.append(
         GoldenCase(
@@ -308,6 +319,8 @@ def fused_cases(rng) -> list[GoldenCase]:
             feeds,
             note=FUSED_NOTE,
             expected={r: ref.fused_conv(x, w, 0.004, np.uint8, relu=True, **GEO)},
+            ulp=EXACT,
+            why=WHY,
         )
     )
     s_u8 = rng.integers(0, 256, (1, 3, 4, 4)).astype(np.uint8)
@@ -319,14 +332,24 @@ def fused_cases(rng) -> list[GoldenCase]:
         g, feeds, r = _fused(op, x, w, [bias, s, np.float32(0.004), np.float32(0.5)], with_relu=relu, **CONV_ATTRS)
         dt = np.int8 if op.endswith("SignedAdd") else np.uint8
         want = ref.fused_conv(x, w, 0.004, dt, bias=bias, relu=relu, sum_input=s[1], sum_scale=0.5, **GEO)
-        out.append(GoldenCase(f"{op[9:].lower()}", g, feeds, note=FUSED_NOTE, expected={r: want}))
+        out.append(GoldenCase(f"{op[9:].lower()}", g, feeds, note=FUSED_NOTE, expected={r: want}, ulp=EXACT, why=WHY))
     xd = rng.integers(0, 256, (3, 8), dtype=np.uint8)
     wd = _filter(rng, "i8", (4, 8))
     bd = rng.integers(-500, 500, 4).astype(np.int32)
     for requant, relu in ((True, False), (True, True), (False, False)):
         g, feeds, r = _fused("QuantizedDotBias", xd, wd, [bd, np.float32(0.01)], requantize=requant, with_relu=relu)
         want = ref.dot_bias(xd, wd, bd, np.float32(0.01), requantize_out=requant, relu=relu)
-        out.append(GoldenCase(f"qdot_bias_{int(requant)}_{int(relu)}", g, feeds, note=FUSED_NOTE, expected={r: want}))
+        out.append(
+            GoldenCase(
+                f"qdot_bias_{int(requant)}_{int(relu)}",
+                g,
+                feeds,
+                note=FUSED_NOTE,
+                expected={r: want},
+                ulp=EXACT,
+                why=WHY,
+            )
+        )
     return out
 
 

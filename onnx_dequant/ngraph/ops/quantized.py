@@ -16,8 +16,10 @@ Each op becomes the fastest ONNX form that gives those bits (``_plan``):
   ``std::round`` (Quantize's mode 0 decomposition), Add the zero point, Clip, Cast.
 
 ONNX Runtime's u8 x i8 kernels on AVX2 without VNNI sum pairs of products in saturating int16
-(``vpmaddubsw``), so an i8 filter reaches them only when every ``|w| <= 64`` is proven; other i8
-filters are shifted to u8 (``w + 128`` with zero point ``z + 128``: the differences are unchanged).
+(``vpmaddubsw``), so an i8 filter reaches QLinearConv / QLinearMatMul / MatMulInteger only when every
+``|w| <= 64`` is proven; other i8 filters, and every i8 filter of a ConvInteger (whose u8 x i8 path is
+many times slower than its u8 x u8 one), are shifted to u8 (``w + 128`` with zero point ``z + 128``:
+the differences are unchanged).
 
 The scales' axes (``input_axes``, ``filter_axes``, ``output_axes``; ``input0_axes``...) follow the
 definition: a scale indexed by those axes of its tensor. nGraph 0.26 itself requires them empty
@@ -38,9 +40,9 @@ from ..context import OpContext, shape_str
 from . import register
 from .conv import conv_geometry
 from .dot import contract, dot_shape
-from .quant import bounds_inside, emit_round
+from .quant import bounds_inside
 
-__all__ = ["requantize", "finish", "tie_free", "COMBOS"]
+__all__ = ["requantize", "finish", "round_half_away", "tie_free", "COMBOS"]
 
 _F32, _I32 = dtypes.parse("f32"), dtypes.parse("i32")
 _U8, _I8 = dtypes.parse("u8"), dtypes.parse("i8")
@@ -207,8 +209,21 @@ def finish(
     relu: bool = False,
 ) -> None:
     """``v`` (f32) rounded half away from zero (std::round), plus the zero point (as f32), clipped to the
-    output type's range (from 0 with ``relu``) and cast: the op's output."""
-    r = emit_round(ctx, v, 0, _F32)
+    output type's range (from 0 with ``relu``) and cast: the op's output.
+
+    The rounding is ``floor(|v| + 0.49999997) * sign(v)``: exact for every f32 (checked exhaustively by
+    ``scripts/check_round_away.py``; with 0.5 the sum rounds up at 0.49999997 and at odd integers from 2^23).
+    An 8-bit output with one zero point is then QuantizeLinear by 1 (adds the zero point and saturates; the
+    value is an integer, so its own rounding does nothing)."""
+    r = round_half_away(ctx, v)
+    one_zero = (zero_value is None or zero_value.size == 1) and (zero is None or ctx.b.types[zero].shape in ((), (1,)))
+    if out_t in (_U8, _I8) and one_zero and not (relu and out_t is _I8):
+        if zero_value is not None:
+            zero = ctx.const(zero_value.reshape(()).astype(out_t.numpy), out_t, "zero_point")
+        elif zero is None:
+            zero = ctx.scalar(np.array(0, out_t.numpy), out_t)
+        ctx.emit("QuantizeLinear", [r, ctx.scalar(np.float32(1), _F32), zero], ctx.out())
+        return
     if zero_value is not None:
         if np.any(zero_value != 0):
             r = ctx.emit("Add", [r, ctx.const(zero_value.astype(np.float32), _F32, "zero_point")])
@@ -217,6 +232,15 @@ def finish(
     lo, hi = bounds_inside(_F32, out_t)
     c = ctx.emit("Clip", [r, ctx.scalar(np.float32(0) if relu else lo, _F32), ctx.scalar(hi, _F32)])
     ctx.emit("Cast", [c], ctx.out(), to=out_t.onnx)
+
+
+_BELOW_HALF = np.nextafter(np.float32(0.5), np.float32(0))
+
+
+def round_half_away(ctx: OpContext, v: str) -> str:
+    """C's ``std::round`` of an f32 tensor: ``floor(|v| + 0.49999997) * sign(v)`` (exact for every f32)."""
+    m = ctx.emit("Floor", [ctx.emit("Add", [ctx.emit("Abs", [v]), ctx.scalar(_BELOW_HALF, _F32)])])
+    return ctx.emit("Mul", [m, ctx.emit("Sign", [v])])
 
 
 def _u8_filter(ctx: OpContext, w: str, w_value: np.ndarray | None, zw: str, zw_value: np.ndarray | None):
@@ -289,7 +313,14 @@ class _Scales:
 
 
 def _integer_acc(
-    ctx: OpContext, op: str, run: Any, w_t: dtypes.DType, w_value: np.ndarray | None, sc: _Scales, what: str
+    ctx: OpContext,
+    op: str,
+    run: Any,
+    w_t: dtypes.DType,
+    w_value: np.ndarray | None,
+    sc: _Scales,
+    what: str,
+    always_u8: bool = False,
 ) -> str:
     """The int32 accumulator through ConvInteger / MatMulInteger (``run(x, w, zx, zw)``), a varying filter
     zero point by the identity ``sum (x-zx)(w-zw) = sum (x-zx) w - zw sum (x-zx)``."""
@@ -308,7 +339,7 @@ def _integer_acc(
         zw_value = sc.values[3].reshape(-1)[:1].reshape(())  # type: ignore[union-attr]
     else:
         zw_value = sc.values[3]
-    if not _s8_safe(w_t, w_value):
+    if (always_u8 and w_t is _I8) or not _s8_safe(w_t, w_value):
         w, zw = _u8_filter(ctx, w, w_value, zw, zw_value)
     acc = run(w, zx, zw, None)
     if varying:
@@ -356,7 +387,8 @@ def quantized_convolution(ctx: OpContext) -> list[TensorType]:
             return ctx.emit("ConvInteger", [x, ctx.const(ones, _U8, f"{ctx.name}/ones"), zx], out, **attrs)
         return ctx.emit("ConvInteger", [x, w, zx, zw], out, **attrs)  # type: ignore[list-item]
 
-    acc = _integer_acc(ctx, "ConvInteger", run, t_f, w_value, sc, "input")
+    # ConvInteger's u8 x i8 path is many times slower than its u8 x u8 one in ONNX Runtime: always u8
+    acc = _integer_acc(ctx, "ConvInteger", run, t_f, w_value, sc, "input", always_u8=True)
     zero, zero_value = sc.out_zero()
     requantize(ctx, acc, sc.scale(), out_t, zero, zero_value)
     return [out_t_shape]
@@ -538,15 +570,25 @@ def _fused_conv(ctx: OpContext, *, bias: bool, relu: bool, sum_kind: str | None,
     w, w_t, w_value = ctx.inputs[1], ctx.elem(1), ctx.value(1)
     zw = ctx.scalar(np.array(0, w_t.numpy), w_t)
     zw_value = np.zeros((), w_t.numpy)
-    if not _s8_safe(w_t, w_value):
-        w, zw = _u8_filter(ctx, w, w_value, zw, zw_value)
-        w_t, zw_value = _U8, np.full((), 128, np.uint8)
+    as_u8: list[tuple[str, str]] = []
+
+    def u8_form() -> tuple[str, str]:  # the filter shifted to u8, made once
+        if not as_u8:
+            as_u8.append(_u8_filter(ctx, w, w_value, zw, zw_value))
+        return as_u8[0]
+
     zx = ctx.scalar(np.uint8(0), _U8)
     result = TensorType(out_t, out_shape)
     scale_v = ctx.value(i_scale)
     if not sum_kind and scale_v is not None and (not bias or ctx.elem(2) is _I32):
-        if _fused_qlinear(ctx, x, w, w_t, zw, zw_value, scale_v, bias, out_t, attrs):
+        if _s8_safe(w_t, w_value):
+            form = (w, w_t, zw, zw_value)
+        else:
+            form = (*u8_form()[:1], _U8, u8_form()[1], np.full((), 128, np.uint8))
+        if _fused_qlinear(ctx, x, form[0], form[1], form[2], form[3], scale_v, bias, out_t, attrs):
             return result
+    if w_t is _I8:  # ConvInteger's u8 x i8 path is many times slower than u8 x u8 in ONNX Runtime
+        w, zw = u8_form()
     acc = ctx.emit("ConvInteger", [x, w, zx, zw], **attrs)
     if bias and ctx.elem(2) is _I32:
         acc = ctx.emit("Add", [acc, _place(ctx, ctx.inputs[2], (1,), rank)])
