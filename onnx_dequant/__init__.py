@@ -43,17 +43,19 @@ _WHERE = {
     "validate": "validation",
 }
 """Where each public name lives (None: it is a subpackage). Importing ``onnx_dequant`` loads nothing
-heavy, so the command can handle Ctrl-C while NumPy, ONNX and ONNX Runtime load; the first use of any
-name also registers the op's schema with ONNX."""
+heavy, so the command can handle Ctrl-C while NumPy, ONNX and ONNX Runtime load; the first use of a
+function, class or constant also registers the op's schema with ONNX."""
 
 
 def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    importlib.import_module(".schema", __name__)  # the op's schema, registered with ONNX on first use
     where = _WHERE[name]
     module = importlib.import_module(f".{where or name}", __name__)
-    value = module if where is None else getattr(module, name)
+    if where is None:  # a subpackage (also reached here by ``from . import dtypes`` inside the package)
+        return module
+    value = getattr(module, name)
+    importlib.import_module(".schema", __name__)  # the op's schema, registered with ONNX on first use
     globals()[name] = value
     return value
 
