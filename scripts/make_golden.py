@@ -48,28 +48,36 @@ def _wire(x: np.ndarray) -> tuple[np.ndarray, str | None]:
     """An array as stored (and as the runner takes it): bf16 as its uint16 bits, with its nGraph type."""
     x = np.asarray(x)
     if x.dtype == ml_dtypes.bfloat16:
-        return np.require(x, requirements="C").view(np.uint16), "bf16"
-    return np.require(x, requirements="C"), None  # ascontiguousarray would make a scalar (1,)
+        return np.array(x, order="C").view(np.uint16), "bf16"
+    return np.array(x, order="C"), None  # (ascontiguousarray makes 0-d arrays 1-d)
 
 
-def run_ngraph(runner: str, graph_path: Path, inputs: dict[str, np.ndarray], function: str) -> dict[str, np.ndarray]:
-    """nGraph's outputs, keyed by Result name, in result order."""
+def _check(args: list[str]) -> str:
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise RunnerError(proc.stderr.strip() or f"runner exited with {proc.returncode}")
+    return proc.stdout
+
+
+def run_ngraph(runner: str, graph_path: Path, inputs: dict[str, np.ndarray], function: dict) -> dict[str, np.ndarray]:
+    """nGraph's outputs, keyed by Result name (the op's name, whatever its friendly name), in result order."""
     with tempfile.TemporaryDirectory(prefix="golden_") as tmp:
-        args = [runner, str(graph_path), "--function", function, "-o", tmp]
-        for k, (name, x) in enumerate(inputs.items()):
+        args = [runner, str(graph_path), "--function", function["name"], "-o", tmp]
+        for k, x in enumerate(inputs.values()):  # in parameter order (the runner names them by friendly name)
             p = os.path.join(tmp, f"in_{k}.npy")
             np.save(p, _wire(x)[0])
-            args += ["-i", f"{name}={p}"]
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise RunnerError(proc.stderr.strip() or f"runner exited with {proc.returncode}")
-        summary = json.loads(proc.stdout)
+            args += ["-i", p]
+        summary = json.loads(_check(args))
+        described = json.loads(_check([runner, str(graph_path), "--function", function["name"], "--describe"]))
+        results = summary["results"]
+        if len(results) != len(function["result"]):
+            raise RunnerError(f"{len(results)} results from nGraph, {len(function['result'])} in the graph")
         out = {}
-        for r in summary["results"]:
-            y = np.load(r["file"])
+        for name, r, d in zip(function["result"], results, described["results"]):
+            y = np.load(r["file"]).reshape(d["shape"])  # the runner writes 0-d results with shape (1,)
             if r["element_type"] == "bf16":
                 y = y.view(ml_dtypes.bfloat16)
-            out[r["name"]] = y
+            out[name] = y
         return out
 
 
@@ -102,7 +110,7 @@ def build_case(case: GoldenCase, runner: str, folder: Path) -> tuple[str, str]:
     gpath = folder / f"{case.name}.json"
     gpath.write_text(text)
     if case.expected is None:
-        outputs = run_ngraph(runner, gpath, inputs, fn["name"])
+        outputs = run_ngraph(runner, gpath, inputs, fn)
         source = SOURCE_NGRAPH
     else:
         outputs = {r: np.asarray(case.expected[r]) for r in fn["result"]}
@@ -129,17 +137,23 @@ def build_case(case: GoldenCase, runner: str, folder: Path) -> tuple[str, str]:
     return text, f"{case.name}.npz"
 
 
-def make_family(name: str, runner: str, out: Path) -> int:
+def make_family(name: str, runner: str, out: Path, keep_going: bool = False) -> int:
     cases = load_family(name)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out))
     tmp.chmod(0o755)
+    written = 0
     try:
         for case in cases:
             try:
                 build_case(case, runner, tmp)
+                written += 1
             except RunnerError as e:
-                raise RunnerError(f"{name}/{case.name}: {e}") from None
+                if not keep_going:
+                    raise RunnerError(f"{name}/{case.name}: {e}") from None
+                print(f"{name}/{case.name}: left out: {str(e).splitlines()[0][:200]}", file=sys.stderr)
+                for suffix in (".json", ".npz"):
+                    (tmp / f"{case.name}{suffix}").unlink(missing_ok=True)
         final = out / name
         if final.exists():
             shutil.rmtree(final)
@@ -147,15 +161,47 @@ def make_family(name: str, runner: str, out: Path) -> int:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
-    return len(cases)
+    return written
+
+
+def summary(out: Path) -> str:
+    """What the committed suite covers: cases per source, bit-identical or within a stated budget, and the
+    importer's ops that appear in some case (needs no runner)."""
+    import onnx_dequant as odq
+
+    cases = sorted(out.glob("*/*.json"))
+    ops: set[str] = set()
+    sources: dict[str, int] = {}
+    exact = 0
+    for p in cases:
+        ops.update(op["op"] for op in json.loads(p.read_text())[-1]["ops"])
+        with np.load(p.with_suffix(".npz"), allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+        sources[meta["source"]] = sources.get(meta["source"], 0) + 1
+        exact += meta["ulp"] in (None, 0)
+    supported = set(odq.ngraph.supported_ops())
+    missing = sorted(supported - ops)
+    lines = [
+        f"{len(cases)} cases in {len({p.parent.name for p in cases})} families: "
+        + ", ".join(f"{n} from {k}" for k, n in sorted(sources.items())),
+        f"{exact} bit-identical, {len(cases) - exact} within a stated ULP budget",
+        f"{len(supported & ops)} of the importer's {len(supported)} op types appear in a case"
+        + (f" (not: {', '.join(missing)})" if missing else ""),
+    ]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", action="append", help="only these families (repeatable; default: all)")
     ap.add_argument("--runner", help="the nGraph runner (default: $NGRAPH_RUN, else the oracle's ngraph-run)")
+    ap.add_argument("--keep-going", action="store_true", help="leave out cases nGraph rejects (listed on stderr)")
     ap.add_argument("--out", default=str(ROOT / "tests" / "golden"), help="the golden folder")
+    ap.add_argument("--summary", action="store_true", help="print what the committed suite covers and exit")
     a = ap.parse_args(argv)
+    if a.summary:
+        print(summary(Path(a.out)))
+        return 0
     known = families()
     chosen = a.family or known
     unknown = [f for f in chosen if f not in known]
@@ -166,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     total = 0
     for f in chosen:
         try:
-            n = make_family(f, runner, Path(a.out))
+            n = make_family(f, runner, Path(a.out), a.keep_going)
         except (RunnerError, OSError) as e:
             print(f"make_golden: error: {e}", file=sys.stderr)
             return 2

@@ -16,6 +16,7 @@ import pytest
 
 import onnx_dequant as odq
 from onnx_dequant.validation.diff import compare_output
+from onnx_dequant.validation.loading import with_types
 from onnx_dequant.validation.policy import against_expected, tolerances
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -96,7 +97,7 @@ def test_golden(path: Path):
     onnx.checker.check_model(model, full_check=True)
     outs = [o.name for o in model.graph.output]
     assert len(outs) == len(expected)
-    tol = tolerances(model)
+    tol = tolerances(with_types(model))
     budgets = [against_expected(tol[o], meta["ulp"], meta["why"]) for o in outs]
     feeds = {i.name: x for i, x in zip(model.graph.input, inputs.values())}
     lowered = odq.lower(model)

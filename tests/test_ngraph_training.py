@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 import onnx_dequant as odq
@@ -181,3 +182,119 @@ def test_max_pool_backprop_model_is_checker_clean_at_opset_16_and_21():
         assert [o.name for o in model.graph.output] == ["Result_3"]
         assert model.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
         assert np.prod([d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim]) == 9
+
+
+# ---------------------------------------------------------------- TensorIterator
+
+
+def _ti(ins=None, outs=None, body_op="Tanh", seq=(2, 4, 3), nested=False) -> FunctionWriter:
+    """h' = body_op(x_t + h) over axis 1 of a (2, 4, 3) sequence; h carried; outputs: last h, all h."""
+    body = FunctionWriter("body")
+    body._id = 1000
+    x, h = body.parameter("f32", [2, 1, 3]), body.parameter("f32", [2, 1, 3])
+    y = body.op(body_op, body.binary("Add", x, h, "none"))
+    if nested:
+        y = body.op("TensorIterator", y)
+    body.result(y)
+    js = body.to_json()
+    by = {o["name"]: o for o in js["ops"]}
+    w = FunctionWriter()
+    s, h0 = w.parameter("f32", list(seq)), w.parameter("f32", [2, 1, 3])
+    ins = ins or [
+        dict(kind="slice", input_index=0, body_parameter_index=0, start=0, stride=1, part_size=1, end=-1, axis=1),
+        dict(kind="merged", input_index=1, body_parameter_index=1, body_value_index=0),
+    ]
+    outs = outs or [
+        dict(kind="body_output", body_value_index=0, output_index=0, iteration=-1),
+        dict(kind="concat", body_value_index=0, output_index=1, start=0, stride=1, part_size=1, end=-1, axis=1),
+    ]
+    body_js = {
+        "nodes": js["ops"],
+        "parameters": [by[p] for p in js["parameters"]],
+        "results": [by[r] for r in js["result"]],
+    }
+    ti = w.op("TensorIterator", s, h0, body=body_js, input_descriptions=ins, output_descriptions=outs)
+    for i in range(len(outs)):
+        w.result(w.op("GetOutputElement", ti, n=i))
+    return w
+
+
+def test_tensor_iterator_is_a_loop_over_the_converted_body():
+    model = odq.ngraph.convert(json.dumps([_ti().to_json()]))
+    onnx.checker.check_model(model, full_check=True)
+    (loop,) = [n for n in model.graph.node if n.op_type == "Loop"]
+    body = loop.attribute[0].g
+    assert [n.op_type for n in body.node][:1] == ["Gather"] and "Tanh" in {n.op_type for n in body.node}
+    seq = np.arange(24, dtype=np.float32).reshape(2, 4, 3) / 24
+    h = np.full((2, 1, 3), 0.5, np.float32)
+    last, every = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"Parameter_0": seq, "Parameter_1": h}
+    )
+    want = []
+    for t in range(4):  # the definition, step by step in f32
+        h = np.tanh(seq[:, t : t + 1, :] + h)
+        want.append(h)
+    np.testing.assert_allclose(last, want[-1], rtol=1e-6)
+    np.testing.assert_allclose(every, np.concatenate(want, axis=1), rtol=1e-6)
+
+
+TI_BAD = [
+    (
+        _ti(
+            ins=[
+                dict(
+                    kind="slice", input_index=0, body_parameter_index=0, start=0, stride=1, part_size=1, end=-1, axis=1
+                ),
+                dict(
+                    kind="slice", input_index=1, body_parameter_index=1, start=0, stride=1, part_size=1, end=-1, axis=2
+                ),
+            ]
+        ),
+        "Number of slices not the same",
+    ),
+    (_ti(body_op="Erff"), "TensorIterator: node 'Erff_1003' of the body: unknown or unsupported op type 'Erff'"),
+    (_ti(nested=True), "No nested TensorIterator"),
+    (
+        _ti(
+            ins=[
+                dict(
+                    kind="slice", input_index=0, body_parameter_index=0, start=0, stride=1, part_size=1, end=-1, axis=1
+                )
+            ]
+        ),
+        "Number of inputs must be the same as number of input descriptions",
+    ),
+    (
+        _ti(
+            ins=[
+                dict(
+                    kind="slice", input_index=0, body_parameter_index=0, start=0, stride=2, part_size=1, end=-1, axis=1
+                ),
+                dict(kind="merged", input_index=1, body_parameter_index=1, body_value_index=0),
+            ]
+        ),
+        "do not tile axis 1",
+    ),
+    (
+        _ti(
+            ins=[
+                dict(kind="merged", input_index=0, body_parameter_index=1, body_value_index=0),
+                dict(
+                    kind="slice", input_index=1, body_parameter_index=0, start=0, stride=1, part_size=1, end=-1, axis=1
+                ),
+            ]
+        ),
+        "Iterator input is not compatible with body param",
+    ),
+    (_ti(outs=[dict(kind="body_output", body_value_index=0, output_index=0, iteration=4)]), "iteration 4 is outside"),
+]
+
+
+@pytest.mark.parametrize("w, match", TI_BAD, ids=[str(i) for i in range(len(TI_BAD))])
+def test_bad_tensor_iterator_is_refused(tmp_path, w, match):
+    p = tmp_path / "graph.json"
+    p.write_text(json.dumps([w.to_json()]))
+    with pytest.raises(odq.DequantizeError) as info:
+        odq.ngraph.convert(p)
+    msg = str(info.value)
+    assert msg.startswith(f"{p}: node 'TensorIterator_2': ") and match in msg, msg

@@ -39,6 +39,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("model", metavar="MODEL", help="ONNX model (.onnx) or nGraph serialized graph (.json)")
     p.add_argument("--inputs", metavar="IN.npz", help="inputs by name (default: generated from the input types)")
     p.add_argument("--against", metavar="OTHER.onnx", help="compare this model with MODEL on the same inputs")
+    p.add_argument(
+        "--expected",
+        metavar="OUT.npz",
+        help="outputs your own run computed (nGraph, say), by output name, nGraph Result name or position "
+        "(out_0...): adds an 'expected' row per output, compared with the reference under the same policy",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--opset", type=int, metavar="N", help="opset to lower to (default: the model's own)")
     p.add_argument("--target", choices=TARGETS, default="ort", help="lowering target (default ort)")
@@ -130,6 +136,7 @@ def validate_command(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         ort_config=config,
         runtimes=runtimes,
+        expected=args.expected,
     )
     print(report.to_json() if args.json else report.to_text(), flush=True)
     return report.exit_code

@@ -7,7 +7,7 @@ names already taken, small shared constants (deduplicated) and the ``TensorType`
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -38,6 +38,8 @@ class Builder:
         self.uses_custom_domain = False
         self.small_consts: dict[Any, str] = {}
         """Names of small constants by their Python value (a faster path to ``const``'s sharing)."""
+        self.convert_function: Callable[[Any], onnx.ModelProto] | None = None
+        """Set by the importer: converts a nested function (a TensorIterator's body) as it converts the graph."""
         self.values: dict[str, np.ndarray] = {}
         """Every initializer's value by name (the arrays themselves, not copies): axes, shapes and indices
         that ops read as attributes, and the scales and weights the quantized ops fold."""

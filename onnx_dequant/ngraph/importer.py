@@ -64,6 +64,12 @@ def _outputs_at(op: reader.Op, tensors: dict[str, list[str]]) -> list[str]:
     return out
 
 
+def friendly_name(op: reader.Op) -> str | None:
+    """The op's ``friendly_name`` when the file gives one (a non-empty string other than its name)."""
+    f = op.js.get("friendly_name")
+    return f if type(f) is str and f.strip() and f != op.name else None
+
+
 def _through_goe(src: tuple[str, int], by_name: dict[str, reader.Op]) -> tuple[str, int]:
     """The op output a GetOutputElement chain starting at ``src`` names (``src`` itself for other ops)."""
     for _ in range(len(by_name)):
@@ -131,6 +137,7 @@ def _convert_source(source: Any, function: str | None, opset: int) -> onnx.Model
 def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelProto:
     by_name = fn.by_name
     b = Builder(opset)
+    b.convert_function = partial(_convert, opset=opset, path=None)
 
     # ops some result depends on
     live = set(fn.results)
@@ -154,13 +161,15 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
             t = parameter_type(ctx)
         except DequantizeError as e:
             raise e.at(node=name) from None
-        tname = b.reserve(name)
+        tname = b.reserve(friendly_name(op) or name)
         b.add_input(tname, t)
+        b.graph.input[-1].doc_string = f"nGraph Parameter {name}"
         tensors[name] = [tname]
 
     # a Result names the tensor of the op output feeding it (through GetOutputElement), unless that is a
     # graph input or initializer
     claims: dict[tuple[str, int], str] = {}
+    result_tensor: dict[str, str] = {}  # Result op -> its graph output's name (the friendly name where given)
     legacy = by_name[fn.results[0]].op != "Result"
     if not legacy:
         for r in fn.results:
@@ -168,10 +177,10 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
             if len(rop.inputs) != 1:
                 raise DequantizeError(f"Result takes 1 input, got {len(rop.inputs)}", node=r)
             src = _through_goe(rop.inputs[0], by_name)
-            if r not in claims.values():
-                b.reserve(r)
+            if r not in result_tensor:
+                result_tensor[r] = b.reserve(friendly_name(rop) or r)
             if by_name[src[0]].op not in _UNCLAIMABLE and src not in claims:
-                claims[src] = r
+                claims[src] = result_tensor[r]
 
     live.difference_update(fn.parameters)  # converted above
     b_types = b.types
@@ -195,8 +204,8 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
             if kind == "Result":
                 if len(inputs) != 1:
                     raise DequantizeError(f"Result takes 1 input, got {len(inputs)}")
-                out = name
-                if claims.get(_through_goe(op.inputs[0], by_name)) != name:
+                out = result_tensor.get(name, name)
+                if claims.get(_through_goe(op.inputs[0], by_name)) != out:
                     if name not in listed:  # a Result that no function result names: an ordinary tensor
                         out = reserve(name)
                     b.node("Identity", inputs, [out], name)
@@ -238,6 +247,7 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
             tname = alias
         outputs.add(tname)
         b.add_output(tname)
+        b.graph.output[-1].doc_string = f"nGraph Result {r}"
 
     b.drop_unused_folded()
     g = b.graph

@@ -26,6 +26,7 @@ from . import inputs as inputs_mod
 from .diagnosis import KNOWN_REWRITES, ort_rewrites
 from .diff import compare_output
 from .expected import Expected
+from .given import check_given, load_given
 from .loading import for_reference, load_model, serialized, with_types
 from .localize import first_difference
 from .openvino_runner import OPENVINO_LEVELS, OpenVinoMissing, OpenVinoRunner, openvino_levels
@@ -95,6 +96,7 @@ def validate(
     progress: bool = False,
     ort_config: Mapping[str, str] | None = None,
     runtimes: Sequence[str] = ("onnxruntime",),
+    expected: Any = None,
 ) -> Report:
     """Run ``model`` every way we can and compare each run with the reference; returns a ``Report``.
 
@@ -108,7 +110,10 @@ def validate(
     that take more than two seconds to stderr. ``ort_config`` adds ONNX Runtime session config entries
     (``{"session.qdq_matmulnbits_accuracy_level": "0"}``) to every ORT session. ``runtimes`` (of
     ``RUNTIMES``) adds OpenVINO's paths (``openvino-f32``, and ``openvino-default`` where the CPU's default
-    precision hint is not f32) for every path but the Python kernel.
+    precision hint is not f32) for every path but the Python kernel. ``expected``: outputs the user's own run
+    computed (an ``.npz`` path or a mapping; keyed by output name, nGraph Result name or position ``out_0``):
+    the report adds an ``expected`` row comparing them with the reference under the same policy (nGraph's
+    two roundings of an i32 Dequantize allowed).
 
     Raises ``DequantizeError`` for bad input (an invalid model, inputs that do not fit it, a model the
     reference cannot run); a path that fails to load or run is reported, not raised.
@@ -138,8 +143,11 @@ def validate(
         seed=seed if source == "generated" else None,
         policy=policy.to_dict(),
     )
+    given = None if expected is None else load_given(expected, original)
     oracle = run.reference(with_placeholders, arrays, report)
     run.expected = Expected(oracle, feeds, [o.name for o in original.graph.output], show)
+    if given is not None:
+        report.paths.append(run.given(*given))
     for path in chosen:
         try:
             path_model, path_feeds, kernel = _path_model(
@@ -241,6 +249,19 @@ class _Comparison:
         self.localize = False
         self.stand_in = OrtStandIn(model, arrays, self.ort_config)
         return self.stand_in
+
+    def given(self, outputs: Mapping[str, np.ndarray], label: str) -> PathResult:
+        """The reference against outputs the user brought (``expected``), under the policy against nGraph."""
+        computed = self.expected.outputs()
+        outputs = check_given(outputs, computed, label)
+        tol = tolerances(with_types(self.oracle_model), self.policy, ngraph=True)
+        result = PathResult("expected", os.path.basename(label), "pass")
+        for name, want in outputs.items():
+            allowed = tol.get(name, Tolerance(self.policy.exact_ulp, False, "graph output"))
+            result.outputs.append(compare_output(name, want, computed[name], allowed))
+        if not all(o.ok for o in result.outputs):
+            result.status = "fail"
+        return result
 
     def allowed(self, name: str) -> Tolerance:
         return self.tolerances.get(name, Tolerance(self.policy.exact_ulp, False, "graph output"))

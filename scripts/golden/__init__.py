@@ -19,7 +19,7 @@ import numpy as np
 
 from onnx_dequant.ngraph.writer import FunctionWriter
 
-__all__ = ["GoldenCase", "families", "load_family", "graph"]
+__all__ = ["GoldenCase", "families", "load_family", "graph", "importable", "specials"]
 
 
 @dataclass
@@ -67,3 +67,44 @@ def load_family(name: str) -> list[GoldenCase]:
             raise ValueError(f"family {name}: two cases named {c.name}")
         seen.add(c.name)
     return list(cases)
+
+
+def importable(graph_: list, opset: int | None = None) -> bool:
+    """Whether the importer converts the graph and ONNX Runtime builds sessions for it (lowered and with the
+    kernel): cases outside that are refused by name elsewhere (tests/test_ngraph.py) and have nothing to compare."""
+    import onnxruntime as ort
+
+    import onnx_dequant as odq
+    from onnx_dequant.errors import DequantizeError
+
+    try:
+        model = odq.ngraph.convert(graph_) if opset is None else odq.ngraph.convert(graph_, opset=opset)
+        ort.InferenceSession(odq.lower(model).SerializeToString(), providers=["CPUExecutionProvider"])
+        odq.session(model)
+    except Exception as e:  # refused by name, or ORT's NotImplemented / InvalidGraph
+        if isinstance(e, DequantizeError) or type(e).__module__.startswith("onnxruntime"):
+            return False
+        raise
+    return True
+
+
+def specials(et: str) -> np.ndarray:
+    """Edge values of an element type: integer extremes and their neighbours; for reals signed zeros, NaN,
+    infinities, the largest finite value, subnormals, .5 ties and ordinary values."""
+    from onnx_dequant import dtypes
+
+    dt = dtypes.parse(et)
+    npdt = dt.numpy
+    if dt.kind == "boolean":
+        return np.array([False, True], npdt)
+    if dt.kind == "real":
+        import ml_dtypes
+
+        fi = ml_dtypes.finfo(npdt)
+        vals = [-0.0, 0.0, 0.5, -0.5, 1.5, -2.5, 3.0, -7.25, np.inf, -np.inf, np.nan]
+        vals += [float(fi.max), -float(fi.max), float(fi.smallest_subnormal), -float(fi.smallest_subnormal)]
+        vals += [float(fi.smallest_normal), 1.0 + float(fi.eps)]
+        return np.array(vals, np.float64).astype(npdt)
+    info = np.iinfo(npdt)
+    vals = {int(info.min), int(info.min) + 1, -2, -1, 0, 1, 2, 7, int(info.max) - 1, int(info.max)}
+    return np.array(sorted(v for v in vals if info.min <= v <= info.max), npdt)

@@ -73,6 +73,7 @@ BACKEND_OPS = frozenset(
 """Ops that appear only in graphs serialized after nGraph's backend optimization passes."""
 
 from . import (  # noqa: E402, F401  (registers the converters, after OPS exists)
+    activation,
     compare,
     conv,
     dot,
@@ -81,6 +82,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     index,
     io,
     layout,
+    loop,
     losses,
     math,
     matmul,

@@ -39,7 +39,11 @@ def dot(ctx: OpContext) -> list[TensorType]:
     ctx.require_onnx(wide or dt, "Mul" if n == 0 and (ra == 0 or rb == 0) else "MatMul")
 
     if n == 0 and (ra == 0 or rb == 0):
-        r = ctx.emit("Mul", [a, b], final)
+        if dt.is_real:  # nGraph sums each product into +0: a -0 product gives +0
+            ctx.require_onnx(dt, "Add")
+            r = ctx.emit("Add", [ctx.emit("Mul", [a, b]), ctx.scalar(0, dt)], final)
+        else:
+            r = ctx.emit("Mul", [a, b], final)
     else:
         r = contract(ctx, a, b, n, lambda a2, b2, out: ctx.emit("MatMul", [a2, b2], out), final)
     if wide is not None:

@@ -17,6 +17,7 @@ from ... import dtypes
 from ...contract import TensorType
 from ..context import OpContext, shape_str
 from . import register
+from .elementwise import broadcast_shapes
 
 _F32, _F64 = dtypes.parse("f32"), dtypes.parse("f64")
 
@@ -66,4 +67,98 @@ def batch_norm_inference(ctx: OpContext) -> list[TensorType]:
     else:
         scaled = ctx.emit("Mul", [normalized, per_channel(gamma)])
         ctx.emit("Add", [scaled, per_channel(beta)], ctx.out())
+    return [t]
+
+
+def _eps(ctx: OpContext, key: str) -> float:
+    v = ctx.raw(key)
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        raise ctx.error(f"'{key}' must be a number, got {v!r:.40}")
+    return float(np.float32(v))  # nGraph reads these as float
+
+
+def _square_sum(ctx: OpContext, x: str, axes: list[int], keep: bool) -> str:
+    sq = ctx.emit("Mul", [x, x])
+    if not axes:
+        return sq
+    return ctx.emit("ReduceSum", [sq, ctx.int64s(axes)], keepdims=int(keep))
+
+
+@register("NormalizeL2")
+def normalize_l2(ctx: OpContext) -> list[TensorType]:
+    """x / sqrt(sum(x * x) + eps), or sqrt(max(sum, eps)) for ``eps_mode`` MAX; the norm broadcast NumPy-style
+    against x, as nGraph's decomposition (which is why only leading reduction axes are valid there)."""
+    ctx.expect_inputs(2)
+    t = ctx.types[0]
+    dt = t.elem_type
+    if not dt.is_real:
+        raise ctx.error(f"NormalizeL2 on {dt} is not supported (real types only)")
+    rank = ctx.rank(0)
+    axes = sorted(set(ctx.constant_ints(1, "axes", lo=0, hi=max(rank - 1, 0))))
+    eps = _eps(ctx, "eps")
+    mode = ctx.raw("eps_mode", 0)
+    mode = {0: "add", 1: "max", "add": "add", "max": "max", "ADD": "add", "MAX": "max"}.get(mode)
+    if mode is None:
+        raise ctx.error(f"'eps_mode' must be ADD or MAX (0, 1), got {ctx.raw('eps_mode')!r:.40}")
+    norm_shape = tuple(d for i, d in enumerate(t.shape) if i not in axes)  # type: ignore[union-attr]
+    if broadcast_shapes(t.shape, norm_shape) != t.shape:
+        raise ctx.error(
+            f"the norm over axes {axes} has shape {shape_str(norm_shape)}, which does not broadcast to the data's "
+            f"{shape_str(t.shape)} (nGraph divides with NumPy broadcasting)"
+        )
+    ctx.require_onnx(dt, "ReduceSum", "Sqrt", "Div")
+    x = ctx.inputs[0]
+    s = _square_sum(ctx, x, axes, False)
+    e = ctx.scalar(np.array(eps).astype(dt.numpy), dt)
+    if mode == "max":
+        s = ctx.emit("Where", [ctx.emit("Greater", [s, e]), s, e])
+    else:
+        s = ctx.emit("Add", [s, e])
+    ctx.emit("Div", [x, ctx.emit("Sqrt", [s])], ctx.out())
+    return [t]
+
+
+@register("GRN")
+def grn(ctx: OpContext) -> list[TensorType]:
+    """x / sqrt(sum over axis 1 of x * x + bias), the data viewed as 4-D with leading ones (nGraph's rule)."""
+    ctx.expect_inputs(1)
+    t = ctx.types[0]
+    dt = t.elem_type
+    if not dt.is_real:
+        raise ctx.error(f"GRN on {dt} is not supported (real types only)")
+    rank = ctx.rank(0)
+    if not 2 <= rank <= 4:
+        raise ctx.error(f"Input tensor rank must be 2, 3 or 4 dimensional (actual input shape: {shape_str(t.shape)})")
+    bias = _eps(ctx, "bias")
+    x = ctx.inputs[0]
+    axis = 1 - (4 - rank)  # axis 1 of the 4-D view; a leading one (no reduction) when negative
+    ctx.require_onnx(dt, "ReduceSum", "Sqrt", "Div")
+    s = _square_sum(ctx, x, [axis] if axis >= 0 else [], True)
+    norm = ctx.emit("Sqrt", [ctx.emit("Add", [s, ctx.scalar(np.array(bias).astype(dt.numpy), dt)])])
+    ctx.emit("Div", [x, norm], ctx.out())
+    return [t]
+
+
+@register("LRN")
+def lrn(ctx: OpContext) -> list[TensorType]:
+    """x / (bias + alpha / size * sum of squares in the window) ^ beta: ONNX LRN, across the channel axis."""
+    ctx.expect_inputs(1, 2)
+    t = ctx.types[0]
+    dt = t.elem_type
+    if not dt.is_real:
+        raise ctx.error(f"LRN on {dt} is not supported (real types only)")
+    rank = ctx.rank(0)
+    axes = sorted(set(ctx.constant_ints(1, "axes", lo=0, hi=max(rank - 1, 0)))) if len(ctx.inputs) == 2 else [1]
+    size = ctx.attr_int("nsize", lo=1)
+    if axes != [1] or rank < 3 or size % 2 == 0:
+        raise ctx.error(
+            f"LRN over axes {axes} with size {size} on rank {rank} has no ONNX counterpart (ONNX LRN: the channel "
+            "axis of a rank >= 3 input; an even size centres the window differently)"
+        )
+    values = {k: ctx.raw(k) for k in ("alpha", "beta", "bias")}
+    for k, v in values.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise ctx.error(f"'{k}' must be a number, got {v!r:.40}")
+    ctx.require_onnx(dt, "LRN")
+    ctx.emit("LRN", [ctx.inputs[0]], ctx.out(), size=size, **{k: float(v) for k, v in values.items()})
     return [t]

@@ -2,7 +2,7 @@
 
 nGraph's Quantize computes, in the input's real type T: ``q = x / scale``, rounds ``q`` by
 ``round_mode``, adds the offset (converted to T), clamps to the output type's range (as T) and casts.
-The ``q + 0.5`` / ``q - 0.5`` steps of modes 1-3 happen in double (a double literal in nGraph's C++),
+The ``q + 0.5`` / ``q - 0.5`` steps of modes 0-3 happen in double (a double literal in nGraph's C++),
 so for f32, f16 and bf16 they are exact. Round-half-to-even on f32 input with an 8-bit (or, from
 opset 21, 16-bit) output and at most one axis is ONNX QuantizeLinear, which ONNX Runtime computes the
 same way (division, not a reciprocal). Every other case is an exact decomposition that follows
@@ -93,7 +93,7 @@ def bounds_inside(real: dtypes.DType, quant: dtypes.DType) -> tuple[np.ndarray, 
 
 
 _MODE_OPS = (
-    ("Abs", "Floor", "Sub", "GreaterOrEqual", "Add", "Less", "Neg", "Where"),
+    ("Abs", "Add", "Floor", "Less", "Neg", "Where"),
     ("Abs", "Sub", "Ceil", "Less", "Neg", "Where"),
     ("Add", "Floor"),
     ("Sub", "Ceil"),
@@ -107,7 +107,7 @@ _MODE_OPS = (
 
 
 _F64 = dtypes.parse("f64")
-_HALF_STEP_MODES = (1, 2, 3)
+_HALF_STEP_MODES = (0, 1, 2, 3)
 """Modes whose ``q +- 0.5`` nGraph computes in double (C++'s ``0.5`` is a double literal), whatever T is."""
 
 
@@ -122,11 +122,8 @@ def emit_round(ctx: OpContext, q: str, mode: int, t: dtypes.DType) -> str:
     def signed(mag: str) -> str:  # sign of q applied to a magnitude
         return ctx.emit("Where", [ctx.emit("Less", [q, zero]), ctx.emit("Neg", [mag]), mag])
 
-    if mode == 0:  # std::round: the fraction of |q| decides, ties away from zero
-        m = ctx.emit("Abs", [q])
-        f = ctx.emit("Floor", [m])
-        up = ctx.emit("GreaterOrEqual", [ctx.emit("Sub", [m, f]), half])
-        return signed(ctx.emit("Where", [up, ctx.emit("Add", [f, ctx.scalar(1, t)]), f]))
+    if mode == 0:  # floor(|q| + 0.5) with q's sign: not std::round for f64 q = 0.5 - 2^-54 (nGraph gives 1)
+        return signed(ctx.emit("Floor", [ctx.emit("Add", [ctx.emit("Abs", [q]), half])]))
     if mode == 1:  # ceil(|q| - 0.5) with q's sign
         return signed(ctx.emit("Ceil", [ctx.emit("Sub", [ctx.emit("Abs", [q]), half])]))
     if mode == 2:

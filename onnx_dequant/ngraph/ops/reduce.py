@@ -1,17 +1,18 @@
 """Reductions and Softmax.
 
-v0 reductions (Sum, Product, Max, Min, Any, All) take ``reduction_axes`` (later files: the axes as
-input 1, a Constant); v1 ones (ReduceSum, ReduceProd, ReduceMax, ReduceMin, ReduceMean,
-ReduceLogicalAnd, ReduceLogicalOr) take the axes as input 1 (negative counts from the end) and
-``keep_dims``. No axes means the input unchanged (ONNX would reduce everything).
+v0 reductions (Sum, Product, Max, Min, Any, All) take ``reduction_axes`` (later files: the axes as input 1, a
+Constant); v1 ones (ReduceSum, ReduceProd, ReduceMax, ReduceMin, ReduceMean, ReduceLogicalAnd,
+ReduceLogicalOr) take the axes as input 1 (negative counts from the end) and ``keep_dims``. No axes means the
+input unchanged (ONNX would reduce everything).
 
-nGraph's semantics kept: Sum / Product on 8/16-bit integers accumulate in 64 bits and cast back, which
-wraps exactly as nGraph's arithmetic in the element type. Max / Min start from -inf / +inf (the type's
-lowest / highest for integers) and take ``x > m`` / ``x < m``: a NaN never wins, so on reals NaN becomes
--inf / +inf before ONNX ReduceMax / ReduceMin (which would propagate it). Any / All of an empty set are
-false / true. ReduceMean on integers is the (wrapping) sum divided by the count, truncated, as C++.
-Float sums agree with nGraph up to rounding: nGraph adds in order (later versions with Kahan
-compensation), ONNX Runtime in its own order.
+nGraph's semantics kept: integer Sums wrap in the element type (narrower than 64 bits: accumulated in int64
+and cast back; 64-bit: their 32-bit halves summed apart, as ONNX Runtime's int64 ReduceSum goes through
+double); f32/f16/bf16 Sums accumulate in f64 and round once, near nGraph 0.26's compensated (Kahan) sum; a Sum
+over no axes adds each element to +0 (-0 becomes +0). Product on 8/16-bit integers accumulates in 64 bits and
+casts back, which wraps exactly as nGraph's arithmetic in the element type. Max / Min start from -inf / +inf
+(the type's lowest / highest for integers) and take ``x > m`` / ``x < m``: a NaN never wins, so on reals NaN
+becomes -inf / +inf before ONNX ReduceMax / ReduceMin (which would propagate it). Any / All of an empty set
+are false / true. ReduceMean on integers is the (wrapping) sum divided by the count, truncated, as C++.
 Softmax over one axis is ONNX Softmax; over several it is exp(x - max) / sum, reduced over all of them.
 """
 
@@ -27,6 +28,7 @@ from .shape import reshape_node
 
 _BOOL = dtypes.parse("boolean")
 _I64 = dtypes.parse("i64")
+_F64 = dtypes.parse("f64")
 
 
 def _check_axes(ctx: OpContext, axes: tuple[int, ...], rank: int) -> None:
@@ -91,6 +93,9 @@ def _arithmetic(onnx_op: str, what: str):
             return _identity(ctx, t)
         if onnx_op == "ReduceProd" and not dt.is_real:
             return _int_product(ctx, t, axes, keep)
+        if onnx_op == "ReduceSum":
+            _sum(ctx, x, dt, axes, keep, ctx.out())
+            return [TensorType(dt, _out_shape(t, axes, keep))]
         wide = accumulator(dt)
         ctx.require_onnx(wide or dt, onnx_op)
         if wide is None:
@@ -102,6 +107,33 @@ def _arithmetic(onnx_op: str, what: str):
         return [TensorType(dt, _out_shape(t, axes, keep))]
 
     return convert
+
+
+def _sum(ctx: OpContext, x: str, dt: dtypes.DType, axes: tuple[int, ...], keep: bool, out: str | None) -> str:
+    """The sum over ``axes`` as nGraph computes it: reals near the exact sum (nGraph 0.26 compensates;
+    f32/f16/bf16 here accumulate in f64 and round once), integers wrapping in the element type."""
+    if dt.is_real:
+        ctx.require_onnx(dt, "Cast")
+        ctx.require_onnx(_F64, "ReduceSum")
+        if dt is _F64:
+            return _reduce_node(ctx, "ReduceSum", x, axes, keep, out)
+        s = _reduce_node(ctx, "ReduceSum", ctx.emit("Cast", [x], to=_F64.onnx), axes, keep, None)
+        return ctx.emit("Cast", [s], out, to=dt.onnx)
+    ctx.require_onnx(dt, "Cast")
+    ctx.require_onnx(_I64, "ReduceSum", "Div", "Mul", "Sub", "Add")
+    w = ctx.emit("Cast", [x], to=_I64.onnx) if dt is not _I64 else x
+    if dt.bits < 64:  # exact in 64 bits; the cast back wraps as nGraph's sum in the element type
+        return ctx.emit("Cast", [_reduce_node(ctx, "ReduceSum", w, axes, keep, None)], out, to=dt.onnx)
+    # 64-bit: ONNX Runtime's integer ReduceSum accumulates in double (it rounds and saturates), so the two
+    # 32-bit halves are summed apart (each sum exact below 2^21 terms) and recombined, wrapping
+    base = ctx.scalar(2**32, _I64)
+    hi = ctx.emit("Div", [w, base])
+    lo = ctx.emit("Sub", [w, ctx.emit("Mul", [hi, base])])
+    high = ctx.emit("Mul", [_reduce_node(ctx, "ReduceSum", hi, axes, keep, None), base])
+    low = _reduce_node(ctx, "ReduceSum", lo, axes, keep, None)
+    if dt is _I64:
+        return ctx.emit("Add", [high, low], out)
+    return ctx.emit("Cast", [ctx.emit("Add", [high, low])], out, to=dt.onnx)
 
 
 MAX_PRODUCT_TERMS = 4096
@@ -228,9 +260,7 @@ def reduce_mean(ctx: OpContext) -> list[TensorType]:
     else:  # the sum in the element type (wrapping), divided by the count, truncated
         shape = ctx.static_shape(0)
         count = int(np.prod([shape[a] for a in axes]))
-        ctx.require_onnx(dt, "Cast")
-        s = _reduce_node(ctx, "ReduceSum", ctx.emit("Cast", [x], to=_I64.onnx), axes, keep, None)
-        s = ctx.emit("Cast", [ctx.emit("Cast", [s], to=dt.onnx)], to=_I64.onnx)
+        s = ctx.emit("Cast", [_sum(ctx, x, dt, axes, keep, None)], to=_I64.onnx)
         ctx.emit("Cast", [ctx.emit("Div", [s, ctx.scalar(max(count, 1), _I64)])], ctx.out(), to=dt.onnx)
     return [TensorType(dt, _out_shape(t, axes, keep))]
 

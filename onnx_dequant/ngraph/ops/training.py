@@ -17,7 +17,7 @@ import math
 from ...contract import Dim, TensorType
 from ..context import OpContext, shape_str
 from . import register
-from .elementwise import binary_inputs
+from .elementwise import binary_inputs, no_boolean, unary_input
 
 
 def _real(ctx: OpContext, t: TensorType) -> None:
@@ -29,8 +29,7 @@ def _real(ctx: OpContext, t: TensorType) -> None:
 def relu_backprop(ctx: OpContext) -> list[TensorType]:
     x, delta, t = binary_inputs(ctx)
     dt = t.elem_type
-    if dt.kind == "boolean":
-        raise ctx.error(f"Arguments cannot have boolean element type (argument element type: {dt})")
+    no_boolean(ctx, dt)
     ctx.require_onnx(dt, "Greater", "Where")
     zero = ctx.scalar(0, dt)
     ctx.emit("Where", [ctx.emit("Greater", [x, zero]), delta, zero], ctx.out())
@@ -51,8 +50,7 @@ def sigmoid_backprop(ctx: OpContext) -> list[TensorType]:
 
 @register("GeluBackpropFactor")
 def gelu_backprop_factor(ctx: OpContext) -> list[TensorType]:
-    ctx.expect_inputs(1)
-    t = ctx.types[0]
+    t = unary_input(ctx)
     dt = t.elem_type
     _real(ctx, t)
     ctx.require_onnx(dt, "Mul", "Erf", "Add", "Exp")
@@ -75,8 +73,7 @@ def gelu_backprop_factor(ctx: OpContext) -> list[TensorType]:
 
 @register("StopGradient")
 def stop_gradient(ctx: OpContext) -> list[TensorType]:
-    ctx.expect_inputs(1)
-    t = ctx.types[0]
+    t = unary_input(ctx)
     ctx.require_onnx(t.elem_type, "Identity")
     ctx.emit("Identity", ctx.inputs, ctx.out())
     return [t]

@@ -1,0 +1,185 @@
+#!/usr/bin/env python
+"""ONNX Runtime on the converted model against nGraph 0.26's own CPU backend, side by side in one run.
+
+    python scripts/bench_vs_ngraph.py [--runner PATH] [--repeat N] [--trials K] [--quick]
+
+Graphs: the samples of models/ (``quantized_mlp`` with its Adds in nGraph 0.26's spelling and a static batch;
+``conv_block`` only where nGraph's CPU backend can JIT its convolutions) and an MLP and an LSTM generated here
+(i8 per-channel weights dequantized in the graph). nGraph: ``ngraph-run --backend CPU --repeat N``; its mean
+over N calls includes the first call, so the first call's time (a run with ``--repeat 1``) is taken out:
+``(N * mean_N - first) / (N - 1)``. ONNX Runtime: the lowered model at the default level (MatMulNBits kept at
+f32 activations), warmed up, then the median of N timed calls. Each side is measured ``--trials`` times,
+interleaved; the table shows medians and the ratio ORT / nGraph; the target is a geometric mean <= 1.0x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import onnx_dequant as odq  # noqa: E402
+from onnx_dequant.ngraph.writer import FunctionWriter  # noqa: E402
+
+DEFAULT_RUNNER = "/work/shared/ngraph-oracle/ngraph-run"
+
+
+def _quantized(w: FunctionWriter, rng: np.random.Generator, k: int, n: int):
+    """An f32 (k, n) weight stored as i8 with one scale per output column, dequantized in the graph."""
+    q = w.constant(rng.integers(-127, 128, (k, n), dtype=np.int8))
+    s = w.constant((rng.uniform(0.5, 2.0, n) / (8 * math.sqrt(k))).astype(np.float32))
+    z = w.constant(np.zeros(n, np.int8))
+    return w.op("Dequantize", q, s, z, type="f32", axes=[1])
+
+
+def mlp(batch: int, sizes: list[int]) -> tuple[FunctionWriter, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(1)
+    w = FunctionWriter("mlp")
+    x = w.parameter("f32", [batch, sizes[0]])
+    h = x
+    for i, (k, n) in enumerate(zip(sizes, sizes[1:])):
+        h = w.op("Dot", h, _quantized(w, rng, k, n), reduction_axes_count=1)
+        h = w.binary("Add", h, w.constant(rng.uniform(-0.1, 0.1, n).astype(np.float32)))
+        if i < len(sizes) - 2:
+            h = w.op("Relu", h)
+    w.result(w.op("Softmax", h, softmax_axes=[1]))
+    return w, {"Parameter_0": rng.standard_normal((batch, sizes[0])).astype(np.float32)}
+
+
+def lstm(batch: int, inputs: int, hidden: int, steps: int) -> tuple[FunctionWriter, dict[str, np.ndarray]]:
+    """An LSTM unrolled over ``steps``: gates = [x_t, h] . W + b, split four ways; c and h updated."""
+    rng = np.random.default_rng(2)
+    w = FunctionWriter("lstm")
+    xs = [w.parameter("f32", [batch, inputs]) for _ in range(steps)]
+    weight = _quantized(w, rng, inputs + hidden, 4 * hidden)
+    bias = w.constant(rng.uniform(-0.1, 0.1, 4 * hidden).astype(np.float32))
+    h = w.constant(np.zeros((batch, hidden), np.float32))
+    c = w.constant(np.zeros((batch, hidden), np.float32))
+
+    def gate(g, k: int):
+        return w.op("Slice", g, lower_bounds=[0, k * hidden], upper_bounds=[batch, (k + 1) * hidden], strides=[1, 1])
+
+    for x in xs:
+        g = w.binary("Add", w.op("Dot", w.op("Concat", x, h, axis=1), weight, reduction_axes_count=1), bias)
+        i, f, o = (w.op("Sigmoid", gate(g, k)) for k in range(3))
+        u = w.op("Tanh", gate(g, 3))
+        c = w.binary("Add", w.binary("Multiply", f, c), w.binary("Multiply", i, u))
+        h = w.binary("Multiply", o, w.op("Tanh", c))
+    w.result(h)
+    w.result(c)
+    feeds = {str(p): rng.standard_normal((batch, inputs)).astype(np.float32) for p in xs}
+    return w, feeds
+
+
+def samples() -> list[tuple[str, list, dict[str, np.ndarray]]]:
+    from golden.samples import cases  # the golden suite's sample cases: nGraph 0.26 spelling, fixed inputs
+
+    out = []
+    for c in cases():
+        g, feeds = c.graph, dict(c.inputs)
+        if c.name == "quantized_mlp":  # a static batch (nGraph's dynamic wrapper recompiles)
+            for op in g[-1]["ops"]:
+                if op["op"] == "Parameter":
+                    op["shape"] = list(feeds[op["name"]].shape)
+        out.append((c.name, g, feeds))
+    return out
+
+
+def time_ngraph(runner: str, path: str, feeds: dict[str, np.ndarray], repeat: int, tmp: str) -> float:
+    """Seconds per call on nGraph's CPU backend, the first call taken out."""
+    args = [runner, path, "--backend", "CPU", "-o", tmp]
+    for k, x in enumerate(feeds.values()):
+        p = os.path.join(tmp, f"in_{k}.npy")
+        np.save(p, x)
+        args += ["-i", p]
+
+    def call(n: int) -> float:
+        proc = subprocess.run(args + ["--repeat", str(n)], capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "runner failed")
+        return json.loads(proc.stdout)["call_s"]
+
+    first = call(1)
+    mean = call(repeat + 1)
+    return max((repeat + 1) * mean - first, 0.0) / repeat
+
+
+def ort_session(graph: list) -> ort.InferenceSession:
+    model = odq.lower(odq.ngraph.convert(graph))
+    so = ort.SessionOptions()
+    so.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
+    so.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def time_ort(sess: ort.InferenceSession, feeds: dict[str, np.ndarray], repeat: int) -> float:
+    for _ in range(3):
+        sess.run(None, feeds)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        sess.run(None, feeds)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runner", default=os.environ.get("NGRAPH_RUN", DEFAULT_RUNNER))
+    ap.add_argument("--repeat", type=int, default=50, help="calls per measurement (default 50)")
+    ap.add_argument("--trials", type=int, default=5, help="interleaved measurements per side (default 5)")
+    ap.add_argument("--quick", action="store_true", help="small graphs, few calls (a smoke run)")
+    a = ap.parse_args(argv)
+    repeat, trials = (5, 1) if a.quick else (a.repeat, a.trials)
+    graphs = samples()
+    if a.quick:
+        generated = [("mlp_64x256", *mlp(8, [64, 256, 10])), ("lstm_h64_t4", *lstm(4, 32, 64, 4))]
+    else:
+        generated = [
+            ("mlp_b64_784-1024-1024-10", *mlp(64, [784, 1024, 1024, 10])),
+            ("mlp_b1_784-1024-1024-10", *mlp(1, [784, 1024, 1024, 10])),
+            ("lstm_b16_i128_h256_t16", *lstm(16, 128, 256, 16)),
+            ("lstm_b1_i64_h128_t32", *lstm(1, 64, 128, 32)),
+        ]
+    graphs += [(name, [w.to_json()], feeds) for name, w, feeds in generated]
+    print(f"{'graph':28} {'nGraph CPU ms':>14} {'ORT ms':>10} {'ORT/nGraph':>11}")
+    ratios = []
+    with tempfile.TemporaryDirectory(prefix="bench_ngraph_") as tmp:
+        for name, g, feeds in graphs:
+            path = os.path.join(tmp, f"{name}.json")
+            Path(path).write_text(json.dumps(g))
+            sess = ort_session(g)
+            ng, ox = [], []
+            try:
+                for _ in range(trials):
+                    ng.append(time_ngraph(a.runner, path, feeds, repeat, tmp))
+                    ox.append(time_ort(sess, feeds, repeat))
+            except RuntimeError as e:
+                print(f"{name:28} {'not run':>14} {'':>10} {'':>11}  nGraph CPU: {str(e)[:90]}")
+                continue
+            n, o = float(np.median(ng)), float(np.median(ox))
+            ratios.append(o / n)
+            spread = f"  (nGraph {min(ng) * 1e3:.3f}-{max(ng) * 1e3:.3f}, ORT {min(ox) * 1e3:.3f}-{max(ox) * 1e3:.3f})"
+            print(f"{name:28} {n * 1e3:14.3f} {o * 1e3:10.3f} {o / n:10.2f}x{spread}")
+    if ratios:
+        gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        verdict = "" if a.quick else ("  (target <= 1.0x: met)" if gm <= 1.0 else "  (target <= 1.0x: MISSED)")
+        print(f"geometric mean over {len(ratios)} graph(s): {gm:.2f}x{verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
