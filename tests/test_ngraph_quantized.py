@@ -551,3 +551,17 @@ def test_rounding_edges(scale, column, want):
     _, (got,) = run(f, feeds)
     assert got.reshape(-1).tolist() == [want]
     assert quantized_dot(a, b, *pairs, np.int32).reshape(-1).tolist() == [want]
+
+
+def test_the_output_node_names_the_op_and_its_form():
+    rng = np.random.default_rng(13)
+    x = rng.integers(0, 256, (1, 2, 4, 4), dtype=np.uint8)
+    w = rng.integers(-100, 100, (3, 2, 3, 3), dtype=np.int8)
+    pairs = (np.float32(0.5), np.uint8(0), np.float32(1.0), np.int8(0), np.float32(1.0), np.int32(0))
+    f, _ = conv_graph(x, w, pairs, "i32")
+    model = odq.ngraph.convert(dumps([f]))
+    (node,) = [n for n in model.graph.node if n.output[0] == "Result_9"]
+    assert node.name == "QuantizedConvolution_8"
+    assert (
+        node.doc_string == "nGraph QuantizedConvolution 'QuantizedConvolution_8' as ConvInteger, exact requantization"
+    )

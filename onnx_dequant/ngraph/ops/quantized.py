@@ -355,10 +355,34 @@ _AXES_KEYS = {
 }
 
 
+_FORMS = ("QLinearConv", "QLinearMatMul", "ConvInteger", "MatMulInteger")
+
+
+def identified(fn: Any) -> Any:
+    """A converter whose output node's ``doc_string`` names the nGraph op and the form it became."""
+
+    def wrapped(ctx: OpContext) -> list[TensorType]:
+        start = len(ctx.b.graph.node)
+        out = fn(ctx)
+        nodes = ctx.b.graph.node[start:]
+        forms = sorted({n.op_type for n in nodes if n.op_type in _FORMS})
+        exact = "proven tie-free" if any(f.startswith("QLinear") for f in forms) else "exact requantization"
+        how = f"{' + '.join(forms)}, {exact}" if forms else "its decomposition"
+        for n in nodes:
+            if ctx.out() in n.output:
+                n.doc_string = f"nGraph {ctx.op.op} '{ctx.name}' as {how}"
+        return out
+
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
 # ---- QuantizedConvolution ----
 
 
 @register("QuantizedConvolution")
+@identified
 def quantized_convolution(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(8)
     out_t = ctx.attr_type("output_type")
@@ -377,7 +401,12 @@ def quantized_convolution(ctx: OpContext) -> list[TensorType]:
     out_t_shape = TensorType(out_t, out_shape)
 
     if _qlinear_ok(ctx, sc, out_t, ia, oa, t_in, t_f, w_value, count, axis0=True):
-        _emit_qlinear(ctx, "QLinearConv", x, ctx.inputs[1], sc, out_t, t_f, w_value, attrs)
+        si, zx, sf, _, so, _ = ctx.inputs[2:8]
+
+        def conv(w: str, zw: str, zo: str, out: str | None) -> str:
+            return ctx.emit("QLinearConv", [x, si, zx, w, sf, zw, so, zo], out, **attrs)
+
+        _emit_qlinear(ctx, sc, out_t, t_f, w_value, conv)
         return [out_t_shape]
 
     def run(w: str | None, zx: str, zw: str | None, out: str | None) -> str:
@@ -425,31 +454,25 @@ def _qlinear_ok(
 
 
 def _emit_qlinear(
-    ctx: OpContext,
-    op: str,
-    x: str,
-    w: str,
-    sc: _Scales,
-    out_t: dtypes.DType,
-    t_f: dtypes.DType,
-    w_value: np.ndarray | None,
-    attrs: dict[str, Any],
+    ctx: OpContext, sc: _Scales, out_t: dtypes.DType, t_f: dtypes.DType, w_value: Any, product: Any
 ) -> None:
-    si, zx, sf, zw, so, zo = ctx.inputs[2:8]
+    """The QLinear form through ``product(w, w_zero, y_zero, out)`` (QLinearConv or QLinearMatMul on the op's
+    other inputs): the filter shifted to u8 unless proven safe, an i8 output from its u8 form ``y + 128``."""
+    w, zw, zo = ctx.inputs[1], ctx.inputs[5], ctx.inputs[7]
     if not _s8_safe(t_f, w_value):
         w, zw = _u8_filter(ctx, w, w_value, zw, sc.values[3])
     if out_t is _U8:
-        ctx.emit(op, [x, si, zx, w, sf, zw, so, zo], ctx.out(), **attrs)
+        product(w, zw, zo, ctx.out())
         return
     zo_u8 = ctx.const((sc.values[5].astype(np.int16) + 128).astype(np.uint8), _U8, "zero_point")  # type: ignore[union-attr]
-    y = ctx.emit(op, [x, si, zx, w, sf, zw, so, zo_u8], **attrs)
-    _shifted_output(ctx, y)
+    _shifted_output(ctx, product(w, zw, zo_u8, None))
 
 
 # ---- QuantizedDot ----
 
 
 @register("QuantizedDot")
+@identified
 def quantized_dot(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(8)
     out_t = ctx.attr_type("output_type")
@@ -473,7 +496,15 @@ def quantized_dot(ctx: OpContext) -> list[TensorType]:
     result = TensorType(out_t, out_shape)
     per_col = fa and (rb - n != 1 or fa != (n,))
     if not per_col and _qlinear_ok(ctx, sc, out_t, ia, oa, t_in, t_f, _as_columns(w_value, n), count, axis0=False):
-        _dot_qlinear(ctx, sc, out_t, t_f, w_value, n)
+        si, zx, sf, _, so, _ = ctx.inputs[2:8]
+
+        def matmul(w: str, zw: str, zo: str, out: str | None) -> str:
+            def product(a2: str, b2: str, o: str | None) -> str:
+                return ctx.emit("QLinearMatMul", [a2, si, zx, b2, sf, zw, so, zo], o)
+
+            return contract(ctx, ctx.inputs[0], w, n, product, out)
+
+        _emit_qlinear(ctx, sc, out_t, t_f, w_value, matmul)
         return [result]
 
     a = ctx.inputs[0]
@@ -495,22 +526,6 @@ def _as_columns(w: np.ndarray | None, n: int) -> np.ndarray | None:
         return None
     k = math.prod(w.shape[:n])
     return w.reshape(k, -1)
-
-
-def _dot_qlinear(ctx: OpContext, sc: _Scales, out_t: dtypes.DType, t_f: dtypes.DType, w_value: Any, n: int) -> None:
-    si, zx, sf, zw, so, zo = ctx.inputs[2:8]
-    w = ctx.inputs[1]
-    if not _s8_safe(t_f, w_value):
-        w, zw = _u8_filter(ctx, w, w_value, zw, sc.values[3])
-    qzo = zo
-    if out_t is _I8:
-        qzo = ctx.const((sc.values[5].astype(np.int16) + 128).astype(np.uint8), _U8, "zero_point")  # type: ignore[union-attr]
-    final = ctx.out() if out_t is _U8 else None
-    a = ctx.inputs[0]
-    # contract() names inputs 0 and 1 of the op for shapes; the filter name may be the shifted copy
-    y = contract(ctx, a, w, n, lambda a2, b2, o: ctx.emit("QLinearMatMul", [a2, si, zx, b2, sf, zw, so, qzo], o), final)
-    if out_t is _I8:
-        _shifted_output(ctx, y)
 
 
 # ---- the fused forms (CPU backend ops; nGraph 0.26 cannot read them back: their definition) ----
@@ -652,23 +667,27 @@ def _with_relu(ctx: OpContext, default: bool = False) -> bool:
 
 
 @register("QuantizedConvolutionBias")
+@identified
 def quantized_convolution_bias(ctx: OpContext) -> list[TensorType]:
     relu = _with_relu(ctx)
     return [_fused_conv(ctx, bias=True, relu=relu, sum_kind=None, out_t=_U8 if relu else _I8)]
 
 
 @register("QuantizedConvolutionRelu")
+@identified
 def quantized_convolution_relu(ctx: OpContext) -> list[TensorType]:
     return [_fused_conv(ctx, bias=False, relu=True, sum_kind=None, out_t=_U8)]
 
 
 @register("QuantizedConvolutionBiasAdd")
+@identified
 def quantized_convolution_bias_add(ctx: OpContext) -> list[TensorType]:
     relu = _with_relu(ctx, True)
     return [_fused_conv(ctx, bias=True, relu=relu, sum_kind="u8", out_t=_U8 if relu else _I8)]
 
 
 @register("QuantizedConvolutionBiasSignedAdd")
+@identified
 def quantized_convolution_bias_signed_add(ctx: OpContext) -> list[TensorType]:
     if not _with_relu(ctx, True):
         raise ctx.error("with_relu must be true")
@@ -676,6 +695,7 @@ def quantized_convolution_bias_signed_add(ctx: OpContext) -> list[TensorType]:
 
 
 @register("QuantizedDotBias")
+@identified
 def quantized_dot_bias(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(4)
     requant = ctx.attr_bool("requantize", True)
