@@ -1,15 +1,17 @@
 #!/usr/bin/env python
 """ONNX Runtime on the converted model against nGraph 0.26's own CPU backend, side by side in one run.
 
-    python scripts/bench_vs_ngraph.py [--runner PATH] [--repeat N] [--trials K] [--quick]
+    python scripts/bench_vs_ngraph.py [--runner PATH] [--repeat N] [--trials K] [--threads T] [--quick]
 
 Graphs: the samples of models/ (``quantized_mlp`` with its Adds in nGraph 0.26's spelling and a static batch;
 ``conv_block`` only where nGraph's CPU backend can JIT its convolutions) and an MLP and an LSTM generated here
-(i8 per-channel weights dequantized in the graph). nGraph: ``ngraph-run --backend CPU --repeat N``; its mean
-over N calls includes the first call, so the first call's time (a run with ``--repeat 1``) is taken out:
-``(N * mean_N - first) / (N - 1)``. ONNX Runtime: the lowered model at the default level (MatMulNBits kept at
-f32 activations), warmed up, then the median of N timed calls. Each side is measured ``--trials`` times,
-interleaved; the table shows medians and the ratio ORT / nGraph; the target is a geometric mean <= 1.0x.
+(i8 per-channel weights dequantized in the graph). nGraph: ``ngraph-run --backend CPU --repeat M`` prints the
+mean of M calls, the first included; two runs (``M = N/5`` and ``N/5 + N``) take the first call out:
+``(total_long - total_short) / N``. ONNX Runtime: the lowered model at the default level with
+``session.disable_quant_qdq=1``, warmed up, then the median of N timed calls. Each side is measured
+``--trials`` times, interleaved; the table shows medians and the ratio ORT / nGraph; the target is a geometric
+mean <= 1.0x. Both sides get ``--threads`` threads (default 1: on a loaded machine nGraph's OpenMP threads
+spin-wait and its times grow tenfold).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def samples() -> list[tuple[str, list, dict[str, np.ndarray]]]:
     return out
 
 
-def time_ngraph(runner: str, path: str, feeds: dict[str, np.ndarray], repeat: int, tmp: str) -> float:
+def time_ngraph(runner: str, path: str, feeds: dict[str, np.ndarray], repeat: int, tmp: str, threads: int) -> float:
     """Seconds per call on nGraph's CPU backend, the first call taken out."""
     args = [runner, path, "--backend", "CPU", "-o", tmp]
     for k, x in enumerate(feeds.values()):
@@ -107,20 +109,25 @@ def time_ngraph(runner: str, path: str, feeds: dict[str, np.ndarray], repeat: in
         args += ["-i", p]
 
     def call(n: int) -> float:
-        proc = subprocess.run(args + ["--repeat", str(n)], capture_output=True, text=True, timeout=600)
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        proc = subprocess.run(args + ["--repeat", str(n)], capture_output=True, text=True, timeout=600, env=env)
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "runner failed")
         return json.loads(proc.stdout)["call_s"]
 
-    first = call(1)
-    mean = call(repeat + 1)
-    return max((repeat + 1) * mean - first, 0.0) / repeat
+    short, long = max(repeat // 5, 2), max(repeat // 5, 2) + repeat
+    t_short, t_long = call(short) * short, call(long) * long  # both include the first call
+    per_call = (t_long - t_short) / repeat
+    return per_call if per_call > 0 else t_long / long  # under heavy load the difference can go negative
 
 
-def ort_session(graph: list) -> ort.InferenceSession:
+def ort_session(graph: list, threads: int) -> ort.InferenceSession:
     model = odq.lower(odq.ngraph.convert(graph))
     so = ort.SessionOptions()
-    so.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
+    so.intra_op_num_threads = threads
+    # exact and fast: the weights' DequantizeLinear stays a node (no MatMulNBits fusion, whose default accuracy
+    # level quantizes activations and whose f32 level 0 is 40-60x slower at batch 1, docs/ngraph.md)
+    so.add_session_config_entry("session.disable_quant_qdq", "1")
     so.log_severity_level = 3
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
@@ -141,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runner", default=os.environ.get("NGRAPH_RUN", DEFAULT_RUNNER))
     ap.add_argument("--repeat", type=int, default=50, help="calls per measurement (default 50)")
     ap.add_argument("--trials", type=int, default=5, help="interleaved measurements per side (default 5)")
+    ap.add_argument("--threads", type=int, default=1, help="threads for each side (nGraph: OMP_NUM_THREADS; default 1)")
     ap.add_argument("--quick", action="store_true", help="small graphs, few calls (a smoke run)")
     a = ap.parse_args(argv)
     repeat, trials = (5, 1) if a.quick else (a.repeat, a.trials)
@@ -161,11 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         for name, g, feeds in graphs:
             path = os.path.join(tmp, f"{name}.json")
             Path(path).write_text(json.dumps(g))
-            sess = ort_session(g)
+            sess = ort_session(g, a.threads)
             ng, ox = [], []
             try:
                 for _ in range(trials):
-                    ng.append(time_ngraph(a.runner, path, feeds, repeat, tmp))
+                    ng.append(time_ngraph(a.runner, path, feeds, repeat, tmp, a.threads))
                     ox.append(time_ort(sess, feeds, repeat))
             except RuntimeError as e:
                 print(f"{name:28} {'not run':>14} {'':>10} {'':>11}  nGraph CPU: {str(e)[:90]}")
@@ -173,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             n, o = float(np.median(ng)), float(np.median(ox))
             ratios.append(o / n)
             spread = f"  (nGraph {min(ng) * 1e3:.3f}-{max(ng) * 1e3:.3f}, ORT {min(ox) * 1e3:.3f}-{max(ox) * 1e3:.3f})"
-            print(f"{name:28} {n * 1e3:14.3f} {o * 1e3:10.3f} {o / n:10.2f}x{spread}")
+            print(f"{name:28} {n * 1e3:14.3f} {o * 1e3:10.3f} {o / n:10.2f}x{spread}", flush=True)
     if ratios:
         gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         verdict = "" if a.quick else ("  (target <= 1.0x: met)" if gm <= 1.0 else "  (target <= 1.0x: MISSED)")

@@ -74,7 +74,9 @@ def run_ngraph(runner: str, graph_path: Path, inputs: dict[str, np.ndarray], fun
             raise RunnerError(f"{len(results)} results from nGraph, {len(function['result'])} in the graph")
         out = {}
         for name, r, d in zip(function["result"], results, described["results"]):
-            y = np.load(r["file"]).reshape(d["shape"])  # the runner writes 0-d results with shape (1,)
+            y = np.load(r["file"])
+            if d["shape"] is not None and None not in d["shape"]:  # the runner writes 0-d results with shape (1,)
+                y = y.reshape(d["shape"])
             if r["element_type"] == "bf16":
                 y = y.view(ml_dtypes.bfloat16)
             out[name] = y

@@ -78,15 +78,16 @@ def ngraph_quantize(
     x: np.ndarray, scale: np.ndarray, offset: np.ndarray, axes: list[int], out: np.dtype, mode: int
 ) -> np.ndarray:
     """nGraph's reference quantize, vectorized: the quotient, offset and clamp in x's real type T; the
-    ``+ 0.5`` / ``- 0.5`` of modes 1-3 in double (C++'s ``0.5`` is a double literal), rounded back to T."""
+    ``+ 0.5`` / ``- 0.5`` of modes 0-3 in double (C++'s ``0.5`` is a double literal), rounded back to T."""
     T = x.dtype
     shape = [x.shape[i] if i in axes else 1 for i in range(x.ndim)]
     s = scale.reshape(shape)
     z = offset.reshape(shape).astype(T)
     q = (x / s).astype(T)
     wide = q.astype(np.float64)
-    if mode == 0:
-        r = std_round(q)
+    if mode == 0:  # floor(|q| + 0.5) with q's sign, in double (real nGraph: not std::round at 0.5 - 2^-54)
+        m = np.floor(np.abs(wide) + 0.5).astype(T)
+        r = np.where(q < 0, -m, m)
     elif mode == 1:
         m = np.ceil(np.abs(wide) - 0.5).astype(T)
         r = np.where(q < 0, -m, m)
@@ -215,7 +216,7 @@ def _run(js: dict, args: list[np.ndarray]) -> np.ndarray:
     if op == "Sum":
         axes = tuple(js["reduction_axes"])
         if x.dtype.kind == "f" or x.dtype.name == "bfloat16":
-            return np.sum(x.astype(f64), axis=axes).astype(x.dtype)
+            return (np.sum(x.astype(f64), axis=axes) + 0.0).astype(x.dtype)  # from +0: -0 becomes +0
         return np.sum(x.astype(np.int64), axis=axes).astype(x.dtype)
     if op == "Softmax":
         axes = tuple(js["softmax_axes"]) if "softmax_axes" in js else (js["axis"],)
@@ -226,7 +227,7 @@ def _run(js: dict, args: list[np.ndarray]) -> np.ndarray:
         a, b = args
         n = js.get("reduction_axes_count", 0 if a.ndim == 0 or b.ndim == 0 else 1)
         if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-            return np.tensordot(a.astype(f64), b.astype(f64), axes=n).astype(a.dtype)
+            return (np.tensordot(a.astype(f64), b.astype(f64), axes=n) + 0.0).astype(a.dtype)  # sums from +0
         return np.tensordot(a.astype(np.int64), b.astype(np.int64), axes=n).astype(a.dtype)
     if op == "Dequantize":
         zp = args[2] if len(args) > 2 else None

@@ -260,7 +260,7 @@ class OpContext:
 
     def emit_multi(self, op_type: str, inputs: Sequence[str], outs: Sequence[str], **attrs: Any) -> list[str]:
         """Add a standard-domain node with several outputs (named by ``outs``, e.g. ``ctx.out(i)``)."""
-        name = self.name if any(o in self.outputs for o in outs) else self._helper_name()
+        name = self.name if self.outputs[0] in outs else self._helper_name()  # one node carries the name
         self.b.node(op_type, inputs, tuple(outs), name, attrs)
         return list(outs)
 

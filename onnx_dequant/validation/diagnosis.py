@@ -16,7 +16,14 @@ __all__ = ["KNOWN_REWRITES", "ort_rewrites"]
 
 KNOWN_REWRITES = {
     "MatMulNBits": "MatMulNBits from a DequantizeLinear -> MatMul fusion quantizes the activations to int8 "
-    "(ORT's default session.qdq_matmulnbits_accuracy_level is 4; 0-2 keep f32 activations)",
+    "(ORT's default session.qdq_matmulnbits_accuracy_level is 4). Exact remedies (scripts/bench_weights.py, "
+    "K=N=1024, one thread): onnx-dequant lower --weights float folds the weight into f32 (4x its bytes; "
+    "about 1.6x the fused time at M=1, faster than it at M=512), or --ort-config "
+    "session.qdq_matmulnbits_accuracy_level=0 keeps it quantized but dequantizes it on every run (60-100x "
+    "the fused time at M=1, the same at M=512)",
+    "QLinearConv": "QLinearConv from a DequantizeLinear -> Conv -> QuantizeLinear fusion: with uint8 activations "
+    "and int8 weights, ORT's kernel on CPUs without VNNI can saturate its 16-bit intermediate sums (ORT's "
+    "quantization tool avoids it with reduce_range=True)",
 }
 """What is known about ops ONNX Runtime's optimizer introduces, for the report."""
 

@@ -9,6 +9,12 @@ the ops' definitions (the identity; nGraph's decompositions into Slice / Reshape
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
 import numpy as np
 
 from onnx_dequant.ngraph.writer import FunctionWriter, Ref
@@ -194,6 +200,68 @@ def _convs() -> list[GoldenCase]:
             )
         )
     return out
+
+
+def _run_ngraph(w: FunctionWriter, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Real nGraph's outputs of a graph (the runner of make_golden.py: $NGRAPH_RUN or the oracle's ngraph-run)."""
+    runner = os.environ.get("NGRAPH_RUN") or "/work/shared/ngraph-oracle/ngraph-run"
+    with tempfile.TemporaryDirectory(prefix="golden_") as tmp:
+        path = Path(tmp) / "g.json"
+        path.write_text(json.dumps(graph(w)))
+        args = [runner, str(path), "-o", tmp]
+        for k, (name, x) in enumerate(feeds.items()):
+            np.save(Path(tmp) / f"in_{k}.npy", x)
+            args += ["-i", f"{name}={Path(tmp) / f'in_{k}.npy'}"]
+        out = json.loads(subprocess.run(args, capture_output=True, text=True, check=True, timeout=600).stdout)
+        return [np.load(r["file"]) for r in out["results"]]
+
+
+def _grouped() -> list[GoldenCase]:
+    """GroupConvolutionBackpropData / -Filters (after nGraph 0.26): expected values from their definition, the
+    decomposition into one ConvolutionBackpropData / -Filters per group (channels sliced, results concatenated),
+    run by nGraph 0.26.0's INTERPRETER."""
+    groups, n, cin, cout, size, k = 2, 2, 4, 6, (6, 5), (3, 2)
+    st, dil, pb, pa = [1, 2], [2, 1], [1, 0], [0, 1]
+    rng = _rng(90)
+    xs, fs = [n, cin, *size], [cout, cin // groups, *k]
+    osz = [(size[i] + pb[i] + pa[i] - ((k[i] - 1) * dil[i] + 1)) // st[i] + 1 for i in range(2)]
+    ds = [n, cout, *osz]
+    feeds = {
+        "Parameter_0": rng.standard_normal(xs).astype(np.float32),
+        "Parameter_1": rng.standard_normal(fs).astype(np.float32),
+        "Parameter_2": rng.standard_normal(ds).astype(np.float32),
+    }
+    attrs = dict(window_movement_strides=st, window_dilation_strides=dil, padding_below=pb, padding_above=pa)
+    w = FunctionWriter()
+    x, f, d = w.parameter("f32", xs), w.parameter("f32", fs), w.parameter("f32", ds)
+    w.result(w.op("GroupConvolutionBackpropData", x, f, d, groups=groups, **attrs))
+    w.result(w.op("GroupConvolutionBackpropFilters", x, f, d, groups=groups, **attrs))
+    # the definition, in ops nGraph 0.26 runs
+    ref = FunctionWriter()
+    rx, rf, rd = ref.parameter("f32", xs), ref.parameter("f32", fs), ref.parameter("f32", ds)
+    fwd = {f"{key}_forward": v for key, v in attrs.items()} | {"data_dilation_strides_forward": [1, 1]}
+    cg, og = cin // groups, cout // groups
+    data, filt = [], []
+    for g in range(groups):
+        sf = ref.op("Slice", rf, lower_bounds=[g * og, 0, 0, 0], upper_bounds=[(g + 1) * og, *fs[1:]], strides=[1] * 4)
+        sd = ref.op("Slice", rd, lower_bounds=[0, g * og, 0, 0], upper_bounds=[n, (g + 1) * og, *osz], strides=[1] * 4)
+        sx = ref.op("Slice", rx, lower_bounds=[0, g * cg, 0, 0], upper_bounds=[n, (g + 1) * cg, *size], strides=[1] * 4)
+        data.append(ref.op("ConvolutionBackpropData", sf, sd, data_batch_shape=[n, cg, *size], **fwd))
+        filt.append(ref.op("ConvolutionBackpropFilters", sx, sd, filters_shape=[og, cg, *k], **fwd))
+    ref.result(ref.op("Concat", *data, axis=1))
+    ref.result(ref.op("Concat", *filt, axis=0))
+    want = _run_ngraph(ref, feeds)
+    return [
+        GoldenCase(
+            "group_convolution_backprop",
+            graph(w),
+            feeds,
+            note="definition (after nGraph 0.26): per-group ConvolutionBackpropData / -Filters run by nGraph 0.26.0",
+            expected=dict(zip(w.results, want)),
+            ulp=64,
+            why=SUMS,
+        )
+    ]
 
 
 # ---------------------------------------------------------------- normalization
@@ -588,4 +656,4 @@ def _models() -> list[GoldenCase]:
 
 
 def cases() -> list[GoldenCase]:
-    return _elementwise() + _pools() + _convs() + _norms() + _losses() + _models()
+    return _elementwise() + _pools() + _convs() + _grouped() + _norms() + _losses() + _models()

@@ -4,7 +4,8 @@ times the bytes of an 8-bit weight (and no integer MatMul/Conv fusion)."""
 
 from __future__ import annotations
 
-from ...errors import DequantizeError
+import numpy as np
+
 from ...reference import dequantize
 from ..emitter import Emitter
 from ..facts import NodeInfo
@@ -12,29 +13,30 @@ from .base import Refusal, Strategy
 
 __all__ = ["Folded"]
 
+Values = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
 
-class Folded(Strategy[None]):
-    """No choice to make."""
+
+class Folded(Strategy[Values]):
+    """The choice is the constants' values: weight, scale, zero point (read once, here)."""
 
     name = "fold-weight"
 
-    def check(self, info: NodeInfo) -> Refusal | None:
+    def check(self, info: NodeInfo) -> Refusal | Values:
         if not info.fold:
             return Refusal("weights are kept quantized (weights='float' folds constant weights)")
         if not info.scale_const or (info.zero_point is not None and not info.zp_const):
             return Refusal("the scale or zero point is not a constant")
         if info.read is None or info.known_shape is None:
-            return Refusal("the weight's shape or data is unknown")
-        return None
+            return Refusal("the weight's shape is unknown")
+        x, s = info.read(info.x), info.read(info.scale)
+        z = None if info.zero_point is None else info.read(info.zero_point)
+        if x is None or s is None or (info.zero_point is not None and z is None):
+            return Refusal("the weight's data cannot be read here")
+        return x, s, z
 
-    def cost(self, info: NodeInfo, choice: None) -> float:
+    def cost(self, info: NodeInfo, choice: Values) -> float:
         return 0.0  # nothing is computed at run time
 
-    def emit(self, info: NodeInfo, choice: None, em: Emitter) -> None:
-        assert info.read is not None
-        values = [info.read(n) for n in (info.x, info.scale, info.zero_point) if n is not None]
-        if any(v is None for v in values):
-            raise DequantizeError("cannot read the constant weight's data to fold it", node=info.name)
-        x, s, *z = values
-        y = dequantize(x, s, z[0] if z else None, axes=info.axes, dtype=info.out_type.numpy)
-        em.constant_output(y, info.output)
+    def emit(self, info: NodeInfo, choice: Values, em: Emitter) -> None:
+        x, s, z = choice
+        em.constant_output(dequantize(x, s, z, axes=info.axes, dtype=info.out_type.numpy), info.output)

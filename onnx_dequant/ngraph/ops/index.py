@@ -1,4 +1,4 @@
-"""Gather (v0 ``axis`` attribute, v1 the axis as a Constant input), GatherND, ArgMax / ArgMin.
+"""Gather (v0 ``axis`` attribute, v1 the axis as a Constant input), GatherND, ArgMax / ArgMin, TopK.
 
 Indices are cast to int64 for ONNX. nGraph's kernels read indices as unsigned offsets: a negative or
 out-of-range index is out of bounds there (undefined behaviour), where ONNX Gather counts negatives from
@@ -96,3 +96,64 @@ def _arg(onnx_op: str, nan_to: float):
 
 register("ArgMax")(_arg("ArgMax", -np.inf))
 register("ArgMin")(_arg("ArgMin", np.inf))
+
+
+@register("TopK", versions=(0, 1))
+def topk(ctx: OpContext) -> list[TensorType]:
+    """ONNX TopK (sorted, ties to the lower index, as nGraph's comparison); v0 outputs (indices, values),
+    v1 (values, indices). ``k`` 0 in v0 means the whole axis."""
+    v1 = ctx.op.version >= 1
+    ctx.expect_inputs(2 if v1 else 1, *(() if v1 else (2,)))
+    t = ctx.types[0]
+    dt = t.elem_type
+    rank = ctx.rank(0)
+    if dt.kind == "boolean":
+        raise ctx.error("TopK on boolean is not supported (numeric types only)")
+    if v1:
+        axis = ctx.attr_int("axis", lo=-rank, hi=rank - 1)
+        axis = axis + rank if axis < 0 else axis
+        mode = ctx.raw("mode", "max")
+        largest = {"max": True, "min": False, 0: True, 1: False}.get(mode.lower() if isinstance(mode, str) else mode)
+        sort = ctx.raw("sort_type", "value")
+        sort = sort.lower() if isinstance(sort, str) else {0: "none", 1: "index", 2: "value"}.get(sort)
+        values = ctx.constant_ints(1, "k", lo=1)
+        if len(values) != 1:
+            raise ctx.error("TopK's k (input 1) must be a scalar")
+        k = values[0]
+    else:
+        axis = ctx.attr_int("top_k_axis", hi=max(rank - 1, 0))
+        largest = ctx.attr_bool("compute_max", True)
+        sort = "value"
+        k = ctx.attr_int("k", 0)
+        if len(ctx.inputs) == 2:
+            values = ctx.constant_ints(1, "k", lo=0)
+            k = values[0] if len(values) == 1 else -1
+    if largest is None:
+        raise ctx.error(f"'mode' must be max or min, got {ctx.raw('mode')!r:.40}")
+    if sort not in ("value", "none"):
+        raise ctx.error(f"TopK sort_type {sort!r} is not supported (values sorted only, as ONNX TopK)")
+    if axis >= rank:
+        raise ctx.error(f"TopK axis ({axis}) is out of bounds (argument shape: {shape_str(t.shape)})")
+    d = t.shape[axis]  # type: ignore[index]
+    if k == 0:
+        if not isinstance(d, int):
+            raise ctx.error("TopK with k = 0 (the whole axis) needs the axis size, which is unknown")
+        k = d
+    if isinstance(d, int) and not 0 < k <= d:
+        raise ctx.error(f"K ({k}) exceeds the dimension ({d}) of the TopK axis ({axis})")
+    index_type = ctx.attr_type("index_element_type", _I64)
+    if index_type.name not in ("i32", "i64"):
+        raise ctx.error(f"Index element type must be i64 or i32 (got {index_type})")
+    ctx.require_onnx(dt, "TopK")
+    vi, ii = (0, 1) if v1 else (1, 0)
+    values_out = ctx.out(vi)
+    indices_out = ctx.out(ii) if index_type is _I64 else ctx.b.reserve(f"{ctx.name}/indices")
+    ctx.emit_multi(
+        "TopK", [ctx.inputs[0], ctx.int64s([k])], [values_out, indices_out], axis=axis, largest=int(largest), sorted=1
+    )
+    if index_type is not _I64:
+        ctx.emit("Cast", [indices_out], ctx.out(ii), to=index_type.onnx)
+    shape = list(t.shape)  # type: ignore[arg-type]
+    shape[axis] = k
+    types = [TensorType(dt, tuple(shape)), TensorType(index_type, tuple(shape))]
+    return types if v1 else types[::-1]

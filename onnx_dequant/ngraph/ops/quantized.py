@@ -13,7 +13,8 @@ Each op becomes the fastest ONNX form that gives those bits (``_plan``):
   enumeration that no tie can occur. ONNX Runtime computes the same ``(s_in * s_f) / s_out`` in f32
   and rounds ``float(acc) * scale`` once (tests check it where the two scale orders differ).
 - **ConvInteger / MatMulInteger + exact requantization** otherwise: Cast, Mul by the f32 scale,
-  ``std::round`` (Quantize's mode 0 decomposition), Add the zero point, Clip, Cast.
+  ``std::round`` as ``floor(|v| + 0.49999997) * sign(v)`` (``round_half_away``), then QuantizeLinear by 1
+  (adds an 8-bit output's one zero point and saturates), or Add / Clip / Cast.
 
 ONNX Runtime's u8 x i8 kernels on AVX2 without VNNI sum pairs of products in saturating int16
 (``vpmaddubsw``), so an i8 filter reaches QLinearConv / QLinearMatMul / MatMulInteger only when every

@@ -177,14 +177,14 @@ def avg_pool_backprop(ctx: OpContext) -> list[TensorType]:
     return [TensorType(dt, tuple(shape))]
 
 
-def _conv_attrs(ctx: OpContext, n: int) -> tuple[list[int], list[int], list[int], list[int]]:
+def _conv_attrs(ctx: OpContext, n: int, suffix: str = "_forward") -> tuple[list[int], list[int], list[int], list[int]]:
     """The forward convolution's strides, dilations and padding (padding may be negative)."""
     ones = [1] * n
-    strides = _first(ctx, ("window_movement_strides_forward",), n, ones, lo=1)
-    dil = _first(ctx, ("window_dilation_strides_forward",), n, ones, lo=1)
-    below = _first(ctx, ("padding_below_forward",), n, [0] * n, lo=-MAX_DIM)
-    above = _first(ctx, ("padding_above_forward",), n, [0] * n, lo=-MAX_DIM)
-    data_dil = _first(ctx, ("data_dilation_strides_forward",), n, ones, lo=1)
+    strides = _first(ctx, ("window_movement_strides" + suffix,), n, ones, lo=1)
+    dil = _first(ctx, ("window_dilation_strides" + suffix,), n, ones, lo=1)
+    below = _first(ctx, ("padding_below" + suffix,), n, [0] * n, lo=-MAX_DIM)
+    above = _first(ctx, ("padding_above" + suffix,), n, [0] * n, lo=-MAX_DIM)
+    data_dil = _first(ctx, ("data_dilation_strides" + suffix,), n, ones, lo=1)
     if any(d != 1 for d in data_dil):
         raise ctx.error(f"data dilation {data_dil} has no ONNX counterpart (only 1s are supported)")
     return strides, dil, below, above
@@ -211,11 +211,25 @@ def _expect_delta(ctx: OpContext, i: int, want: tuple) -> None:
         )
 
 
-@register("ConvolutionBackpropData")
+def _groups(ctx: OpContext) -> int:
+    return ctx.attr_int("groups", 1, lo=1) if ctx.op.op.startswith("Group") else 1
+
+
+@register("ConvolutionBackpropData", "GroupConvolutionBackpropData")
 def convolution_backprop_data(ctx: OpContext) -> list[TensorType]:
+    """ConvolutionBackpropData(filters, delta) with ``data_batch_shape``; GroupConvolutionBackpropData(data batch,
+    filters, delta) with ``groups`` (its decomposition: one ConvolutionBackpropData per group, concatenated on
+    the channels, which is ConvTranspose with ``group``)."""
+    grouped = ctx.op.op.startswith("Group")
+    if grouped:
+        ctx.expect_inputs(3)
+        shape = list(ctx.static_shape(0, "data batch"))
+        ctx.inputs, ctx.types = ctx.inputs[1:], ctx.types[1:]
     _conv_types(ctx)
     dt = ctx.elem(0)
-    shape = ctx.attr_ints("data_batch_shape")
+    if not grouped:
+        shape = ctx.attr_ints("data_batch_shape")
+    groups = _groups(ctx)
     fshape = ctx.static_shape(0, "filters")
     n = len(shape) - 2
     if n < 1 or len(fshape) != n + 2:
@@ -223,11 +237,12 @@ def convolution_backprop_data(ctx: OpContext) -> list[TensorType]:
             f"data_batch_shape {shape_str(tuple(shape))} and filters {shape_str(fshape)} must have the same rank, "
             "at least 3"
         )
-    if shape[1] != fshape[1]:
+    if shape[1] != fshape[1] * groups or fshape[0] % groups:
         raise ctx.error(
             f"Data batch channel count ({shape[1]}) does not match filter input channel count ({fshape[1]})"
+            + (f" times the {groups} groups" if grouped else "")
         )
-    strides, dil, below, above = _conv_attrs(ctx, n)
+    strides, dil, below, above = _conv_attrs(ctx, n, "" if grouped else "_forward")
     dims = tuple(shape[2:])
     eff = [(k - 1) * d + 1 for k, d in zip(fshape[2:], dil)]
     out = _out_dims(ctx, dims, eff, strides, below, above, False)
@@ -249,6 +264,7 @@ def convolution_backprop_data(ctx: OpContext) -> list[TensorType]:
         pads=pads,
         output_padding=extra,
         kernel_shape=list(fshape[2:]),
+        group=groups,
     )
     if crop:
         ctx.require_onnx(dt, "Pad")
@@ -257,11 +273,21 @@ def convolution_backprop_data(ctx: OpContext) -> list[TensorType]:
     return [TensorType(dt, tuple(shape))]
 
 
-@register("ConvolutionBackpropFilters")
+@register("ConvolutionBackpropFilters", "GroupConvolutionBackpropFilters")
 def convolution_backprop_filters(ctx: OpContext) -> list[TensorType]:
+    """ConvolutionBackpropFilters(data batch, delta) with ``filters_shape``; GroupConvolutionBackpropFilters(data
+    batch, filters, delta) with ``groups`` (its decomposition: one ConvolutionBackpropFilters per group, the
+    channels of data and delta sliced, concatenated on the output channels)."""
+    grouped = ctx.op.op.startswith("Group")
+    if grouped:
+        ctx.expect_inputs(3)
+        fshape = list(ctx.static_shape(1, "filters"))
+        ctx.inputs, ctx.types = [ctx.inputs[0], ctx.inputs[2]], [ctx.types[0], ctx.types[2]]
     _conv_types(ctx)
     dt = ctx.elem(0)
-    fshape = ctx.attr_ints("filters_shape")
+    if not grouped:
+        fshape = ctx.attr_ints("filters_shape")
+    groups = _groups(ctx)
     n = len(fshape) - 2
     xshape = ctx.types[0].shape
     if n < 1 or xshape is None or len(xshape) != n + 2:
@@ -270,11 +296,12 @@ def convolution_backprop_filters(ctx: OpContext) -> list[TensorType]:
             "rank, at least 3"
         )
     dims = _static_spatial(ctx, 0, "data batch")
-    if isinstance(xshape[1], int) and xshape[1] != fshape[1]:
+    if (isinstance(xshape[1], int) and xshape[1] != fshape[1] * groups) or fshape[0] % groups:
         raise ctx.error(
             f"Data batch channel count ({xshape[1]}) does not match filter input channel count ({fshape[1]})"
+            + (f" times the {groups} groups" if grouped else "")
         )
-    strides, dil, below, above = _conv_attrs(ctx, n)
+    strides, dil, below, above = _conv_attrs(ctx, n, "" if grouped else "_forward")
     eff = [(k - 1) * d + 1 for k, d in zip(fshape[2:], dil)]
     out = _out_dims(ctx, dims, eff, strides, below, above, False)
     _expect_delta(ctx, 1, (xshape[0], fshape[0], *out))
@@ -287,14 +314,24 @@ def convolution_backprop_filters(ctx: OpContext) -> list[TensorType]:
         ends = [above[i - 2] if above[i - 2] < 0 else MAX_DIM for i in axes]
         x = ctx.emit("Slice", [x, ctx.int64s(starts), ctx.int64s(ends), ctx.int64s(axes)])
     d = ctx.emit("Transpose", [ctx.inputs[1]], perm=perm)  # (C_out, N, delta spatial): the filters
-    g = ctx.emit(
-        "Conv",
-        [x, d],
-        strides=dil,
-        dilations=strides,
-        pads=[max(p, 0) for p in below] + [max(p, 0) for p in above],
-        kernel_shape=out,
-    )  # (C_in, C_out, >= filter spatial)
-    g = ctx.emit("Slice", [g, ctx.int64s([0] * n), ctx.int64s(fshape[2:]), ctx.int64s(list(range(2, n + 2)))])
-    ctx.emit("Transpose", [g], ctx.out(), perm=perm)
+    cin, cout = fshape[1], fshape[0] // groups
+    parts = []
+    for gi in range(groups):
+        xg, dg = x, d
+        if groups > 1:
+            xg = ctx.emit("Slice", [x, ctx.int64s([gi * cin]), ctx.int64s([(gi + 1) * cin]), ctx.int64s([0])])
+            dg = ctx.emit("Slice", [d, ctx.int64s([gi * cout]), ctx.int64s([(gi + 1) * cout]), ctx.int64s([0])])
+        g = ctx.emit(
+            "Conv",
+            [xg, dg],
+            strides=dil,
+            dilations=strides,
+            pads=[max(p, 0) for p in below] + [max(p, 0) for p in above],
+            kernel_shape=out,
+        )  # (C_in / groups, C_out / groups, >= filter spatial)
+        g = ctx.emit("Slice", [g, ctx.int64s([0] * n), ctx.int64s(fshape[2:]), ctx.int64s(list(range(2, n + 2)))])
+        parts.append(ctx.emit("Transpose", [g], ctx.out() if groups == 1 else None, perm=perm))
+    if groups > 1:
+        ctx.require_onnx(dt, "Concat")
+        ctx.emit("Concat", parts, ctx.out(), axis=0)
     return [TensorType(dt, tuple(fshape))]
