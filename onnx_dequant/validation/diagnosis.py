@@ -19,7 +19,7 @@ KNOWN_REWRITES = {
     "(ORT's default session.qdq_matmulnbits_accuracy_level is 4). Exact remedies (scripts/bench_weights.py, "
     "K=N=1024, one thread): onnx-dequant lower --weights float folds the weight into f32 (4x its bytes; "
     "about 1.6x the fused time at M=1, faster than it at M=512), or --ort-config "
-    "session.qdq_matmulnbits_accuracy_level=0 keeps it quantized but dequantizes it on every run (60-100x "
+    "session.qdq_matmulnbits_accuracy_level=0 keeps it quantized but dequantizes it on every run (20-100x "
     "the fused time at M=1, the same at M=512)",
     "QLinearConv": "QLinearConv from a DequantizeLinear -> Conv -> QuantizeLinear fusion: with uint8 activations "
     "and int8 weights, ORT's kernel on CPUs without VNNI can saturate its 16-bit intermediate sums (ORT's "

@@ -18,6 +18,7 @@ from ...contract import Dim, TensorType
 from ..context import OpContext, shape_str
 from . import register
 from .elementwise import binary_inputs, no_boolean, unary_input
+from .shape import reshape_node
 
 
 def _real(ctx: OpContext, t: TensorType) -> None:
@@ -117,7 +118,7 @@ def partial_slice(ctx: OpContext) -> list[TensorType]:
         out = [d for i, d in enumerate(sliced) if i not in decrease] or [1]
     ctx.require_onnx(t.elem_type, "Slice", "Reshape")
     x = ctx.emit("Slice", [ctx.inputs[0], ctx.int64s(starts), ctx.int64s(ends), ctx.int64s(axes)])
-    ctx.emit("Reshape", [x, ctx.int64s(out)], ctx.out())
+    reshape_node(ctx, x, out, ctx.out())  # a zero-length slice keeps its zero (allowzero)
     return [TensorType(t.elem_type, tuple(out))]
 
 
