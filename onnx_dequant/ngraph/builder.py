@@ -40,6 +40,8 @@ class Builder:
         """Names of small constants by their Python value (a faster path to ``const``'s sharing)."""
         self.convert_function: Callable[[Any], onnx.ModelProto] | None = None
         """Set by the importer: converts a nested function (a TensorIterator's body) as it converts the graph."""
+        self.claims: dict[tuple[str, int], str] = {}
+        """``(op name, output index)`` -> the name of the Result that output writes into."""
         self.values: dict[str, np.ndarray] = {}
         """Every initializer's value by name (the arrays themselves, not copies): axes, shapes and indices
         that ops read as attributes, and the scales and weights the quantized ops fold."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -83,7 +83,7 @@ def _is_int(v: Any) -> bool:
 class OpContext:
     """One op under conversion: ``inputs`` (tensor names), ``types`` (their TensorTypes), ``outputs``."""
 
-    __slots__ = ("op", "js", "name", "b", "inputs", "types", "outputs", "_helpers_named", "_namer")
+    __slots__ = ("op", "js", "name", "b", "inputs", "types", "outputs", "_helpers_named")
 
     def __init__(
         self,
@@ -92,7 +92,6 @@ class OpContext:
         inputs: list[str],
         types: list[TensorType],
         outputs: list[str],
-        namer: Callable[[int], str] | None = None,
     ) -> None:
         self.op = op
         self.js = op.js
@@ -102,7 +101,6 @@ class OpContext:
         self.types = types
         self.outputs = outputs
         self._helpers_named = 0
-        self._namer = namer
 
     # ---- checks ----
 
@@ -255,7 +253,12 @@ class OpContext:
         outputs = self.outputs
         while len(outputs) <= i:
             k = len(outputs)
-            outputs.append(self._namer(k) if self._namer else self.b.reserve(f"{self.name}_{k}"))
+            claimed = self.b.claims.get((self.name, k))  # a Result's name
+            if claimed is None:
+                names = self.op.output_names
+                given = names[k] if type(names) is list and k < len(names) else None
+                claimed = self.b.reserve(given if type(given) is str and given else f"{self.name}_{k}")
+            outputs.append(claimed)
         return outputs[i]
 
     def emit_multi(self, op_type: str, inputs: Sequence[str], outs: Sequence[str], **attrs: Any) -> list[str]:

@@ -97,16 +97,6 @@ def _goe_output(op: reader.Op, tensors: dict[str, list[str]]) -> str:
     return have[n]
 
 
-def _output_name(op: reader.Op, claims: dict[tuple[str, int], str], reserve: Any, i: int) -> str:
-    """The tensor name of output ``i`` of ``op``: a Result's, the JSON's ``outputs[i]``, or ``NAME_i``."""
-    claimed = claims.get((op.name, i))
-    if claimed is not None:
-        return claimed
-    names = op.output_names
-    given = names[i] if type(names) is list and i < len(names) else None
-    return reserve(given if type(given) is str and given else f"{op.name}_{i}")
-
-
 def convert(source: Any, *, function: str | None = None, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
     """The ONNX model of one function of an nGraph serialized graph.
 
@@ -168,7 +158,7 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
 
     # a Result names the tensor of the op output feeding it (through GetOutputElement), unless that is a
     # graph input or initializer
-    claims: dict[tuple[str, int], str] = {}
+    claims: dict[tuple[str, int], str] = b.claims
     result_tensor: dict[str, str] = {}  # Result op -> its graph output's name (the friendly name where given)
     legacy = by_name[fn.results[0]].op != "Result"
     if not legacy:
@@ -225,7 +215,7 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
                     names = op.output_names
                     first = names[0] if type(names) is list and names else None
                     out = reserve(first if type(first) is str and first else f"{name}_0")
-            ctx = OpContext(op, b, inputs, types, [out], partial(_output_name, op, claims, reserve))
+            ctx = OpContext(op, b, inputs, types, [out])
             out_types = converter(ctx)
             if len(out_types) == 1:
                 b_types[out] = out_types[0]
