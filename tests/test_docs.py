@@ -40,6 +40,37 @@ def test_readme_op_table_is_the_importers():
         assert f"| {op} " in table(readme) or f", {op}" in table(readme) or f"{op}," in table(readme), op
 
 
+def _layout_block() -> str:
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"## How it is built\n\n```\n(.*?)```", readme, re.S)
+    assert block, "the README has a layout block"
+    return block.group(1)
+
+
+def test_readme_layout_matches_the_folders():
+    """Every module of the package, the lowering pass and validation is named in "How it is built", and
+    every name there exists."""
+    block = _layout_block()
+    package = ROOT / "onnx_dequant"
+    for folder in (package, package / "lowering", package / "lowering" / "strategies", package / "validation"):
+        for path in folder.glob("*.py"):
+            if path.name not in ("__init__.py", "__main__.py"):
+                assert re.search(rf"\b{re.escape(path.stem)}\b", block), f"{path.relative_to(ROOT)} not in README"
+        for sub in folder.iterdir():
+            if sub.is_dir() and (sub / "__init__.py").exists():
+                assert f"{sub.name}/" in block, f"{sub.relative_to(ROOT)}/ not in README"
+    for name in re.findall(r"\b(\w+)\.py\b", block):
+        assert list(package.rglob(f"{name}.py")), f"README names {name}.py, which does not exist"
+
+
+def test_lowering_doc_names_every_step_and_strategy():
+    doc = (ROOT / "docs" / "lowering.md").read_text()
+    for folder in ("lowering", "lowering/strategies"):
+        for path in (ROOT / "onnx_dequant" / folder).glob("*.py"):
+            if path.name != "__init__.py":
+                assert f"`{path.name}`" in doc or f"({path.name})" in doc or f"`{path.stem}" in doc, path.name
+
+
 def test_readme_lists_every_op_of_both_opsets_with_what_it_becomes():
     from onnx_dequant.ngraph.catalog import OPSET0, OPSET1, catalog_markdown
 

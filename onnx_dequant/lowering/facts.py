@@ -16,7 +16,7 @@ from .. import dtypes, modelio
 from ..contract import Dim, Shape, TensorType
 from ..dtypes import DType
 from ..errors import DequantizeError
-from ..graphs import constants, iter_nodes, value_types, without_large_initializers
+from ..graphs import constants, value_types, without_large_initializers
 from ..schema import check_node, node_attributes, tensor_type_of
 from .options import LowerOptions
 
@@ -171,15 +171,15 @@ def _common_shape(a: Shape, b: Shape) -> Shape:
     return tuple(x if x == y else None for x, y in zip(a, b))
 
 
-def function_types(model: ModelProto, fn: onnx.FunctionProto, outer: dict[str, TensorType]) -> dict:
-    """Types inside a function body, inferred from what every call site gives its inputs: the element
-    type they agree on (a ``DequantizeError`` when they differ) and the dims they agree on, so one body
-    serves every call."""
+def function_types(
+    model: ModelProto, fn: onnx.FunctionProto, outer: dict[str, TensorType], calls: Sequence[Sequence[str]]
+) -> dict:
+    """Types inside a function body, inferred from what every call site (``calls``: their inputs) gives
+    its inputs: the element type they agree on (a ``DequantizeError`` when they differ) and the dims they
+    agree on, so one body serves every call."""
     formal: dict[str, TensorType] = {}
-    for call in iter_nodes(model):
-        if call.op_type != fn.name or call.domain != fn.domain:
-            continue
-        for name, actual in zip(fn.input, call.input):
+    for call in calls:
+        for name, actual in zip(fn.input, call):
             t = outer.get(actual, TensorType(None, None))
             old = formal.get(name)
             if old is None:

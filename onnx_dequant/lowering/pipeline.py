@@ -12,7 +12,7 @@ import os
 
 from onnx import ModelProto, NodeProto, TensorProto
 
-from ..graphs import FreshNames, iter_nodes
+from ..graphs import FreshNames
 from ..opsets import default_opset
 from ..schema import is_dequantize
 from .cleanup import drop_unused_initializers, drop_unused_opsets
@@ -22,7 +22,7 @@ from .facts import Constants, function_types, gather, model_types
 from .options import LowerOptions
 from .planner import plan
 from .result import LoweredNode, LowerResult
-from .walk import Scope, graph_scopes, lowers_in
+from .walk import Scope, graph_scopes, lowers_in, survey
 
 __all__ = ["lower_model", "lower_scope"]
 
@@ -37,24 +37,25 @@ def lower_model(
     """
     options = options or LowerOptions()
     options.check()
-    lowering = any(is_dequantize(n) and options.wants(n) for n in iter_nodes(model))
     changes: list[str] = []
     before = default_opset(model.opset_import)
     if options.opset is not None and options.opset != before:
         model = convert_model(model, options.opset)
         changes.append(f"converted the default-domain opset {before} to {options.opset} (opset= / --opset)")
-    opset = settle_opset(model, lowering, changes)
+    found = survey(model, options.wants)
+    opset = settle_opset(model, found.to_lower > 0, changes)
     result = LowerResult(model, changes=changes)
-    if not lowering or opset is None:
+    if not found.to_lower or opset is None:
         return result
-    names = FreshNames.of(model)
+    names = FreshNames(found.names)
     types = model_types(model)
     constants = Constants(None if base_dir is None else os.fspath(base_dir))
     for scope in graph_scopes(model.graph, model.graph.name or "main", constants, types, main=True):
         result.nodes += lower_scope(scope, options, opset, names)
     for fn in model.functions:
         if lowers_in(fn):
-            fn_types = {**types, **function_types(model, fn, types)}
+            calls = found.calls.get((fn.domain, fn.name), [])
+            fn_types = {**types, **function_types(model, fn, types, calls)}
             align_function_opset(fn, opset)
             own = Constants(constants.base_dir)  # a function body sees no graph's constants
             for scope in graph_scopes(fn, f"function {fn.name}", own, fn_types, function=True):

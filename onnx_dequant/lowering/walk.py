@@ -3,18 +3,52 @@ function body, each as a ``Scope`` with the types and constants it sees."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import onnx
 
 from ..contract import TensorType
-from ..graphs import iter_graphs, subgraphs
+from ..graphs import function_nodes, iter_graphs, subgraphs
 from ..schema import is_dequantize
 from .facts import Constants
 
-__all__ = ["Scope", "graph_scopes", "lowers_in"]
+__all__ = ["Survey", "survey", "Scope", "graph_scopes", "lowers_in"]
+
+
+@dataclass
+class Survey:
+    """What the pass needs from the whole model, gathered in one walk before it changes anything."""
+
+    names: set[str]  # every value and node name in use (as ``graphs.names``)
+    to_lower: int  # our nodes the options pick
+    calls: dict[tuple[str, str], list[list[str]]]  # (domain, op type) -> the inputs of each such node
+
+
+def survey(model: onnx.ModelProto, wants: Callable[[onnx.NodeProto], bool]) -> Survey:
+    """One walk over every graph, subgraph and function body (``wants``: whether a node of ours is lowered)."""
+    found = Survey(set(), 0, {})
+
+    def visit(n: onnx.NodeProto) -> None:
+        found.names.update(n.input)
+        found.names.update(n.output)
+        found.names.add(n.name)
+        found.calls.setdefault((n.domain, n.op_type), []).append(list(n.input))
+        if is_dequantize(n) and wants(n):
+            found.to_lower += 1
+
+    for g in iter_graphs(model.graph):
+        found.names.update(v.name for v in (*g.input, *g.output, *g.value_info, *g.initializer))
+        for n in g.node:
+            visit(n)
+    for f in model.functions:
+        found.names.update(f.input)
+        found.names.update(f.output)
+    for n in function_nodes(model):
+        visit(n)
+    found.names.discard("")
+    return found
 
 
 @dataclass
