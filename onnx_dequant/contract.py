@@ -135,6 +135,10 @@ def normalize_axes(axes: Any) -> tuple[int, ...]:
         return ()
     if isinstance(axes, (int, np.integer)) and not isinstance(axes, (bool, np.bool_)):
         axes = (axes,)
+    if isinstance(axes, np.ndarray) and axes.ndim == 0:
+        axes = axes.item()
+        if isinstance(axes, int) and not isinstance(axes, bool):
+            axes = (axes,)
     if isinstance(axes, (str, bytes)) or not isinstance(axes, Iterable):
         raise DequantizeError(f"Quantization axes must be a set of axis indices, got {axes!r}")
     out: list[int] = []

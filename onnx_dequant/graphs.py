@@ -174,13 +174,19 @@ def _nbytes(t: onnx.TensorProto) -> int:
     return int(np.prod(t.dims, dtype=np.int64)) * item
 
 
-def without_large_initializers(model: ModelProto, limit: int | None = None) -> ModelProto:
+def without_large_initializers(model: ModelProto, limit: int | None = None, *, external: bool = False) -> ModelProto:
     """``model`` itself, or a copy whose main-graph initializers over ``limit`` bytes (default
     ``LARGE_BYTES``) are graph inputs of the same type and shape, their data left out: what ONNX's
-    checker and shape inference need, without serializing the weights for them."""
+    checker and shape inference need, without serializing the weights for them. ``external=True``:
+    initializers whose data is in an external file are left out too (the checker would look for the
+    file relative to the working folder)."""
     limit = LARGE_BYTES if limit is None else limit
     g = model.graph
-    if not any(_nbytes(t) > limit for t in g.initializer):
+
+    def large(t: onnx.TensorProto) -> bool:
+        return _nbytes(t) > limit or (external and t.data_location == onnx.TensorProto.EXTERNAL)
+
+    if not any(large(t) for t in g.initializer):
         return model
     typed = ModelProto(ir_version=model.ir_version)
     typed.opset_import.extend(model.opset_import)
@@ -191,7 +197,7 @@ def without_large_initializers(model: ModelProto, limit: int | None = None) -> M
         getattr(typed_graph, part).extend(getattr(g, part))
     declared = {vi.name for vi in g.input}
     for t in g.initializer:
-        if _nbytes(t) <= limit:
+        if not large(t):
             typed_graph.initializer.append(t)
         elif t.name not in declared:
             typed_graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))

@@ -100,7 +100,8 @@ def dequantize(
     ``scale`` and ``zero_point`` are shaped as ``x``'s shape projected onto the sorted axes;
     ``zero_point=None`` means zero; ``dtype`` (any element type spelling) must equal the scale's type.
     ``out``, when given, is a C-contiguous array of the output's shape and type to write into (it
-    saves the page faults of a fresh array) and is returned. Raises ``DequantizeError`` when the
+    saves the page faults of a fresh array) and is returned; it may be one of the inputs (or overlap
+    one): the result is then computed apart and copied in. Raises ``DequantizeError`` when the
     arguments break the contract.
     """
     x = _array(x, "Input")
@@ -129,6 +130,9 @@ def dequantize(
             + (f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__)
         )
     if x.size == 0:
+        return out
+    if any(np.may_share_memory(out, a) for a in (x, scale, zp) if a is not None):
+        np.copyto(out, dequantize(x, scale, zp, axes=axes_t, dtype=dtype))  # every input read before out is written
         return out
     if x.size >= FUSED_MIN_ELEMENTS and _fused.available():
         x_flat = np.ascontiguousarray(x).reshape(-1)

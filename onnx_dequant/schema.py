@@ -7,7 +7,7 @@ Importing this module registers the schema once per process, so ``onnx.checker.c
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -47,8 +47,16 @@ def make_node(
     name: str | None = None,
 ) -> onnx.NodeProto:
     """A ``Dequantize`` node of ``DOMAIN``: inputs ``(input, scale[, zero_point])``, one output."""
+    for what, names in (("inputs", inputs), ("outputs", outputs)):
+        if isinstance(names, (str, bytes)) or not isinstance(names, Iterable):
+            raise DequantizeError(f"Dequantize {what} must be a list of names, got {type(names).__name__}")
     inputs = list(inputs)
     outputs = list(outputs)
+    for n in (*inputs, *outputs):
+        if not isinstance(n, str):
+            raise DequantizeError(f"Dequantize input and output names must be str, got {type(n).__name__}")
+    if name is not None and not isinstance(name, str):
+        raise DequantizeError(f"Dequantize node name must be a str, got {type(name).__name__}")
     if not 2 <= len(inputs) <= 3:
         raise DequantizeError(f"Dequantize takes 2 or 3 inputs (input, scale, zero_point), got {len(inputs)}")
     if len(outputs) != 1:

@@ -2,15 +2,22 @@
 
 Every subcommand module has ``add_parser(subparsers)`` that adds its parser and sets ``func`` (a
 function of the parsed arguments returning the exit status). Exit codes: 0 success or agreement,
-1 validation found a disagreement, 2 bad input or usage. Bad input never shows a traceback.
+1 validation found a disagreement, 2 bad input or usage (any failure: one line on stderr, never a
+traceback), 130 Ctrl-C, 143 SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+import traceback
+from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 from ..errors import DequantizeError
 
@@ -20,12 +27,29 @@ COMMANDS = ("convert", "lower", "run", "validate")
 """Subcommands; each is the module ``onnx_dequant.cli.<name>``."""
 
 
+class _UsageError(Exception):
+    """A bad command line (argparse's error, raised instead of printing usage and exiting)."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(message)
+        self.prog = prog
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that temporary files are removed on the way out."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line instead of usage + message
+        raise _UsageError(self.prog, f"{message} (see {self.prog} --help)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="onnx-dequant",
         description="nGraph's multi-axis Dequantize in ONNX: convert, lower, run and validate models.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"{__name__}.{name}")
@@ -37,23 +61,66 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (also used as the console script)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def one_line(e: BaseException) -> str:
+    """The message of ``e`` as one line: what the command prints for any failure."""
+    if isinstance(e, OSError) and e.strerror:
+        text = f"{e.strerror}: {e.filename}" if e.filename is not None else e.strerror
+    elif isinstance(e, MemoryError):
+        text = "out of memory: the input needs more memory than this machine has"
+    elif isinstance(e, (DequantizeError, _UsageError)):
+        text = str(e)
+    else:  # a dependency's own error (ONNX Runtime's Fail / InvalidGraph, protobuf's EncodeError, ...)
+        module = type(e).__module__.split(".")[0]
+        who = {"onnxruntime": "ONNX Runtime", "onnx": "ONNX", "google": "protobuf"}.get(module, "")
+        text = f"{who + ' failed: ' if who else ''}{type(e).__name__}: {e}"
+    return " ".join(text.split()) or type(e).__name__
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """While the command runs, SIGTERM raises ``_Terminated`` (so ``atomic_path`` removes its temporary
+    files); only where SIGTERM still has its default action and this is the main thread."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    signal.signal(signal.SIGTERM, handler)
     try:
-        return int(args.func(args) or 0)
-    except DequantizeError as e:
-        print(f"onnx-dequant {args.command}: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(
-            f"onnx-dequant {args.command}: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr
-        )
-        return 2
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (also used as the console script).
+
+    The one place where failures become exit statuses: any exception is one line on stderr and exit 2
+    (``ONNX_DEQUANT_TRACEBACK=1`` shows the traceback too), Ctrl-C is exit 130, SIGTERM 143.
+    """
+    command = "onnx-dequant"
+    try:
+        with _sigterm_raises():
+            parser = build_parser()  # inside: Ctrl-C while the modules load is handled too
+            args = parser.parse_args(argv)
+            command = f"onnx-dequant {args.command}"
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print(f"onnx-dequant {args.command}: interrupted", file=sys.stderr)
+        print(f"{command}: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print(f"{command}: terminated", file=sys.stderr)
+        return 143
+    except SystemExit as e:  # --help, or a subcommand's own exit
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except BaseException as e:  # noqa: BLE001 - the one place: one line, never a traceback
+        command = e.prog if isinstance(e, _UsageError) else command
+        if os.environ.get("ONNX_DEQUANT_TRACEBACK"):
+            traceback.print_exc()
+        print(f"{command}: error: {one_line(e)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

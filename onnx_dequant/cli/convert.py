@@ -12,8 +12,8 @@ from collections import Counter
 
 import onnx
 
+from .. import modelio
 from ..errors import DequantizeError
-from ..fileio import atomic_path
 from ..graphs import count_dequantize, iter_nodes
 from ..ngraph import DEFAULT_OPSET, convert
 from ..ngraph.tree import GraphResult, convert_tree
@@ -64,13 +64,11 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None:
         raise DequantizeError("--jobs applies to a folder of graphs only", path=args.graph)
     t0 = time.perf_counter()
-    print(f"converting {args.graph} ...", file=sys.stderr, flush=True)
     model = convert(args.graph, function=args.function, opset=args.opset)
     dequantize = count_dequantize(model)
     if args.lower:
         from ..lowering import lower  # imported here: the importer does not need the lowering pass
 
-        print(f"lowering {dequantize} Dequantize node(s) ...", file=sys.stderr, flush=True)
         try:
             model = lower(model)
         except DequantizeError as e:
@@ -79,8 +77,7 @@ def run(args: argparse.Namespace) -> int:
         onnx.checker.check_model(model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
         raise DequantizeError(f"the converted model fails the ONNX checker: {e}", path=args.graph) from None
-    with atomic_path(args.output) as tmp:
-        onnx.save(model, str(tmp))
+    modelio.save(model, args.output)
     seconds = time.perf_counter() - t0
     g = model.graph
     kinds = Counter(f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in iter_nodes(model))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
 from ..lowering import TARGETS, LowerOptions, lower_file
@@ -59,7 +58,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    print(f"lowering {args.input} ...", file=sys.stderr, flush=True)
     options = LowerOptions(opset=args.opset, target=args.target, wrap_int32=args.wrap_int32, weights=args.weights)
     result = lower_file(args.input, args.output, options)
     report, files = result.nodes, result.files

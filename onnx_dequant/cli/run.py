@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import zipfile
@@ -17,9 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import modelio
+from .. import fileio, modelio
 from ..errors import DequantizeError
-from ..fileio import atomic_path
 from ..validation.inputs import check_feeds, graph_inputs, load_npz
 
 __all__ = ["add_parser", "run_command"]
@@ -58,13 +58,16 @@ def run_command(args: argparse.Namespace) -> int:
     from ..ort import session as make_session
 
     path = str(args.model)
+    folder = os.path.dirname(os.path.abspath(path))
+    reads = [path, str(args.inputs), *modelio.external_files(modelio.load(path, load_external=False), folder)]
+    fileio.output_path(args.output, reads=reads)  # refused before anything runs
     model = modelio.load(path)
     feed = check_feeds(graph_inputs(model), load_npz(args.inputs), source=str(args.inputs))
-    options = None
-    if args.no_optimizations:
-        import onnxruntime as ort
+    import onnxruntime as ort
 
-        options = ort.SessionOptions()
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # ORT's own error log would repeat the one line the command prints
+    if args.no_optimizations:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     t0 = time.perf_counter()
     try:
@@ -74,15 +77,17 @@ def run_command(args: argparse.Namespace) -> int:
         values = sess.run(names, feed)
     except DequantizeError as e:
         raise e.at(path=path) from None
-    except (RuntimeError, ValueError) as e:  # ONNX Runtime's own errors (a bad shape deeper in the graph)
-        raise DequantizeError(f"ONNX Runtime failed: {e}", path=path) from None
+    except MemoryError:
+        raise
+    except Exception as e:  # ONNX Runtime's own errors (a bad shape deeper in the graph; Fail, InvalidArgument)
+        raise DequantizeError(f"ONNX Runtime failed: {type(e).__name__}: {e}", path=path) from None
     t2 = time.perf_counter()
     outputs = {}
     for name, value in zip(names, values):
         if not isinstance(value, np.ndarray):
             raise DequantizeError(f"output '{name}' is a {type(value).__name__}, not a tensor: cannot store it in npz")
         outputs[name] = value
-    with atomic_path(args.output) as tmp:
+    with fileio.atomic_path(args.output, reads=reads) as tmp:
         _write_npz(tmp, outputs)
 
     result = {

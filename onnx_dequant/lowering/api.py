@@ -47,6 +47,8 @@ def lower(
         work = ModelProto()
         work.CopyFrom(model)
         return lower_model(work, options).model
+    if not isinstance(model, (str, os.PathLike)):
+        raise DequantizeError(f"model must be an onnx.ModelProto or a path, got {type(model).__name__}")
     path = os.fspath(model)
     work = modelio.load(path, load_external=True)
     try:
@@ -92,7 +94,10 @@ def lower_file(
     if not result.nodes and not result.changes and not modelio.external_files(result.model, base_dir):
         result.files = _copy(src, dst)
         return result
-    result.files = modelio.save(result.model, dst, source_dir=base_dir)
+    try:
+        result.files = modelio.save(result.model, dst, source_dir=base_dir)
+    except DequantizeError as e:  # the model breaks a rule of ONNX: the input's fault
+        raise e.at(path=os.fspath(src)) from None
     return result
 
 

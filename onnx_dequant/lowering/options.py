@@ -51,6 +51,8 @@ class LowerOptions:
     def check(self) -> None:
         """``DequantizeError`` for an unknown target or an unsupported opset."""
         check_target(self.target)
+        if self.only is not None and not callable(self.only):
+            raise DequantizeError(f"only must be a function of a node (or None), got {type(self.only).__name__}")
         if self.weights not in WEIGHTS:
             raise DequantizeError(f"Unknown weights mode '{self.weights}' (expected one of: {', '.join(WEIGHTS)})")
         if self.opset is not None:

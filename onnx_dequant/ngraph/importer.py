@@ -135,6 +135,14 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
         if op.name in live:
             live.update(op.sources)
 
+    for op in fn.ops:  # the ops converted without a converter lookup: their version checked here
+        have = sorted(OPS.get(op.op, {0: None}))
+        if op.op in _UNCLAIMABLE and op.version not in have:
+            raise DequantizeError(
+                f"{op.op} op_version {op.version} is not supported (supported: {', '.join(map(str, have))})",
+                node=op.name,
+            )
+
     tensors: dict[str, list[str]] = {}
     for name in fn.parameters:
         op = by_name[name]

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from .. import fileio
 from ..errors import DequantizeError
 
 __all__ = ["Op", "Function", "load", "read_function", "function_names"]
@@ -82,7 +82,7 @@ def load(source: Any) -> tuple[list[Any], str | None]:
         elif isinstance(source, (str, os.PathLike)):
             path = os.fspath(source)
             try:
-                raw = Path(path).read_bytes()
+                raw = fileio.read_input(path)  # a FIFO or a device is refused, not read
             except OSError as e:
                 raise DequantizeError(f"cannot read the graph: {e.strerror or e}", path=path) from None
         else:

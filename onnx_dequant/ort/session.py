@@ -9,6 +9,7 @@ session owns the scratch buffers its kernels compute into (``runs.ScratchPool``)
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -16,9 +17,10 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+from google.protobuf.message import EncodeError
 
 from ..errors import DequantizeError
-from . import kernels, runs
+from . import kernels, runs, signals
 from .prepare import Prepared, prepare
 
 __all__ = ["session", "KernelSession"]
@@ -29,6 +31,32 @@ _REGISTERED_KEY = "onnx_dequant.extensions_library"
 """A session config entry marking SessionOptions that already carry the extensions library."""
 
 _register_lock = threading.Lock()
+
+_in_flight = threading.Condition()
+_async_runs: set[int] = set()
+"""Tokens of ``run_async`` calls whose callback has not returned yet."""
+
+
+_exit_wait_registered = False
+
+
+def _wait_for_async_runs() -> None:
+    """At interpreter exit: wait for every ``run_async`` still running. A kernel or callback that ran
+    after the interpreter began to shut down would need a Python that is gone: the process aborts."""
+    with _in_flight:
+        while _async_runs:
+            _in_flight.wait(0.1)
+
+
+def _track_async(token: int) -> None:
+    """Count ``token`` as an async run in flight; the exit wait is registered at the first one, so it
+    runs before the exit handlers of modules imported earlier (Numba's, which the kernel needs)."""
+    global _exit_wait_registered
+    with _in_flight:
+        if not _exit_wait_registered:
+            atexit.register(_wait_for_async_runs)
+            _exit_wait_registered = True
+        _async_runs.add(token)
 
 
 def _register_library(options: ort.SessionOptions) -> None:
@@ -94,7 +122,7 @@ class KernelSession(ort.InferenceSession):
             providers = ["CPUExecutionProvider"]
         try:
             data = prepared.model.SerializeToString()
-        except ValueError as e:  # over protobuf's 2 GiB
+        except (ValueError, EncodeError) as e:  # over protobuf's 2 GiB
             raise DequantizeError(f"the model is too large to hand to ONNX Runtime in memory: {e}") from None
         try:
             super().__init__(data, sess_options, providers, provider_options, **kwargs)
@@ -103,6 +131,11 @@ class KernelSession(ort.InferenceSession):
                 raise DequantizeError(
                     "these SessionOptions already have onnxruntime-extensions registered; "
                     "odq.session registers it itself: pass SessionOptions without it"
+                ) from e
+            if type(e).__module__.startswith("onnxruntime"):  # Fail, InvalidGraph, ...: not RuntimeErrors
+                message = " ".join(str(e).split())
+                raise DequantizeError(
+                    f"ONNX Runtime refused the model: {type(e).__name__}: {message}", path=self._odq_path
                 ) from e
             raise
 
@@ -127,7 +160,8 @@ class KernelSession(ort.InferenceSession):
             return call(0)
         token = runs.begin(self.scratch)
         try:
-            result = call(token)
+            with signals.deferred():  # Ctrl-C inside a kernel would abort: raised once the run is over
+                result = call(token)
         except BaseException as e:
             self._finish(token, e)
             raise
@@ -179,20 +213,28 @@ class KernelSession(ort.InferenceSession):
         feed[self._token_input] = self._token_value(token)
         path = self._odq_path
 
-        def done(results: Any, data: Any, err: str) -> None:
-            errors = runs.end(token, reuse=not err)
-            if errors:
-                try:
-                    _raise_recorded(errors, None, path)
-                except BaseException as e:  # noqa: BLE001 - reported through the callback
-                    callback(None, data, str(e))
-                    return
-            callback(results, data, err)
+        def done(results: Any, data: Any, err: str, _feed: Any = feed) -> None:  # _feed: alive until done
+            try:
+                errors = runs.end(token, reuse=not err)
+                if errors:
+                    try:
+                        _raise_recorded(errors, None, path)
+                    except BaseException as e:  # noqa: BLE001 - reported through the callback
+                        callback(None, data, str(e))
+                        return
+                callback(results, data, err)
+            finally:
+                with _in_flight:
+                    _async_runs.discard(token)
+                    _in_flight.notify_all()
 
+        _track_async(token)
         try:
             return super().run_async(output_names, feed, done, user_data, run_options)
         except BaseException:
             runs.end(token, reuse=False)
+            with _in_flight:
+                _async_runs.discard(token)
             raise
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .. import dtypes
+from .. import dtypes, fileio
 from ..errors import DequantizeError
 from ..schema import tensor_type_of
 
@@ -149,22 +149,46 @@ def generate(
     low, high = float(real_range[0]), float(real_range[1])
     if not (np.isfinite(low) and np.isfinite(high) and low <= high):
         raise DequantizeError(f"real input range must be finite with LOW <= HIGH, got [{low}, {high}]")
+    if int(seed) < 0:
+        raise DequantizeError(f"seed must be >= 0, got {seed}")
     dims = dict(dims or {})
     feeds = {}
     for i, spec in enumerate(specs):
         rng = np.random.default_rng([int(seed), i])
-        feeds[spec.name] = _generate_one(spec, rng, _concrete_shape(spec, dims, default_dim), (low, high))
+        shape = _concrete_shape(spec, dims, default_dim)
+        # reals are drawn in float64 first
+        fileio.check_memory(int(np.prod(shape, dtype=object)) * 8, f"generating input '{spec.name}' of shape {shape}")
+        feeds[spec.name] = _generate_one(spec, rng, shape, (low, high))
     return feeds
 
 
+def _npz_nbytes(f: Any) -> int:
+    """The bytes the arrays of the open npz ``f`` unpack to, from their headers (nothing is unpacked)."""
+    total = 0
+    with zipfile.ZipFile(f) as zf:
+        for info in zf.infolist():
+            with zf.open(info) as member:
+                fmt = np.lib.format
+                version = fmt.read_magic(member)
+                read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                shape, _, dtype = read(member)
+                total += int(np.prod(shape, dtype=object)) * dtype.itemsize
+    return total
+
+
 def load_npz(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """The arrays of an ``.npz`` file by name (no pickles); ``DequantizeError`` for a bad file."""
+    """The arrays of an ``.npz`` file by name (no pickles); ``DequantizeError`` for a bad file, a FIFO or
+    device (``fileio.open_input``), or arrays that would unpack to more than the machine's memory."""
     try:
-        data = np.load(os.fspath(path), allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):  # a single .npy array is not a context manager
-            raise DequantizeError("not an .npz archive (a single .npy array?)", path=os.fspath(path))
-        with data:
-            return {k: data[k] for k in data.files}
+        with fileio.open_input(path) as f:
+            if zipfile.is_zipfile(f):
+                fileio.check_memory(_npz_nbytes(f), "unpacking the arrays", path=os.fspath(path))
+            f.seek(0)
+            data = np.load(f, allow_pickle=False)
+            if not isinstance(data, np.lib.npyio.NpzFile):  # a single .npy array is not a context manager
+                raise DequantizeError("not an .npz archive (a single .npy array?)", path=os.fspath(path))
+            with data:
+                return {k: data[k] for k in data.files}
     except DequantizeError:
         raise
     except FileNotFoundError:

@@ -12,6 +12,9 @@ them for the oracle:
   (what ONNX Runtime computes for f32/f16/bf16 inputs), the sum and the clamp in float64 (no int32
   overflow for large quotients); NaN gives the zero point. Non-integer output types go to onnx's kernel.
 
+- ``Loop``: with its optional ``cond`` omitted, ``M`` iterations with the body's condition ignored, as the
+  spec says (onnx's kernel runs none: a false disagreement with ONNX Runtime).
+
 ``OPS`` is the list for ``ReferenceEvaluator(model, new_ops=...)``.
 """
 
@@ -21,13 +24,14 @@ import numpy as np
 from onnx import helper
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_dequantize_linear import _CommonDequantizeLinear
+from onnx.reference.ops.op_loop import Loop as _OnnxLoop
 from onnx.reference.ops.op_quantize_linear import _CommonQuantizeLinear
 
 from .. import dtypes
 from ..errors import DequantizeError
 from ..reference import dequantize
 
-__all__ = ["OPS", "DequantizeLinear", "QuantizeLinear", "expand_param"]
+__all__ = ["OPS", "DequantizeLinear", "QuantizeLinear", "Loop", "expand_param"]
 
 _INTEGER = {t.numpy: t for t in dtypes.QUANTIZED}
 """Integer input types the exact kernel takes, by NumPy dtype."""
@@ -113,5 +117,36 @@ class QuantizeLinear(OpRun):
         return (np.clip(q, lo, hi).astype(out),)
 
 
-OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear]
+class Loop(_OnnxLoop):
+    """onnx's Loop with the optional ``cond`` omitted as the spec says: ``M`` iterations, the body's
+    condition output ignored (onnx 1.2x's kernel reads a missing ``cond`` as false and runs none)."""
+
+    def __init__(self, onnx_node, run_params):  # type: ignore[no-untyped-def]
+        super().__init__(onnx_node, run_params)
+        self._ignore_cond = False
+        run_body = getattr(self, "_run_body", None)
+        if run_body is None:  # another onnx: its own kernel decides
+            return
+        cond_index = self.output_index[self.body.output_names[0]]
+
+        def run(inputs, **kwargs):  # type: ignore[no-untyped-def]
+            outputs = run_body(inputs, **kwargs)
+            if self._ignore_cond:
+                outputs = list(outputs)
+                outputs[cond_index] = np.array(True)
+            return outputs
+
+        self._run_body = run
+
+    def _run(self, M, cond, *args, **kwargs):  # type: ignore[no-untyped-def]  # noqa: N803 - the spec's name
+        if cond is not None or M is None:
+            return super()._run(M, cond, *args, **kwargs)
+        self._ignore_cond = True
+        try:
+            return super()._run(M, np.array(True), *args, **kwargs)
+        finally:
+            self._ignore_cond = False
+
+
+OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear, Loop]
 """The kernels to add to ``ReferenceEvaluator(new_ops=...)``."""

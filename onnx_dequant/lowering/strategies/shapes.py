@@ -54,34 +54,35 @@ def merged_shape_tensor(
 ) -> str:
     """An int64 shape tensor: for each entry of ``axis_groups``, the product of ``tensor``'s dims in that group
     of axes (a tuple), or a literal size (an int, e.g. 1 for an inserted axis)."""
-    parts: list[tuple[str, object]] = []  # ("c", int) or ("t", name)
+    parts: list[int | str] = []  # a known size, or the name of a one-element shape tensor
     for g in axis_groups:
         if isinstance(g, int):
-            parts.append(("c", g))
+            parts.append(g)
             continue
-        dims = [shape[a] for a in g]
-        if all(isinstance(d, int) for d in dims):
+        known = [d for d in (shape[a] for a in g) if isinstance(d, int)]
+        if len(known) == len(g):
             n = 1
-            for d in dims:
-                n *= d  # type: ignore[operator]
-            parts.append(("c", n))
+            for d in known:
+                n *= d
+            parts.append(n)
         elif len(g) == 1:
-            parts.append(("t", _shape_slice(em, tensor, g[0], g[0] + 1, opset)))
+            parts.append(_shape_slice(em, tensor, g[0], g[0] + 1, opset))
         else:
             sl = _shape_slice(em, tensor, g[0], g[-1] + 1, opset)
-            parts.append(("t", em.node("ReduceProd", [sl], hint="dims", keepdims=1)))
-    if all(k == "c" for k, _ in parts):
-        return em.i64([v for _, v in parts])  # type: ignore[misc]
+            parts.append(em.node("ReduceProd", [sl], hint="dims", keepdims=1))
+    sizes = [p for p in parts if isinstance(p, int)]
+    if len(sizes) == len(parts):
+        return em.i64(sizes)
     names: list[str] = []
     run: list[int] = []
-    for k, v in parts:
-        if k == "c":
-            run.append(v)  # type: ignore[arg-type]
+    for p in parts:
+        if isinstance(p, int):
+            run.append(p)
             continue
         if run:
             names.append(em.i64(run))
             run = []
-        names.append(v)  # type: ignore[arg-type]
+        names.append(p)
     if run:
         names.append(em.i64(run))
     return em.node("Concat", names, hint="shape", axis=0)
@@ -89,6 +90,7 @@ def merged_shape_tensor(
 
 def shape_tensor(em: Emitter, tensor: str, shape: Sequence[Dim], opset: int) -> str:
     """``tensor``'s shape as an int64 tensor (a constant when every dim is known)."""
-    if all(isinstance(d, int) for d in shape):
-        return em.i64(list(shape))  # type: ignore[arg-type]
+    known = [d for d in shape if isinstance(d, int)]
+    if len(known) == len(shape):
+        return em.i64(known)
     return em.node("Shape", [tensor], hint="shape")

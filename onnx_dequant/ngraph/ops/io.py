@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ... import dtypes
+from ... import dtypes, fileio
 from ...contract import TensorType
 from ..context import MAX_DIM, OpContext, numel
 from . import register
@@ -201,6 +201,8 @@ def constant(ctx: OpContext) -> list[TensorType]:
         scalar = ctx.const(flat.reshape(()), dt, f"{ctx.name}/value")
         ctx.emit("Expand", [scalar, ctx.int64s(shape)], ctx.out())
     else:
+        if single:  # written out whole: refused before NumPy is asked for more than the machine has
+            fileio.check_memory(numel(shape) * dt.numpy.itemsize, f"Constant of shape {list(shape)}")
         arr = np.broadcast_to(flat, shape) if single else flat.reshape(shape)
         ctx.b.initializer(ctx.out(), arr, dt)
     return [TensorType(dt, shape)]

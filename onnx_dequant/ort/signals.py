@@ -1,0 +1,84 @@
+"""Signals held back while ONNX Runtime may be running a Python kernel on the main thread.
+
+Python runs signal handlers on the main thread, between two bytecodes of whatever Python code runs
+there: during ``sess.run`` that can be a kernel called from C++ by onnxruntime-extensions, and an
+exception raised there (``KeyboardInterrupt`` from Ctrl-C) aborts the process (pybind11
+``error_already_set`` escapes a C++ thread). ``deferred()`` swaps every Python-level handler of the
+signals in ``DEFERRED`` for one that only notes the signal, and on leaving puts the handlers back and
+delivers what arrived, once per signal, in order: Ctrl-C during a run raises ``KeyboardInterrupt``
+after the run returns. Signals whose handler is not a Python function (``SIG_DFL``, ``SIG_IGN``) are
+left alone: the C runtime handles them without running Python code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+__all__ = ["DEFERRED", "deferred"]
+
+DEFERRED: tuple[signal.Signals, ...] = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
+"""The signals whose Python handlers ``deferred`` holds back."""
+
+_depth = 0
+_saved: dict[int, Any] = {}
+_pending: list[tuple[int, FrameType | None]] = []
+
+
+def _note(signum: int, frame: FrameType | None) -> None:
+    """The stand-in handler: remembers the signal, never raises."""
+    if all(s != signum for s, _ in _pending):
+        _pending.append((signum, frame))
+
+
+def _install() -> None:
+    for sig in DEFERRED:
+        try:
+            handler = signal.getsignal(sig)
+            if callable(handler):
+                signal.signal(sig, _note)
+                _saved[sig] = handler
+        except (OSError, ValueError, RuntimeError):  # a signal this platform will not let us catch
+            continue
+
+
+def _restore() -> list[tuple[Any, int, FrameType | None]]:
+    for sig, handler in _saved.items():
+        with contextlib.suppress(OSError, ValueError, RuntimeError):
+            signal.signal(sig, handler)
+    due = [(_saved.get(signum), signum, frame) for signum, frame in _pending]
+    _saved.clear()
+    _pending.clear()
+    return due
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold back Python signal handlers while the body runs (main thread only; nests); deliver after."""
+    global _depth
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers run only on the main thread: nothing of this thread can be interrupted
+        return
+    if _depth == 0:
+        try:
+            _install()
+        except BaseException:  # a signal handled before the swap was complete: undo it
+            _restore()
+            raise
+    _depth += 1
+    try:
+        yield
+    finally:
+        _depth -= 1
+        due = _restore() if _depth == 0 else []
+        for handler, signum, frame in due:
+            if callable(handler):
+                handler(signum, frame)  # e.g. signal.default_int_handler raises KeyboardInterrupt here

@@ -1,0 +1,129 @@
+"""Hostile use of the Python kernel: signals while ONNX Runtime runs it, run_async and interpreter exit.
+
+Each attack aborted the process before (SIGABRT: pybind11's error_already_set escaping a C++ thread, or
+"terminate called without an active exception"); they run in one child process, whose exit status and
+output are checked.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_CHILD = textwrap.dedent(
+    """
+    import os, random, signal, threading, time
+    import numpy as np
+    import onnx_dequant as odq
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx_dequant.ort import kernels
+
+    n = 60
+    nodes = [odq.make_node(["x", "s"], [f"y{i}"], axes=(0,), name=f"dq{i}") for i in range(n)]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT8, [64, 256])],
+        [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [64, 256]) for i in range(n)],
+        [numpy_helper.from_array(np.full(64, 0.25, np.float32), "s")],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+    sess = odq.session(model)
+    feed = {"x": np.ones((64, 256), np.int8)}
+
+    # 1. Ctrl-C raised inside a kernel: held back until the run is over, the kernel not interrupted
+    original = kernels.dequantize
+    def interrupting(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10000):  # bytecodes: a handler not held back runs here
+            pass
+        return original(*args, **kwargs)
+    kernels.dequantize = interrupting
+    errors = kernels.stats()["errors"]
+    try:
+        sess.run(None, feed)
+        print("not interrupted", flush=True)
+    except KeyboardInterrupt:
+        print("deferred, kernel errors:", kernels.stats()["errors"] - errors, flush=True)
+    kernels.dequantize = original
+
+    # 2. a storm of SIGINTs at random moments while runs follow one another
+    stop = time.monotonic() + 1.5
+    def storm():
+        rng = random.Random(0)
+        while time.monotonic() < stop:
+            time.sleep(rng.uniform(0.003, 0.02))
+            os.kill(os.getpid(), signal.SIGINT)
+    t = threading.Thread(target=storm)
+    t.start()
+    interrupts = 0
+    while True:
+        try:
+            try:
+                if not t.is_alive():
+                    break
+                y = sess.run(["y0"], feed)[0]
+                assert float(y[0, 0]) == 0.25
+            except KeyboardInterrupt:
+                interrupts += 1
+        except KeyboardInterrupt:
+            interrupts += 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the storm's signals still pending are dropped
+    except KeyboardInterrupt:
+        interrupts += 1
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    t.join()
+    print("storm interrupts:", interrupts, flush=True)
+
+    # 3. run_async, then the script ends while the run may still be going
+    def done(results, data, err):
+        print("async done:", err == "" and float(results[0][0, 0]) == 0.25, flush=True)
+    sess.run_async(None, feed, done, None)
+    """
+)
+
+
+def test_signals_and_exit_never_abort():
+    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert "deferred, kernel errors: 0" in proc.stdout, proc.stdout
+    assert "storm interrupts:" in proc.stdout and "storm interrupts: 0" not in proc.stdout, proc.stdout
+    assert "async done: True" in proc.stdout, proc.stdout
+    assert "terminate called" not in proc.stderr
+
+
+_CLI_CHILD = textwrap.dedent(
+    """
+    import sys
+    from onnx_dequant import cli  # what the console script does first
+    heavy = sorted(m for m in ("numpy", "onnx", "onnxruntime") if m in sys.modules)
+    build_parser = cli.build_parser
+    def announced():  # inside main: the parent sends SIGINT as soon as it reads this line
+        print("loaded before main:", heavy, flush=True)
+        return build_parser()  # imports the subcommands, and with them NumPy, ONNX, ONNX Runtime
+    cli.build_parser = announced
+    sys.exit(cli.main(sys.argv[1:]))
+    """
+)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+def test_ctrl_c_while_the_command_loads_exits_130_with_one_line():
+    """The console script imports only the light ``onnx_dequant.cli`` before ``main``; Ctrl-C while
+    ``main`` loads NumPy, ONNX and ONNX Runtime is exit 130 with one line, no traceback."""
+    graph = ROOT / "models" / "qdq_chain.json"
+    cmd = [sys.executable, "-c", _CLI_CHILD, "validate", str(graph), "-q"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    first = proc.stdout.readline()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert first == "loaded before main: []\n", first
+    assert proc.returncode == 130, (proc.returncode, err)
+    assert err == "onnx-dequant: interrupted\n" or err == "onnx-dequant validate: interrupted\n", err
