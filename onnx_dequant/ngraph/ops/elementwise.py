@@ -21,7 +21,7 @@ from ..builder import tensor_type
 from ..context import OpContext, shape_str
 from . import register
 
-__all__ = ["binary_inputs", "broadcast_shapes", "no_boolean", "read_autob", "unary_input"]
+__all__ = ["binary_inputs", "broadcast_shapes", "emit_abs", "no_boolean", "read_autob", "unary_input"]
 
 
 def broadcast_shapes(a: Shape, b: Shape) -> Shape | bool:
@@ -251,18 +251,20 @@ for _name in ("Sigmoid", "Tanh", "Exp", "Log", "Sqrt"):
     register(_name)(_one_to_one(_name))
 
 
+def emit_abs(ctx: OpContext, x: str, dt: dtypes.DType, out: str | None = None) -> str:
+    """nGraph's Abs of ``x``: ``x < 0 ? -x : x`` on reals (keeps -0; ONNX Abs gives +0), Abs on integers."""
+    if dt.is_real:
+        ctx.require_onnx(dt, "Less", "Neg", "Where")
+        return ctx.emit("Where", [ctx.emit("Less", [x, ctx.scalar(0, dt)]), ctx.emit("Neg", [x]), x], out)
+    ctx.require_onnx(dt, "Abs")
+    return ctx.emit("Abs", [x], out)
+
+
 @register("Abs")
 def abs_(ctx: OpContext) -> list[TensorType]:
     t = unary_input(ctx)
-    dt = t.elem_type
-    no_boolean(ctx, dt)
-    x = ctx.inputs[0]
-    if dt.is_real:  # x < 0 ? -x : x keeps -0 (ONNX Abs gives +0)
-        ctx.require_onnx(dt, "Less", "Neg", "Where")
-        ctx.emit("Where", [ctx.emit("Less", [x, ctx.scalar(0, dt)]), ctx.emit("Neg", [x]), x], ctx.out())
-    else:
-        ctx.require_onnx(dt, "Abs")
-        ctx.emit("Abs", [x], ctx.out())
+    no_boolean(ctx, t.elem_type)
+    emit_abs(ctx, ctx.inputs[0], t.elem_type, ctx.out())
     return [t]
 
 

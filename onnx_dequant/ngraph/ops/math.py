@@ -1,5 +1,5 @@
 """Element-wise math: the trigonometric and hyperbolic family, Erf, Ceiling, Floor, Round, Sign, Power,
-SquaredDifference.
+Mod, SquaredDifference.
 
 nGraph's reference kernels call the C++ function on the element type: on an integer tensor ``std::cosh``
 takes the value as a double and the result is truncated back to the integer type. ONNX's math ops take
@@ -17,9 +17,10 @@ from ... import dtypes
 from ...contract import TensorType
 from ..context import OpContext
 from . import register
-from .elementwise import binary_inputs, no_boolean, unary_input
+from .elementwise import binary_inputs, emit_abs, no_boolean, unary_input
 
 _F64 = dtypes.parse("f64")
+_I64 = dtypes.parse("i64")
 
 
 def _transcendental(onnx_op: str):
@@ -72,20 +73,21 @@ register("Floor")(_integral("Floor"))
 register("Round")(_integral("Round"))
 
 
-@register("Sign")
-def sign(ctx: OpContext) -> list[TensorType]:
-    t = unary_input(ctx)
-    dt = t.elem_type
-    no_boolean(ctx, dt)
-    x = ctx.inputs[0]
+def _emit_sign(ctx: OpContext, x: str, dt: dtypes.DType, out: str | None = None) -> str:
     if not dt.is_real:
         ctx.require_onnx(dt, "Sign")
-        ctx.emit("Sign", [x], ctx.out())
-        return [t]
+        return ctx.emit("Sign", [x], out)
     ctx.require_onnx(dt, "Less", "Greater", "Where")
     zero = ctx.scalar(0, dt)
     positive = ctx.emit("Where", [ctx.emit("Greater", [x, zero]), ctx.scalar(1, dt), zero])
-    ctx.emit("Where", [ctx.emit("Less", [x, zero]), ctx.scalar(-1, dt), positive], ctx.out())
+    return ctx.emit("Where", [ctx.emit("Less", [x, zero]), ctx.scalar(-1, dt), positive], out)
+
+
+@register("Sign")
+def sign(ctx: OpContext) -> list[TensorType]:
+    t = unary_input(ctx)
+    no_boolean(ctx, t.elem_type)
+    _emit_sign(ctx, ctx.inputs[0], t.elem_type, ctx.out())
     return [t]
 
 
@@ -95,6 +97,25 @@ def power(ctx: OpContext) -> list[TensorType]:
     no_boolean(ctx, t.elem_type)
     ctx.require_onnx(t.elem_type, "Pow")
     ctx.emit("Pow", [a, b], ctx.out())
+    return [t]
+
+
+@register("Mod", versions=(0, 1))
+def mod(ctx: OpContext) -> list[TensorType]:
+    """nGraph's decomposition, ``sign(a) * (|a| - T(i64(|a| / |b|)) * |b|)``: the remainder takes the
+    dividend's sign (C's ``fmod``), but on reals ``|a| / |b|`` is rounded to T before it is truncated, so a
+    large quotient can differ from ``fmod``; a quotient outside int64 (or NaN, or b = 0 on integers) is C++
+    undefined behaviour."""
+    a, b, t = binary_inputs(ctx)
+    dt = t.elem_type
+    no_boolean(ctx, dt)
+    ctx.require_onnx(dt, "Div", "Mul", "Sub", "Cast")
+    abs_a, abs_b = emit_abs(ctx, a, dt), emit_abs(ctx, b, dt)
+    q = ctx.emit("Div", [abs_a, abs_b])
+    if dt.is_real:  # truncation toward zero through int64
+        q = ctx.emit("Cast", [ctx.emit("Cast", [q], to=_I64.onnx)], to=dt.onnx)
+    r = ctx.emit("Sub", [abs_a, ctx.emit("Mul", [q, abs_b])])
+    ctx.emit("Mul", [_emit_sign(ctx, a, dt), r], ctx.out())
     return [t]
 
 

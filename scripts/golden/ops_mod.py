@@ -1,0 +1,41 @@
+"""Mod (opset 1, a fused op): ``sign(a) * (|a| - convert(convert_i64(|a| / |b|)) * |b|)``, nGraph's
+decomposition; the remainder has the dividend's sign (C's ``fmod``), computed in the element type."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnx_dequant.ngraph.writer import FunctionWriter
+
+from . import GoldenCase, graph
+
+A = np.array([7, -7, 7, -7, 0, -0.0, 5.5, -5.5, 1e10, 3, 0.1, 2.5], np.float32)
+B = np.array([3, 3, -3, -3, 2, 2, 2, -2, 3, 7, 0.03, -0.5], np.float32)
+AI = np.array([7, -7, 7, -7, 0, 6, -6, 1, 100, -100], np.int32)
+BI = np.array([3, 3, -3, -3, 5, 3, 4, 7, 7, -7], np.int32)
+
+
+def ngraph_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """nGraph's decomposition step by step in the element type (Abs and Sign as nGraph's kernels)."""
+    t = np.result_type(a, b)
+    abs_a, abs_b = np.where(a < 0, -a, a), np.where(b < 0, -b, b)
+    q = abs_a // abs_b if np.issubdtype(t, np.integer) else (abs_a / abs_b).astype(np.int64).astype(t)
+    sign = np.where(a < 0, t.type(-1), np.where(a > 0, t.type(1), t.type(0)))
+    return (sign * (abs_a - q * abs_b)).astype(t)
+
+
+def _case(name: str, a: np.ndarray, b: np.ndarray, note: str) -> GoldenCase:
+    w = FunctionWriter(era="v0.29")
+    pa, pb = w.parameter(a.dtype, list(a.shape)), w.parameter(b.dtype, list(b.shape))
+    r = w.result(w.binary("Mod", pa, pb))
+    note += "; expected: nGraph's decomposition (nGraph 0.26 cannot deserialize Mod)"
+    return GoldenCase(name, graph(w), {pa: a, pb: b}, note=note, expected={r: ngraph_mod(a, b)})
+
+
+def cases():
+    i64 = np.array([[9, -9, 4], [-4, 13, 0]], np.int64), np.array([4, -5, 3], np.int64)
+    return [
+        _case("mod_f32", A, B, "Mod: signs, -0, |a| / |b| rounded in f32 then truncated"),
+        _case("mod_i32", AI, BI, "Mod on integers: the dividend's sign"),
+        _case("mod_broadcast_i64", *i64, "Mod, numpy broadcast"),
+    ]
