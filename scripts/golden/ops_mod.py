@@ -1,5 +1,6 @@
 """Mod (opset 1, a fused op): ``sign(a) * (|a| - convert(convert_i64(|a| / |b|)) * |b|)``, nGraph's
-decomposition; the remainder has the dividend's sign (C's ``fmod``), computed in the element type."""
+decomposition; the remainder has the dividend's sign (C's ``fmod``), computed in the element type.
+FloorMod (opset 1): the remainder with the divisor's sign."""
 
 from __future__ import annotations
 
@@ -24,12 +25,28 @@ def ngraph_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (sign * (abs_a - q * abs_b)).astype(t)
 
 
-def _case(name: str, a: np.ndarray, b: np.ndarray, note: str) -> GoldenCase:
+def floor_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """FloorMod's definition: ``fmod`` moved to the divisor's sign (Python's ``%`` on integers)."""
+    if np.issubdtype(a.dtype, np.integer):
+        return np.mod(a, b)
+    r = np.fmod(a, b)
+    return np.where((r != 0) & ((r < 0) != (b < 0)), r + b, r).astype(a.dtype)
+
+
+def _case(name: str, a: np.ndarray, b: np.ndarray, note: str, op: str = "Mod") -> GoldenCase:
     w = FunctionWriter(era="v0.29")
     pa, pb = w.parameter(a.dtype, list(a.shape)), w.parameter(b.dtype, list(b.shape))
-    r = w.result(w.binary("Mod", pa, pb))
-    note += "; expected: nGraph's decomposition (nGraph 0.26 cannot deserialize Mod)"
-    return GoldenCase(name, graph(w), {pa: a, pb: b}, note=note, expected={r: ngraph_mod(a, b)})
+    r = w.result(w.binary(op, pa, pb))
+    if op == "Mod":
+        note += "; expected: nGraph's decomposition (nGraph 0.26 cannot deserialize Mod)"
+        want = ngraph_mod(a, b)
+    else:
+        note += "; expected: the op's definition (nGraph has no FloorMod kernel; 0.26 cannot deserialize it)"
+        want = floor_mod(a, b)
+    case = GoldenCase(name, graph(w), {pa: a, pb: b}, note=note, expected={r: want})
+    if op == "FloorMod" and a.dtype.kind == "f":
+        case.ulp, case.why = 0, "r + b is one IEEE addition in the element type, in NumPy as in ONNX Runtime"
+    return case
 
 
 def cases():
@@ -38,4 +55,7 @@ def cases():
         _case("mod_f32", A, B, "Mod: signs, -0, |a| / |b| rounded in f32 then truncated"),
         _case("mod_i32", AI, BI, "Mod on integers: the dividend's sign"),
         _case("mod_broadcast_i64", *i64, "Mod, numpy broadcast"),
+        _case("floor_mod_f32", A, B, "FloorMod: the divisor's sign", "FloorMod"),
+        _case("floor_mod_i32", AI, BI, "FloorMod on integers: Python's %", "FloorMod"),
+        _case("floor_mod_broadcast_i64", *i64, "FloorMod, numpy broadcast", "FloorMod"),
     ]

@@ -1,5 +1,5 @@
 """Element-wise math: the trigonometric and hyperbolic family, Erf, Ceiling, Floor, Round, Sign, Power,
-Mod, SquaredDifference.
+Mod, FloorMod, SquaredDifference.
 
 nGraph's reference kernels call the C++ function on the element type: on an integer tensor ``std::cosh``
 takes the value as a double and the result is truncated back to the integer type. ONNX's math ops take
@@ -116,6 +116,28 @@ def mod(ctx: OpContext) -> list[TensorType]:
         q = ctx.emit("Cast", [ctx.emit("Cast", [q], to=_I64.onnx)], to=dt.onnx)
     r = ctx.emit("Sub", [abs_a, ctx.emit("Mul", [q, abs_b])])
     ctx.emit("Mul", [_emit_sign(ctx, a, dt), r], ctx.out())
+    return [t]
+
+
+@register("FloorMod", versions=(1,))
+def floor_mod(ctx: OpContext) -> list[TensorType]:
+    """The remainder of floor division, with the divisor's sign (Python's ``%``). nGraph never computed
+    FloorMod (no kernel, no decomposition, and 0.26 cannot read it), so this is the op's definition:
+    integers are ONNX Mod; reals are ``fmod`` plus ``b`` where the remainder is non-zero and its sign is
+    not ``b``'s. b = 0 on integers is undefined."""
+    a, b, t = binary_inputs(ctx)
+    dt = t.elem_type
+    no_boolean(ctx, dt)
+    if not dt.is_real:
+        ctx.require_onnx(dt, "Mod")
+        ctx.emit("Mod", [a, b], ctx.out(), fmod=0)
+        return [t]
+    ctx.require_onnx(dt, "Mod", "Add", "Less", "Equal", "Where")
+    r = ctx.emit("Mod", [a, b], fmod=1)
+    zero = ctx.scalar(0, dt)
+    signs = ctx.emit("Xor", [ctx.emit("Less", [r, zero]), ctx.emit("Less", [b, zero])])
+    fix = ctx.emit("And", [ctx.emit("Not", [ctx.emit("Equal", [r, zero])]), signs])
+    ctx.emit("Where", [fix, ctx.emit("Add", [r, b]), r], ctx.out())
     return [t]
 
 
