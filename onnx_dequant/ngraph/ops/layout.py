@@ -183,9 +183,7 @@ def shuffle_channels(ctx: OpContext) -> list[TensorType]:
     axis = ctx.attr_int("axis", 1, lo=-rank, hi=rank - 1)
     axis = axis + rank if axis < 0 else axis
     if axis >= rank:  # the default axis 1 on a 1-D input
-        raise ctx.error(
-            f"The 'axis' parameter for ShuffleChannels has to point to one of the input's dimensions ({axis}, rank {rank})"
-        )
+        raise ctx.error(f"ShuffleChannels 'axis' must name one of the input's dimensions ({axis}, rank {rank})")
     groups = ctx.attr_int("groups", 1, lo=1)
     c = shape[axis]
     if c % groups:
