@@ -1,6 +1,6 @@
 """Mod (opset 1, a fused op): ``sign(a) * (|a| - convert(convert_i64(|a| / |b|)) * |b|)``, nGraph's
 decomposition; the remainder has the dividend's sign (C's ``fmod``), computed in the element type.
-FloorMod (opset 1): the remainder with the divisor's sign."""
+FloorMod (opset 1): the remainder with the divisor's sign. Selu (v0 fused, after 0.26): its decomposition."""
 
 from __future__ import annotations
 
@@ -49,6 +49,26 @@ def _case(name: str, a: np.ndarray, b: np.ndarray, note: str, op: str = "Mod") -
     return case
 
 
+SELU_X = np.array([-3.0, -1.0, -0.5, -0.0, 0.0, 0.5, 2.0, np.nan, np.inf, -np.inf], np.float32)
+SELU_ALPHA, SELU_LAMBDA = np.float32(1.6732632), np.float32(1.050701)
+
+
+def selu_case() -> GoldenCase:
+    """Selu (v0 fused; not in nGraph 0.26): alpha and lambda as Shape{1} inputs; expected: its decomposition."""
+    x = SELU_X
+    al, la = np.array([SELU_ALPHA], np.float32), np.array([SELU_LAMBDA], np.float32)
+    w = FunctionWriter()
+    ps = [w.parameter(v.dtype, list(v.shape)) for v in (x, al, la)]
+    r = w.result(w.op("Selu", *ps))
+    with np.errstate(invalid="ignore"):
+        e = al * np.exp(np.where(x < 0, x, np.float32(0))) - al
+        want = (la * (np.where(x > 0, x, np.float32(0)) + e)).astype(np.float32)
+    note = "Selu: lambda * (max(x, 0) + (alpha * exp(min(x, 0)) - alpha)); expected: nGraph's decomposition"
+    case = GoldenCase("selu_f32", graph(w), dict(zip(ps, (x, al, la))), note=note, expected={r: want})
+    case.ulp, case.why = 2, "ONNX Runtime's vectorized exp and NumPy's round differently"
+    return case
+
+
 def cases():
     i64 = np.array([[9, -9, 4], [-4, 13, 0]], np.int64), np.array([4, -5, 3], np.int64)
     return [
@@ -58,4 +78,5 @@ def cases():
         _case("floor_mod_f32", A, B, "FloorMod: the divisor's sign", "FloorMod"),
         _case("floor_mod_i32", AI, BI, "FloorMod on integers: Python's %", "FloorMod"),
         _case("floor_mod_broadcast_i64", *i64, "FloorMod, numpy broadcast", "FloorMod"),
+        selu_case(),
     ]

@@ -1,5 +1,5 @@
 """Activations nGraph 0.26 defines by decomposition (fused ops), written out node for node so ONNX
-Runtime computes what nGraph's INTERPRETER computes: Elu, HardSigmoid, PRelu, Gelu, ScaleShift, Gemm.
+Runtime computes what nGraph's INTERPRETER computes: Elu, Selu, HardSigmoid, PRelu, Gelu, ScaleShift, Gemm.
 
 nGraph's Maximum / Minimum inside them are ``a > b ? a : b`` / ``a < b ? a : b`` (Where here, as the
 Maximum / Minimum converters). Constants (``alpha``, ``beta``) are cast to the element type first, as
@@ -56,6 +56,30 @@ def elu(ctx: OpContext) -> list[TensorType]:
     e = ctx.emit("Mul", [alpha, ctx.emit("Exp", [_minimum(ctx, x, zero)])])
     ctx.emit("Sub", [ctx.emit("Add", [_maximum(ctx, x, zero), e]), alpha], ctx.out())
     return [t]
+
+
+@register("Selu")
+def selu(ctx: OpContext) -> list[TensorType]:
+    """nGraph's decomposition, ``lambda * (max(x, 0) + (alpha * exp(min(x, 0)) - alpha))``, alpha and lambda
+    tensors (inputs 1 and 2), numpy broadcasting."""
+    ctx.expect_inputs(3)
+    t = ctx.types[0]
+    _reals_only(ctx, t)
+    shape = t.shape
+    for other in ctx.types[1:]:
+        if other.elem_type is not t.elem_type:
+            raise ctx.error(
+                f"Selu's alpha and lambda must have the data's element type ({t.elem_type}, {other.elem_type})"
+            )
+        shape = broadcast_shapes(shape, other.shape)
+        if shape is False:
+            raise ctx.error("Selu's data, alpha and lambda shapes do not broadcast")
+    ctx.require_onnx(t.elem_type, "Exp", "Where", "Greater", "Less", "Mul", "Add", "Sub")
+    x, alpha, lam = ctx.inputs
+    zero = _const(ctx, 0.0, t)
+    e = ctx.emit("Sub", [ctx.emit("Mul", [alpha, ctx.emit("Exp", [_minimum(ctx, x, zero)])]), alpha])
+    ctx.emit("Mul", [lam, ctx.emit("Add", [_maximum(ctx, x, zero), e])], ctx.out())
+    return [TensorType(t.elem_type, shape)]
 
 
 @register("HardSigmoid")
