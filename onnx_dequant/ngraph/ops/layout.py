@@ -129,22 +129,21 @@ def range_(ctx: OpContext) -> list[TensorType]:
     return [TensorType(dt, (n,))]
 
 
-def _block_size(ctx: OpContext) -> int:
-    return ctx.attr_int("block_size", lo=1)
+def _blocks_4d(ctx: OpContext) -> tuple[TensorType, tuple[int, int, int, int], int, object]:
+    """DepthToSpace / SpaceToDepth: the input's type, its static NCHW shape, block_size and the raw mode."""
+    ctx.expect_inputs(1)
+    shape = ctx.static_shape(0)
+    bs = ctx.attr_int("block_size", lo=1)
+    if len(shape) != 4:
+        raise ctx.error(f"The input tensor with rank lower than 4 is not supported (input rank: {len(shape)})")
+    return ctx.types[0], tuple(shape), bs, ctx.raw("mode", "blocks_first")
 
 
 @register("DepthToSpace")
 def depth_to_space(ctx: OpContext) -> list[TensorType]:
-    ctx.expect_inputs(1)
-    t = ctx.types[0]
-    shape = ctx.static_shape(0)
-    bs = _block_size(ctx)
-    if len(shape) != 4:
-        raise ctx.error(f"The input tensor with rank lower than 4 is not supported (input rank: {len(shape)})")
-    n, c, h, w = shape
+    t, (n, c, h, w), bs, mode = _blocks_4d(ctx)
     if c % (bs * bs):
         raise ctx.error(f"The depth axis size must be a multiple of the squared block_size attribute value ({c}, {bs})")
-    mode = ctx.raw("mode", "blocks_first")
     onnx_mode = {"blocks_first": "DCR", "depth_first": "CRD", 0: "DCR", 1: "CRD"}.get(mode)
     if onnx_mode is None:
         raise ctx.error(f"'mode' must be blocks_first or depth_first, got {mode!r:.40}")
@@ -155,16 +154,9 @@ def depth_to_space(ctx: OpContext) -> list[TensorType]:
 
 @register("SpaceToDepth")
 def space_to_depth(ctx: OpContext) -> list[TensorType]:
-    ctx.expect_inputs(1)
-    t = ctx.types[0]
-    shape = ctx.static_shape(0)
-    bs = _block_size(ctx)
-    if len(shape) != 4:
-        raise ctx.error(f"The input tensor with rank lower than 4 is not supported (input rank: {len(shape)})")
-    n, c, h, w = shape
+    t, (n, c, h, w), bs, mode = _blocks_4d(ctx)
     if h % bs or w % bs:
         raise ctx.error(f"The spatial dimensions {h}x{w} must be multiples of block_size {bs}")
-    mode = ctx.raw("mode", "blocks_first")
     if mode not in ("blocks_first", 0):
         raise ctx.error(f"SpaceToDepth mode {mode!r:.40} is not supported (blocks_first only, as ONNX)")
     ctx.require_onnx(t.elem_type, "SpaceToDepth")

@@ -74,16 +74,22 @@ def _identity(ctx: OpContext, t: TensorType) -> list[TensorType]:
     return [t]
 
 
+def _numeric_reduction(ctx: OpContext, boolean_message: str) -> tuple[TensorType, tuple[int, ...], bool]:
+    """The input's type, the reduced axes and keep_dims of a reduction that refuses boolean input."""
+    rank = ctx.rank(0) if ctx.inputs else 0
+    axes, keep = _axes(ctx, rank)
+    t = ctx.types[0]
+    if t.elem_type.kind == "boolean":
+        raise ctx.error(boolean_message)
+    return t, axes, keep
+
+
 def _arithmetic(onnx_op: str, what: str):
     """Sum / Product (ReduceSum / ReduceProd): narrow integers accumulate in 64 bits, then wrap back."""
 
     def convert(ctx: OpContext) -> list[TensorType]:
-        rank = ctx.rank(0) if ctx.inputs else 0
-        axes, keep = _axes(ctx, rank)
-        t = ctx.types[0]
+        t, axes, keep = _numeric_reduction(ctx, f"Argument for {what} must have a numeric element type (got boolean)")
         dt = t.elem_type
-        if dt.kind == "boolean":
-            raise ctx.error(f"Argument for {what} must have a numeric element type (got boolean)")
         x = ctx.inputs[0]
         if not axes:
             if onnx_op == "ReduceSum" and dt.is_real:  # 0 + x: -0 gives +0, as nGraph's sum from 0
@@ -184,12 +190,8 @@ def _extremum(onnx_op: str, nan_to: float):
     """Max / Min: NaN never wins (it becomes -inf / +inf, the start value, before the ONNX reduction)."""
 
     def convert(ctx: OpContext) -> list[TensorType]:
-        rank = ctx.rank(0) if ctx.inputs else 0
-        axes, keep = _axes(ctx, rank)
-        t = ctx.types[0]
+        t, axes, keep = _numeric_reduction(ctx, f"{ctx.op.op} on boolean is not supported (numeric types only)")
         dt = t.elem_type
-        if dt.kind == "boolean":
-            raise ctx.error(f"{ctx.op.op} on boolean is not supported (numeric types only)")
         if not axes and not dt.is_real:
             return _identity(ctx, t)
         x = ctx.inputs[0]
