@@ -13,8 +13,11 @@ Runtime's u8 x i8 kernels are exact, so the converted QuantizedDot uses them). C
 by side: the hand-written QLinear* model (the baseline: ONNX's own int8 op, which rounds ties to even and,
 on AVX2 without VNNI, saturates u8 x i8 pair sums, so it is not nGraph's result), the converted model as
 the importer plans it, the exact decomposition forced (ConvInteger / MatMulInteger + requantization), and
-the f32 op. Each converted model is checked bit for bit against the op's definition
-(``tests/quantized_reference.py``) before timing.
+the previous exact form (the same with ``float(acc) * scale`` as Cast and Mul and ``std::round`` as
+``floor(|v| + 0.49999997) * sign(v)``), and the f32 op. Each converted model is checked bit for bit
+against the op's definition (``tests/quantized_reference.py``) before timing. Sessions do not spin
+(``session.intra_op.allow_spinning`` 0): a contender's idle worker threads would otherwise spin on the
+shared cores while the next one runs.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import quantized_reference as ref  # noqa: E402
 def session(model) -> ort.InferenceSession:
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
@@ -49,15 +53,26 @@ def _model(nodes, inputs, outputs, inits):
     return m
 
 
-def convert(f: FunctionWriter, exact: bool):
-    """The importer's model; ``exact`` forces the decomposition (no tie-free proof attempted)."""
-    budget = quantized.TIE_BUDGET
+def _previous_scaled(ctx, acc, scale, value):
+    """The previous ``float(acc) * scale``: Cast and Mul."""
+    if scale is None:
+        scale = ctx.const(value, odq.dtypes.parse("f32"), "scale")
+    return ctx.emit("Mul", [ctx.emit("Cast", [acc], to=TP.FLOAT), scale]), None
+
+
+def convert(f: FunctionWriter, exact: bool, previous: bool = False):
+    """The importer's model; ``exact`` forces the decomposition (no tie-free proof attempted); ``previous``
+    also the previous requantization (Cast and Mul, the floor/sign rounding)."""
+    saved = quantized.TIE_BUDGET, quantized.TRUNC_LIMIT, quantized._scaled
     if exact:
         quantized.TIE_BUDGET = 0
+    if previous:
+        quantized.TRUNC_LIMIT = 0.0
+        quantized._scaled = _previous_scaled
     try:
         return odq.ngraph.convert(dumps([f]))
     finally:
-        quantized.TIE_BUDGET = budget
+        quantized.TIE_BUDGET, quantized.TRUNC_LIMIT, quantized._scaled = saved
 
 
 def ops(model) -> str:
@@ -94,10 +109,10 @@ def conv_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
     want = ref.quantized_convolution(
         x, w, si, zx, sf.reshape(1, -1, 1, 1), zw, so, zo, np.int8, pads_below=[1, 1], pads_above=[1, 1]
     )
-    planned, exact = convert(f, False), convert(f, True)
+    planned, exact, previous = convert(f, False), convert(f, True), convert(f, True, previous=True)
     feeds = {"Parameter_0": x}
-    s_plan, s_exact = session(planned), session(exact)
-    for s in (s_plan, s_exact):
+    s_plan, s_exact, s_prev = session(planned), session(exact), session(previous)
+    for s in (s_plan, s_exact, s_prev):
         assert np.array_equal(s.run(None, feeds)[0], want), "converted model differs from the definition"
     vi = helper.make_tensor_value_info
     inits = {"sx": si, "zx": zx, "w": w, "sw": sf, "zw": zw, "sy": so, "zy": np.uint8(128)}
@@ -116,13 +131,14 @@ def conv_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
         {"w": w.astype(np.float32)},
     )
     s_f32 = session(conv)
-    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}")
+    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}; previous: {ops(previous)}")
     b.case(
         f"per-channel QuantizedConvolution {x.shape} x {w.shape}, |w| <= {wmax}",
         {
             "hand-written QLinearConv (u8 x i8 -> u8)": lambda: s_qlc.run(None, {"x": x}),
             "converted (the importer's plan)": lambda: s_plan.run(None, feeds),
             "exact decomposition (ConvInteger + requantize)": lambda: s_exact.run(None, feeds),
+            "previous exact form (floor/sign rounding)": lambda: s_prev.run(None, feeds),
             "f32 Conv": lambda: s_f32.run(None, {"x": xf}),
         },
         baseline="hand-written QLinearConv (u8 x i8 -> u8)",
@@ -150,10 +166,10 @@ def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
     )
     f.result(y)
     want = ref.quantized_dot(a, w, sa, za, sb, zb, so, zo, np.int8)
-    planned, exact = convert(f, False), convert(f, True)
+    planned, exact, previous = convert(f, False), convert(f, True), convert(f, True, previous=True)
     feeds = {"Parameter_0": a}
-    s_plan, s_exact = session(planned), session(exact)
-    for s in (s_plan, s_exact):
+    s_plan, s_exact, s_prev = session(planned), session(exact), session(previous)
+    for s in (s_plan, s_exact, s_prev):
         assert np.array_equal(s.run(None, feeds)[0], want), "converted model differs from the definition"
     vi = helper.make_tensor_value_info
     inits = {"sa": sa, "za": za, "b": w, "sb": sb, "zb": zb, "sy": so, "zy": np.uint8(128)}
@@ -172,13 +188,14 @@ def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
         {"b": w.astype(np.float32)},
     )
     s_f32 = session(mm)
-    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}")
+    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}; previous: {ops(previous)}")
     b.case(
         f"QuantizedDot {a.shape} x {w.shape}, |w| <= {wmax}",
         {
             "hand-written QLinearMatMul (u8 x i8 -> u8)": lambda: s_qlm.run(None, {"a": a}),
             "converted (the importer's plan)": lambda: s_plan.run(None, feeds),
             "exact decomposition (MatMulInteger + requantize)": lambda: s_exact.run(None, feeds),
+            "previous exact form (floor/sign rounding)": lambda: s_prev.run(None, feeds),
             "f32 MatMul": lambda: s_f32.run(None, {"a": af}),
         },
         baseline="hand-written QLinearMatMul (u8 x i8 -> u8)",
