@@ -76,6 +76,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     activation,
     compare,
     conv,
+    detection,
     dot,
     elementwise,
     fake_quantize,
