@@ -128,3 +128,90 @@ def test_prior_box_count_mismatch_is_refused():
     """aspect ratios 2 and 2.0000001 are one ratio to the kernel (closer than 1e-6) but two to nGraph's count."""
     w, y = _prior("PriorBox", [1, 1], [8, 8], min_size=[2.0], aspect_ratio=[2.0, 2.0000009], scale_all_sizes=True)
     _error(w, "nGraph's number_of_priors and its kernel disagree", y)
+
+
+def _yolo(shape=(1, 14, 3, 4), et="f32", **attrs) -> tuple[FunctionWriter, str]:
+    w = FunctionWriter(era="v0.29")
+    a = {"coords": 4, "classes": 2, "num": 2, "do_softmax": True, "mask": [], "axis": 1, "end_axis": 3, **attrs}
+    y = w.op("RegionYolo", w.parameter(et, list(shape)), **a)
+    w.result(y)
+    return w, y
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"shape": (1, 14, 12)}, "RegionYolo needs a 4-D input (N, C, H, W), got {1,14,12}"),
+        ({"shape": (1, 15, 3, 4)}, "15 channels do not hold 2 regions of coords + classes + 1 = 7"),
+        ({"do_softmax": False, "mask": [0, 1, 2]}, "14 channels do not hold 3 regions"),
+        ({"coords": 1, "shape": (1, 8, 3, 4)}, "coords must be >= 2"),
+        ({"et": "i32"}, "RegionYolo on i32 is not supported"),
+        ({"axis": 2, "end_axis": 1}, "end_axis (1) must not come before axis (2)"),
+        ({"classes": -1}, "'classes' must be an integer in [0, 1048576]"),
+        ({"anchors": "x"}, "'anchors' must be a list of numbers"),
+    ],
+)
+def test_region_yolo_rules(kw, match):
+    w, y = _yolo(**kw)
+    _error(w, match, y)
+
+
+def _tree(shapes=((5, 2, 3), (5, 2, 3), (2,), ()), types=("i32",) * 4) -> tuple[FunctionWriter, str]:
+    w = FunctionWriter(era="v0.29")
+    y = w.op("GatherTree", *(w.parameter(t, list(s)) for s, t in zip(shapes, types)), version=1)
+    w.result(y)
+    return w, y
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"shapes": ((5, 2), (5, 2, 3), (2,), ())}, "step_ids input rank must equal to 3 (step_ids rank: 2)"),
+        ({"shapes": ((5, 2, 3), (5, 2, 3), (2, 1), ())}, "max_seq_len input rank must equal to 1"),
+        ({"shapes": ((5, 2, 3), (5, 2, 3), (2,), (1,))}, "end_token input rank must be scalar (end_token rank: 1)"),
+        ({"shapes": ((5, 2, 3), (5, 2, 4), (2,), ())}, "step_ids shape and parent_ids shape must be the same"),
+        ({"shapes": ((5, 2, 3), (5, 2, 3), (3,), ())}, "max_seq_len must have size of BATCH_SIZE"),
+        ({"types": ("i64",) * 4}, "of one type, i32 or f32"),
+        ({"types": ("i32", "i32", "f32", "i32")}, "of one type, i32 or f32"),
+    ],
+)
+def test_gather_tree_rules(kw, match):
+    w, y = _tree(**kw)
+    _error(w, match, y)
+
+
+@pytest.mark.parametrize(
+    "shapes, types, attrs, match",
+    [
+        (((6, 3), (6, 3)), ("f32", "f32"), {}, "CTCGreedyDecoder expects 3 or more dimensions for input. Got 2"),
+        (((6, 3, 4, 1), (6, 3)), ("f32", "f32"), {}, "must be [T, N, C], got {6,3,4,1}"),
+        (((6, 3, 4), (6, 2)), ("f32", "f32"), {}, "sequence_mask must be [T, N] = {6,3}, got {6,2}"),
+        (((6, 3, 4), (6, 3)), ("i32", "f32"), {}, "takes floating-point data and a numeric mask"),
+        (((6, 3, 0), (6, 3)), ("f32", "f32"), {}, "needs at least one class (the blank)"),
+        (((6, 3, 4), (6, 3)), ("f32", "f32"), {"ctc_merge_repeated": 3}, "'ctc_merge_repeated' must be true or"),
+    ],
+)
+def test_ctc_greedy_decoder_rules(shapes, types, attrs, match):
+    w = FunctionWriter(era="v0.29")
+    y = w.op("CTCGreedyDecoder", *(w.parameter(t, list(s)) for s, t in zip(shapes, types)), **attrs)
+    w.result(y)
+    _error(w, match, y)
+
+
+@pytest.mark.parametrize(
+    "op, reason",
+    [
+        ("PSROIPooling", "position-sensitive ROI pooling"),
+        ("DeformablePSROIPooling", "ONNX has no deformable or position-sensitive ROI pooling"),
+        ("DetectionOutput", "neither the adaptive threshold nor the +1 areas"),
+        ("Proposal", "computes areas without the +1"),
+    ],
+)
+def test_refused_detection_ops_say_why(op, reason):
+    w = FunctionWriter(era="v0.29")
+    w.result(w.op(op, w.parameter("f32", [1, 8, 4, 4]), w.parameter("f32", [2, 5])))
+    with pytest.raises(odq.DequantizeError) as info:
+        odq.ngraph.convert([w.to_json()])
+    assert f"{op} is refused: " in str(info.value) and reason in str(info.value)
+    assert "run this step in application code" in str(info.value)
+    assert dict((name, what) for name, _, what in odq.ngraph.catalog())[op].startswith("refused: ")

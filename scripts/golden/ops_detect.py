@@ -1,4 +1,5 @@
-"""Detection ops of opset 1: NonMaxSuppression (v1, v3), PriorBox, PriorBoxClustered.
+"""Detection and sequence ops of opset 1: NonMaxSuppression (v1, v3), PriorBox, PriorBoxClustered, RegionYolo,
+GatherTree, CTCGreedyDecoder.
 
 nGraph 0.26 cannot deserialize any of them (they came after it, or had no serializer entry) and nGraph has no
 kernel for them: every expected value here comes from the op's definition, computed below in plain scalar
@@ -290,5 +291,200 @@ def prior_cases() -> list[GoldenCase]:
     ]
 
 
+# ---------------------------------------------------------------- RegionYolo
+
+
+def _sigmoid(v: F) -> F:
+    return F(F(1) / (F(1) + np.exp(-F(v))))
+
+
+def region_yolo(x: np.ndarray, coords: int, classes: int, regions: int, softmax: bool, mask: list) -> np.ndarray:
+    """Per batch, region and cell: sigmoid of x, y (float32); Yolo v3: sigmoid of entries coords.. (only the
+    first len(mask) regions are output); Yolo v2: sigmoid of the objectness, softmax over the classes."""
+    n, _, h, w = x.shape
+    per = coords + classes + 1
+    count = regions if softmax else len(mask)
+    out = x[:, : count * per].reshape(n, count, per, h, w).copy()
+    for b in range(n):
+        for r in range(count):
+            for i in range(h):
+                for j in range(w):
+                    v = out[b, r, :, i, j]
+                    sig = [0, 1, coords] + ([] if softmax else list(range(coords + 1, per)))
+                    for e in sig:
+                        v[e] = x.dtype.type(_sigmoid(F(v[e])))
+                    if softmax and classes:
+                        c = x[b].reshape(count, per, h, w)[r, coords + 1 :, i, j]
+                        m = c.max()
+                        e = np.exp(c - m).astype(x.dtype)
+                        v[coords + 1 :] = e / e.sum(dtype=x.dtype)
+    return out.reshape(n, count * per, h, w)
+
+
+def _yolo_case(name, x, note, *, ulp, why, **attrs):
+    w = FunctionWriter(era="v0.29")
+    p = w.parameter(x.dtype, list(x.shape))
+    a = {"anchors": [10.0, 13.0, 16.0, 30.0], "axis": 1, "end_axis": 3, "mask": [], **attrs}
+    r = w.result(w.op("RegionYolo", p, **a))
+    want = region_yolo(x, a["coords"], a["classes"], a["num"], a["do_softmax"], a["mask"])
+    if a["do_softmax"]:
+        end = a["end_axis"] % 4
+        want = want.reshape(*x.shape[: a["axis"]], -1, *x.shape[end + 1 :])
+    case = GoldenCase(name, graph(w), {p: x}, note=f"RegionYolo: {note}; {DEFINITION}", expected={r: want})
+    case.ulp, case.why = ulp, why
+    return case
+
+
+SIGMOID_WHY = "ONNX Runtime's vectorized Sigmoid and exp round differently from NumPy's float32 1 / (1 + exp(-x))"
+
+
+def yolo_cases() -> list[GoldenCase]:
+    v3 = (RNG.standard_normal((1, 2 * 7 + 3, 3, 4)) * 3).astype(F)  # 2 masked regions of 4 + 2 + 1, extra channels
+    v2 = (RNG.standard_normal((2, 2 * 8, 2, 3)) * 3).astype(F)
+    return [
+        _yolo_case(
+            "region_yolo_v3",
+            v3,
+            "Yolo v3 (mask of 2 regions, channels after them dropped)",
+            coords=4,
+            classes=2,
+            num=6,
+            do_softmax=False,
+            mask=[3, 4],
+            ulp=4,
+            why=SIGMOID_WHY,
+        ),
+        _yolo_case(
+            "region_yolo_v2",
+            v2,
+            "Yolo v2 (softmax over 3 classes, flattened from axis 1 to 3)",
+            coords=4,
+            classes=3,
+            num=2,
+            do_softmax=True,
+            ulp=4,
+            why=SIGMOID_WHY + "; the softmax too",
+        ),
+        _yolo_case(
+            "region_yolo_v2_f16_end_axis",
+            v2.astype(np.float16),
+            "Yolo v2 on f16 (sigmoid in float32), end_axis -1 from axis 2",
+            coords=4,
+            classes=3,
+            num=2,
+            do_softmax=True,
+            axis=2,
+            end_axis=-1,
+            ulp=2,
+            why="the f16 softmax: ONNX Runtime computes it in float32",
+        ),
+    ]
+
+
+# ---------------------------------------------------------------- GatherTree, CTCGreedyDecoder
+
+
+def gather_tree(ids: np.ndarray, parents: np.ndarray, lengths: np.ndarray, end) -> np.ndarray:
+    """The reference kernel, loop by loop (values compared and used as indices truncated)."""
+    steps, batch, beams = ids.shape
+    out = np.full_like(ids, end)
+    for b in range(batch):
+        for k in range(beams):
+            as_index = int(lengths[b])  # truncated; a negative integer is a huge size_t
+            n = min(steps, as_index) if as_index >= 0 else steps
+            if n == 0:
+                continue
+            out[n - 1, b, k] = ids[n - 1, b, k]
+            parent = int(parents[n - 1, b, k])
+            for level in range(n - 2, -1, -1):
+                out[level, b, k] = ids[level, b, parent]
+                parent = int(parents[level, b, parent])
+            finished = False
+            for t in range(n):
+                if finished:
+                    out[t, b, k] = end
+                elif int(out[t, b, k]) == int(end):
+                    finished = True
+    return out
+
+
+def _tree_case(name, ids, parents, lengths, end, note):
+    w = FunctionWriter(era="v0.29")
+    arrays = [ids, parents, lengths, np.asarray(end, ids.dtype)]
+    ps = [w.parameter(a.dtype, list(a.shape)) for a in arrays]
+    r = w.result(w.op("GatherTree", *ps, version=1))
+    want = gather_tree(ids, parents, lengths, arrays[3])
+    case = GoldenCase(
+        name, graph(w), dict(zip(ps, arrays)), note=f"GatherTree: {note}; {DEFINITION}", expected={r: want}
+    )
+    case.ulp, case.why = 0, "the Scan only selects values (GatherElements, Where): the policy cannot see into it"
+    return case
+
+
+def ctc_greedy(data: np.ndarray, mask: np.ndarray, merge: bool) -> np.ndarray:
+    """The CPU kernel: step 0 always, then up to the next 0 of the mask; the first largest class from class 0;
+    the blank (last class) dropped; with merge, a class equal to the previous step's dropped; -1 after."""
+    steps, batch, classes = data.shape
+    out = np.full((batch, steps), -1, data.dtype)
+    for n in range(batch):
+        prev, at = -1, 0
+        for t in range(steps):
+            probs = data[t, n]
+            best, top = 0, probs[0]
+            for c in range(1, classes):
+                if probs[c] > top:
+                    best, top = c, probs[c]
+            if best < classes - 1 and not (merge and best == prev):
+                out[n, at] = best
+                at += 1
+            prev = best
+            if t + 1 == steps or mask[t + 1, n] == 0:
+                break
+    return out.reshape(batch, steps, 1, 1)
+
+
+def _ctc_case(name, data, mask, merge, note):
+    w = FunctionWriter(era="v0.29")
+    pd, pm = w.parameter(data.dtype, list(data.shape)), w.parameter(mask.dtype, list(mask.shape))
+    r = w.result(w.op("CTCGreedyDecoder", pd, pm, ctc_merge_repeated=merge))
+    want = ctc_greedy(data, mask, merge)
+    return GoldenCase(
+        name, graph(w), {pd: data, pm: mask}, note=f"CTCGreedyDecoder: {note}; {DEFINITION}", expected={r: want}
+    )
+
+
+def sequence_cases() -> list[GoldenCase]:
+    steps, batch, beams = 5, 3, 4
+    ids = RNG.integers(0, 9, (steps, batch, beams)).astype(np.int32)
+    parents = RNG.integers(0, beams, (steps, batch, beams)).astype(np.int32)
+    ids[1, 0, :] = 2  # end token 2 at step 1 of batch 0
+    lengths = np.array([5, 3, -1], np.int32)
+    data = RNG.standard_normal((6, 3, 4)).astype(F)
+    data[1, 0] = data[0, 0]  # a repeat
+    data[2, 0, 3] = 9.0  # the blank, then the repeat again
+    data[3, 0] = data[0, 0]
+    data[4, 1, 1:] = np.nan  # NaN never wins after class 0
+    data[5, 1, 0] = np.nan  # NaN at class 0 wins
+    data[0, 2, :2] = 7.0  # a tie: the first
+    mask = np.ones((6, 3), F)
+    mask[4:, 0] = 0
+    mask[0, 2], mask[3, 2] = 0, 0  # step 0 always counts; the sequence ends at step 3
+    return [
+        _tree_case(
+            "gather_tree_i32", ids, parents, lengths, 2, "lengths 5, 3, -1 (a huge size_t: T); end token inside"
+        ),
+        _tree_case(
+            "gather_tree_f32",
+            ids.astype(F) + F(0.25),
+            parents.astype(F),
+            np.array([9, -1, 2], F) + F(0.5),  # -0.5 truncates to 0
+            F(2.75),
+            "f32: values truncated as indices; lengths beyond T, and 0",
+        ),
+        _ctc_case("ctc_greedy_merge", data, mask, True, "merge repeated, blank, NaN, ties, masks"),
+        _ctc_case("ctc_greedy_no_merge", data, mask, False, "repeats kept"),
+    ]
+
+
 def cases():
-    return nms_cases() + prior_cases()
+    return nms_cases() + prior_cases() + yolo_cases() + sequence_cases()

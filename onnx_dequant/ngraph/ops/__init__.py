@@ -95,6 +95,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     quantized,
     reduce,
     scatter,
+    sequence,
     shape,
     split,
     training,

@@ -23,7 +23,7 @@ import numpy as np
 from ... import dtypes
 from ...contract import TensorType
 from .. import priors
-from ..context import OpContext, shape_str
+from ..context import MAX_DIM, OpContext, shape_str
 from ..folding import static_value
 from . import register
 
@@ -239,3 +239,98 @@ def prior_box_clustered(ctx: OpContext) -> list[TensorType]:
         raise ctx.error(f"Size of heights vector {len(a.heights)} doesn't match size of widths vector {len(a.widths)}")
     h, w, ih, iw = _shapes(ctx)
     return _emit_priors(ctx, h, w, len(a.widths), lambda: priors.prior_box_clustered(h, w, ih, iw, a))
+
+
+# ---------------------------------------------------------------- RegionYolo
+
+
+@register("RegionYolo")
+def region_yolo(ctx: OpContext) -> list[TensorType]:
+    """Per batch and region of ``coords + classes + 1`` channels: sigmoid of x and y; Yolo v3 (``do_softmax``
+    false, the first ``len(mask)`` regions): sigmoid of the objectness and the class scores; Yolo v2: sigmoid
+    of the objectness and a softmax over the classes, the output flattened from ``axis`` to ``end_axis``.
+    The sigmoids are computed in float32 (the kernel's ``1.f / (1.f + exp(-x))``), the softmax in the type."""
+    ctx.expect_inputs(1)
+    t = ctx.types[0]
+    dt = t.elem_type
+    shape = ctx.static_shape(0)
+    if len(shape) != 4:
+        raise ctx.error(f"RegionYolo needs a 4-D input (N, C, H, W), got {shape_str(shape)}")
+    coords, classes = ctx.attr_int("coords", hi=1 << 20), ctx.attr_int("classes", hi=1 << 20)
+    regions = ctx.attr_int("num", hi=1 << 20)
+    softmax = ctx.attr_bool("do_softmax", True)
+    mask = ctx.attr_ints("mask", [], lo=-MAX_DIM)
+    ctx.attr_floats("anchors", [])  # read for its type only: the boxes are decoded later, not here
+    if dt.kind != "real":
+        raise ctx.error(f"RegionYolo on {dt} is not supported (floating-point types only)")
+    ctx.require_onnx(dt, "Softmax", "Cast")
+    n, c, h, w = shape
+    per = coords + classes + 1
+    count = regions if softmax else len(mask)
+    if coords < 2 or (c != count * per if softmax else c < count * per):
+        raise ctx.error(
+            f"RegionYolo: {c} channels do not hold {count} regions of coords + classes + 1 = {per} "
+            f"(coords must be >= 2 for x and y)"
+        )
+    if softmax:
+        axis = ctx.attr_int("axis", hi=3)
+        end = ctx.attr_int("end_axis", lo=-4, hi=3)
+        end += 4 if end < 0 else 0
+        if end < axis:
+            raise ctx.error(f"RegionYolo: end_axis ({end}) must not come before axis ({axis})")
+        out_shape = (*shape[:axis], math.prod(shape[axis : end + 1]), *shape[end + 1 :])
+    else:
+        out_shape = (n, count * per, h, w)
+    x = ctx.inputs[0]
+    if c != count * per:
+        x = ctx.emit("Slice", [x, ctx.int64s([0]), ctx.int64s([count * per]), ctx.int64s([1])])
+    x = ctx.emit("Reshape", [x, ctx.int64s([n, count, per, h, w])])
+
+    def part(lo: int, hi: int) -> str:
+        return ctx.emit("Slice", [x, ctx.int64s([lo]), ctx.int64s([hi]), ctx.int64s([2])])
+
+    def sigmoid(v: str) -> str:
+        if dt is _F32:
+            return ctx.emit("Sigmoid", [v])
+        return ctx.emit("Cast", [ctx.emit("Sigmoid", [ctx.emit("Cast", [v], to=_F32.onnx)])], to=dt.onnx)
+
+    pieces = [sigmoid(part(0, 2))]
+    if coords > 2:
+        pieces.append(part(2, coords))
+    if softmax:
+        pieces += [sigmoid(part(coords, coords + 1))]
+        if classes:
+            pieces.append(ctx.emit("Softmax", [part(coords + 1, per)], axis=2))
+    else:
+        pieces.append(sigmoid(part(coords, per)))
+    joined = ctx.emit("Concat", pieces, axis=2) if len(pieces) > 1 else pieces[0]
+    ctx.emit("Reshape", [joined, ctx.int64s(list(out_shape))], ctx.out())
+    return [TensorType(dt, out_shape)]
+
+
+# ---------------------------------------------------------------- refused (catalog.REFUSED)
+
+_OUTSIDE = "make the op's inputs the function's Results (the rest converts) and run this step in application code"
+DETECTION_REFUSED = {
+    "PSROIPooling": (
+        "position-sensitive ROI pooling: each output bin pools its own channel group, over whole-pixel windows "
+        "('average') or the op's own sub-bin sampling ('bilinear'); ONNX's MaxRoiPool and RoiAlign pool every "
+        f"bin from all channels and sample differently, so no ONNX op or short subgraph gives its values: {_OUTSIDE}"
+    ),
+    "DeformablePSROIPooling": (
+        "deformable position-sensitive ROI pooling: bins moved by learned offsets (trans_std, part_size) and "
+        f"sampled bilinearly per channel group; ONNX has no deformable or position-sensitive ROI pooling: {_OUTSIDE}"
+    ),
+    "DetectionOutput": (
+        "SSD's whole post-processing: boxes decoded against the priors, per-class top_k, NMS with Caffe's "
+        "adaptive threshold (eta) and +1-pixel areas for unnormalized boxes, keep_top_k across classes, rows "
+        "padded with image id -1; ONNX NonMaxSuppression has neither the adaptive threshold nor the +1 areas, "
+        f"and the rest would be a per-image Loop re-implementing the op: {_OUTSIDE} (PriorBox converts)"
+    ),
+    "Proposal": (
+        "Faster R-CNN's region proposals: anchors, deltas decoded with Caffe's +1 widths, clipping, the "
+        "min_size filter, pre_nms_topn, NMS over +1-pixel areas, post_nms_topn rows padded; ONNX "
+        f"NonMaxSuppression computes areas without the +1, so its suppression decisions differ: {_OUTSIDE}"
+    ),
+}
+"""Detection ops with no exact standalone ONNX form, and why (the catalog's and the importer's reason)."""
