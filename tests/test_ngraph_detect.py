@@ -141,7 +141,7 @@ def _yolo(shape=(1, 14, 3, 4), et="f32", **attrs) -> tuple[FunctionWriter, str]:
 @pytest.mark.parametrize(
     "kw, match",
     [
-        ({"shape": (1, 14, 12)}, "RegionYolo needs a 4-D input (N, C, H, W), got {1,14,12}"),
+        ({"shape": (1, 14, 12)}, "RegionYolo needs a non-empty 4-D input (N, C, H, W), got {1,14,12}"),
         ({"shape": (1, 15, 3, 4)}, "15 channels do not hold 2 regions of coords + classes + 1 = 7"),
         ({"do_softmax": False, "mask": [0, 1, 2]}, "14 channels do not hold 3 regions"),
         ({"coords": 1, "shape": (1, 8, 3, 4)}, "coords must be >= 2"),
@@ -187,7 +187,7 @@ def test_gather_tree_rules(kw, match):
         (((6, 3, 4, 1), (6, 3)), ("f32", "f32"), {}, "must be [T, N, C], got {6,3,4,1}"),
         (((6, 3, 4), (6, 2)), ("f32", "f32"), {}, "sequence_mask must be [T, N] = {6,3}, got {6,2}"),
         (((6, 3, 4), (6, 3)), ("i32", "f32"), {}, "takes floating-point data and a numeric mask"),
-        (((6, 3, 0), (6, 3)), ("f32", "f32"), {}, "needs at least one class (the blank)"),
+        (((6, 3, 0), (6, 3)), ("f32", "f32"), {}, "needs at least one step, sequence and class (the blank)"),
         (((6, 3, 4), (6, 3)), ("f32", "f32"), {"ctc_merge_repeated": 3}, "'ctc_merge_repeated' must be true or"),
     ],
 )

@@ -254,8 +254,8 @@ def region_yolo(ctx: OpContext) -> list[TensorType]:
     t = ctx.types[0]
     dt = t.elem_type
     shape = ctx.static_shape(0)
-    if len(shape) != 4:
-        raise ctx.error(f"RegionYolo needs a 4-D input (N, C, H, W), got {shape_str(shape)}")
+    if len(shape) != 4 or 0 in shape:
+        raise ctx.error(f"RegionYolo needs a non-empty 4-D input (N, C, H, W), got {shape_str(shape)}")
     coords, classes = ctx.attr_int("coords", hi=1 << 20), ctx.attr_int("classes", hi=1 << 20)
     regions = ctx.attr_int("num", hi=1 << 20)
     softmax = ctx.attr_bool("do_softmax", True)

@@ -125,8 +125,10 @@ def ctc_greedy_decoder(ctx: OpContext) -> list[TensorType]:
         raise ctx.error(f"CTCGreedyDecoder's sequence_mask must be [T, N] = {{{steps},{batch}}}, got {shape_str(ms)}")
     if dt.kind != "real" or ctx.elem(1).kind == "boolean":
         raise ctx.error(f"CTCGreedyDecoder takes floating-point data and a numeric mask, got {dt}, {ctx.elem(1)}")
-    if classes == 0:
-        raise ctx.error("CTCGreedyDecoder needs at least one class (the blank)")
+    if 0 in shape:
+        raise ctx.error(
+            f"CTCGreedyDecoder needs at least one step, sequence and class (the blank), got {shape_str(shape)}"
+        )
     merge = ctx.attr_bool("ctc_merge_repeated", True)
     ctx.require_onnx(dt, "ArgMax", "IsNaN", "Where", "ScatterElements")
     x = ctx.inputs[0]
