@@ -3,6 +3,7 @@
 
     python scripts/bench_quantized.py            # 1x64x56x56 conv (64 3x3 filters), 256x1024 by 1024x1024 dot
     python scripts/bench_quantized.py --quick    # smaller shapes, 3 runs (smoke test)
+    python scripts/bench_quantized.py --profile  # also ONNX Runtime's profile of each model: time per node
 
 Targets (issue 11): the converted per-channel QuantizedConvolution at most 1.1x a hand-written QLinearConv
 model of the same shape and faster than the same convolution in f32, the exact decomposition's cost beside
@@ -22,7 +23,12 @@ shared cores while the next one runs.
 
 from __future__ import annotations
 
+import json
+import os
+import statistics
 import sys
+import tempfile
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +50,33 @@ def session(model) -> ort.InferenceSession:
     so.log_severity_level = 3
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def profile(b: Bench, name: str, model, feeds) -> None:
+    """With ``--profile``: the median kernel time of each node of ``model`` over ``--repeat`` runs
+    (``SessionOptions.enable_profiling``), and its share of their sum."""
+    if not b.args.profile:
+        return
+    with tempfile.TemporaryDirectory() as d:
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(d, "p")
+        s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        for _ in range(b.args.repeat + 1):
+            s.run(None, feeds)
+        with open(s.end_profiling()) as f:
+            events = json.load(f)
+    times: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            times[(e["args"]["op_name"], e["name"][: -len("_kernel_time")])].append(e["dur"] / 1e3)
+    med = {k: statistics.median(v[1:]) for k, v in times.items()}  # the first run warms up
+    total = sum(med.values())
+    print(f"### profile: {name} (kernel times, median of {b.args.repeat} runs; sum {total:.2f} ms)")
+    for (op, node), t in med.items():
+        print(f"  {op:<18} {t:7.3f} ms {100 * t / total:5.1f}%  {node}")
 
 
 def _model(nodes, inputs, outputs, inits):
@@ -144,6 +177,10 @@ def conv_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
         baseline="hand-written QLinearConv (u8 x i8 -> u8)",
         targets={"converted (the importer's plan)": ("<= 1.1x QLinearConv", 1.1)},
     )
+    if b.wants(f"per-channel QuantizedConvolution {x.shape} x {w.shape}, |w| <= {wmax}"):
+        profile(b, "converted", planned, feeds)
+        profile(b, "previous exact form", previous, feeds)
+        profile(b, "hand-written QLinearConv", qlc, {"x": x})
 
 
 def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
@@ -201,10 +238,15 @@ def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
         baseline="hand-written QLinearMatMul (u8 x i8 -> u8)",
         targets={"converted (the importer's plan)": ("<= 1.1x QLinearMatMul", 1.1)},
     )
+    if b.wants(f"QuantizedDot {a.shape} x {w.shape}, |w| <= {wmax}"):
+        profile(b, "converted", planned, feeds)
+        profile(b, "previous exact form", previous, feeds)
+        profile(b, "hand-written QLinearMatMul", qlm, {"a": a})
 
 
 def main(argv: list[str] | None = None) -> int:
     b = Bench("converted nGraph quantized ops under ONNX Runtime", argv, default_repeat=21)
+    b.parser.add_argument("--profile", action="store_true", help="also print ONNX Runtime's profile of each model")
     rng = np.random.default_rng(11)
     for wmax in (127, 64):  # full-range i8 filters; 7-bit ones (ORT's u8 x i8 kernels are exact on them)
         conv_case(b, rng, wmax)
