@@ -74,14 +74,17 @@ BACKEND_OPS = frozenset(
 
 from . import (  # noqa: E402, F401  (registers the converters, after OPS exists)
     activation,
+    atan2,
     compare,
     conv,
+    cumsum,
     dot,
     elementwise,
     fake_quantize,
     index,
     io,
     layout,
+    like,
     loop,
     losses,
     math,
@@ -96,6 +99,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     scatter,
     shape,
     split,
+    stack,
     training,
     window_backprop,
 )

@@ -1,0 +1,123 @@
+"""Atan2, Stack, the *Like ops, CumSum, the strided slices, ScatterND, DynBroadcast, DynPad: bad input is
+a DequantizeError naming the node and nGraph's rule; Atan2's accuracy against the C library's atan2."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import onnx_dequant as odq
+from onnx_dequant.ngraph.writer import FunctionWriter
+
+
+def _convert(w: FunctionWriter):
+    return odq.ngraph.convert([w.to_json()])
+
+
+def _refused(w: FunctionWriter, match: str, node: str) -> None:
+    with pytest.raises(odq.DequantizeError) as info:
+        _convert(w)
+    assert info.value.node == node and match in str(info.value), str(info.value)
+
+
+def _run(model, *xs: np.ndarray) -> list[np.ndarray]:
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, {i.name: x for i, x in zip(s.get_inputs(), xs)})
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_atan2_within_one_ulp_of_the_c_library(dt):
+    rng = np.random.default_rng(5)
+    n = 20000
+    y, x = (rng.standard_normal(n) * 10.0 ** rng.integers(-20, 20, n) for _ in range(2))
+    y, x = y.astype(dt), x.astype(dt)
+    w = FunctionWriter()
+    w.result(w.op("Atan2", w.parameter(dt, [n]), w.parameter(dt, [n])))
+    (got,) = _run(_convert(w), y, x)
+    want = np.arctan2(y, x)
+    ints = np.int64 if dt == np.float64 else np.int32
+    assert np.abs(got.view(ints).astype(np.int64) - want.view(ints).astype(np.int64)).max() <= 1
+
+
+def test_atan2_refuses_booleans_and_mixed_types():
+    w = FunctionWriter()
+    w.result(w.op("Atan2", w.parameter("boolean", [2]), w.parameter("boolean", [2])))
+    _refused(w, "Arguments cannot have boolean element type", "Atan2_2")
+    w = FunctionWriter()
+    w.result(w.op("Atan2", w.parameter("f32", [2]), w.parameter("f64", [2])))
+    _refused(w, "Argument element types are inconsistent", "Atan2_2")
+    w = FunctionWriter()
+    w.result(w.op("Atan2", w.parameter("f32", [2]), w.parameter("f32", [3])))
+    _refused(w, "Argument shapes are inconsistent", "Atan2_2")
+
+
+def test_stack_rules():
+    w = FunctionWriter()
+    w.result(w.op("Stack", w.parameter("f32", [2]), w.parameter("f32", [3]), axis=0))
+    _refused(w, "Argument shapes are inconsistent", "Stack_2")
+    w = FunctionWriter()
+    w.result(w.op("Stack", w.parameter("f32", [2]), w.parameter("i32", [2]), axis=0))
+    _refused(w, "Argument element types are inconsistent", "Stack_2")
+    w = FunctionWriter()
+    w.result(w.op("Stack", w.parameter("f32", [2]), axis=2))
+    _refused(w, "'axis' must be an integer in [-2, 1]", "Stack_1")
+    w = FunctionWriter()
+    w.result(w.op("Stack", axis=0))
+    _refused(w, "Stack takes at least one input", "Stack_0")
+
+
+def test_broadcast_like_rules():
+    w = FunctionWriter()
+    w.result(w.op("BroadcastLike", w.parameter("f32", [3, 1]), w.parameter("f32", [3, 4]), initial_axes=[]))
+    _refused(w, "Broadcast argument shape, specified output shape, and axes are incompatible", "BroadcastLike_2")
+    w = FunctionWriter()
+    w.result(w.op("BroadcastLike", w.parameter("f32", [3]), w.parameter("f32", [3, 4]), initial_axes=[5]))
+    _refused(w, "Broadcast axis index (5) exceeds specified output shape rank", "BroadcastLike_2")
+    w = FunctionWriter()
+    w.result(w.op("BroadcastLike", w.parameter("f32", [3]), w.parameter("f32", [3, None]), initial_axes=[1]))
+    _refused(w, "needs the full shape of its like argument", "BroadcastLike_2")
+
+
+def test_scalar_constant_like_values():
+    w = FunctionWriter()
+    w.result(w.op("ScalarConstantLike", w.parameter("u8", [2]), value=256.5))
+    _refused(w, "outside u8 [0, 255] (C++ undefined behaviour)", "ScalarConstantLike_1")
+    w = FunctionWriter()
+    w.result(w.op("ScalarConstantLike", w.parameter("i32", [2]), value=[1]))
+    _refused(w, "'value' must be a number or its string", "ScalarConstantLike_1")
+    w = FunctionWriter()  # nGraph's writer: the value as a string, parsed in the element type
+    w.result(w.op("ScalarConstantLike", w.parameter("i16", [2]), value="-7", element_type="int16_t"))
+    (got,) = _run(_convert(w), np.zeros(2, np.int16))
+    assert got.dtype == np.int16 and got.shape == () and got == -7
+    w = FunctionWriter()
+    w.result(w.op("ScalarConstantLike", w.parameter("i16", [2]), value="x"))
+    _refused(w, "does not parse as i16", "ScalarConstantLike_1")
+
+
+def test_cumsum_rules():
+    def cumsum(axis, dt="f32", shape=(2, 3), **attrs):
+        w = FunctionWriter()
+        p = w.parameter(dt, list(shape))
+        w.result(w.op("CumSum", p, w.constant(axis), **attrs))
+        return w
+
+    _refused(cumsum(np.int64(2)), "axis must be in the range [-rank, rank) (axis 2, rank 2)", "CumSum_2")
+    _refused(cumsum(np.int16(0)), "axis element type must be either int64_t or int32_t but got (i16)", "CumSum_2")
+    _refused(cumsum(np.int64(0), "boolean"), "Arguments cannot have boolean element type", "CumSum_2")
+    _refused(cumsum(np.int64(0), exclusive="yes"), "'exclusive' must be true or false", "CumSum_2")
+    w = FunctionWriter()  # a computed axis
+    w.result(w.op("CumSum", w.parameter("f32", [2, 3]), w.parameter("i32", [2])))
+    _refused(w, "CumSum's computed axis must be a scalar", "CumSum_2")
+
+
+def test_cumsum_computed_axis_and_default_axis():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    w = FunctionWriter()
+    w.result(w.op("CumSum", w.parameter("f32", [2, 3]), w.parameter("i32", []), exclusive=True))
+    (got,) = _run(_convert(w), x, np.array(-1, np.int32))
+    assert np.array_equal(got, np.cumsum(x, 1) - x)
+    w = FunctionWriter()
+    w.result(w.op("CumSum", w.parameter("f32", [2, 3]), reverse=True))
+    (got,) = _run(_convert(w), x)
+    assert np.array_equal(got, np.flip(np.cumsum(np.flip(x, 0), 0), 0))
