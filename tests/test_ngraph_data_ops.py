@@ -121,3 +121,68 @@ def test_cumsum_computed_axis_and_default_axis():
     w.result(w.op("CumSum", w.parameter("f32", [2, 3]), reverse=True))
     (got,) = _run(_convert(w), x)
     assert np.array_equal(got, np.flip(np.cumsum(np.flip(x, 0), 0), 0))
+
+
+def _dyn_slice(begins, ends, strides, shape=(4, 5), et="int64", **masks):
+    w = FunctionWriter()
+    p = w.parameter("f32", list(shape))
+    bounds = [w.constant(np.array(v, et)) for v in (begins, ends, strides)]
+    keys = ("lower_bounds_mask", "upper_bounds_mask", "new_axis", "shrink_axis", "ellipsis_mask")
+    w.result(w.op("DynSlice", p, *bounds, **{k: masks.get(k, []) for k in keys}))
+    return w
+
+
+def test_slice_plan_rules():
+    node = "DynSlice_4"
+    _refused(_dyn_slice([0], [1], [0]), "stride must not be zero", node)
+    _refused(_dyn_slice([0, 0], [1], [1]), "begins, ends and strides must have one length", node)
+    _refused(_dyn_slice([0] * 3, [1] * 3, [1] * 3), "more slice axes than input axes", node)
+    _refused(_dyn_slice([4], [5], [1], shrink_axis=[0]), "index 4 is outside [-4, 4)", node)
+    _refused(_dyn_slice([0, 0], [1, 1], [1, 1], ellipsis_mask=[0, 1]), "at most one ellipsis", node)
+    _refused(_dyn_slice([0], [1], [1], ellipsis_mask=[0], new_axis=[0]), "in the ellipsis mask and the new-axis", node)
+    _refused(_dyn_slice([0], [1], [-1], shape=(0, 2)), "a negative stride on axis 0 of size 0", node)
+    _refused(_dyn_slice([0], [1], [1], et="int32"), "Lower bounds must have element type i64", node)
+    _refused(_dyn_slice([0], [1], [1], lower_bounds_mask="x"), "'lower_bounds_mask' must be a list", node)
+
+
+def test_slice_bounds_must_be_constants_and_masks_flags():
+    w = FunctionWriter()
+    p, b = w.parameter("f32", [4]), w.parameter("i64", [1])
+    w.result(w.op("DynSlice", p, b, b, b))
+    _refused(w, "needs its lower bounds (input 1) as a Constant", "DynSlice_2")
+
+    def strided(**masks):
+        w = FunctionWriter(era="v0.29")
+        p = w.parameter("f32", [4, 5])
+        bounds = [w.constant(np.array(v, np.int64)) for v in ([0, 1], [2, 3])]
+        w.result(w.op("StridedSlice", p, *bounds, version=1, **masks))
+        return w
+
+    _refused(strided(begin_mask=[0, 2]), "All masks of StridedSlice must have be 0 or 1", "StridedSlice_3")
+    _refused(
+        strided(begin_mask=[0, 1], end_mask=[1]), "All masks of StridedSlice must have the same size", "StridedSlice_3"
+    )
+    w = strided(begin_mask=[1, 0], end_mask=[0, 1], shrink_axis_mask=[0, 0])
+    (got,) = _run(_convert(w), np.arange(20, dtype=np.float32).reshape(4, 5))
+    assert np.array_equal(got, np.arange(20, dtype=np.float32).reshape(4, 5)[:2, 1:])
+
+
+def test_dyn_replace_slice_shape_and_type():
+    def replace(rshape, rtype="f32"):
+        w = FunctionWriter()
+        p, r = w.parameter("f32", [4, 5]), w.parameter(rtype, rshape)
+        bounds = [w.constant(np.array(v, np.int64)) for v in ([1, 0], [3, 5], [1, 2])]
+        w.result(w.op("DynReplaceSlice", p, r, *bounds))
+        return w
+
+    _refused(
+        replace([2, 2]),
+        "Shape of the replacement is not compatible with the shape of the slice (shape of slice: {2,3}",
+        "DynReplaceSlice_5",
+    )
+    _refused(replace([2, 3], "f64"), "Argument element type is not compatible with replacement", "DynReplaceSlice_5")
+    x, r = np.zeros((4, 5), np.float32), np.arange(6, dtype=np.float32).reshape(2, 3) + 1
+    (got,) = _run(_convert(replace([2, 3])), x, r)
+    want = x.copy()
+    want[1:3, 0:5:2] = r
+    assert np.array_equal(got, want)

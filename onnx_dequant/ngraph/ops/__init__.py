@@ -100,6 +100,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     shape,
     split,
     stack,
+    strided,
     training,
     window_backprop,
 )
