@@ -186,3 +186,69 @@ def test_dyn_replace_slice_shape_and_type():
     want = x.copy()
     want[1:3, 0:5:2] = r
     assert np.array_equal(got, want)
+
+
+def test_scatter_nd_rules():
+    def scatter(dshape, ishape, ushape, it="i64", ut="f32", opset=None):
+        w = FunctionWriter()
+        ps = [w.parameter("f32", dshape), w.parameter(it, ishape), w.parameter(ut, ushape)]
+        w.result(w.op("ScatterND", *ps))
+        return w
+
+    _refused(scatter([4, 3], [2, 3], [2]), "Last dimension of indices ({2,3}) can be at most the rank", "ScatterND_3")
+    _refused(scatter([4, 3], [2, 1], [2, 4]), "Updates shape {2,4} does not match indices {2,1}", "ScatterND_3")
+    _refused(scatter([4, 3], [2, 1], [2, 3], it="f32"), "Indices element type must be i64 or i32", "ScatterND_3")
+    _refused(scatter([4, 3], [2, 1], [2, 3], ut="f64"), "Updates element type (f64) must match", "ScatterND_3")
+    _refused(scatter([], [2, 0], [2]), "Data rank is expected to be at least 1", "ScatterND_3")
+    with pytest.raises(odq.DequantizeError, match="needs opset 16 or later"):
+        odq.ngraph.convert([scatter([4, 3], [2, 1], [2, 3]).to_json()], opset=15)
+
+
+def test_dyn_broadcast_and_dyn_pad_rules():
+    def broadcast(shape, axes, et=np.int64):
+        w = FunctionWriter()
+        p = w.parameter("f32", [3])
+        w.result(w.op("DynBroadcast", p, w.constant(np.array(shape, et)), w.constant(np.array(axes, et))))
+        return w
+
+    _refused(
+        broadcast([2, 3], [0], np.int32), "DynBroadcast shape must have element type i64, but has i32", "DynBroadcast_3"
+    )
+    _refused(broadcast([2, 3], [2]), "Broadcast axis index (2) exceeds specified output shape rank", "DynBroadcast_3")
+    _refused(
+        broadcast([2, 4], [0]),
+        "Broadcast argument shape, specified output shape, and axes are incompatible",
+        "DynBroadcast_3",
+    )
+    w = FunctionWriter()
+    p, s = w.parameter("f32", [3]), w.parameter("i64", [2])
+    w.result(w.op("DynBroadcast", p, s, w.constant(np.array([0], np.int64))))
+    _refused(w, "needs its shape (input 1) as a Constant", "DynBroadcast_3")
+
+    def pad(below, above, value=np.float32(0), **attrs):
+        w = FunctionWriter()
+        p = w.parameter("f32", [2, 3])
+        pads = [w.constant(np.array(v, np.int64)) for v in (below, above)]
+        w.result(w.op("DynPad", p, *pads, w.constant(value), **attrs))
+        return w
+
+    _refused(pad([1], [1, 1]), "Arg and padding below ranks mismatch", "DynPad_4")
+    _refused(pad([0, 0], [0, 0], np.float64(0)), "Padding value and arg type mismatch", "DynPad_4")
+    _refused(
+        pad([0, 0], [0, 0], np.zeros(2, np.float32)),
+        "DynPad arg is not scalar (rank = 0), but has rank = 1",
+        "DynPad_4",
+    )
+    _refused(pad([0, -4], [0, 0]), "Inferred result dimension at axis 1 is negative after padding", "DynPad_4")
+    _refused(
+        pad([0, 1], [0, 0], pad_mode="WRAP"), "'pad_mode' must be CONSTANT, EDGE, REFLECT or SYMMETRIC", "DynPad_4"
+    )
+
+
+def test_slice_bounds_past_int64_range_clip():
+    """TensorFlow writes ends of INT64_MAX ("to the end"): the plan clips them."""
+    big = np.iinfo(np.int64)
+    w = _dyn_slice([big.min, 1], [big.max, big.max], [1, 2])
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    (got,) = _run(_convert(w), x)
+    assert np.array_equal(got, x[:, 1::2])

@@ -79,6 +79,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     conv,
     cumsum,
     dot,
+    dynamic,
     elementwise,
     fake_quantize,
     group_conv,

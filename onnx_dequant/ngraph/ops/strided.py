@@ -171,7 +171,7 @@ def _bounds(ctx: OpContext, first: int, count: int, i64_only: bool) -> list[list
         s = ctx.shape(i)
         if s is not None and len(s) != 1:
             raise ctx.error(f"{what[k]} shape must have rank 1, got {len(s)}")
-        out.append(ctx.constant_ints(i, what[k].lower()))
+        out.append(ctx.constant_ints(i, what[k].lower(), lo=-(1 << 63), hi=(1 << 63) - 1))  # clipped by the plan
     return out
 
 
