@@ -99,6 +99,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     quant,
     quantized,
     reduce,
+    rnn,
     scatter,
     shape,
     split,
