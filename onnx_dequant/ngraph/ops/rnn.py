@@ -32,6 +32,7 @@ from ...contract import TensorType
 from ..context import OpContext, shape_str
 from . import register
 from .activation import emit_hard_sigmoid
+from .elementwise import emit_real_relu
 from .math import emit_clamp
 
 _ACTIVATIONS = {"sigmoid": (None, None), "tanh": (None, None), "relu": (None, None), "hardsigmoid": (0.2, 0.5)}
@@ -39,8 +40,7 @@ _ACTIVATIONS = {"sigmoid": (None, None), "tanh": (None, None), "relu": (None, No
 _FORMATS = ("fico", "icof", "ifco", "ifoc", "iofc")
 """``LSTMWeightsFormat`` in enum order (a file may give the index)."""
 _DIRECTIONS = ("forward", "reverse", "bidirectional")
-_I32 = dtypes.parse("i32")
-_I64 = dtypes.parse("i64")
+_F32, _I32, _I64 = (dtypes.parse(n) for n in ("f32", "i32", "i64"))
 
 
 # ---------------------------------------------------------------- attributes and checks
@@ -111,9 +111,8 @@ class _Cell:
             return ctx.emit("Sigmoid", [x], out)
         if name == "tanh":
             return ctx.emit("Tanh", [x], out)
-        if name == "relu":  # nGraph's Relu: x > 0 ? x : 0
-            zero = self.zero()
-            return ctx.emit("Where", [ctx.emit("Greater", [x, zero]), x, zero], out)
+        if name == "relu":
+            return emit_real_relu(ctx, x, self.t.elem_type, out)
         return emit_hard_sigmoid(ctx, x, self.t, alpha, beta, out)
 
     def zero(self) -> str:
@@ -155,19 +154,22 @@ def _batch_input(cell: _Cell) -> tuple[int, int]:
     return shape[0], shape[1]
 
 
-def _weights_format(ctx: OpContext) -> str:
-    v = ctx.raw("weights_format", "ifco")
-    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < len(_FORMATS):
-        return _FORMATS[v]
-    if isinstance(v, str) and v.lower() in _FORMATS:
+def _enum(ctx: OpContext, key: str, names: Sequence[str]) -> str:
+    """An enum attribute: its name in any case, or its index (the serializer without the attribute visitor
+    writes enums as numbers); ``names[2]`` / ``names[0]`` when absent (nGraph's defaults)."""
+    v = ctx.raw(key, names[2] if key == "weights_format" else names[0])
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < len(names):
+        return names[v]
+    if isinstance(v, str) and v.lower() in names:
         return v.lower()
-    raise ctx.error(f"'weights_format' must be one of {', '.join(_FORMATS)}, got {v!r:.40}")
+    raise ctx.error(f"'{key}' must be one of {', '.join(names)}, got {v!r:.40}")
+
+
+def _weights_format(ctx: OpContext) -> str:
+    return _enum(ctx, "weights_format", _FORMATS)
 
 
 # ---------------------------------------------------------------- ONNX's own ops
-
-
-_F32 = dtypes.parse("f32")
 
 
 def _onnx_matches(cell: _Cell, defaults: Sequence[str]) -> bool:
@@ -363,21 +365,12 @@ def gru_cell(ctx: OpContext) -> list[TensorType]:
 # ---------------------------------------------------------------- LSTMSequence
 
 
-def _direction(ctx: OpContext) -> str:
-    v = ctx.raw("direction", "forward")
-    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < len(_DIRECTIONS):
-        return _DIRECTIONS[v]
-    if isinstance(v, str) and v.lower() in _DIRECTIONS:
-        return v.lower()
-    raise ctx.error(f"'direction' must be one of {', '.join(_DIRECTIONS)}, got {v!r:.40}")
-
-
 @register("LSTMSequence")
 def lstm_sequence(ctx: OpContext) -> list[TensorType]:
     """X, initial_hidden_state, initial_cell_state, sequence_lengths, W, R, B[, P] -> Y, Y_h, Y_c."""
     ctx.expect_inputs(7, 8)
     cell = _Cell(ctx, 3, _LSTM_ACTS, "clip_threshold" if ctx.has("clip_threshold") else "clip")
-    direction = _direction(ctx)
+    direction = _enum(ctx, "direction", _DIRECTIONS)
     dirs = 2 if direction == "bidirectional" else 1
     shape = ctx.static_shape(0, "X")
     if len(shape) != 3 or shape[0] < 1:
