@@ -26,6 +26,7 @@ __all__ = [
     "broadcast_shapes",
     "emit_abs",
     "emit_convert",
+    "emit_real_relu",
     "no_boolean",
     "read_autob",
     "unary_input",
@@ -227,10 +228,9 @@ def relu(ctx: OpContext) -> list[TensorType]:
     dt = t.elem_type
     no_boolean(ctx, dt)
     x = ctx.inputs[0]
-    if dt.is_real:  # x > 0 ? x : 0
+    if dt.is_real:
         ctx.require_onnx(dt, "Greater", "Where")
-        zero = ctx.scalar(0, dt)
-        ctx.emit("Where", [ctx.emit("Greater", [x, zero]), x, zero], ctx.out())
+        emit_real_relu(ctx, x, dt, ctx.out())
     elif dt.signed:
         ctx.require_onnx(dt, "Max")
         ctx.emit("Max", [x, ctx.scalar(0, dt)], ctx.out())
@@ -238,6 +238,12 @@ def relu(ctx: OpContext) -> list[TensorType]:
         ctx.require_onnx(dt, "Identity")
         ctx.emit("Identity", [x], ctx.out())
     return [t]
+
+
+def emit_real_relu(ctx: OpContext, x: str, dt: dtypes.DType, out: str | None = None) -> str:
+    """nGraph's Relu of a real ``x``: ``x > 0 ? x : 0`` (NaN and -0 give +0)."""
+    zero = ctx.scalar(0, dt)
+    return ctx.emit("Where", [ctx.emit("Greater", [x, zero]), x, zero], out)
 
 
 def _one_to_one(onnx_op: str, reals_only: bool = True):
