@@ -106,7 +106,9 @@ def non_max_suppression(ctx: OpContext) -> list[TensorType]:
             )
         score_t = float(np.float32(v.reshape(-1)[0]))
     nms_inputs = [ctx.inputs[0], ctx.inputs[1], max_name, iou or ctx.scalar(np.float32(0), _F32)]
-    if not score_t == -math.inf:  # keeps every box (NaN scores too); else score >= t is score > (t one step down)
+    # -inf or NaN: no score is below it, every box is a candidate (NaN scores too): ONNX without a threshold;
+    # else score >= t is score > (t one float32 step down)
+    if not (score_t == -math.inf or math.isnan(score_t)):
         below = np.nextafter(np.float32(score_t), np.float32(-np.inf))
         nms_inputs.append(ctx.scalar(below, _F32))
     center = int(encoding == "center")
