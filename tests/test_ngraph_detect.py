@@ -203,7 +203,7 @@ def test_ctc_greedy_decoder_rules(shapes, types, attrs, match):
     [
         ("PSROIPooling", "position-sensitive ROI pooling"),
         ("DeformablePSROIPooling", "ONNX has no deformable or position-sensitive ROI pooling"),
-        ("DetectionOutput", "neither the adaptive threshold nor the +1 areas"),
+        ("DetectionOutput", "has no +1 areas and no pre-NMS top_k"),
         ("Proposal", "computes areas without the +1"),
     ],
 )
