@@ -4,6 +4,7 @@
     python scripts/bench_quantized.py            # 1x64x56x56 conv (64 3x3 filters), 256x1024 by 1024x1024 dot
     python scripts/bench_quantized.py --quick    # smaller shapes, 3 runs (smoke test)
     python scripts/bench_quantized.py --profile  # also ONNX Runtime's profile of each model: time per node
+    python scripts/bench_quantized.py --threads 1  # one intra-op thread per session (steadier on a loaded machine)
 
 Targets (issue 11): the converted per-channel QuantizedConvolution at most 1.1x a hand-written QLinearConv
 model of the same shape and faster than the same convolution in f32, the exact decomposition's cost beside
@@ -44,11 +45,20 @@ from onnx_dequant.ngraph.writer import FunctionWriter, dumps
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import quantized_reference as ref  # noqa: E402
 
+THREADS = 0
+"""Intra-op threads per session (``--threads``; 0: ONNX Runtime's default, one per core)."""
 
-def session(model) -> ort.InferenceSession:
+
+def options() -> ort.SessionOptions:
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.intra_op_num_threads = THREADS
+    return so
+
+
+def session(model) -> ort.InferenceSession:
+    so = options()
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
@@ -58,9 +68,7 @@ def profile(b: Bench, name: str, model, feeds) -> None:
     if not b.args.profile:
         return
     with tempfile.TemporaryDirectory() as d:
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        so = options()
         so.enable_profiling = True
         so.profile_file_prefix = os.path.join(d, "p")
         s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
@@ -247,6 +255,9 @@ def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     b = Bench("converted nGraph quantized ops under ONNX Runtime", argv, default_repeat=21)
     b.parser.add_argument("--profile", action="store_true", help="also print ONNX Runtime's profile of each model")
+    b.parser.add_argument("--threads", type=int, default=0, help="intra-op threads per session (0: ORT's default)")
+    global THREADS
+    THREADS = b.args.threads
     rng = np.random.default_rng(11)
     for wmax in (127, 64):  # full-range i8 filters; 7-bit ones (ORT's u8 x i8 kernels are exact on them)
         conv_case(b, rng, wmax)
