@@ -9,17 +9,12 @@ the ops' definitions (the identity; nGraph's decompositions into Slice / Reshape
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import tempfile
-from pathlib import Path
-
 import numpy as np
 
 from onnx_dequant.ngraph.writer import FunctionWriter, Ref
 
 from . import GoldenCase, graph
+from ._ops import run_ngraph
 
 SUMS = "float sums: nGraph's INTERPRETER and ONNX Runtime accumulate in different orders"
 MATH = "exp / erf / tanh: nGraph's std:: functions and ONNX Runtime's may differ in the last place"
@@ -202,20 +197,6 @@ def _convs() -> list[GoldenCase]:
     return out
 
 
-def _run_ngraph(w: FunctionWriter, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Real nGraph's outputs of a graph (the runner of make_golden.py: $NGRAPH_RUN or the oracle's ngraph-run)."""
-    runner = os.environ.get("NGRAPH_RUN") or "/work/shared/ngraph-oracle/ngraph-run"
-    with tempfile.TemporaryDirectory(prefix="golden_") as tmp:
-        path = Path(tmp) / "g.json"
-        path.write_text(json.dumps(graph(w)))
-        args = [runner, str(path), "-o", tmp]
-        for k, (name, x) in enumerate(feeds.items()):
-            np.save(Path(tmp) / f"in_{k}.npy", x)
-            args += ["-i", f"{name}={Path(tmp) / f'in_{k}.npy'}"]
-        out = json.loads(subprocess.run(args, capture_output=True, text=True, check=True, timeout=600).stdout)
-        return [np.load(r["file"]) for r in out["results"]]
-
-
 def _grouped() -> list[GoldenCase]:
     """GroupConvolutionBackpropData / -Filters (after nGraph 0.26): expected values from their definition, the
     decomposition into one ConvolutionBackpropData / -Filters per group (channels sliced, results concatenated),
@@ -250,7 +231,7 @@ def _grouped() -> list[GoldenCase]:
         filt.append(ref.op("ConvolutionBackpropFilters", sx, sd, filters_shape=[og, cg, *k], **fwd))
     ref.result(ref.op("Concat", *data, axis=1))
     ref.result(ref.op("Concat", *filt, axis=0))
-    want = _run_ngraph(ref, feeds)
+    want = run_ngraph(ref, feeds)
     return [
         GoldenCase(
             "group_convolution_backprop",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...contract import Dim, TensorType
+from ...contract import Dim, Shape, TensorType
 from ..context import MAX_DIM, OpContext, shape_str
 from . import register
 
@@ -109,12 +109,17 @@ def convolution(ctx: OpContext) -> list[TensorType]:
     return [TensorType(td.elem_type, out_shape)]
 
 
-def conv_geometry(ctx: OpContext, data: int = 0, filters: int = 1) -> tuple[str, dict[str, Any], tuple[Dim, ...]]:
+def conv_geometry(
+    ctx: OpContext, data: int = 0, filters: int = 1, *, groups: int = 1, fshape: Shape | None = None
+) -> tuple[str, dict[str, Any], tuple[Dim, ...]]:
     """A convolution's data input as ONNX Conv takes it (cropped by negative padding), the Conv-family
-    attributes (strides, dilations, pads, kernel_shape) and the output shape, from the op's attributes."""
-    td, tf = ctx.types[data], ctx.types[filters]
+    attributes (strides, dilations, pads, kernel_shape) and the output shape, from the op's attributes.
+
+    ``groups``: the data's channels are that many groups, each ``fshape[1]`` wide; ``fshape`` (default: the
+    filters' shape) is the filters as ONNX Conv takes them, ``(C_out, C_in / groups, spatial...)``."""
+    td = ctx.types[data]
     n, dims = _spatial(ctx, "data batch", data)
-    fshape = tf.shape
+    fshape = ctx.types[filters].shape if fshape is None else fshape
     if fshape is None or len(fshape) != n + 2:
         raise ctx.error(
             f"Filters shape {shape_str(fshape)} must have rank {n + 2} (data batch shape {shape_str(td.shape)})"
@@ -123,7 +128,7 @@ def conv_geometry(ctx: OpContext, data: int = 0, filters: int = 1) -> tuple[str,
     if not all(isinstance(w, int) for w in window):
         raise ctx.error(f"{ctx.op.op} needs static filter spatial dimensions, got {shape_str(fshape)}")
     cin, fcin = td.shape[1], fshape[1]  # type: ignore[index]
-    if isinstance(cin, int) and isinstance(fcin, int) and cin != fcin:
+    if groups == 1 and isinstance(cin, int) and isinstance(fcin, int) and cin != fcin:
         raise ctx.error(f"Data batch channel count ({cin}) does not match filter input channel count ({fcin})")
     ones = [1] * n
     strides = _first(ctx, ("window_movement_strides", "strides"), n, ones, lo=1)

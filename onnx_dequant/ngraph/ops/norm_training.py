@@ -25,6 +25,8 @@ from ... import dtypes
 from ...contract import TensorType
 from ..context import OpContext, shape_str
 from . import register
+from .moments import mean as moments_mean
+from .moments import moments, number
 
 
 def _check(
@@ -54,15 +56,8 @@ def _check(
     return channels, axes, int(np.prod(shape)) // channels
 
 
-def _eps_key(ctx: OpContext, key: str) -> float:
-    v = ctx.raw(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ctx.error(f"'{key}' must be a number, got {v!r:.40}")
-    return float(v)
-
-
 def _eps(ctx: OpContext) -> float:
-    return _eps_key(ctx, "eps")
+    return number(ctx, "eps")
 
 
 def _per_channel(ctx: OpContext, x: str, rank: int) -> str:
@@ -154,16 +149,16 @@ def layer_norm_backprop(ctx: OpContext) -> list[TensorType]:
         raise ctx.error("begin_norm_axis is out of range")
     if ctx.static_shape(1, "delta") != shape:
         raise ctx.error(f"Delta shape {shape_str(ctx.shape(1))} must be the data's {shape_str(shape)}")
-    eps = _eps_key(ctx, "epsilon")
+    eps = number(ctx, "epsilon")
     post = list(range(n_axis, rank))
     pre = list(range(n_axis))
     tail = list(shape[n_axis:])
-    count = ctx.scalar(int(np.prod(tail)), dt)
+    n = int(np.prod(tail))
     ctx.require_onnx(dt, "ReduceSum", "Div", "Sub", "Mul", "Add", "Sqrt", "Neg", "Reshape")
     data, delta = ctx.inputs[0], ctx.inputs[1]
 
     def mean(x: str) -> str:
-        return ctx.emit("Div", [ctx.emit("ReduceSum", [x, ctx.int64s(post)], keepdims=1), count])
+        return moments_mean(ctx, x, post, n, dt)
 
     if use_stats:
         kept = list(shape[:n_axis]) + [1] * len(post)
@@ -174,9 +169,7 @@ def layer_norm_backprop(ctx: OpContext) -> list[TensorType]:
         mu = ctx.emit("Reshape", [ctx.inputs[2], ctx.int64s(kept)])
         var = ctx.emit("Reshape", [ctx.inputs[3], ctx.int64s(kept)])
     else:
-        mu = mean(data)
-        diff = ctx.emit("Sub", [data, mu])
-        var = mean(ctx.emit("Mul", [diff, diff]))
+        mu, _, var = moments(ctx, data, post, n, dt)
     stddev = ctx.emit("Sqrt", [ctx.emit("Add", [var, ctx.scalar(eps, dt)])])
     norm = ctx.emit("Div", [ctx.emit("Sub", [data, mu]), stddev])
     d_data = ctx.emit("Div", [delta, stddev])

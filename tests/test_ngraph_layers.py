@@ -1,0 +1,197 @@
+"""GroupConvolution, LayerNorm, MVN, Interpolate, BinaryConvolution, DeformableConvolution, CropAndResize: bad input
+(a DequantizeError naming the node and nGraph's rule) and behaviour the golden cases (tests/golden/ops_layers*)
+do not pin down."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import onnx_dequant as odq
+from onnx_dequant.ngraph.writer import FunctionWriter, Ref, dumps
+
+
+def _convert(w: FunctionWriter) -> onnx.ModelProto:
+    model = odq.ngraph.convert(dumps([w]))
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _run(w: FunctionWriter, *feeds: np.ndarray) -> list[np.ndarray]:
+    model = _convert(w)
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, {i.name: x for i, x in zip(model.graph.input, feeds)})
+
+
+def _refused(w: FunctionWriter, match: str) -> odq.DequantizeError:
+    with pytest.raises(odq.DequantizeError) as info:
+        odq.ngraph.convert(dumps([w]))
+    assert match in str(info.value), str(info.value)
+    assert info.value.node is not None and info.value.node in str(info.value)
+    return info.value
+
+
+def _one(op: str, shapes, *, et="f32", version: int = 0, era: str = "v0.26", **attrs) -> FunctionWriter:
+    w = FunctionWriter(era=era)
+    ps = [w.parameter(et, s) for s in shapes]
+    w.result(w.op(op, *ps, version=version, **attrs))
+    return w
+
+
+# ---------------------------------------------------------------- GroupConvolution
+
+V0 = dict(
+    window_movement_strides=[1, 1],
+    window_dilation_strides=[1, 1],
+    padding_below=[0, 0],
+    padding_above=[0, 0],
+    data_dilation_strides=[1, 1],
+)
+V1 = dict(strides=[1, 1], dilations=[1, 1], pads_begin=[0, 0], pads_end=[0, 1], auto_pad="EXPLICIT")
+
+
+@pytest.mark.parametrize(
+    ("shapes", "version", "attrs", "match"),
+    [
+        ([[1, 6, 5, 5], [4, 2, 3, 3]], 0, dict(groups=4, **V0), "Data channels not a multiple of group size"),
+        ([[1, 6, 5, 5], [5, 2, 3, 3]], 0, dict(groups=3, **V0), "# Filters not a multiple of group size"),
+        ([[1, 6, 5, 5], [6, 3, 3, 3]], 0, dict(groups=3, **V0), "Incorrect number of channels per filter"),
+        ([[1, 6, 5, 5], [6, 2, 3, 3]], 0, dict(groups=0, **V0), "'groups' must be an integer in [1,"),
+        ([[1, 6, 5, 5], [6, 2, 3, 3]], 1, V1, "Filters shape {6,2,3,3} must have rank 5"),
+        ([[1, 6, 5, 5], [3, 2, 3, 3, 3]], 1, V1, "Incorrect number of channels per filter"),
+        ([[1, 6, 5, 5], [3, 2, 2, 7, 3]], 1, V1, "Window after dilation has dimension (7) larger than"),
+        (
+            [[1, 6, 5], [3, 2, 2, 3]],
+            0,
+            {**V0, "window_movement_strides": [1]},
+            "'window_dilation_strides' must have 1 entries",
+        ),
+    ],
+)
+def test_group_convolution_rules(shapes, version, attrs, match):
+    _refused(_one("GroupConvolution", shapes, version=version, era="v0.29" if version else "v0.26", **attrs), match)
+
+
+def test_group_convolution_element_types():
+    w = FunctionWriter()
+    w.result(
+        w.op("GroupConvolution", w.parameter("f32", [1, 2, 3, 3]), w.parameter("f64", [2, 1, 1, 1]), groups=2, **V0)
+    )
+    _refused(w, "Element types for data batch and filters do not match")
+    _refused(_one("GroupConvolution", [[1, 2, 3, 3], [2, 1, 1, 1]], et="i32", groups=2, **V0), "real types only")
+
+
+def test_group_convolution_is_one_conv_with_group():
+    """Depthwise (groups == channels), op_version 1: one Conv node with ``group``, the filters reshaped."""
+    w = _one("GroupConvolution", [[1, 4, 3, 3], [4, 1, 1, 2, 2]], version=1, era="v0.29", **V1)
+    model = _convert(w)
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert len(convs) == 1 and onnx.helper.get_attribute_value(convs[0].attribute[0]) is not None
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in convs[0].attribute}["group"] == 4
+    x = np.arange(36, dtype=np.float32).reshape(1, 4, 3, 3)
+    f = np.ones((4, 1, 1, 2, 2), np.float32)
+    (y,) = _run(w, x, f)
+    padded = np.pad(x, [(0, 0), (0, 0), (0, 0), (0, 1)])
+    want = sum(padded[:, :, i : i + 2, j : j + 3] for i in range(2) for j in range(2))
+    assert y.shape == (1, 4, 2, 3) and np.array_equal(y, want)
+
+
+# ---------------------------------------------------------------- LayerNorm
+
+
+def _layer_norm(shape, begin, affine=None, **kw) -> FunctionWriter:
+    w = FunctionWriter()
+    ps = [w.parameter("f32", shape)] + [w.parameter("f32", s) for s in affine or ()]
+    attrs = dict(keep_stats=False, use_affine=affine is not None, epsilon=1e-5, begin_norm_axis=begin) | kw
+    ln = w.op("LayerNorm", *ps, **attrs)
+    for i in range(3 if attrs["keep_stats"] else 1):
+        w.result(Ref(ln, i))
+    return w
+
+
+@pytest.mark.parametrize(
+    ("shape", "begin", "affine", "match"),
+    [
+        ([2, 3], 2, None, "begin_norm_axis is out of range"),
+        ([2, 3], -3, None, "begin_norm_axis is out of range"),
+        ([2, 3, 4], 1, [[3, 4], [12]], "Scale and/or bias rank is incorrect"),
+        ([2, 3, 4], 1, [[3, 4, 1], [3, 4, 1]], "Scale and/or bias rank is incorrect"),
+        ([2, 3, 4], 1, [[4, 3], [4, 3]], "Scale shape {4,3} must be the normalized axes' {3,4} or {12}"),
+        ([2, 3, 4], 1, [[12], [11]], "Bias shape {11} must be"),
+    ],
+)
+def test_layer_norm_rules(shape, begin, affine, match):
+    _refused(_layer_norm(shape, begin, affine), match)
+
+
+def test_layer_norm_types_and_inputs():
+    w = FunctionWriter()
+    w.result(w.op("LayerNorm", w.parameter("i32", [2, 3]), keep_stats=False, use_affine=False, epsilon=0.0,
+                  begin_norm_axis=1))  # fmt: skip
+    _refused(w, "Argument element type must be f16, bf16, f32, f64 or dynamic (got i32).")
+    _refused(_layer_norm([2, 3], 1, [[3], [3]], use_affine=False), "LayerNorm takes 1 input, got 3")
+    _refused(_layer_norm([2, 3], 1, None, epsilon="small"), "'epsilon' must be a number")
+
+
+def test_layer_norm_negative_axis_flattened_scale_and_stats():
+    """begin_norm_axis -2 with a flattened scale (nGraph's decomposition offsets the shape by the negative
+    attribute there, undefined behaviour: the normalized axes are meant); keep_stats gives mean and variance."""
+    w = _layer_norm([2, 3, 4], -2, [[12], [12]], keep_stats=True)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    s, b = rng.standard_normal(12).astype(np.float32), rng.standard_normal(12).astype(np.float32)
+    y, mean, var = _run(w, x, s, b)
+    m = x.mean(axis=(1, 2), dtype=np.float64)
+    v = ((x - m[:, None, None]) ** 2).mean(axis=(1, 2))
+    want = (x - m[:, None, None]) / np.sqrt(v[:, None, None] + 1e-5) * s.reshape(3, 4) + b.reshape(3, 4)
+    assert mean.shape == var.shape == (2,)
+    np.testing.assert_allclose(mean, m, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(var, v, rtol=1e-5)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- MVN
+
+
+def test_mvn_rules():
+    _refused(_one("MVN", [[2, 3]], reduction_axes=[2], normalize_variance=True, eps=1e-9), "Reduction axis (2) is out")
+    _refused(_one("MVN", [[2, 3]], et="i32", reduction_axes=[1], normalize_variance=True, eps=1e-9), "real types only")
+    _refused(_one("MVN", [[2, 3]], reduction_axes=[1], normalize_variance=True, eps=None), "MVN has no 'eps'")
+    _refused(_one("MVN", [[2, 3]], reduction_axes=[1], normalize_variance=2, eps=0.1), "'normalize_variance' must be")
+
+
+def test_mvn_epsilon_after_the_square_root():
+    """eps is added to the standard deviation, not to the variance: a constant row gives 0 / eps = 0, and a row
+    of two values +-1 gives +-1 / (1 + eps)."""
+    w = _one("MVN", [[2, 2]], reduction_axes=[1], normalize_variance=True, eps=0.5)
+    (y,) = _run(w, np.array([[3, 3], [-1, 1]], np.float32))
+    assert np.array_equal(y, np.array([[0, 0], [-1 / 1.5, 1 / 1.5]], np.float32))
+
+
+# ---------------------------------------------------------------- every op: odd attributes raise DequantizeError only
+
+
+def test_odd_attributes_raise_dequantize_error_only():
+    graphs = [
+        _one("GroupConvolution", [[1, 4, 3, 3], [2, 2, 2, 1, 1]], version=1, era="v0.29", **V1),
+        _one("GroupConvolution", [[1, 4, 3, 3], [4, 2, 1, 1]], groups=2, **V0),
+        _layer_norm([2, 3, 4], 1, [[3, 4], [3, 4]], keep_stats=True),
+        _one("MVN", [[2, 3, 4]], reduction_axes=[0, 2], normalize_variance=True, eps=0.1),
+    ]
+    junk = [None, True, -1, 2**70, 1.5, "x", [], [-1], [1, 2, 3, 4, 5], {"a": 1}]
+    for w in graphs:
+        doc = [w.to_json()]
+        target = next(o for o in doc[0]["ops"] if o["op"] not in ("Parameter", "Result"))
+        for key in [k for k in target if k not in ("name", "op", "inputs", "outputs", "op_version")]:
+            for v in junk:
+                bad = json.loads(json.dumps(doc))
+                op = next(o for o in bad[0]["ops"] if o["name"] == target["name"])
+                op[key] = v
+                try:
+                    odq.ngraph.convert(json.dumps(bad))
+                except odq.DequantizeError:
+                    pass
