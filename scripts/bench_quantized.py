@@ -94,7 +94,7 @@ def _model(nodes, inputs, outputs, inits):
     return m
 
 
-def _previous_scaled(ctx, acc, scale, value):
+def _previous_scaled(ctx, acc, scale, value, twice):
     """The previous ``float(acc) * scale``: Cast and Mul."""
     if scale is None:
         scale = ctx.const(value, odq.dtypes.parse("f32"), "scale")

@@ -610,6 +610,16 @@ def test_requantization_form():
     for n in model.graph.node:
         if n.op_type == "DequantizeLinear":
             assert readers.count(n.output[0]) == 1
+    # a scale so large that |v| may pass 2^24: clipped first, 2v then an Add of the clipped v (no second
+    # DequantizeLinear left unread). Scale 20.5: odd accumulators are ties, so no QLinearConv
+    big = (np.float32(1.0), pairs[1], np.full(5, 20.5, np.float32), pairs[3], np.float32(1.0), pairs[5])
+    f3, feeds3 = conv_graph(x, w, big, "i8", axes=((), (0,), ()))
+    model3, (got3,) = run(f3, feeds3)
+    want3 = quantized_convolution(x, w, *big[:2], big[2].reshape(1, -1, 1, 1), *big[3:], np.int8)
+    assert np.array_equal(got3, want3)
+    assert op_types(model3).count("DequantizeLinear") == 1 and "Clip" in op_types(model3)
+    read = {i for n in model3.graph.node for i in n.input} | {o.name for o in model3.graph.output}
+    assert all(o in read for n in model3.graph.node for o in n.output)
     # a scale the importer cannot bound (a parameter filter's zero point varies per channel: still bounded by
     # the count) or an unknown scale keeps exactness; with an unknown scale the 8-bit output clips first
     f2 = FunctionWriter("f")

@@ -203,35 +203,44 @@ def requantize(
     """nGraph's requantization of an int32 accumulator into the op's output:
     ``T(std::round(float(acc) * scale) + float(zero))`` in f32, saturated. ``scale_value``: the scale when
     it is a constant (placed on the output; ``scale`` may then be None); ``acc_limit``: a bound on ``|acc|``."""
-    v, twice = _scaled(ctx, acc, scale, scale_value)
     limit = None
     if scale_value is not None and acc_limit is not None:
         m = float(np.max(np.abs(scale_value), initial=0))
         limit = acc_limit * m * (1 + 2**-20) if math.isfinite(m) else None
+    truncating = limit is not None and limit < TRUNC_LIMIT and not _clipped(out_t, limit)
+    v, twice = _scaled(ctx, acc, scale, scale_value, truncating)
     finish(ctx, v, out_t, zero=zero, zero_value=zero_value, limit=limit, twice=twice)
 
 
-def _scaled(ctx: OpContext, acc: str, scale: str | None, scale_value: np.ndarray | None) -> tuple[str, str | None]:
-    """``float(acc) * scale`` in f32, and ``float(acc) * (2 * scale)`` (exactly twice it) where that is as cheap:
-    DequantizeLinear (int32 input, no zero point: ``float(acc) * s``) when the scale is a constant per tensor
-    or along one axis other than the last (there ONNX Runtime's per-axis kernel is slow), one for each: a
-    DequantizeLinear read by several nodes is copied once per reader by ONNX Runtime. Else Cast and Mul."""
+def _scaled(
+    ctx: OpContext, acc: str, scale: str | None, scale_value: np.ndarray | None, twice: bool
+) -> tuple[str, str | None]:
+    """``float(acc) * scale`` in f32, and with ``twice`` ``float(acc) * (2 * scale)`` (exactly twice it) where
+    that is as cheap: DequantizeLinear (int32 input, no zero point: ``float(acc) * s``) when the scale is a
+    constant per tensor or along one axis other than the last (there ONNX Runtime's per-axis kernel is
+    slow), one for each: a DequantizeLinear read by several nodes is copied once per reader by ONNX
+    Runtime. Else Cast and Mul (and no ``2v``)."""
     if scale_value is not None:
         axes = [i for i, d in enumerate(scale_value.shape) if d != 1]
         if not axes or (len(axes) == 1 and axes[0] != scale_value.ndim - 1):
             one = scale_value.reshape(-1 if axes else ())
             attrs = {"axis": axes[0]} if axes else {}
-            v, w = (
-                ctx.emit("DequantizeLinear", [acc, ctx.const(k * one, _F32, f"{ctx.name}/scale")], **attrs)
-                for k in (np.float32(1), np.float32(2))
-            )
-            return v, w
+
+            def dq(k: np.float32) -> str:
+                return ctx.emit("DequantizeLinear", [acc, ctx.const(k * one, _F32, f"{ctx.name}/scale")], **attrs)
+
+            return dq(np.float32(1)), dq(np.float32(2)) if twice else None
         scale = ctx.const(scale_value, _F32, f"{ctx.name}/scale")
     return ctx.emit("Mul", [ctx.emit("Cast", [acc], to=_F32.onnx), scale]), None  # type: ignore[list-item]
 
 
 _SATURATED = float(1 << 24)
 """|v| beyond which an 8-bit output saturates whatever its zero point: ``finish`` clips there first."""
+
+
+def _clipped(out_t: dtypes.DType, limit: float | None) -> bool:
+    """Whether ``finish`` clips ``v`` to +-2^24 first: an 8-bit output not known to lie within."""
+    return out_t in (_U8, _I8) and (limit is None or limit > _SATURATED)
 
 
 def finish(
@@ -250,11 +259,10 @@ def finish(
 
     An 8-bit output's ``v`` is first clipped to +-2^24 unless ``limit`` bounds it (integer bounds past
     saturation change no result), so the fast truncating rounding applies (``round_half_away``; ``twice``:
-    ``2v`` where already computed). An
-    8-bit output with one zero point is then QuantizeLinear by 1 (adds the zero point and saturates; the
-    value is an integer, so its own rounding does nothing)."""
+    ``2v`` where already computed). An 8-bit output with one zero point is then QuantizeLinear by 1 (adds
+    the zero point and saturates; the value is an integer, so its own rounding does nothing)."""
     eight = out_t in (_U8, _I8)
-    if eight and (limit is None or limit > _SATURATED):
+    if _clipped(out_t, limit):
         v = ctx.emit("Clip", [v, ctx.scalar(np.float32(-_SATURATED), _F32), ctx.scalar(np.float32(_SATURATED), _F32)])
         limit, twice = _SATURATED, None
     r = round_half_away(ctx, v, limit, twice)
