@@ -172,6 +172,54 @@ def test_mvn_epsilon_after_the_square_root():
     assert np.array_equal(y, np.array([[0, 0], [-1 / 1.5, 1 / 1.5]], np.float32))
 
 
+# ---------------------------------------------------------------- Interpolate
+
+
+def _interp(shape, sizes, *, et="f32", size_type="i64", **attrs) -> FunctionWriter:
+    w = FunctionWriter(era="v0.29")
+    p = w.parameter(et, shape)
+    c = w.constant(np.array(sizes, odq.dtypes.parse(size_type).numpy))
+    full = {"attrs.axes": [2, 3], "attrs.mode": "nearest", "attrs.align_corners": False} | attrs
+    w.result(w.op("Interpolate", p, c, attribute_visitor=True, **{k: v for k, v in full.items() if v is not None}))
+    return w
+
+
+@pytest.mark.parametrize(
+    ("sizes", "attrs", "kw", "match"),
+    [
+        ([4, 4], {"attrs.mode": "area"}, {}, "mode 'area' has no ONNX counterpart"),
+        ([4, 4], {"attrs.antialias": True}, {}, "antialias has no ONNX counterpart"),
+        ([4, 4], {"attrs.mode": "bilinear"}, {}, "'mode' must be one of nearest, linear, cubic, area"),
+        ([4, 4], {"attrs.axes": [2, 4]}, {}, "Interpolation axis (4) must be less than the image rank (4)"),
+        ([4], {}, {}, "output shape [4] must have one size per interpolated axis [2, 3]"),
+        ([4, 0], {}, {}, "Interpolate to size 0 on axis 3"),
+        ([4, 4], {"attrs.pads_begin": [1, 1]}, {}, "'pads_begin' must have 4 entries"),
+        ([4, 4], {}, {"size_type": "f32"}, "output shape must be an integral number."),
+        ([4, 4], {"attrs.mode": "linear"}, {"et": "i32"}, "mode 'linear' on i32 is not supported"),
+        ([4, 4], {"attrs.axes": None, "axes": None}, {}, "Interpolate has no 'attrs.axes' attribute"),
+    ],
+)
+def test_interpolate_rules(sizes, attrs, kw, match):
+    _refused(_interp([1, 2, 3, 3], sizes, **attrs, **kw), match)
+
+
+def test_interpolate_sizes_must_be_a_constant():
+    w = FunctionWriter()
+    w.result(w.op("Interpolate", w.parameter("f32", [1, 1, 2, 2]), w.parameter("i64", [2]), axes=[2, 3], mode="linear"))
+    _refused(w, "Interpolate needs its output shape (input 1) as a Constant")
+
+
+def test_interpolate_plain_attribute_names_and_nearest_rounding():
+    """Attributes without the ``attrs.`` prefix; nearest rounds down on the growing axis, up on the shrinking
+    one (Resize-10): 2 -> 3 reads rows 0, 0, 1; 5 -> 2 reads columns 0, 3 (ceil(2.5))."""
+    w = FunctionWriter()
+    c = w.constant(np.array([3, 2], np.int32))
+    w.result(w.op("Interpolate", w.parameter("f32", [1, 1, 2, 5]), c, axes=[2, 3], mode="nearest", align_corners=False))
+    x = np.arange(10, dtype=np.float32).reshape(1, 1, 2, 5)
+    (y,) = _run(w, x)
+    assert np.array_equal(y, x[:, :, [0, 0, 1]][:, :, :, [0, 3]])
+
+
 # ---------------------------------------------------------------- every op: odd attributes raise DequantizeError only
 
 
@@ -181,6 +229,7 @@ def test_odd_attributes_raise_dequantize_error_only():
         _one("GroupConvolution", [[1, 4, 3, 3], [4, 2, 1, 1]], groups=2, **V0),
         _layer_norm([2, 3, 4], 1, [[3, 4], [3, 4]], keep_stats=True),
         _one("MVN", [[2, 3, 4]], reduction_axes=[0, 2], normalize_variance=True, eps=0.1),
+        _interp([1, 2, 3, 3], [4, 2], **{"attrs.pads_begin": [0, 0, 1, 1], "attrs.pads_end": [0, 0, 0, 1]}),
     ]
     junk = [None, True, -1, 2**70, 1.5, "x", [], [-1], [1, 2, 3, 4, 5], {"a": 1}]
     for w in graphs:

@@ -208,5 +208,88 @@ def _mvn() -> list[GoldenCase]:
     return out
 
 
+# ---------------------------------------------------------------- Interpolate
+
+
+def _keys(t: np.ndarray, a: float = -0.75) -> np.ndarray:
+    t = np.abs(t)
+    near = ((a + 2) * t - (a + 3)) * t * t + 1
+    far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+    return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
+
+
+def _resize_axis(x: np.ndarray, axis: int, m: int, mode: str, align: bool) -> np.ndarray:
+    """ONNX Resize-10's definition along one axis (x_in = x_out / scale, or align_corners), in float64 from the
+    float32 coordinates; nearest rounds down when the axis grows or keeps its size, up when it shrinks."""
+    n = x.shape[axis]
+    xo = np.arange(m, dtype=np.float32)
+    if m == n:
+        orig = xo
+    elif align:
+        orig = np.zeros(m, np.float32) if m == 1 else xo * np.float32(n - 1) / np.float32(m - 1)
+    else:
+        orig = xo / (np.float32(m) / np.float32(n))
+    orig = orig.astype(np.float64)
+    w = np.zeros((m, n))
+    for i, c in enumerate(orig):
+        if mode == "nearest":
+            w[i, int(np.clip(np.floor(c) if m >= n else np.ceil(c), 0, n - 1))] = 1
+        elif mode == "linear":
+            c = min(max(c, 0.0), n - 1)
+            lo = int(c)
+            hi = min(lo + 1, n - 1)
+            w[i, lo] += 1 - (c - lo) if hi != lo else 0.5
+            w[i, hi] += c - lo if hi != lo else 0.5
+        else:
+            base = np.floor(c)
+            for k in (-1, 0, 1, 2):
+                w[i, int(np.clip(base + k, 0, n - 1))] += _keys(np.array(c - (base + k)))
+    moved = np.moveaxis(x.astype(np.float64), axis, -1) @ w.T
+    return np.moveaxis(moved, -1, axis)
+
+
+def _interpolate() -> list[GoldenCase]:
+    out = []
+    specs = [  # name, shape, axes, sizes, mode, align_corners, pads_begin, pads_end, dtype, exact
+        ("nearest_up_down", (1, 2, 4, 5), [2, 3], [7, 3], "nearest", False, None, None, np.float32, True),
+        ("nearest_align_i32", (2, 3, 5), [1, 2], [2, 8], "nearest", True, None, None, np.int32, True),
+        ("nearest_pads", (1, 1, 3, 3), [2, 3], [8, 4], "nearest", False, [0, 0, 1, 0], [0, 0, 1, 1], np.float32, True),
+        ("linear_x2", (1, 2, 3, 4), [2, 3], [6, 8], "linear", False, None, None, np.float32, True),
+        ("linear_align", (1, 1, 4, 5), [2, 3], [7, 3], "linear", True, None, None, np.float32, False),
+        ("linear_5d_axis", (1, 2, 3, 2, 2), [2], [6], "linear", False, None, None, np.float32, True),
+        ("cubic_x2", (1, 1, 4, 4), [2, 3], [8, 8], "cubic", False, None, None, np.float32, True),
+        ("linear_folded", (2, 3, 4, 2), [0, 3], [4, 4], "linear", False, None, None, np.float32, True),
+        ("cubic_3_axes", (2, 3, 2, 3), [1, 2, 3], [6, 4, 6], "cubic", False, None, None, np.float32, True),
+        ("cubic_align", (1, 2, 5), [2], [9], "cubic", True, None, None, np.float32, True),
+    ]
+    for k, (name, shape, axes, sizes, mode, align, pb, pe, dt, exact) in enumerate(specs):
+        rng = _rng(40 + k)
+        x = (rng.integers(-8, 8, shape) / (4 if dt == np.float32 else 1)).astype(dt)
+        w = FunctionWriter(era="v0.29")
+        p = w.parameter(dt, list(shape))
+        size = w.constant(np.array(sizes, np.int64))
+        attrs = {"attrs.axes": axes, "attrs.mode": mode, "attrs.align_corners": align, "attrs.antialias": False}
+        attrs |= {"attrs.pads_begin": pb or [], "attrs.pads_end": pe or []}
+        r = w.result(w.op("Interpolate", p, size, attribute_visitor=True, **attrs))
+        y = np.pad(x, list(zip(pb, pe))) if pb else x
+        for a, m in zip(axes, sizes):
+            y = _resize_axis(y, a, m, mode, align)
+        out.append(
+            GoldenCase(
+                f"interpolate_{name}",
+                graph(w),
+                {str(p): x},
+                note=f"definition (no nGraph kernel; its ONNX importer maps Resize-10 to it): {mode}, axes {axes}, "
+                f"sizes {sizes}, align_corners {align}, pads {pb} {pe}; NumPy, axis by axis in float64",
+                expected={r: y.astype(dt)},
+                ulp=0 if exact else 2,
+                why="quarter-integer data, dyadic weights: exact in any order"
+                if exact
+                else "weights rounded to float32: ONNX Runtime's order of the weighted sum differs",
+            )
+        )
+    return out
+
+
 def cases() -> list[GoldenCase]:
-    return _group_conv() + _layer_norm() + _mvn()
+    return _group_conv() + _layer_norm() + _mvn() + _interpolate()

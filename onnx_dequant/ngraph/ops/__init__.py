@@ -81,6 +81,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     fake_quantize,
     group_conv,
     index,
+    interpolate,
     io,
     layout,
     loop,
