@@ -216,9 +216,9 @@ def _fresh_data_file(real: Path) -> Path:
     return name
 
 
-def check_model(model: ModelProto, path: str | os.PathLike[str] | None = None) -> None:
+def check_model(model: ModelProto, path: str | os.PathLike[str] | None = None, *, full: bool = False) -> None:
     """``DequantizeError`` unless the model is one to write: ONNX's checker accepts it (weights left
-    out), and its graph has outputs, each name once."""
+    out; ``full``: with its shape inference too), and its graph has outputs, each name once."""
     where = None if path is None else os.fspath(path)
     names = [o.name for o in model.graph.output]
     if not names:
@@ -227,7 +227,7 @@ def check_model(model: ModelProto, path: str | os.PathLike[str] | None = None) -
     if twice:
         raise DequantizeError(f"graph output(s) {', '.join(map(repr, twice))} declared more than once", path=where)
     try:
-        onnx.checker.check_model(without_large_initializers(model, external=True))
+        onnx.checker.check_model(without_large_initializers(model, external=True), full_check=full)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
         message = " ".join(str(e).split())
         raise DequantizeError(f"the model fails the ONNX checker: {message}", path=where) from None
@@ -246,6 +246,7 @@ def save(
     *,
     source_dir: str | os.PathLike[str] | None = None,
     external: bool | None = None,
+    checked: bool = False,
 ) -> list[str]:
     """Write ``model`` to ``path`` with its external data, as one pair installed together; returns the
     files written.
@@ -261,10 +262,12 @@ def save(
     them) are removed after that. Killed at any moment, ``path`` holds the old pair or the new pair,
     never a mix; at worst an unreferenced data file is left. Writers of this package in one folder take
     ``fileio.folder_lock`` while they install, so concurrent writers to one target leave one of the pairs.
-    A model that ``check_model`` refuses is not written (``DequantizeError``).
+    A model that ``check_model`` refuses is not written (``DequantizeError``); ``checked=True``: the caller
+    has run ``check_model`` on it already (it is not repeated).
     """
     real = fileio.output_path(path)
-    check_model(model)
+    if not checked:
+        check_model(model)
     tensors = list(iter_tensors(model))
     has_ext = any(t.data_location == TensorProto.EXTERNAL for t in tensors)
     if external is None:

@@ -13,6 +13,7 @@ import pytest
 
 import onnx_dequant as odq
 from onnx_dequant.cli import main
+from onnx_dequant.graphs import count_dequantize
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 SEND = [{"name": "f", "ops": [{"name": "Send_1", "op": "Send", "inputs": []}], "parameters": [], "result": ["Send_1"]}]
@@ -115,3 +116,35 @@ def test_cli_folder_report_exit_codes_and_json(tmp_path, capsys):
     assert main(["convert", str(MODELS / "qdq_chain.json"), "-o", str(tmp_path / "m.onnx"), "--jobs", "2"]) == 2
     err = capsys.readouterr().err
     assert "--jobs applies to a folder" in err and "Traceback" not in err
+
+
+def test_save_converted_checks_shapes_and_writes_nothing_on_failure(tmp_path):
+    """The importer's write path runs ONNX's shape inference (Add of [2] and [3] passes the plain checker)
+    and leaves no file behind when the model fails it; a good model is written through modelio."""
+    from onnx import TensorProto, helper
+
+    from onnx_dequant.ngraph.export import save_converted
+
+    bad = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Add", ["a", "b"], ["c"])],
+            "g",
+            [
+                helper.make_tensor_value_info("a", TensorProto.FLOAT, [2]),
+                helper.make_tensor_value_info("b", TensorProto.FLOAT, [3]),
+            ],
+            [helper.make_tensor_value_info("c", TensorProto.FLOAT, [3])],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    onnx.checker.check_model(bad)  # the plain checker accepts it
+    out = tmp_path / "m.onnx"
+    with pytest.raises(odq.DequantizeError) as e:
+        save_converted(bad, out, path="g.json")
+    assert e.value.path == "g.json" and "checker" in e.value.rule
+    assert list(tmp_path.iterdir()) == []
+
+    model = odq.ngraph.convert(str(MODELS / "qdq_chain.json"))
+    written = save_converted(model, out, lower=True)
+    assert count_dequantize(model) > 0 and count_dequantize(written) == 0
+    assert onnx.load(str(out)).graph.node == written.graph.node

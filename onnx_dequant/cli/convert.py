@@ -10,12 +10,10 @@ import sys
 import time
 from collections import Counter
 
-import onnx
-
-from .. import modelio
 from ..errors import DequantizeError
 from ..graphs import count_dequantize, iter_nodes
 from ..ngraph import DEFAULT_OPSET, convert
+from ..ngraph.export import save_converted
 from ..ngraph.tree import GraphResult, convert_tree
 
 __all__ = ["add_parser", "run"]
@@ -66,18 +64,7 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     model = convert(args.graph, function=args.function, opset=args.opset)
     dequantize = count_dequantize(model)
-    if args.lower:
-        from ..lowering import lower  # imported here: the importer does not need the lowering pass
-
-        try:
-            model = lower(model)
-        except DequantizeError as e:
-            raise e.at(path=args.graph) from None
-    try:
-        onnx.checker.check_model(model, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-        raise DequantizeError(f"the converted model fails the ONNX checker: {e}", path=args.graph) from None
-    modelio.save(model, args.output)
+    model = save_converted(model, args.output, lower=args.lower, path=args.graph)
     seconds = time.perf_counter() - t0
     g = model.graph
     kinds = Counter(f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in iter_nodes(model))

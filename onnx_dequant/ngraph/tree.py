@@ -20,12 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import onnx
-
 from ..errors import DequantizeError
-from ..fileio import atomic_path
 from ..opsets import DEFAULT_OPSET
 from . import reader
+from .export import save_converted
 from .importer import convert
 
 __all__ = ["convert_tree", "TreeReport", "GraphResult", "find_graphs"]
@@ -144,18 +142,9 @@ def _convert_one(src: str, rel: str, out: str, options: dict[str, Any]) -> Graph
         data, _ = reader.load(os.path.join(src, rel))
         result.ops = len(_ops(data, options["function"]))
         model = convert(data, function=options["function"], opset=options["opset"])
-        if options["lower"]:
-            from ..lowering import lower  # the importer does not need the lowering pass
-
-            model = lower(model)
-        try:
-            onnx.checker.check_model(model, full_check=True)
-        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
-            raise DequantizeError(f"the converted model fails the ONNX checker: {e}") from None
         path = Path(out) / target
         path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(path) as tmp:
-            onnx.save(model, str(tmp))
+        model = save_converted(model, path, lower=options["lower"])
         result.status, result.output, result.nodes = "converted", target, len(model.graph.node)
     except DequantizeError as e:
         result.error, result.node = e.rule, e.node
