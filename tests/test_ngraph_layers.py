@@ -220,6 +220,87 @@ def test_interpolate_plain_attribute_names_and_nearest_rounding():
     assert np.array_equal(y, x[:, :, [0, 0, 1]][:, :, :, [0, 3]])
 
 
+# ---------------------------------------------------------------- BinaryConvolution, DeformableConvolution
+
+BIN = dict(strides=[1, 1], dilations=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], auto_pad="EXPLICIT", pad_value=0.0)
+
+
+def _binary(xs, fs, fet="f32", **attrs) -> FunctionWriter:
+    w = FunctionWriter(era="v0.29")
+    p = w.parameter("f32", xs)
+    f = w.constant(np.ones(fs, odq.dtypes.parse(fet).numpy))
+    w.result(
+        w.op("BinaryConvolution", p, f, version=1, attribute_visitor=True, **({"mode": "xnor-popcount"} | BIN | attrs))
+    )
+    return w
+
+
+@pytest.mark.parametrize(
+    ("xs", "fs", "attrs", "match"),
+    [
+        ([1, 2, 4, 4], [3, 2, 2, 2], {"mode": "xor"}, "'mode' must be xnor-popcount"),
+        ([1, 2, 4, 4], [3, 3, 2, 2], {}, "Data batch channel count (2) does not match filter input channel count (3)"),
+        ([1, 2, 4, 4], [3, 2, 2, 2], {"pad_value": "zero"}, "'pad_value' must be a number"),
+        ([1, 2, 4, 4], [3, 2, 5, 2], {}, "Window after dilation has dimension (5) larger than"),
+    ],
+)
+def test_binary_convolution_rules(xs, fs, attrs, match):
+    _refused(_binary(xs, fs, **attrs), match)
+
+
+def test_binary_convolution_counts_matches():
+    """All-ones filters: a window of ones gives +taps, of zeros -taps, a value neither 0 nor 1 counts as a
+    mismatch, padding reads pad_value (1: a match)."""
+    w = _binary([1, 1, 2, 2], [1, 1, 2, 2], pads_begin=[0, 0], pads_end=[0, 1], pad_value=1.0)
+    (y,) = _run(w, np.array([[[[1, 1], [1, 0.5]]]], np.float32))
+    assert np.array_equal(y, np.array([[[[2 * 3 - 4, 2 * 3 - 4]]]], np.float32))
+
+
+def _deform(xs, offs, fs, **attrs) -> FunctionWriter:
+    w = FunctionWriter(era="v0.29")
+    ps = [w.parameter("f32", s) for s in (xs, offs, fs)]
+    base = dict(strides=[1, 1], dilations=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], auto_pad="EXPLICIT", group=1)
+    w.result(
+        w.op(
+            "DeformableConvolution", *ps, version=1, attribute_visitor=True, **(base | {"deformable_group": 1} | attrs)
+        )
+    )
+    return w
+
+
+@pytest.mark.parametrize(
+    ("shapes", "attrs", "match"),
+    [
+        (([1, 2, 4, 4], [1, 6, 3, 3], [1, 2, 2, 2]), {}, "Offsets shape {1,6,3,3} must be {1,8,3,3}"),
+        (([1, 2, 4, 4], [1, 8, 3, 3], [1, 2, 2, 2]), {"group": 2}, "evenly divisible by the 'group' value"),
+        (([1, 3, 4, 4], [1, 8, 3, 3], [1, 3, 2, 2]), {"deformable_group": 2}, "evenly divisible by 'deformable_group'"),
+        (([1, 2, 4, 4, 4], [1, 8, 3, 3, 3], [1, 2, 2, 2, 2]), {}, "DeformableConvolution is 2-D"),
+        (([1, 2, 4, 4], [1, 8, 3, 3], [1, 2, 2, 2]), {"pads_begin": [-1, 0]}, "negative padding is not supported"),
+    ],
+)
+def test_deformable_convolution_rules(shapes, attrs, match):
+    _refused(_deform(*shapes, **attrs), match)
+
+
+def test_deformable_convolution_needs_opset_19():
+    with pytest.raises(odq.DequantizeError, match="opset 19 or later"):
+        odq.ngraph.convert(dumps([_deform([1, 1, 3, 3], [1, 8, 2, 2], [1, 1, 2, 2])]), opset=17)
+
+
+def test_deformable_convolution_border_rule():
+    """A 1x1 filter of weight 1: the output is the data sampled at (row + dy, col + dx). Inside the last row and
+    column nGraph repeats them (2.5 -> row 2 whole); outside [0, size) the tap reads nothing (-0.5 -> 0)."""
+    w = _deform([1, 1, 3, 3], [1, 2, 3, 3], [1, 1, 1, 1])
+    x = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+    off = np.zeros((1, 2, 3, 3), np.float32)
+    off[0, 0, 0] = [2.5, -0.5, 1.0]  # dy for outputs (0, 0), (0, 1), (0, 2)
+    off[0, 1, 0] = [0.0, 0.0, -0.75]  # dx
+    (y,) = _run(w, x, off, np.ones((1, 1, 1, 1), np.float32))
+    want = x.copy()
+    want[0, 0, 0] = [6.0, 0.0, 0.75 * 4 + 0.25 * 5]
+    assert np.array_equal(y, want)
+
+
 # ---------------------------------------------------------------- every op: odd attributes raise DequantizeError only
 
 
@@ -230,6 +311,8 @@ def test_odd_attributes_raise_dequantize_error_only():
         _layer_norm([2, 3, 4], 1, [[3, 4], [3, 4]], keep_stats=True),
         _one("MVN", [[2, 3, 4]], reduction_axes=[0, 2], normalize_variance=True, eps=0.1),
         _interp([1, 2, 3, 3], [4, 2], **{"attrs.pads_begin": [0, 0, 1, 1], "attrs.pads_end": [0, 0, 0, 1]}),
+        _binary([1, 2, 4, 4], [3, 2, 2, 2], fet="boolean"),
+        _deform([1, 2, 4, 4], [1, 8, 3, 3], [1, 2, 2, 2]),
     ]
     junk = [None, True, -1, 2**70, 1.5, "x", [], [-1], [1, 2, 3, 4, 5], {"a": 1}]
     for w in graphs:

@@ -291,5 +291,150 @@ def _interpolate() -> list[GoldenCase]:
     return out
 
 
+# ---------------------------------------------------------------- BinaryConvolution
+
+
+def _binary_conv_definition(x, bits, strides, dilations, pb, pe, pad_value) -> np.ndarray:
+    """OpenVINO's reference loop (the op's definition): 2 * [x == bit] - 1 summed over each window."""
+    n, c = x.shape[:2]
+    sp = x.shape[2:]
+    k = bits.shape[2:]
+    padded = np.full((n, c, *(d + b + e for d, b, e in zip(sp, pb, pe))), np.float32(pad_value), x.dtype)
+    padded[(slice(None), slice(None), *(slice(b, b + d) for b, d in zip(pb, sp)))] = x
+    eff = [(kk - 1) * dd + 1 for kk, dd in zip(k, dilations)]
+    out_sp = [(p - e) // s + 1 for p, e, s in zip(padded.shape[2:], eff, strides)]
+    y = np.zeros((n, bits.shape[0], *out_sp), x.dtype)
+    for o in np.ndindex(*out_sp):
+        win = padded[
+            (slice(None), slice(None), *(slice(i * s, i * s + e, d) for i, s, e, d in zip(o, strides, eff, dilations)))
+        ]
+        match = (win[:, None] == bits[None].astype(x.dtype)).reshape(n, bits.shape[0], -1)
+        y[(slice(None), slice(None), *o)] = 2 * match.sum(-1) - match.shape[-1]
+    return y
+
+
+def _binary_conv() -> list[GoldenCase]:
+    out = []
+    for k, (xs, fs, strides, dil, pb, pe, auto, pad_value, fdt) in enumerate(
+        [
+            ((2, 3, 5, 6), (4, 3, 3, 2), [1, 2], [1, 1], [1, 0], [1, 1], "EXPLICIT", 1.0, np.float32),
+            ((1, 2, 6, 6), (3, 2, 2, 2), [2, 1], [2, 1], [0, 0], [0, 0], "SAME_UPPER", 0.0, np.bool_),
+            ((1, 2, 7), (2, 2, 3), [1], [1], [2], [-1], "EXPLICIT", -1.0, np.int32),
+        ]
+    ):
+        rng = _rng(60 + k)
+        x = rng.integers(0, 2, xs).astype(np.float32)
+        x.ravel()[::11] = 0.5  # matches neither bit
+        f = rng.integers(0, 2, fs).astype(fdt)
+        w = FunctionWriter(era="v0.29")
+        p = w.parameter("f32", list(xs))
+        c = w.constant(f)
+        attrs = dict(strides=strides, dilations=dil, pads_begin=pb, pads_end=pe, auto_pad=auto, pad_value=pad_value)
+        r = w.result(w.op("BinaryConvolution", p, c, version=1, mode="xnor-popcount", attribute_visitor=True, **attrs))
+        if auto == "SAME_UPPER":
+            eff = [(kk - 1) * dd + 1 for kk, dd in zip(fs[2:], dil)]
+            total = [max((-(-d // s) - 1) * s + e - d, 0) for d, s, e in zip(xs[2:], strides, eff)]
+            pb, pe = [t // 2 for t in total], [t - t // 2 for t in total]
+        lo = [max(0, -b) for b in pb]
+        hi = [d - max(0, -e) for d, e in zip(xs[2:], pe)]
+        cropped = x[(slice(None), slice(None), *(slice(a, b) for a, b in zip(lo, hi)))]
+        want = _binary_conv_definition(
+            cropped, f, strides, dil, [max(0, b) for b in pb], [max(0, e) for e in pe], pad_value
+        )
+        out.append(
+            GoldenCase(
+                f"binary_convolution_{k}",
+                graph(w),
+                {str(p): x},
+                note=f"definition (no nGraph kernel; OpenVINO's reference loop in NumPy): {auto} pads {pb} {pe}, "
+                f"pad_value {pad_value}, {np.dtype(fdt)} filter bits, data 0 / 1 / 0.5",
+                expected={r: want},
+                ulp=0,
+                why="sums of 0 / 1 indicators: small integers, exact in any order",
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- DeformableConvolution
+
+
+def _bilinear(img: np.ndarray, y: np.float32, x: np.float32) -> np.float32:
+    """OpenVINO's bilinear_interpolation (no padding mode), in float32."""
+    hh, ww = img.shape
+    y1, x1 = max(int(np.floor(y)), 0), max(int(np.floor(x)), 0)
+    y2, x2 = min(int(np.ceil(y)), hh - 1), min(int(np.ceil(x)), ww - 1)
+    dx, dy = np.float32(x - np.float32(x1)), np.float32(y - np.float32(y1))
+    one = np.float32(1)
+    v11, v21, v12, v22 = img[y1, x1], img[y1, x2], img[y2, x1], img[y2, x2]
+    return (one - dx) * (one - dy) * v11 + (one - dx) * dy * v12 + dx * (one - dy) * v21 + dx * dy * v22
+
+
+def _deformable_definition(x, off, f, strides, dil, pb, pe, group, dgroup) -> np.ndarray:
+    """OpenVINO's DeformableConvolution-1 reference loop (the op's definition), float32 throughout."""
+    n, c, hh, ww = x.shape
+    o, cg, kh, kw = f.shape
+    oh = (hh + pb[0] + pe[0] - ((kh - 1) * dil[0] + 1)) // strides[0] + 1
+    ow = (ww + pb[1] + pe[1] - ((kw - 1) * dil[1] + 1)) // strides[1] + 1
+    y = np.zeros((n, o, oh, ow), np.float32)
+    per_dg = c // dgroup
+    for b, oc, i, j in np.ndindex(n, o, oh, ow):
+        g = oc // (o // group)
+        acc = np.float32(0)
+        for fc in range(cg):
+            ch = g * cg + fc
+            dg = ch // per_dg
+            for ky, kx in np.ndindex(kh, kw):
+                t = ky * kw + kx
+                py = np.float32(i * strides[0] - pb[0] + ky * dil[0]) + off[b, dg * 2 * kh * kw + 2 * t, i, j]
+                px = np.float32(j * strides[1] - pb[1] + kx * dil[1]) + off[b, dg * 2 * kh * kw + 2 * t + 1, i, j]
+                if not (0 <= px < ww and 0 <= py < hh):
+                    continue
+                acc = np.float32(acc + _bilinear(x[b, ch], py, px) * f[oc, fc, ky, kx])
+        y[b, oc, i, j] = acc
+    return y
+
+
+def _deformable() -> list[GoldenCase]:
+    out = []
+    for k, (xs, fs, strides, dil, pb, pe, group, dgroup) in enumerate(
+        [
+            ((1, 2, 5, 5), (3, 2, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1], 1, 1),
+            ((2, 4, 6, 5), (4, 2, 2, 2), [2, 1], [1, 2], [0, 1], [1, 0], 2, 2),
+        ]
+    ):
+        rng = _rng(70 + k)
+        kh, kw = fs[2:]
+        oh = (xs[2] + pb[0] + pe[0] - ((kh - 1) * dil[0] + 1)) // strides[0] + 1
+        ow = (xs[3] + pb[1] + pe[1] - ((kw - 1) * dil[1] + 1)) // strides[1] + 1
+        offs = (xs[0], dgroup * 2 * kh * kw, oh, ow)
+        x = rng.standard_normal(xs).astype(np.float32)
+        f = rng.standard_normal(fs).astype(np.float32)
+        off = (rng.standard_normal(offs) * 1.5).astype(np.float32)
+        off.ravel()[::7] = np.round(off.ravel()[::7])  # whole offsets: taps exactly on the border rows and columns
+        w = FunctionWriter(era="v0.29")
+        px, po, pf = w.parameter("f32", list(xs)), w.parameter("f32", list(offs)), w.parameter("f32", list(fs))
+        attrs = dict(strides=strides, dilations=dil, pads_begin=pb, pads_end=pe, auto_pad="EXPLICIT")
+        r = w.result(
+            w.op("DeformableConvolution", px, po, pf, version=1, group=group, deformable_group=dgroup,
+                 attribute_visitor=True, **attrs)
+        )  # fmt: skip
+        want = _deformable_definition(x, off, f, strides, dil, pb, pe, group, dgroup)
+        out.append(
+            GoldenCase(
+                f"deformable_convolution_{k}",
+                graph(w),
+                {str(px): x, str(po): off, str(pf): f},
+                note=f"definition (no nGraph kernel; OpenVINO's reference loop in NumPy, float32): group {group}, "
+                f"deformable_group {dgroup}, pads {pb} {pe}; offsets reaching past every border",
+                expected={r: want},
+                ulp=4,
+                why="bilinear weights and the sums of products in another order, offsets rounded once more: "
+                "measured 1 ULP (of the largest output)",
+            )
+        )
+    return out
+
+
 def cases() -> list[GoldenCase]:
-    return _group_conv() + _layer_norm() + _mvn() + _interpolate()
+    return _group_conv() + _layer_norm() + _mvn() + _interpolate() + _binary_conv() + _deformable()

@@ -74,8 +74,10 @@ BACKEND_OPS = frozenset(
 
 from . import (  # noqa: E402, F401  (registers the converters, after OPS exists)
     activation,
+    binary_conv,
     compare,
     conv,
+    deformable_conv,
     dot,
     elementwise,
     fake_quantize,
