@@ -98,6 +98,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     quant,
     quantized,
     reduce,
+    rnn,
     scatter,
     shape,
     split,

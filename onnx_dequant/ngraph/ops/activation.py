@@ -88,11 +88,15 @@ def hard_sigmoid(ctx: OpContext) -> list[TensorType]:
     t = unary_input(ctx)
     _reals_only(ctx, t)
     ctx.require_onnx(t.elem_type, "Mul", "Add", "Where", "Greater")
-    alpha = _const(ctx, float(np.float32(_real(ctx, "alpha"))), t)
-    beta = _const(ctx, float(np.float32(_real(ctx, "beta"))), t)
-    y = ctx.emit("Add", [ctx.emit("Mul", [alpha, ctx.inputs[0]]), beta])
-    _minimum(ctx, _maximum(ctx, y, _const(ctx, 0.0, t)), _const(ctx, 1.0, t), ctx.out())
+    emit_hard_sigmoid(ctx, ctx.inputs[0], t, _real(ctx, "alpha"), _real(ctx, "beta"), ctx.out())
     return [t]
+
+
+def emit_hard_sigmoid(ctx: OpContext, x: str, t: TensorType, alpha: float, beta: float, out: str | None = None) -> str:
+    """nGraph's HardSigmoid of ``x``: min(max(alpha * x + beta, 0), 1), alpha and beta rounded to float first."""
+    a, b = (_const(ctx, float(np.float32(v)), t) for v in (alpha, beta))
+    y = ctx.emit("Add", [ctx.emit("Mul", [a, x]), b])
+    return _minimum(ctx, _maximum(ctx, y, _const(ctx, 0.0, t)), _const(ctx, 1.0, t), out)
 
 
 @register("PRelu")

@@ -167,9 +167,13 @@ def clamp(ctx: OpContext) -> list[TensorType]:
     if lo > hi:
         raise ctx.error(f"The 'min' parameter needs to be less than 'max' for Clamp (min {lo}, max {hi})")
     ctx.require_onnx(dt, "Greater", "Less", "Where")
+    emit_clamp(ctx, ctx.inputs[0], dt, lo, hi, ctx.out())
+    return [t]
+
+
+def emit_clamp(ctx: OpContext, x: str, dt: dtypes.DType, lo: float, hi: float, out: str | None = None) -> str:
+    """nGraph's Clamp kernel on ``x``: ``x < lo ? lo : (x > hi ? hi : x)``, the bounds cast to ``dt`` first."""
     with np.errstate(over="ignore", invalid="ignore"):
         lo_t, hi_t = (ctx.scalar(np.array(b).astype(dt.numpy), dt) for b in (lo, hi))
-    x = ctx.inputs[0]
     y = ctx.emit("Where", [ctx.emit("Greater", [x, hi_t]), hi_t, x])
-    ctx.emit("Where", [ctx.emit("Less", [x, lo_t]), lo_t, y], ctx.out())
-    return [t]
+    return ctx.emit("Where", [ctx.emit("Less", [x, lo_t]), lo_t, y], out)
