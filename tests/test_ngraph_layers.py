@@ -301,6 +301,47 @@ def test_deformable_convolution_border_rule():
     assert np.array_equal(y, want)
 
 
+# ---------------------------------------------------------------- CropAndResize
+
+
+def _crop(image=(1, 4, 4, 2), boxes=(2, 4), ind=(2,), size=(2, 2), *, bet="f32", iet="i32", set_="i32", **attrs):
+    w = FunctionWriter()
+    ps = [w.parameter("f32", list(image)), w.parameter(bet, list(boxes)), w.parameter(iet, list(ind))]
+    c = w.constant(np.array(size, odq.dtypes.parse(set_).numpy))
+    full = {"resize_method": "bilinear", "extrapolation_value": 0.0} | attrs
+    w.result(w.op("CropAndResize", *ps, c, **full))
+    return w
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"resize_method": "unspecified"}, "Resize method not specified"),
+        ({"resize_method": "bicubic"}, "'resize_method' must be bilinear or nearest"),
+        ({"image": (4, 4, 2)}, "Image must be NHWC"),
+        ({"boxes": (2, 4, 1)}, "Boxes must be 2d"),
+        ({"boxes": (2, 3)}, "Second boxes dimension must be 4"),
+        ({"bet": "i32"}, "Boxes must be real values in [0, 1]"),
+        ({"ind": (2, 1)}, "Box indices must have rank 1"),
+        ({"iet": "f32"}, "Box indices must be integers"),
+        ({"set_": "f32"}, "crops_size must be integral"),
+        ({"size": (2, 2, 2)}, "crop_size must be a vector of length 2"),
+        ({"extrapolation_value": "x"}, "'extrapolation_value' must be a number"),
+    ],
+)
+def test_crop_and_resize_rules(kw, match):
+    _refused(_crop(**kw), match)
+
+
+def test_crop_and_resize_nearest_rounds_half_away_from_zero():
+    """A 1 x 3 row cropped to 5 points over x in [0, 1]: positions 0, 0.5, 1, 1.5, 2 read columns 0, 1, 1, 2, 2
+    (roundf; ONNX Round would give 0, 0, 1, 2, 2)."""
+    w = _crop((1, 1, 3, 1), (1, 4), (1,), (1, 5), resize_method="nearest")
+    image = np.array([10, 20, 30], np.float32).reshape(1, 1, 3, 1)
+    (y,) = _run(w, image, np.array([[0, 0, 0, 1]], np.float32), np.array([0], np.int32))
+    assert np.array_equal(y.reshape(-1), np.float32([10, 20, 20, 30, 30]))
+
+
 # ---------------------------------------------------------------- every op: odd attributes raise DequantizeError only
 
 
@@ -313,6 +354,7 @@ def test_odd_attributes_raise_dequantize_error_only():
         _interp([1, 2, 3, 3], [4, 2], **{"attrs.pads_begin": [0, 0, 1, 1], "attrs.pads_end": [0, 0, 0, 1]}),
         _binary([1, 2, 4, 4], [3, 2, 2, 2], fet="boolean"),
         _deform([1, 2, 4, 4], [1, 8, 3, 3], [1, 2, 2, 2]),
+        _crop(resize_method="nearest"),
     ]
     junk = [None, True, -1, 2**70, 1.5, "x", [], [-1], [1, 2, 3, 4, 5], {"a": 1}]
     for w in graphs:

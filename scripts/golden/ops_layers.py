@@ -436,5 +436,72 @@ def _deformable() -> list[GoldenCase]:
     return out
 
 
+# ---------------------------------------------------------------- CropAndResize
+
+
+def _crop_and_resize_definition(image, boxes, box_ind, ch, cw, method, extrapolation) -> np.ndarray:
+    """TensorFlow's CropAndResize kernel (the op's definition), float32 step by step."""
+    f = np.float32
+    _, hh, ww, c = image.shape
+    out = np.zeros((len(boxes), ch, cw, c), np.float32)
+    for b, (y1, x1, y2, x2) in enumerate(boxes.astype(np.float32)):
+        img = image[box_ind[b]].astype(np.float32)
+        hs = f(f(f(y2 - y1) * f(hh - 1)) / f(ch - 1)) if ch > 1 else f(0)
+        ws = f(f(f(x2 - x1) * f(ww - 1)) / f(cw - 1)) if cw > 1 else f(0)
+        for y in range(ch):
+            in_y = f(f(y1 * f(hh - 1)) + f(f(y) * hs)) if ch > 1 else f(f(f(0.5) * f(y1 + y2)) * f(hh - 1))
+            for x in range(cw):
+                in_x = f(f(x1 * f(ww - 1)) + f(f(x) * ws)) if cw > 1 else f(f(f(0.5) * f(x1 + x2)) * f(ww - 1))
+                if not (0 <= in_y <= hh - 1 and 0 <= in_x <= ww - 1):
+                    out[b, y, x] = f(extrapolation)
+                    continue
+                if method == "nearest":
+                    out[b, y, x] = img[int(np.floor(in_y + f(0.5))) if in_y % 1 != 0.5 else int(in_y) + 1,
+                                       int(np.floor(in_x + f(0.5))) if in_x % 1 != 0.5 else int(in_x) + 1]  # fmt: skip
+                    continue
+                ty, by, lx, rx = int(np.floor(in_y)), int(np.ceil(in_y)), int(np.floor(in_x)), int(np.ceil(in_x))
+                yl, xl = f(in_y - f(ty)), f(in_x - f(lx))
+                top = img[ty, lx] + (img[ty, rx] - img[ty, lx]) * xl
+                bottom = img[by, lx] + (img[by, rx] - img[by, lx]) * xl
+                out[b, y, x] = top + (bottom - top) * yl
+    return out
+
+
+def _crop_and_resize() -> list[GoldenCase]:
+    out = []
+    boxes = np.array(
+        [
+            [0.0, 0.0, 1.0, 1.0],
+            [0.1, 0.25, 0.7, 0.9],
+            [-0.2, 0.5, 0.6, 1.3],
+            [0.8, 0.9, 0.2, 0.1],
+            [0.5, 0.5, 0.5, 0.5],
+        ],
+        np.float32,
+    )
+    box_ind = np.array([0, 1, 0, 1, 1], np.int32)
+    for k, (method, ch, cw, extrapolation) in enumerate(
+        [("bilinear", 4, 3, 0.0), ("nearest", 5, 4, -1.5), ("bilinear", 1, 6, 7.0)]
+    ):
+        rng = _rng(80 + k)
+        image = rng.standard_normal((2, 5, 6, 3)).astype(np.float32)
+        w = FunctionWriter(era="v0.29")
+        pi, pb, pn = w.parameter("f32", [2, 5, 6, 3]), w.parameter("f32", [5, 4]), w.parameter("i32", [5])
+        size = w.constant(np.array([ch, cw], np.int32))
+        r = w.result(w.op("CropAndResize", pi, pb, pn, size, resize_method=method, extrapolation_value=extrapolation))
+        want = _crop_and_resize_definition(image, boxes, box_ind, ch, cw, method, extrapolation)
+        out.append(
+            GoldenCase(
+                f"crop_and_resize_{method}_{ch}x{cw}",
+                graph(w),
+                {str(pi): image, str(pb): boxes, str(pn): box_ind},
+                note=f"definition (no nGraph kernel; TensorFlow's CropAndResize kernel in NumPy, float32): {method}, "
+                f"crop {ch}x{cw}, extrapolation {extrapolation}; boxes flipped, partly outside, one point",
+                expected={r: want},
+            )
+        )
+    return out
+
+
 def cases() -> list[GoldenCase]:
-    return _group_conv() + _layer_norm() + _mvn() + _interpolate() + _binary_conv() + _deformable()
+    return _group_conv() + _layer_norm() + _mvn() + _interpolate() + _binary_conv() + _deformable() + _crop_and_resize()

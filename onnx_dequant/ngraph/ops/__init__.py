@@ -77,6 +77,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     binary_conv,
     compare,
     conv,
+    crop_and_resize,
     deformable_conv,
     dot,
     elementwise,
