@@ -20,20 +20,16 @@ from onnx import TensorProto
 from ...contract import TensorType
 from ..context import OpContext, shape_str
 from . import register
-from .conv import conv_geometry
+from .conv import conv_geometry, conv_types
 
 
 @register("DeformableConvolution", versions=(1,))
 def deformable_convolution(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(3)
-    td, to, tf = ctx.types
-    dt = td.elem_type
-    if tf.elem_type is not dt or to.elem_type is not dt:
-        raise ctx.error(
-            f"Element types for data batch and filters do not match (data batch element type: {dt}, filters element type: {tf.elem_type}, offsets: {to.elem_type})"  # noqa: E501  (nGraph's message, whole so it can be searched)
-        )
-    if not dt.is_real:
-        raise ctx.error(f"DeformableConvolution on {dt} is not supported (real types only)")
+    td, to, _ = ctx.types
+    dt = conv_types(ctx, 0, 2)
+    if to.elem_type is not dt:
+        raise ctx.error(f"Offsets element type ({to.elem_type}) must be the data's ({dt})")
     n, c, h, w = _shape4(ctx, 0, "data batch")
     fshape = ctx.static_shape(2, "filters")
     if len(fshape) != 4:
