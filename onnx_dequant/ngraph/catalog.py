@@ -8,6 +8,7 @@ standalone ONNX model; ``BACKEND_OPS``: only in graphs serialized after backend 
 from __future__ import annotations
 
 from .ops import BACKEND_OPS, OPS
+from .ops.detection import DETECTION_REFUSED
 
 __all__ = ["OPSET0", "OPSET1", "REFUSED", "catalog", "catalog_markdown"]
 
@@ -294,6 +295,7 @@ REFUSED: dict[str, str] = {
     "RandomUniform": _RANDOM,
     "GenerateMask": _RANDOM,
     "Passthrough": "opaque backend-specific code (a string of another language): nothing to convert",
+    **DETECTION_REFUSED,
 }
 """Ops refused by design, with the reason (the importer's error names it)."""
 

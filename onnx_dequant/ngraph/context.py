@@ -210,6 +210,22 @@ class OpContext:
             return bool(v)
         raise self.error(f"'{key}' must be true or false, got {_dump(v)}")
 
+    def attr_float(self, key: str, default: Any = MISSING) -> float:
+        """A number attribute, rounded to float32 (nGraph keeps these attributes as ``float``)."""
+        v = self.raw(key, default)
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise self.error(f"'{key}' must be a number, got {_dump(v)}")
+        with np.errstate(over="ignore"):
+            return float(np.float32(v))
+
+    def attr_floats(self, key: str, default: Any = MISSING) -> list[float]:
+        """A list of numbers, each rounded to float32 (``std::vector<float>`` attributes)."""
+        v = self.raw(key, default)
+        if type(v) is not list or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+            raise self.error(f"'{key}' must be a list of numbers, got {_dump(v)}")
+        with np.errstate(over="ignore"):
+            return [float(np.float32(x)) for x in v]
+
     def attr_ints(
         self, key: str, default: Any = MISSING, *, lo: int = 0, hi: int = MAX_DIM, length: int | None = None
     ) -> list[int]:
