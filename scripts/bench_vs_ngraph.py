@@ -4,8 +4,11 @@
     python scripts/bench_vs_ngraph.py [--runner PATH] [--repeat N] [--trials K] [--threads T] [--quick]
 
 Graphs: the samples of models/ (``quantized_mlp`` with its Adds in nGraph 0.26's spelling and a static batch;
-``conv_block`` only where nGraph's CPU backend can JIT its convolutions) and an MLP and an LSTM generated here
-(i8 per-channel weights dequantized in the graph). nGraph: ``ngraph-run --backend CPU --repeat M`` prints the
+``conv_block`` only where nGraph's CPU backend can JIT its convolutions), an MLP and an LSTM generated here
+(i8 per-channel weights dequantized in the graph), and graphs of the ops that are no Dequantize: chains of
+nGraph's LSTMCell, GRUCell and RNNCell (ONNX LSTM / GRU / RNN after conversion), BatchNormInference, and an MLP
+of opset-0 Gemm (f32 weights). LSTMSequence is not among them: nGraph 0.26 has no such op.
+nGraph: ``ngraph-run --backend CPU --repeat M`` prints the
 mean of M calls, the first included; two runs (``M = N/5`` and ``N/5 + N``) take the first call out:
 ``(total_long - total_short) / N``. ONNX Runtime: the lowered model at the default level with
 ``session.disable_quant_qdq=1``, warmed up, then the median of N timed calls. Each side is measured
@@ -86,6 +89,66 @@ def lstm(batch: int, inputs: int, hidden: int, steps: int) -> tuple[FunctionWrit
     return w, feeds
 
 
+_CELL_ATTRS = {"clip": 0.0, "activation_alpha": [], "activation_beta": []}
+_GATES = {"RNNCell": 1, "GRUCell": 3, "LSTMCell": 4}
+_ACTS = {"RNNCell": ["tanh"], "GRUCell": ["sigmoid", "tanh"], "LSTMCell": ["sigmoid", "tanh", "tanh"]}
+
+
+def cells(op: str, batch: int, inputs: int, hidden: int, steps: int) -> tuple[FunctionWriter, dict[str, np.ndarray]]:
+    """``steps`` of one recurrent cell (nGraph 0.26's RNNCell, GRUCell or LSTMCell; f32 weights as Constants)."""
+    rng = np.random.default_rng(3)
+    w = FunctionWriter(op.lower())
+    xs = [w.parameter("f32", [batch, inputs]) for _ in range(steps)]
+    g = _GATES[op]
+    scale = 1 / math.sqrt(inputs + hidden)
+    W = w.constant((rng.standard_normal((g * hidden, inputs)) * scale).astype(np.float32))
+    R = w.constant((rng.standard_normal((g * hidden, hidden)) * scale).astype(np.float32))
+    B = w.constant(rng.uniform(-0.1, 0.1, 2 * g * hidden).astype(np.float32))
+    h = c = w.constant(np.zeros((batch, hidden), np.float32))
+    attrs = dict(_CELL_ATTRS, hidden_size=hidden, activations=_ACTS[op])
+    for x in xs:
+        if op == "LSTMCell":
+            p = w.constant(np.zeros(3 * hidden, np.float32))
+            y = w.op(op, x, W, R, h, c, B, p, input_forget=False, **attrs)
+            h, c = w.op("GetOutputElement", y, n=0), w.op("GetOutputElement", y, n=1)
+        elif op == "GRUCell":
+            h = w.op(op, x, W, R, h, B, linear_before_reset=False, **attrs)
+        else:
+            h = w.op(op, x, W, R, h, B, **attrs)
+    w.result(h)
+    if op == "LSTMCell":
+        w.result(c)
+    return w, {str(p): rng.standard_normal((batch, inputs)).astype(np.float32) for p in xs}
+
+
+def batch_norm(shape: list[int]) -> tuple[FunctionWriter, dict[str, np.ndarray]]:
+    """BatchNormInference (nGraph's inputs: gamma, beta, input, mean, variance) on ``shape``, channels axis 1."""
+    rng = np.random.default_rng(4)
+    w = FunctionWriter("batch_norm")
+    x = w.parameter("f32", shape)
+    c = shape[1]
+    gamma, beta, mean = (w.constant(rng.standard_normal(c).astype(np.float32)) for _ in range(3))
+    var = w.constant(rng.uniform(0.5, 2, c).astype(np.float32))
+    w.result(w.op("BatchNormInference", gamma, beta, x, mean, var, eps=1e-5))
+    return w, {str(x): rng.standard_normal(shape).astype(np.float32)}
+
+
+def gemm_mlp(batch: int, sizes: list[int]) -> tuple[FunctionWriter, dict[str, np.ndarray]]:
+    """An MLP of nGraph's opset-0 Gemm (``alpha * A . B + beta * C``, B transposed) and Relu, f32 weights."""
+    rng = np.random.default_rng(5)
+    w = FunctionWriter("gemm_mlp")
+    x = w.parameter("f32", [batch, sizes[0]])
+    h = x
+    for i, (k, n) in enumerate(zip(sizes, sizes[1:])):
+        b = w.constant((rng.standard_normal((n, k)) / math.sqrt(k)).astype(np.float32))
+        bias = w.constant(np.tile(rng.uniform(-0.1, 0.1, n).astype(np.float32), (batch, 1)))
+        h = w.op("Gemm", h, b, bias, alpha=1.0, beta=1.0, transA=False, transB=True)
+        if i < len(sizes) - 2:
+            h = w.op("Relu", h)
+    w.result(h)
+    return w, {str(x): rng.standard_normal((batch, sizes[0])).astype(np.float32)}
+
+
 def samples() -> list[tuple[str, list, dict[str, np.ndarray]]]:
     from golden.samples import cases  # the golden suite's sample cases: nGraph 0.26 spelling, fixed inputs
 
@@ -154,13 +217,28 @@ def main(argv: list[str] | None = None) -> int:
     repeat, trials = (5, 1) if a.quick else (a.repeat, a.trials)
     graphs = samples()
     if a.quick:
-        generated = [("mlp_64x256", *mlp(8, [64, 256, 10])), ("lstm_h64_t4", *lstm(4, 32, 64, 4))]
+        generated = [
+            ("mlp_64x256", *mlp(8, [64, 256, 10])),
+            ("lstm_h64_t4", *lstm(4, 32, 64, 4)),
+            ("lstm_cell_h64_t4", *cells("LSTMCell", 4, 32, 64, 4)),
+            ("gru_cell_h64_t4", *cells("GRUCell", 4, 32, 64, 4)),
+            ("rnn_cell_h64_t4", *cells("RNNCell", 4, 32, 64, 4)),
+            ("batch_norm_8x16x8x8", *batch_norm([8, 16, 8, 8])),
+            ("gemm_mlp_64x256", *gemm_mlp(8, [64, 256, 10])),
+        ]
     else:
         generated = [
             ("mlp_b64_784-1024-1024-10", *mlp(64, [784, 1024, 1024, 10])),
             ("mlp_b1_784-1024-1024-10", *mlp(1, [784, 1024, 1024, 10])),
             ("lstm_b16_i128_h256_t16", *lstm(16, 128, 256, 16)),
             ("lstm_b1_i64_h128_t32", *lstm(1, 64, 128, 32)),
+            ("lstm_cell_b16_i128_h256_t16", *cells("LSTMCell", 16, 128, 256, 16)),
+            ("lstm_cell_b1_i64_h128_t32", *cells("LSTMCell", 1, 64, 128, 32)),
+            ("gru_cell_b16_i128_h256_t16", *cells("GRUCell", 16, 128, 256, 16)),
+            ("rnn_cell_b16_i128_h256_t16", *cells("RNNCell", 16, 128, 256, 16)),
+            ("batch_norm_32x64x28x28", *batch_norm([32, 64, 28, 28])),
+            ("batch_norm_b64_c1024", *batch_norm([64, 1024])),
+            ("gemm_mlp_b64_784-1024-1024-10", *gemm_mlp(64, [784, 1024, 1024, 10])),
         ]
     graphs += [(name, [w.to_json()], feeds) for name, w, feeds in generated]
     print(f"{'graph':28} {'nGraph CPU ms':>14} {'ORT ms':>10} {'ORT/nGraph':>11}")

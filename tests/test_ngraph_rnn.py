@@ -43,6 +43,10 @@ def _ops(model: onnx.ModelProto) -> list[str]:
         ("lstm_cell_activations", None),  # activation parameters are read differently
         ("gru_cell_activations_clip", None),
         ("rnn_cell_sigmoid_clip", None),
+        ("lstm_sequence_bidirectional", "LSTM"),
+        ("lstm_sequence_reverse", "LSTM"),
+        ("lstm_sequence_forward_clip", None),
+        ("lstm_sequence_bidirectional_decomposed", None),
     ],
 )
 def test_onnx_recurrent_op_only_where_it_matches(case, onnx_op):
@@ -91,6 +95,11 @@ def _param_shape(g: list[dict], k: int, shape: list[int]) -> list[dict]:
         ("rnn_cell", 2, [5, 4], "Input tensor R must have shape (5, 5)"),
         ("rnn_cell_later", 4, [10], "Input tensor B must have shape (5)"),
         ("rnn_cell", 0, [3, 4, 1], "Input tensor X must have rank 2"),
+        ("lstm_sequence_bidirectional", 1, [1, 3, 5], "Input tensor initial_hidden_state must have shape (2, 3, 5)"),
+        ("lstm_sequence_forward", 4, [1, 20, 5], "Input tensor W must have shape (1, 20, 4)"),
+        ("lstm_sequence_forward", 6, [1, 40], "Input tensor B must have shape (1, 20)"),
+        ("lstm_sequence_forward", 3, [2], "Input tensor sequence_lengths must have shape (3)"),
+        ("lstm_sequence_forward", 0, [3, 12], "Input tensor X must have shape [seq_length >= 1, batch_size"),
     ],
 )
 def test_shape_checks_are_ngraphs(case, k, shape, match):
@@ -109,6 +118,8 @@ def test_shape_checks_are_ngraphs(case, k, shape, match):
         ("lstm_cell_later_ifco", {"weights_format": 5}, "'weights_format' must be one of"),
         ("gru_cell", {"hidden_size": 0}, "'hidden_size' must be an integer in [1,"),
         ("gru_cell", {"linear_before_reset": "yes"}, "'linear_before_reset' must be true or false"),
+        ("lstm_sequence_forward", {"direction": "sideways"}, "'direction' must be one of forward, reverse"),
+        ("lstm_sequence_forward", {"clip_threshold": "1"}, "'clip_threshold' must be a number"),
     ],
 )
 def test_attribute_checks(case, attrs, match):
@@ -125,6 +136,24 @@ def test_element_types_must_agree_and_be_real():
         if o["op"] == "Parameter":
             o["element_type"] = "int32_t"
     _error(g, "RNNCell on i32 is not supported (real types only)")
+
+
+def test_sequence_lengths_must_be_i32():
+    g = _graph("lstm_sequence_forward")
+    next(o for o in g[-1]["ops"] if o["name"] == _op(g)["inputs"][3])["element_type"] = "int64_t"
+    _error(g, "sequence_lengths must be i32 (nGraph compares it with an i32 time step), got i64")
+
+
+def test_constant_lengths_inside_the_sequence_need_no_fix_up():
+    """Lengths known to be in [1, seq] go to ONNX's LSTM as they are; others are clamped, and an entry of
+    length 0 keeps its initial state (ONNX Runtime zeroes it)."""
+    g = _graph("lstm_sequence_forward")
+    assert "Where" in _ops(odq.ngraph.convert(g))
+    lens = next(o for o in g[-1]["ops"] if o["name"] == _op(g)["inputs"][3])
+    lens.update(op="Constant", value=["3", "1", "2"])
+    g[-1]["parameters"].remove(lens["name"])
+    ops = _ops(odq.ngraph.convert(g))
+    assert "Where" not in ops and "Min" not in ops and ops.count("LSTM") == 1, ops
 
 
 def test_input_count_is_checked():

@@ -1,7 +1,10 @@
 """Recurrent cells: RNNCell, GRUCell, LSTMCell in nGraph 0.26's form (run by nGraph itself) and in the later
 serializer's form (one bias per gate, states after X, LSTM ``weights_format``, GRUCell op_version 3), which
 0.26 cannot read: those cases' expected values are nGraph 0.26's outputs of the same cell written in 0.26's
-form (weights reordered to ``iofc``, the bias as ``[Wb, Rb = 0]``), which the op's definition makes equal."""
+form (weights reordered to ``iofc``, the bias as ``[Wb, Rb = 0]``), which the op's definition makes equal.
+LSTMSequence (later nGraph only) likewise: its expected values are nGraph 0.26's outputs of the op's
+decomposition (``LSTMSequence::decompose_op``) written in 0.26's ops: per step an LSTMCell, Select against
+``Greater(t, sequence_lengths)``, ReverseSequence around a reverse pass, Concat."""
 
 from __future__ import annotations
 
@@ -189,6 +192,105 @@ def _later_gru(name: str, lbr: bool) -> GoldenCase:
     )
 
 
+SEQ = 3
+
+
+def _seq_reference(ins: dict, direction: str, fmt: str, acts, alpha, beta, clip: float, input_forget: bool):
+    """LSTMSequence's decomposition in nGraph 0.26's ops, and its inputs (per direction, in 0.26's form)."""
+    w = FunctionWriter()
+    feeds = {}
+
+    def param(a):
+        p = w.parameter(a.dtype, list(a.shape))
+        feeds[p] = a
+        return p
+
+    x, lens = param(ins["X"]), param(ins["lens"])
+    shape = [BATCH, HIDDEN]
+    lens_b = w.op("Broadcast", lens, shape=shape, axes=[1])
+    ys, hs, cs = [], [], []
+    for k, reverse in enumerate([direction == "reverse"] if direction != "bidirectional" else [False, True]):
+        W, R = (param(_reorder(ins[n][k], fmt, _GATES)) for n in ("W", "R"))
+        B = param(np.concatenate([_reorder(ins["B"][k], fmt, _GATES), np.zeros(4 * HIDDEN, np.float32)]))
+        P = param(ins["P"][k])
+        h, c = param(ins["H"][k]), param(ins["C"][k])
+        xs = w.op("ReverseSequence", x, lens, batch_axis=1, sequence_axis=0) if reverse else x
+        steps = []
+        for t in range(SEQ):
+            xt = w.op("Slice", xs, lower_bounds=[t, 0, 0], upper_bounds=[t + 1, BATCH, INPUT], strides=[1, 1, 1])
+            xt = w.op("Reshape", xt, input_order=[0, 1, 2], output_shape=[BATCH, INPUT])
+            cell = w.op(
+                "LSTMCell", xt, W, R, h, c, B, P, input_forget=input_forget, **_attrs(HIDDEN, acts, alpha, beta, clip)
+            )
+            h_new, c_new = w.op("GetOutputElement", cell, n=0), w.op("GetOutputElement", cell, n=1)
+            done = w.op("Greater", w.constant(np.full(shape, t + 1, np.int32)), lens_b)
+            y = w.op("Select", done, w.constant(np.zeros(shape, np.float32)), h_new)
+            steps.append(w.op("Reshape", y, input_order=[0, 1], output_shape=[1, BATCH, HIDDEN]))
+            h, c = w.op("Select", done, h, h_new), w.op("Select", done, c, c_new)
+        y = w.op("Concat", *steps, axis=0)
+        if reverse:
+            y = w.op("ReverseSequence", y, lens, batch_axis=1, sequence_axis=0)
+        ys.append(w.op("Reshape", y, input_order=[0, 1, 2], output_shape=[SEQ, 1, BATCH, HIDDEN]))
+        hs.append(w.op("Reshape", h, input_order=[0, 1], output_shape=[1, BATCH, HIDDEN]))
+        cs.append(w.op("Reshape", c, input_order=[0, 1], output_shape=[1, BATCH, HIDDEN]))
+    for parts, axis in ((ys, 1), (hs, 0), (cs, 0)):
+        w.result(parts[0] if len(parts) == 1 else w.op("Concat", *parts, axis=axis))
+    return GoldenCase("reference", graph(w), feeds)
+
+
+def _sequence(
+    name: str,
+    direction,
+    lens,
+    fmt="ifco",
+    acts=("sigmoid", "tanh", "tanh"),
+    alpha=(),
+    beta=(),
+    clip=0.0,
+    input_forget=False,
+    peepholes=True,
+    note="",
+) -> GoldenCase:
+    dirname = direction.lower() if isinstance(direction, str) else ("forward", "reverse", "bidirectional")[direction]
+    dirs = 2 if dirname == "bidirectional" else 1
+    ins = {
+        "X": _r(SEQ, BATCH, INPUT),
+        "H": _r(dirs, BATCH, HIDDEN),
+        "C": _r(dirs, BATCH, HIDDEN),
+        "lens": np.array(lens, np.int32),
+        "W": _r(dirs, 4 * HIDDEN, INPUT),
+        "R": _r(dirs, 4 * HIDDEN, HIDDEN),
+        "B": _r(dirs, 4 * HIDDEN),
+        "P": _r(dirs, 3 * HIDDEN) if peepholes else np.zeros((dirs, 3 * HIDDEN), np.float32),
+    }
+    letters = fmt if isinstance(fmt, str) else ("fico", "icof", "ifco", "ifoc", "iofc")[fmt]
+    w = FunctionWriter()
+    order = ["X", "H", "C", "lens", "W", "R", "B"] + (["P"] if peepholes else [])
+    ps = [w.parameter(ins[n].dtype, list(ins[n].shape)) for n in order]
+    attrs = _attrs(HIDDEN, list(acts), alpha, beta, later=True)
+    del attrs["clip"]
+    seq = w.op(
+        "LSTMSequence",
+        *ps,
+        direction=direction,
+        weights_format=fmt,
+        input_forget=input_forget,
+        clip_threshold=clip,
+        **attrs,
+    )
+    for k in range(3):
+        w.result(w.op("GetOutputElement", seq, n=k))
+    ref = _seq_reference(ins, dirname, letters, list(acts), alpha, beta, clip, input_forget)
+    case = GoldenCase(
+        name,
+        graph(w),
+        dict(zip(ps, (ins[n] for n in order))),
+        note=f"LSTMSequence {note}; expected: nGraph 0.26's outputs of the op's decomposition in 0.26's ops",
+        expected=dict(zip(w.results, _oracle_outputs(ref))),
+    )
+    return ulp(case, BUDGET * 2, SUMS + ", over three steps")
+
+
 def cases():
     return [
         _lstm("lstm_cell", "LSTMCell with bias and peepholes"),
@@ -217,4 +319,31 @@ def cases():
         _later_rnn(),
         _later_gru("gru_cell_v3", False),
         _later_gru("gru_cell_v3_linear_before_reset", True),
+        _sequence("lstm_sequence_forward", "forward", [3, 3, 3], note="forward, full lengths"),
+        _sequence(
+            "lstm_sequence_forward_lengths_outside",
+            "forward",
+            [0, 5, 2],
+            note="forward, lengths 0 (Y_h, Y_c hold the initial state) and past the sequence (no masking)",
+        ),
+        _sequence("lstm_sequence_reverse", 1, [3, 1, 2], fmt="fico", peepholes=False, note="reverse, mixed lengths"),
+        _sequence("lstm_sequence_bidirectional", "bidirectional", [2, 3, 1], note="bidirectional, mixed lengths"),
+        _sequence(
+            "lstm_sequence_forward_clip",
+            "forward",
+            [1, 3, 2],
+            fmt=4,
+            clip=0.5,
+            note="forward, mixed lengths, clip 0.5 (decomposed)",
+        ),
+        _sequence(
+            "lstm_sequence_bidirectional_decomposed",
+            "BIDIRECTIONAL",
+            [3, 2, 1],
+            acts=("hardsigmoid", "tanh", "relu"),
+            alpha=(0.25,),
+            beta=(0.55,),
+            input_forget=True,
+            note="bidirectional, mixed lengths, hardsigmoid / tanh / relu, input_forget (decomposed)",
+        ),
     ]

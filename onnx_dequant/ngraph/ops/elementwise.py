@@ -21,7 +21,15 @@ from ..builder import tensor_type
 from ..context import OpContext, shape_str
 from . import register
 
-__all__ = ["binary_inputs", "broadcast_shapes", "emit_abs", "no_boolean", "read_autob", "unary_input"]
+__all__ = [
+    "binary_inputs",
+    "broadcast_shapes",
+    "emit_abs",
+    "emit_real_relu",
+    "no_boolean",
+    "read_autob",
+    "unary_input",
+]
 
 
 def broadcast_shapes(a: Shape, b: Shape) -> Shape | bool:
@@ -219,10 +227,9 @@ def relu(ctx: OpContext) -> list[TensorType]:
     dt = t.elem_type
     no_boolean(ctx, dt)
     x = ctx.inputs[0]
-    if dt.is_real:  # x > 0 ? x : 0
+    if dt.is_real:
         ctx.require_onnx(dt, "Greater", "Where")
-        zero = ctx.scalar(0, dt)
-        ctx.emit("Where", [ctx.emit("Greater", [x, zero]), x, zero], ctx.out())
+        emit_real_relu(ctx, x, dt, ctx.out())
     elif dt.signed:
         ctx.require_onnx(dt, "Max")
         ctx.emit("Max", [x, ctx.scalar(0, dt)], ctx.out())
@@ -230,6 +237,12 @@ def relu(ctx: OpContext) -> list[TensorType]:
         ctx.require_onnx(dt, "Identity")
         ctx.emit("Identity", [x], ctx.out())
     return [t]
+
+
+def emit_real_relu(ctx: OpContext, x: str, dt: dtypes.DType, out: str | None = None) -> str:
+    """nGraph's Relu of a real ``x``: ``x > 0 ? x : 0`` (NaN and -0 give +0)."""
+    zero = ctx.scalar(0, dt)
+    return ctx.emit("Where", [ctx.emit("Greater", [x, zero]), x, zero], out)
 
 
 def _one_to_one(onnx_op: str, reals_only: bool = True):

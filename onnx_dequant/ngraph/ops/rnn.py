@@ -32,6 +32,7 @@ from ...contract import TensorType
 from ..context import OpContext, shape_str
 from . import register
 from .activation import emit_hard_sigmoid
+from .elementwise import emit_real_relu
 from .math import emit_clamp
 
 _ACTIVATIONS = {"sigmoid": (None, None), "tanh": (None, None), "relu": (None, None), "hardsigmoid": (0.2, 0.5)}
@@ -39,8 +40,7 @@ _ACTIVATIONS = {"sigmoid": (None, None), "tanh": (None, None), "relu": (None, No
 _FORMATS = ("fico", "icof", "ifco", "ifoc", "iofc")
 """``LSTMWeightsFormat`` in enum order (a file may give the index)."""
 _DIRECTIONS = ("forward", "reverse", "bidirectional")
-_I32 = dtypes.parse("i32")
-_I64 = dtypes.parse("i64")
+_F32, _I32, _I64 = (dtypes.parse(n) for n in ("f32", "i32", "i64"))
 
 
 # ---------------------------------------------------------------- attributes and checks
@@ -111,9 +111,8 @@ class _Cell:
             return ctx.emit("Sigmoid", [x], out)
         if name == "tanh":
             return ctx.emit("Tanh", [x], out)
-        if name == "relu":  # nGraph's Relu: x > 0 ? x : 0
-            zero = self.zero()
-            return ctx.emit("Where", [ctx.emit("Greater", [x, zero]), x, zero], out)
+        if name == "relu":
+            return emit_real_relu(ctx, x, self.t.elem_type, out)
         return emit_hard_sigmoid(ctx, x, self.t, alpha, beta, out)
 
     def zero(self) -> str:
@@ -155,19 +154,22 @@ def _batch_input(cell: _Cell) -> tuple[int, int]:
     return shape[0], shape[1]
 
 
-def _weights_format(ctx: OpContext) -> str:
-    v = ctx.raw("weights_format", "ifco")
-    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < len(_FORMATS):
-        return _FORMATS[v]
-    if isinstance(v, str) and v.lower() in _FORMATS:
+def _enum(ctx: OpContext, key: str, names: Sequence[str]) -> str:
+    """An enum attribute: its name in any case, or its index (the serializer without the attribute visitor
+    writes enums as numbers); ``names[2]`` / ``names[0]`` when absent (nGraph's defaults)."""
+    v = ctx.raw(key, names[2] if key == "weights_format" else names[0])
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < len(names):
+        return names[v]
+    if isinstance(v, str) and v.lower() in names:
         return v.lower()
-    raise ctx.error(f"'weights_format' must be one of {', '.join(_FORMATS)}, got {v!r:.40}")
+    raise ctx.error(f"'{key}' must be one of {', '.join(names)}, got {v!r:.40}")
+
+
+def _weights_format(ctx: OpContext) -> str:
+    return _enum(ctx, "weights_format", _FORMATS)
 
 
 # ---------------------------------------------------------------- ONNX's own ops
-
-
-_F32 = dtypes.parse("f32")
 
 
 def _onnx_matches(cell: _Cell, defaults: Sequence[str]) -> bool:
@@ -358,3 +360,128 @@ def gru_cell(ctx: OpContext) -> list[TensorType]:
     keep = cell.mul(ctx.emit("Sub", [cell.one(), z]), ht)
     cell.add(keep, cell.mul(z, H), ctx.out())
     return [TensorType(cell.t.elem_type, (batch, hid))]
+
+
+# ---------------------------------------------------------------- LSTMSequence
+
+
+@register("LSTMSequence")
+def lstm_sequence(ctx: OpContext) -> list[TensorType]:
+    """X, initial_hidden_state, initial_cell_state, sequence_lengths, W, R, B[, P] -> Y, Y_h, Y_c."""
+    ctx.expect_inputs(7, 8)
+    cell = _Cell(ctx, 3, _LSTM_ACTS, "clip_threshold" if ctx.has("clip_threshold") else "clip")
+    direction = _enum(ctx, "direction", _DIRECTIONS)
+    dirs = 2 if direction == "bidirectional" else 1
+    shape = ctx.static_shape(0, "X")
+    if len(shape) != 3 or shape[0] < 1:
+        raise ctx.error(
+            f"Input tensor X must have shape [seq_length >= 1, batch_size, input_size], got {shape_str(shape)}"
+        )
+    seq, batch, size = shape
+    hid = cell.hidden
+    if ctx.elem(3) is not _I32:
+        raise ctx.error(f"sequence_lengths must be i32 (nGraph compares it with an i32 time step), got {ctx.elem(3)}")
+    cell.shape(3, (batch,), "sequence_lengths")
+    cell.shape(1, (dirs, batch, hid), "initial_hidden_state")
+    cell.shape(2, (dirs, batch, hid), "initial_cell_state")
+    cell.shape(4, (dirs, 4 * hid, size), "W")
+    cell.shape(5, (dirs, 4 * hid, hid), "R")
+    cell.shape(6, (dirs, 4 * hid), "B")
+    if len(ctx.inputs) > 7:
+        cell.shape(7, (dirs, 3 * hid), "P")
+    order = _weights_format(ctx)
+    input_forget = ctx.attr_bool("input_forget", False)
+    outs = [ctx.out(i) for i in range(3)]
+    dt = cell.t.elem_type
+    types = [
+        TensorType(dt, (seq, dirs, batch, hid)),
+        TensorType(dt, (dirs, batch, hid)),
+        TensorType(dt, (dirs, batch, hid)),
+    ]
+    X, H, C, lens, W, R, B = ctx.inputs[:7]
+    P = ctx.inputs[7] if len(ctx.inputs) > 7 else ""
+    if _onnx_matches(cell, _LSTM_ACTS):
+        W, R = (_gates_to(cell, v, order, "iofc", 1) for v in (W, R))
+        zeros = ctx.const(np.zeros((dirs, 4 * hid), dt.numpy), dt, "zeros")
+        B = ctx.emit("Concat", [_gates_to(cell, B, order, "iofc", 1), zeros], axis=1)
+        value = ctx.value(3)
+        direct = value is not None and value.size > 0 and 1 <= int(value.min()) and int(value.max()) <= seq
+        if not direct:  # ONNX Runtime refuses lengths past [1, seq] and zeroes Y_h / Y_c at 0; nGraph holds them
+            lo, hi = (ctx.scalar(np.array(v, np.int32), _I32) for v in (0, seq))
+            lens = ctx.emit("Min", [ctx.emit("Max", [lens, lo]), hi])
+        states = outs[1:] if direct else [ctx.b.reserve(f"{ctx.name}/state") for _ in range(2)]
+        _emit_onnx(
+            cell,
+            "LSTM",
+            [X, W, R, B, lens, H, C, P],
+            [outs[0], *states],
+            False,
+            direction=direction,
+            input_forget=int(input_forget),
+        )
+        if not direct:
+            empty = ctx.emit("Unsqueeze", [ctx.emit("Equal", [lens, lo]), ctx.int64s([1])])  # [batch, 1]
+            for initial, state, out in zip((H, C), states, outs[1:]):
+                ctx.emit("Where", [empty, initial, state], out)
+        return types
+    if P == "":
+        P = ctx.const(np.zeros((dirs, 3 * hid), dt.numpy), dt, "zeros")
+    per_direction = [[v] if dirs == 1 else cell.split(v, [1, 1], 0) for v in (H, C, W, R, B, P)]
+    lens_value = ctx.value(3)
+    masked = lens_value is None or int(lens_value.min()) < seq
+    lens64 = ctx.emit("Cast", [lens], to=_I64.onnx) if direction != "forward" else ""
+    results = []
+    for k, reverse in enumerate([direction == "reverse"] if dirs == 1 else [False, True]):
+        state = [ctx.emit("Squeeze", [v[k], ctx.int64s([0])]) for v in per_direction]
+        last = dirs == 1
+        results.append(
+            _lstm_pass(cell, X, lens, lens64, state, seq, reverse, masked, order, input_forget, outs if last else None)
+        )
+    if dirs == 2:
+        for axis, out, parts in zip((1, 0, 0), outs, zip(*results)):
+            ctx.emit("Concat", list(parts), out, axis=axis)
+    return types
+
+
+def _lstm_pass(
+    cell: _Cell,
+    x: str,
+    lens: str,
+    lens64: str,
+    state: list[str],
+    seq: int,
+    reverse: bool,
+    masked: bool,
+    order: str,
+    input_forget: bool,
+    outs: list[str] | None,
+) -> tuple[str, str, str]:
+    """One direction of LSTMSequence, unrolled: (Y [seq, 1, batch, hidden], Y_h, Y_c [1, batch, hidden])."""
+    ctx = cell.ctx
+    h, c, w, r, b, p = state
+    if reverse:
+        x = ctx.emit("ReverseSequence", [x, lens64], batch_axis=1, time_axis=0)
+    steps = cell.split(x, [1] * seq, 0)
+    column = ctx.emit("Unsqueeze", [lens, ctx.int64s([1])]) if masked else None  # [batch, 1]
+    ys = []
+    for t, step in enumerate(steps, 1):
+        step = ctx.emit("Squeeze", [step, ctx.int64s([0])])
+        h_new, c_new = _lstm_step(cell, step, h, c, w, r, b, p, order, input_forget)
+        y = ctx.emit("Unsqueeze", [h_new, ctx.int64s([0])])
+        if column is None:
+            h, c = h_new, c_new
+        else:  # past its length, a batch entry's output is 0 and its state is held
+            done = ctx.emit("Greater", [ctx.scalar(np.array(t, np.int32), _I32), column])
+            y = ctx.emit("Where", [done, cell.zero(), y])
+            h = ctx.emit("Where", [done, h, h_new])
+            c = ctx.emit("Where", [done, c, c_new])
+        ys.append(y)
+    y = ctx.emit("Concat", ys, axis=0)
+    if reverse:
+        y = ctx.emit("ReverseSequence", [y, lens64], batch_axis=1, time_axis=0)
+    o = outs or [None, None, None]
+    return (
+        ctx.emit("Unsqueeze", [y, ctx.int64s([1])], o[0]),
+        ctx.emit("Unsqueeze", [h, ctx.int64s([0])], o[1]),
+        ctx.emit("Unsqueeze", [c, ctx.int64s([0])], o[2]),
+    )
