@@ -74,13 +74,16 @@ BACKEND_OPS = frozenset(
 
 from . import (  # noqa: E402, F401  (registers the converters, after OPS exists)
     activation,
+    atan2,
     binary_conv,
     compare,
     conv,
     crop_and_resize,
+    cumsum,
     deformable_conv,
     detection,
     dot,
+    dynamic,
     elementwise,
     fake_quantize,
     group_conv,
@@ -88,6 +91,7 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     interpolate,
     io,
     layout,
+    like,
     loop,
     losses,
     math,
@@ -105,6 +109,8 @@ from . import (  # noqa: E402, F401  (registers the converters, after OPS exists
     sequence,
     shape,
     split,
+    stack,
+    strided,
     training,
     window_backprop,
 )
