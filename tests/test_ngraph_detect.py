@@ -203,7 +203,7 @@ def test_ctc_greedy_decoder_rules(shapes, types, attrs, match):
     [
         ("PSROIPooling", "position-sensitive ROI pooling"),
         ("DeformablePSROIPooling", "ONNX has no deformable or position-sensitive ROI pooling"),
-        ("DetectionOutput", "neither the adaptive threshold nor the +1 areas"),
+        ("DetectionOutput", "has no +1 areas and no pre-NMS top_k"),
         ("Proposal", "computes areas without the +1"),
     ],
 )
@@ -215,3 +215,15 @@ def test_refused_detection_ops_say_why(op, reason):
     assert f"{op} is refused: " in str(info.value) and reason in str(info.value)
     assert "run this step in application code" in str(info.value)
     assert dict((name, what) for name, _, what in odq.ngraph.catalog())[op].startswith("refused: ")
+
+
+@pytest.mark.parametrize("threshold, inputs", [(-np.inf, 4), (np.nan, 4), (0.5, 5)])
+def test_nms_threshold_below_every_score_is_no_threshold(threshold, inputs):
+    """nGraph stops at a score below score_threshold: none is below -inf or NaN, so ONNX gets no threshold."""
+    w = FunctionWriter(era="v0.29")
+    b, s = w.parameter("f32", [1, 6, 4]), w.parameter("f32", [1, 2, 6])
+    t = w.constant(np.float32(threshold))
+    w.result(w.op("NonMaxSuppression", b, s, w.constant(np.int64(2)), w.constant(np.float32(0.5)), t, version=1))
+    model = odq.ngraph.convert([w.to_json()])
+    node = next(n for n in model.graph.node if n.op_type == "NonMaxSuppression")
+    assert len(node.input) == inputs

@@ -106,7 +106,9 @@ def non_max_suppression(ctx: OpContext) -> list[TensorType]:
             )
         score_t = float(np.float32(v.reshape(-1)[0]))
     nms_inputs = [ctx.inputs[0], ctx.inputs[1], max_name, iou or ctx.scalar(np.float32(0), _F32)]
-    if not score_t == -math.inf:  # keeps every box (NaN scores too); else score >= t is score > (t one step down)
+    # -inf or NaN: no score is below it, every box is a candidate (NaN scores too): ONNX without a threshold;
+    # else score >= t is score > (t one float32 step down)
+    if not (score_t == -math.inf or math.isnan(score_t)):
         below = np.nextafter(np.float32(score_t), np.float32(-np.inf))
         nms_inputs.append(ctx.scalar(below, _F32))
     center = int(encoding == "center")
@@ -322,15 +324,16 @@ DETECTION_REFUSED = {
         f"sampled bilinearly per channel group; ONNX has no deformable or position-sensitive ROI pooling: {_OUTSIDE}"
     ),
     "DetectionOutput": (
-        "SSD's whole post-processing: boxes decoded against the priors, per-class top_k, NMS with Caffe's "
-        "adaptive threshold (eta) and +1-pixel areas for unnormalized boxes, keep_top_k across classes, rows "
-        "padded with image id -1; ONNX NonMaxSuppression has neither the adaptive threshold nor the +1 areas, "
-        f"and the rest would be a per-image Loop re-implementing the op: {_OUTSIDE} (PriorBox converts)"
+        "SSD's whole post-processing: boxes decoded against the priors (code_type, variances), a per-class "
+        "top_k before NMS, NMS over +1-pixel areas for unnormalized boxes, keep_top_k across classes, rows "
+        "padded with image id -1; ONNX NonMaxSuppression has no +1 areas and no pre-NMS top_k, so only a long "
+        f"per-image composite re-implementing the op could match it: {_OUTSIDE} (PriorBox converts)"
     ),
     "Proposal": (
-        "Faster R-CNN's region proposals: anchors, deltas decoded with Caffe's +1 widths, clipping, the "
-        "min_size filter, pre_nms_topn, NMS over +1-pixel areas, post_nms_topn rows padded; ONNX "
-        f"NonMaxSuppression computes areas without the +1, so its suppression decisions differ: {_OUTSIDE}"
+        "Faster R-CNN's region proposals: anchors, deltas decoded with +1 widths, clipping, the min_size filter, "
+        "pre_nms_topn, NMS over +1-pixel areas (unless framework is tensorflow), post_nms_topn rows padded; ONNX "
+        "NonMaxSuppression computes areas without the +1 and has no pre-NMS top-n, so its selection differs: "
+        f"{_OUTSIDE}"
     ),
 }
 """Detection ops with no exact standalone ONNX form, and why (the catalog's and the importer's reason)."""
