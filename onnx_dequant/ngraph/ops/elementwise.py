@@ -25,6 +25,7 @@ __all__ = [
     "binary_inputs",
     "broadcast_shapes",
     "emit_abs",
+    "emit_convert",
     "emit_real_relu",
     "no_boolean",
     "read_autob",
@@ -281,16 +282,20 @@ def abs_(ctx: OpContext) -> list[TensorType]:
     return [t]
 
 
+def emit_convert(ctx: OpContext, t: TensorType, target: dtypes.DType) -> list[TensorType]:
+    """Input 0 converted to ``target`` (C++ ``static_cast``: Cast, or Identity for the same type)."""
+    if target is t.elem_type:
+        ctx.require_onnx(target, "Identity")
+        ctx.emit("Identity", ctx.inputs[:1], ctx.out())
+    else:
+        ctx.require_onnx(t.elem_type, "Cast")
+        ctx.require_onnx(target, "Cast", output=True)
+        ctx.emit("Cast", ctx.inputs[:1], ctx.out(), to=target.onnx)
+    return [TensorType(target, t.shape)]
+
+
 @register("Convert")
 def convert(ctx: OpContext) -> list[TensorType]:
     t = unary_input(ctx)
     key = "target_type" if ctx.has("target_type") or not ctx.has("destination_type") else "destination_type"
-    target = ctx.attr_type(key)
-    if target is t.elem_type:
-        ctx.require_onnx(target, "Identity")
-        ctx.emit("Identity", ctx.inputs, ctx.out())
-    else:
-        ctx.require_onnx(t.elem_type, "Cast")
-        ctx.require_onnx(target, "Cast", output=True)
-        ctx.emit("Cast", ctx.inputs, ctx.out(), to=target.onnx)
-    return [TensorType(target, t.shape)]
+    return emit_convert(ctx, t, ctx.attr_type(key))

@@ -45,18 +45,22 @@ def _slice(ctx: OpContext, x: str, axis: int, start: int, end: int) -> str:
 def pad(ctx: OpContext) -> list[TensorType]:
     if ctx.op.version >= 1:
         ctx.expect_inputs(3, 4)
-        rank = ctx.rank(0)
         below = ctx.constant_ints(1, "pads_begin", lo=-MAX_DIM)
         above = ctx.constant_ints(2, "pads_end", lo=-MAX_DIM)
         has_value = len(ctx.inputs) == 4
     else:
         ctx.expect_inputs(2)
-        rank = ctx.rank(0)
         below = ctx.attr_ints("padding_below", lo=-MAX_DIM)
         above = ctx.attr_ints("padding_above", lo=-MAX_DIM)
         if any(ctx.attr_ints("padding_interior", [])):
             raise ctx.error("Legacy padding_interior field must be zero everywhere.")
         has_value = True
+    return pad_with(ctx, below, above, has_value)
+
+
+def pad_with(ctx: OpContext, below: list[int], above: list[int], has_value: bool) -> list[TensorType]:
+    """Input 0 padded by ``below`` / ``above`` in the op's ``pad_mode`` (the value: the last input)."""
+    rank = ctx.rank(0)
     t = ctx.types[0]
     dt = t.elem_type
     if has_value:

@@ -1,9 +1,11 @@
-"""ScatterAdd, ScatterNDAdd (v0) and EmbeddingLookup, ReverseSequence.
+"""ScatterAdd, ScatterNDAdd, ScatterND (v0) and EmbeddingLookup, ReverseSequence.
 
 - ScatterAdd adds ``updates[i, ...]`` into ``inputs[indices[i], ...]`` (indices of any shape, repeats
   accumulate); ScatterNDAdd adds into ``inputs[indices[..., :k]]``. Both become ONNX ScatterND with
   ``reduction="add"`` (opset 16 and later); ScatterAdd's indices get a trailing axis of 1. Float
   repeats are added in ONNX Runtime's order (nGraph's: index order).
+- ScatterND (a v0 fused op after 0.26) is nGraph's decomposition: the indexed elements set to zero,
+  then ScatterNDAdd, so repeated indices add their updates (ONNX ScatterND keeps one of them).
 - EmbeddingLookup(indices, weights) is Gather on axis 0 of the weights (indices cast to int64: real
   indices truncate, as nGraph's cast). 1-D indices only: for higher ranks nGraph 0.26's kernel copies
   rows of the output's dimension 1 instead of the weights' row length (a bug that leaves memory
@@ -57,15 +59,37 @@ def scatter_add(ctx: OpContext) -> list[TensorType]:
     return [t]
 
 
-@register("ScatterNDAdd")
-def scatter_nd_add(ctx: OpContext) -> list[TensorType]:
+def _nd_checks(ctx: OpContext) -> tuple[TensorType, tuple[int, ...]]:
+    """ScatterNDAdd's and ScatterND's checks; the type and the updates' shape."""
     t = _scatter_checks(ctx)
     shape, ishape, ushape = ctx.static_shape(0), ctx.static_shape(1, "indices"), ctx.static_shape(2, "updates")
+    if not shape:
+        raise ctx.error("Data rank is expected to be at least 1.")
     if not ishape or ishape[-1] > len(shape):
         raise ctx.error(f"Last dimension of indices ({shape_str(ishape)}) can be at most the rank of inputs")
     if tuple(ushape) != tuple(ishape[:-1]) + tuple(shape[ishape[-1] :]):
         raise ctx.error(f"Updates shape {shape_str(ushape)} does not match indices {shape_str(ishape)}")
+    return t, ushape
+
+
+@register("ScatterNDAdd")
+def scatter_nd_add(ctx: OpContext) -> list[TensorType]:
+    t, _ = _nd_checks(ctx)
     ctx.emit("ScatterND", [ctx.inputs[0], _int64(ctx, 1, "indices"), ctx.inputs[2]], ctx.out(), reduction="add")
+    return [t]
+
+
+@register("ScatterND")
+def scatter_nd(ctx: OpContext) -> list[TensorType]:
+    """nGraph's decomposition: zeros where the indices point (Select with a ScatterNDAdd mask), then
+    ScatterNDAdd of the updates, so repeated indices add up (ONNX ScatterND without reduction keeps one)."""
+    t, ushape = _nd_checks(ctx)
+    dt = t.elem_type
+    ctx.require_onnx(dt, "Expand")
+    idx = _int64(ctx, 1, "indices")
+    zeros = ctx.emit("Expand", [ctx.scalar(0, dt), ctx.int64s(ushape)])
+    cleared = ctx.emit("ScatterND", [ctx.inputs[0], idx, zeros])
+    ctx.emit("ScatterND", [cleared, idx, ctx.inputs[2]], ctx.out(), reduction="add")
     return [t]
 
 

@@ -55,12 +55,9 @@ def reshape(ctx: OpContext) -> list[TensorType]:
     return [TensorType(t.elem_type, tuple(out_shape))]
 
 
-@register("Broadcast")
-def broadcast(ctx: OpContext) -> list[TensorType]:
-    ctx.expect_inputs(1)
+def broadcast_to(ctx: OpContext, shape: list[int], axes: tuple[int, ...]) -> list[TensorType]:
+    """Input 0 broadcast to ``shape`` along the new axes ``axes`` (v0 Broadcast's rule and messages)."""
     t = ctx.types[0]
-    shape = ctx.attr_ints("shape")
-    axes = ctx.attr_axes("axes")
     bad = next((a for a in axes if a >= len(shape)), None)
     if bad is not None:
         raise ctx.error(
@@ -84,6 +81,12 @@ def broadcast(ctx: OpContext) -> list[TensorType]:
         x = ctx.emit("Unsqueeze", [x, ctx.int64s(axes)])
         ctx.emit("Expand", [x, ctx.int64s(shape)], ctx.out())
     return [TensorType(t.elem_type, tuple(shape))]
+
+
+@register("Broadcast")
+def broadcast(ctx: OpContext) -> list[TensorType]:
+    ctx.expect_inputs(1)
+    return broadcast_to(ctx, ctx.attr_ints("shape"), ctx.attr_axes("axes"))
 
 
 @register("Concat")
