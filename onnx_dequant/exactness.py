@@ -9,21 +9,25 @@ product fits float32's significand (it is then rounded once, by the Cast to the 
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 
 from . import dtypes
 
-__all__ = ["mantissa_bits", "f32_work_exact", "work_type", "ort_exact"]
+__all__ = ["mantissa_bits", "f32_work_exact", "work_type", "fused_work_type", "ort_exact"]
 
 _F32 = dtypes.parse("f32")
 _F64 = dtypes.parse("f64")
 
 
+@functools.cache
 def mantissa_bits(t: dtypes.DType) -> int:
     """Significand bits of a real type, the implicit bit included (f32: 24)."""
     return int(ml_dtypes.finfo(t.numpy).nmant) + 1
 
 
+@functools.cache
 def f32_work_exact(x: dtypes.DType, out: dtypes.DType) -> bool:
     """Whether ``(x - zp) * scale`` computed in float32 rounds exactly once to ``out``."""
     diff_bits = x.bits + 1  # the difference of two values of x's type
@@ -32,9 +36,21 @@ def f32_work_exact(x: dtypes.DType, out: dtypes.DType) -> bool:
     return out.name == "f32" or diff_bits + mantissa_bits(out) <= mantissa_bits(_F32)
 
 
+@functools.cache
 def work_type(x: dtypes.DType, out: dtypes.DType) -> dtypes.DType:
     """The narrowest float type in which ``(x - zp) * scale`` rounds exactly once to ``out``."""
     return _F32 if f32_work_exact(x, out) else _F64
+
+
+@functools.cache
+def fused_work_type(x: dtypes.DType, out: dtypes.DType) -> dtypes.DType:
+    """The work type of the reference's compiled loop: also float32 for f16/bf16 outputs whenever
+    float32 holds every difference (16-bit inputs too), because that loop rounds the f32 product to odd
+    from its exact error (a fused multiply-add), and a second rounding to 8 or 11 significant bits from
+    24 is then the one correct rounding."""
+    if out.name in ("f16", "bf16") and x.bits + 1 <= mantissa_bits(_F32):
+        return _F32
+    return work_type(x, out)
 
 
 def ort_exact(x: dtypes.DType, out: dtypes.DType) -> tuple[bool, str]:

@@ -11,6 +11,7 @@ blocks, so the peak memory is the output plus a few hundred kilobytes.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from onnx.reference.op_run import OpRun
 from . import _fused, dtypes
 from .contract import TensorType, infer, normalize_axes
 from .errors import DequantizeError
-from .exactness import work_type
+from .exactness import fused_work_type, work_type
 from .schema import DOMAIN, OP_TYPE
 
 __all__ = ["dequantize", "DequantizeOp", "round_f64_to_bf16"]
@@ -114,8 +115,6 @@ def dequantize(
     in_t = dtypes.parse(x.dtype)
     work = work_type(in_t, out_t.elem_type).numpy
     bshape = tuple(x.shape[i] if i in axes_t else 1 for i in range(x.ndim))
-    s = scale.astype(work, copy=False).reshape(bshape)
-    z = zp.astype(work).reshape(bshape) if zp is not None and zp.any() else None
     if out is None:
         out = np.empty(x.shape, out_t.elem_type.numpy)
     elif not (
@@ -134,18 +133,21 @@ def dequantize(
     if any(np.may_share_memory(out, a) for a in (x, scale, zp) if a is not None):
         np.copyto(out, dequantize(x, scale, zp, axes=axes_t, dtype=dtype))  # every input read before out is written
         return out
+    has_z = zp is not None and bool(zp.any())
     if x.size >= FUSED_MIN_ELEMENTS and _fused.available():
         x_flat = np.ascontiguousarray(x).reshape(-1)
-        has_z = z is not None
         z_flat = np.ascontiguousarray(zp).reshape(-1) if has_z else np.zeros(1, x.dtype)
         if in_t.bits < 8:  # ml_dtypes keeps one 4-bit value per byte, int4 without sign extension
             x_flat, z_flat = (a.astype(np.int8) if in_t.signed else a.view(np.uint8) for a in (x_flat, z_flat))
-        # the loop reads an f32/f64 scale in its own type (no converted copy); f16/bf16 are converted
-        s_flat = np.ascontiguousarray(scale if scale.dtype in (_F32, _F64) else s).reshape(-1)
-        plan = _tile(_layout(x.shape, axes_t))
+        # the loop reads the scale in its own type (f16/bf16 as bits) and converts it; no copy is made
+        s_flat = _fused.bits_view(np.ascontiguousarray(scale).reshape(-1))
+        plan = _plan(x.shape, axes_t)
         ranges = [(e, min(e + BLOCK_ELEMENTS, x.size)) for e in range(0, x.size, BLOCK_ELEMENTS)]
-        _parallel(_run_fused, ranges, x_flat, z_flat, s_flat, out.reshape(-1), work, plan, has_z)
+        kernel = _fused.kernel(fused_work_type(in_t, out_t.elem_type).numpy, out.dtype)
+        _parallel(_run_fused, ranges, kernel, x_flat, z_flat, s_flat, _fused.bits_view(out.reshape(-1)), plan, has_z)
     else:
+        s = scale.astype(work, copy=False).reshape(bshape)
+        z = zp.astype(work).reshape(bshape) if has_z else None
         _parallel(_run_blocks, list(_blocks(x.shape)), x, s, z, out, work, bshape)
     return out
 
@@ -230,33 +232,30 @@ def _tile(layout: Layout) -> Plan:
     return dims_a, strides_a, len(pattern), pattern.astype(np.uint32), inner_varies
 
 
+@functools.lru_cache(maxsize=256)
+def _plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> Plan:
+    """``_tile(_layout(shape, axes))``, kept for the next call with the same shape (its arrays read-only)."""
+    plan = _tile(_layout(shape, axes))
+    for a in (plan[0], plan[1], plan[3]):
+        a.flags.writeable = False
+    return plan
+
+
 def _run_fused(
     ranges: list[tuple[int, int]],
+    fused: Any,
     x: np.ndarray,
     z: np.ndarray,
     s: np.ndarray,
     out: np.ndarray,
-    work: np.dtype,
     plan: Plan,
     has_z: bool,
 ) -> None:
-    """The fused loop over flat element ranges; results not in ``work`` precision are rounded per block."""
-    fused = _fused.kernel(work)
+    """The fused loop over a contiguous run of flat element ranges, writing the output type directly."""
     dims, strides, tile, pattern, inner_varies = plan
-    if out.dtype == work:
-        e0, e1 = ranges[0][0], ranges[-1][1]
-        fused(x, z, s, out[e0:e1], e0, e1, tile, pattern, inner_varies, has_z, dims, strides)
-        return
-    tmp = np.empty(BLOCK_ELEMENTS, work)
-    half = out.dtype in (_BF16, _F16)
+    e0, e1 = ranges[0][0], ranges[-1][1]
     with np.errstate(all="ignore"):
-        for e0, e1 in ranges:
-            wb = tmp[: e1 - e0]
-            fused(x, z, s, wb, e0, e1, tile, pattern, inner_varies, has_z, dims, strides)
-            if half:  # rounded once, compiled (NumPy's and ml_dtypes' casts go one element at a time)
-                _fused.narrow(wb, out[e0:e1])
-            else:
-                out[e0:e1] = wb
+        fused(x, z, s, out[e0:e1], e0, e1, tile, pattern, inner_varies, has_z, dims, strides)
 
 
 def _run_blocks(

@@ -252,6 +252,39 @@ def test_compiled_narrowing_rounds_once(out):
             assert same_bits(got, want)
 
 
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("in_t", [np.int16, np.uint16], ids=["i16", "u16"])
+@pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
+def test_fused_16bit_to_half_rounds_once(in_t, out):
+    """16-bit inputs to f16/bf16 run in float32 in the fused loop (the product rounded to odd from its
+    fused-multiply-add error): every input value against scales from every part of the type's range
+    (subnormal, near overflow, specials) gives the NumPy loop's bits (float64, rounded once)."""
+    rng = np.random.default_rng(5)
+    x = np.arange(1 << 16, dtype=np.int64).astype(in_t).reshape(256, 256)
+    zp = rng.integers(np.iinfo(in_t).min, np.iinfo(in_t).max, 256, dtype=np.int64).astype(in_t)
+    bits = rng.integers(0, 1 << 16, 256, dtype=np.int64).astype(np.uint16)
+    bits[:8] = [0x0001, 0x03FF, 0x0400, 0x7BFF, 0x7C00, 0x7E00, 0x8001, 0x0000]  # f16: subnormal..NaN
+    if out is ml_dtypes.bfloat16:
+        bits[8:12] = [0x0001, 0x7F7F, 0x0080, 0x3F80]  # bf16: subnormal, largest, smallest normal, one
+    scale = bits.view(out)
+    for axes, s, z in (((0,), scale, zp), ((1,), scale, None)):
+        with loop_kind("numpy"):
+            want = odq.dequantize(x, s, z, axes=axes)
+        with loop_kind("fused"):
+            got = odq.dequantize(x, s, z, axes=axes)
+        assert same_bits(got, want), axes
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
+def test_fused_reads_every_half_scale_exactly(out):
+    """The fused loop reads f16/bf16 scales as bits: 1 times every bit pattern is that pattern."""
+    scale = np.arange(1 << 16, dtype=np.int64).astype(np.uint16).view(out)
+    with loop_kind("fused"):
+        got = odq.dequantize(np.ones(1 << 16, np.uint8), scale, axes=[0])
+    assert same_bits(got, scale)
+
+
 def test_tile_plans():
     """Narrow rows are joined into tiles (outer dims split where one is too large); wide rows are not."""
     lay = reference._layout((1 << 20, 8), (0,))
