@@ -106,6 +106,7 @@ def test_cumsum_rules():
     _refused(cumsum(np.int16(0)), "axis element type must be either int64_t or int32_t but got (i16)", "CumSum_2")
     _refused(cumsum(np.int64(0), "boolean"), "Arguments cannot have boolean element type", "CumSum_2")
     _refused(cumsum(np.int64(0), exclusive="yes"), "'exclusive' must be true or false", "CumSum_2")
+    _refused(cumsum(np.int64(0), shape=()), "CumSum of a scalar", "CumSum_2")
     w = FunctionWriter()  # a computed axis
     w.result(w.op("CumSum", w.parameter("f32", [2, 3]), w.parameter("i32", [2])))
     _refused(w, "CumSum's computed axis must be a scalar", "CumSum_2")

@@ -72,6 +72,8 @@ def cumsum(ctx: OpContext) -> list[TensorType]:
     exclusive = ctx.attr_bool("exclusive", False)
     reverse = ctx.attr_bool("reverse", False)
     rank = ctx.rank(0)
+    if rank == 0:
+        raise ctx.error("CumSum of a scalar: nGraph's kernel indexes axis 0 of a coordinate that has none (undefined)")
     if len(ctx.inputs) == 1:  # the constructor without an axis: axis 0
         axis = ctx.scalar(0, _I64)
     else:
