@@ -3,6 +3,8 @@
 
     python scripts/bench_quantized.py            # 1x64x56x56 conv (64 3x3 filters), 256x1024 by 1024x1024 dot
     python scripts/bench_quantized.py --quick    # smaller shapes, 3 runs (smoke test)
+    python scripts/bench_quantized.py --profile  # also ONNX Runtime's profile of each model: time per node
+    python scripts/bench_quantized.py --threads 1  # one intra-op thread per session (steadier on a loaded machine)
 
 Targets (issue 11): the converted per-channel QuantizedConvolution at most 1.1x a hand-written QLinearConv
 model of the same shape and faster than the same convolution in f32, the exact decomposition's cost beside
@@ -13,13 +15,21 @@ Runtime's u8 x i8 kernels are exact, so the converted QuantizedDot uses them). C
 by side: the hand-written QLinear* model (the baseline: ONNX's own int8 op, which rounds ties to even and,
 on AVX2 without VNNI, saturates u8 x i8 pair sums, so it is not nGraph's result), the converted model as
 the importer plans it, the exact decomposition forced (ConvInteger / MatMulInteger + requantization), and
-the f32 op. Each converted model is checked bit for bit against the op's definition
-(``tests/quantized_reference.py``) before timing.
+the previous exact form (the same with ``float(acc) * scale`` as Cast and Mul and ``std::round`` as
+``floor(|v| + 0.49999997) * sign(v)``), and the f32 op. Each converted model is checked bit for bit
+against the op's definition (``tests/quantized_reference.py``) before timing. Sessions do not spin
+(``session.intra_op.allow_spinning`` 0): a contender's idle worker threads would otherwise spin on the
+shared cores while the next one runs.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import statistics
 import sys
+import tempfile
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +45,46 @@ from onnx_dequant.ngraph.writer import FunctionWriter, dumps
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import quantized_reference as ref  # noqa: E402
 
+THREADS = 0
+"""Intra-op threads per session (``--threads``; 0: ONNX Runtime's default, one per core)."""
 
-def session(model) -> ort.InferenceSession:
+
+def options() -> ort.SessionOptions:
     so = ort.SessionOptions()
     so.log_severity_level = 3
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.intra_op_num_threads = THREADS
+    return so
+
+
+def session(model) -> ort.InferenceSession:
+    so = options()
     return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def profile(b: Bench, name: str, model, feeds) -> None:
+    """With ``--profile``: the median kernel time of each node of ``model`` over ``--repeat`` runs
+    (``SessionOptions.enable_profiling``), and its share of their sum."""
+    if not b.args.profile:
+        return
+    with tempfile.TemporaryDirectory() as d:
+        so = options()
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(d, "p")
+        s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        for _ in range(b.args.repeat + 1):
+            s.run(None, feeds)
+        with open(s.end_profiling()) as f:
+            events = json.load(f)
+    times: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            times[(e["args"]["op_name"], e["name"][: -len("_kernel_time")])].append(e["dur"] / 1e3)
+    med = {k: statistics.median(v[1:]) for k, v in times.items()}  # the first run warms up
+    total = sum(med.values())
+    print(f"### profile: {name} (kernel times, median of {b.args.repeat} runs; sum {total:.2f} ms)")
+    for (op, node), t in med.items():
+        print(f"  {op:<18} {t:7.3f} ms {100 * t / total:5.1f}%  {node}")
 
 
 def _model(nodes, inputs, outputs, inits):
@@ -49,15 +94,26 @@ def _model(nodes, inputs, outputs, inits):
     return m
 
 
-def convert(f: FunctionWriter, exact: bool):
-    """The importer's model; ``exact`` forces the decomposition (no tie-free proof attempted)."""
-    budget = quantized.TIE_BUDGET
+def _previous_scaled(ctx, acc, scale, value):
+    """The previous ``float(acc) * scale``: Cast and Mul."""
+    if scale is None:
+        scale = ctx.const(value, odq.dtypes.parse("f32"), "scale")
+    return ctx.emit("Mul", [ctx.emit("Cast", [acc], to=TP.FLOAT), scale]), None
+
+
+def convert(f: FunctionWriter, exact: bool, previous: bool = False):
+    """The importer's model; ``exact`` forces the decomposition (no tie-free proof attempted); ``previous``
+    also the previous requantization (Cast and Mul, the floor/sign rounding)."""
+    saved = quantized.TIE_BUDGET, quantized.TRUNC_LIMIT, quantized._scaled
     if exact:
         quantized.TIE_BUDGET = 0
+    if previous:
+        quantized.TRUNC_LIMIT = 0.0
+        quantized._scaled = _previous_scaled
     try:
         return odq.ngraph.convert(dumps([f]))
     finally:
-        quantized.TIE_BUDGET = budget
+        quantized.TIE_BUDGET, quantized.TRUNC_LIMIT, quantized._scaled = saved
 
 
 def ops(model) -> str:
@@ -94,10 +150,10 @@ def conv_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
     want = ref.quantized_convolution(
         x, w, si, zx, sf.reshape(1, -1, 1, 1), zw, so, zo, np.int8, pads_below=[1, 1], pads_above=[1, 1]
     )
-    planned, exact = convert(f, False), convert(f, True)
+    planned, exact, previous = convert(f, False), convert(f, True), convert(f, True, previous=True)
     feeds = {"Parameter_0": x}
-    s_plan, s_exact = session(planned), session(exact)
-    for s in (s_plan, s_exact):
+    s_plan, s_exact, s_prev = session(planned), session(exact), session(previous)
+    for s in (s_plan, s_exact, s_prev):
         assert np.array_equal(s.run(None, feeds)[0], want), "converted model differs from the definition"
     vi = helper.make_tensor_value_info
     inits = {"sx": si, "zx": zx, "w": w, "sw": sf, "zw": zw, "sy": so, "zy": np.uint8(128)}
@@ -116,18 +172,23 @@ def conv_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
         {"w": w.astype(np.float32)},
     )
     s_f32 = session(conv)
-    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}")
+    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}; previous: {ops(previous)}")
     b.case(
         f"per-channel QuantizedConvolution {x.shape} x {w.shape}, |w| <= {wmax}",
         {
             "hand-written QLinearConv (u8 x i8 -> u8)": lambda: s_qlc.run(None, {"x": x}),
             "converted (the importer's plan)": lambda: s_plan.run(None, feeds),
             "exact decomposition (ConvInteger + requantize)": lambda: s_exact.run(None, feeds),
+            "previous exact form (floor/sign rounding)": lambda: s_prev.run(None, feeds),
             "f32 Conv": lambda: s_f32.run(None, {"x": xf}),
         },
         baseline="hand-written QLinearConv (u8 x i8 -> u8)",
         targets={"converted (the importer's plan)": ("<= 1.1x QLinearConv", 1.1)},
     )
+    if b.wants(f"per-channel QuantizedConvolution {x.shape} x {w.shape}, |w| <= {wmax}"):
+        profile(b, "converted", planned, feeds)
+        profile(b, "previous exact form", previous, feeds)
+        profile(b, "hand-written QLinearConv", qlc, {"x": x})
 
 
 def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
@@ -150,10 +211,10 @@ def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
     )
     f.result(y)
     want = ref.quantized_dot(a, w, sa, za, sb, zb, so, zo, np.int8)
-    planned, exact = convert(f, False), convert(f, True)
+    planned, exact, previous = convert(f, False), convert(f, True), convert(f, True, previous=True)
     feeds = {"Parameter_0": a}
-    s_plan, s_exact = session(planned), session(exact)
-    for s in (s_plan, s_exact):
+    s_plan, s_exact, s_prev = session(planned), session(exact), session(previous)
+    for s in (s_plan, s_exact, s_prev):
         assert np.array_equal(s.run(None, feeds)[0], want), "converted model differs from the definition"
     vi = helper.make_tensor_value_info
     inits = {"sa": sa, "za": za, "b": w, "sb": sb, "zb": zb, "sy": so, "zy": np.uint8(128)}
@@ -172,22 +233,31 @@ def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
         {"b": w.astype(np.float32)},
     )
     s_f32 = session(mm)
-    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}")
+    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}; previous: {ops(previous)}")
     b.case(
         f"QuantizedDot {a.shape} x {w.shape}, |w| <= {wmax}",
         {
             "hand-written QLinearMatMul (u8 x i8 -> u8)": lambda: s_qlm.run(None, {"a": a}),
             "converted (the importer's plan)": lambda: s_plan.run(None, feeds),
             "exact decomposition (MatMulInteger + requantize)": lambda: s_exact.run(None, feeds),
+            "previous exact form (floor/sign rounding)": lambda: s_prev.run(None, feeds),
             "f32 MatMul": lambda: s_f32.run(None, {"a": af}),
         },
         baseline="hand-written QLinearMatMul (u8 x i8 -> u8)",
         targets={"converted (the importer's plan)": ("<= 1.1x QLinearMatMul", 1.1)},
     )
+    if b.wants(f"QuantizedDot {a.shape} x {w.shape}, |w| <= {wmax}"):
+        profile(b, "converted", planned, feeds)
+        profile(b, "previous exact form", previous, feeds)
+        profile(b, "hand-written QLinearMatMul", qlm, {"a": a})
 
 
 def main(argv: list[str] | None = None) -> int:
     b = Bench("converted nGraph quantized ops under ONNX Runtime", argv, default_repeat=21)
+    b.parser.add_argument("--profile", action="store_true", help="also print ONNX Runtime's profile of each model")
+    b.parser.add_argument("--threads", type=int, default=0, help="intra-op threads per session (0: ORT's default)")
+    global THREADS
+    THREADS = b.args.threads
     rng = np.random.default_rng(11)
     for wmax in (127, 64):  # full-range i8 filters; 7-bit ones (ORT's u8 x i8 kernels are exact on them)
         conv_case(b, rng, wmax)

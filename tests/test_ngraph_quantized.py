@@ -10,6 +10,7 @@ import onnxruntime as ort
 import pytest
 from quantized_reference import (
     conv_acc,
+    dot_acc,
     dot_bias,
     fake_quantize,
     fused_conv,
@@ -525,7 +526,7 @@ def test_sample_quantized_conv_net_is_current_and_exact(tmp_path):
     c2 = fused_conv(c1, val(r_in[1]), val(r_in[2]), np.uint8, relu=True, strides=[2, 2], **p1)
     k = [val(n) for n in ins[by["QuantizedConvolution"]][1:]]
     c3 = quantized_convolution(c2, k[0], k[1], k[2], k[3].reshape(1, -1, 1, 1), k[4], k[5], k[6], np.int8)
-    feat = odq.reference.dequantize(c3, val(ins["Dequantize_21"][1]), val(ins["Dequantize_21"][2]), axes=(1,))
+    feat = odq.dequantize(c3, val(ins["Dequantize_21"][1]), val(ins["Dequantize_21"][2]), axes=(1,))
     k = [val(n) for n in ins[by["QuantizedDot"]][1:]]
     d = quantized_dot(c2.reshape(1, 512), *k, np.int8)
     logits = (d.astype(np.float32) * np.float32(0.8)).astype(np.float32)
@@ -565,3 +566,59 @@ def test_the_output_node_names_the_op_and_its_form():
     assert (
         node.doc_string == "nGraph QuantizedConvolution 'QuantizedConvolution_8' as ConvInteger, exact requantization"
     )
+
+
+@pytest.mark.parametrize(
+    "scale",
+    [np.float32(0.5), np.float32(0.25), np.float32(1.5), np.float32(2.0**-7), np.float32(0.0037), np.float32(1024.0)],
+)
+@pytest.mark.parametrize("out_t", ["i8", "u8", "i32"])
+def test_truncating_rounding_on_every_accumulator(scale, out_t):
+    # trunc(2v) - trunc(v) must be std::round on every value: one row per accumulator in [-16000, 16000]
+    # ((a0 - 128) + k * (a1 - 128); k = 127 for i8 filters, 255 for u8), so every tie of these scales; with
+    # 1024, values past 2^24
+    k, wt = (127, np.int8) if out_t == "i8" else (255, np.uint8)
+    acc = np.arange(-16000, 16001)
+    d1 = np.floor_divide(acc + 127, k)
+    a = (np.stack([acc - k * d1, d1], axis=1) + 128).astype(np.uint8)
+    b = np.array([[1], [k]], wt)
+    zo = {"i8": np.int8(-3), "u8": np.uint8(7), "i32": np.int32(5)}[out_t]
+    pairs = (np.float32(1.0), np.uint8(128), scale, wt(0), np.float32(1.0), zo)
+    f, feeds = dot_graph(a, b, pairs, out_t)
+    model, (got,) = run(f, feeds)
+    assert np.array_equal(dot_acc(a, b, za=128).reshape(-1), acc)
+    assert "Sign" not in op_types(model) and "Floor" not in op_types(model)  # the truncating form
+    assert np.array_equal(got, quantized_dot(a, b, *pairs, NP[out_t]))
+
+
+def test_requantization_form():
+    # a constant per-channel scale: two DequantizeLinear (float(acc) * M and * 2M, each read once: ONNX
+    # Runtime copies a DequantizeLinear per reader), trunc(2v) - trunc(v), QuantizeLinear by 1
+    rng = np.random.default_rng(21)
+    x = rng.integers(0, 256, (1, 4, 6, 6), dtype=np.uint8)
+    w = rng.integers(-127, 128, (5, 4, 3, 3), dtype=np.int8)
+    sf = rng.uniform(0.5, 1.5, 5).astype(np.float32) * np.float32(0.01)
+    pairs = (np.float32(0.02), np.uint8(128), sf, np.zeros(5, np.int8), np.float32(0.5), np.int8(2))
+    f, feeds = conv_graph(x, w, pairs, "i8", axes=((), (0,), ()))
+    model, (got,) = run(f, feeds)
+    want = quantized_convolution(x, w, *pairs[:2], sf.reshape(1, -1, 1, 1), *pairs[3:], np.int8)
+    assert np.array_equal(got, want)
+    assert sorted(op_types(model)) == sorted(
+        ["ConvInteger", "DequantizeLinear", "DequantizeLinear", "Cast", "Cast", "Sub", "Cast", "QuantizeLinear"]
+    )
+    readers = [i for n in model.graph.node for i in n.input]
+    for n in model.graph.node:
+        if n.op_type == "DequantizeLinear":
+            assert readers.count(n.output[0]) == 1
+    # a scale the importer cannot bound (a parameter filter's zero point varies per channel: still bounded by
+    # the count) or an unknown scale keeps exactness; with an unknown scale the 8-bit output clips first
+    f2 = FunctionWriter("f")
+    px = f2.parameter("u8", list(x.shape))
+    ps = f2.parameter("f32", [])
+    consts = [f2.constant(np.asarray(v)) for v in (w, pairs[1], sf, pairs[3], pairs[4], pairs[5])]
+    attrs = {**CONV_ATTRS, "output_type": "i8", "input_axes": [], "filter_axes": [0], "output_axes": []}
+    y = f2.op("QuantizedConvolution", px, consts[0], ps, *consts[1:], **attrs)
+    f2.result(y)
+    model2, (got2,) = run(f2, {"Parameter_0": x, "Parameter_1": np.array(0.02, np.float32)})
+    assert np.array_equal(got2, want)
+    assert "Clip" in op_types(model2) and "Sign" not in op_types(model2)

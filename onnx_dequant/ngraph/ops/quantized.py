@@ -12,9 +12,12 @@ Each op becomes the fastest ONNX form that gives those bits (``_plan``):
   rounding tie: ONNX rounds ties to even and nGraph away from zero, and ``_tie_free`` proves by
   enumeration that no tie can occur. ONNX Runtime computes the same ``(s_in * s_f) / s_out`` in f32
   and rounds ``float(acc) * scale`` once (tests check it where the two scale orders differ).
-- **ConvInteger / MatMulInteger + exact requantization** otherwise: Cast, Mul by the f32 scale,
-  ``std::round`` as ``floor(|v| + 0.49999997) * sign(v)`` (``round_half_away``), then QuantizeLinear by 1
-  (adds an 8-bit output's one zero point and saturates), or Add / Clip / Cast.
+- **ConvInteger / MatMulInteger + exact requantization** otherwise: ``v = float(acc) * scale`` (and
+  ``2v``) as DequantizeLinear of the int32 accumulator where the scale is a constant per tensor or per
+  channel, else Cast and Mul; ``std::round(v)`` as ``trunc(2v) - trunc(v)`` (two Casts to int32 and a
+  Sub) where ``|v| < 2^30`` is proven or an 8-bit output lets it be clipped first, else
+  ``floor(|v| + 0.49999997) * sign(v)`` (``round_half_away``); then QuantizeLinear by 1 (adds an 8-bit
+  output's one zero point and saturates), or Add / Clip / Cast.
 
 ONNX Runtime's u8 x i8 kernels on AVX2 without VNNI sum pairs of products in saturating int16
 (``vpmaddubsw``), so an i8 filter reaches QLinearConv / QLinearMatMul / MatMulInteger only when every
@@ -189,15 +192,46 @@ def _acc_bounds(
 def requantize(
     ctx: OpContext,
     acc: str,
-    scale: str,
+    scale: str | None,
     out_t: dtypes.DType,
     zero: str | None = None,
     zero_value: np.ndarray | None = None,
+    *,
+    scale_value: np.ndarray | None = None,
+    acc_limit: float | None = None,
 ) -> None:
     """nGraph's requantization of an int32 accumulator into the op's output:
-    ``T(std::round(float(acc) * scale) + float(zero))`` in f32, saturated."""
-    v = ctx.emit("Mul", [ctx.emit("Cast", [acc], to=_F32.onnx), scale])
-    finish(ctx, v, out_t, zero=zero, zero_value=zero_value)
+    ``T(std::round(float(acc) * scale) + float(zero))`` in f32, saturated. ``scale_value``: the scale when
+    it is a constant (placed on the output; ``scale`` may then be None); ``acc_limit``: a bound on ``|acc|``."""
+    v, twice = _scaled(ctx, acc, scale, scale_value)
+    limit = None
+    if scale_value is not None and acc_limit is not None:
+        m = float(np.max(np.abs(scale_value), initial=0))
+        limit = acc_limit * m * (1 + 2**-20) if math.isfinite(m) else None
+    finish(ctx, v, out_t, zero=zero, zero_value=zero_value, limit=limit, twice=twice)
+
+
+def _scaled(ctx: OpContext, acc: str, scale: str | None, scale_value: np.ndarray | None) -> tuple[str, str | None]:
+    """``float(acc) * scale`` in f32, and ``float(acc) * (2 * scale)`` (exactly twice it) where that is as cheap:
+    DequantizeLinear (int32 input, no zero point: ``float(acc) * s``) when the scale is a constant per tensor
+    or along one axis other than the last (there ONNX Runtime's per-axis kernel is slow), one for each: a
+    DequantizeLinear read by several nodes is copied once per reader by ONNX Runtime. Else Cast and Mul."""
+    if scale_value is not None:
+        axes = [i for i, d in enumerate(scale_value.shape) if d != 1]
+        if not axes or (len(axes) == 1 and axes[0] != scale_value.ndim - 1):
+            one = scale_value.reshape(-1 if axes else ())
+            attrs = {"axis": axes[0]} if axes else {}
+            v, w = (
+                ctx.emit("DequantizeLinear", [acc, ctx.const(k * one, _F32, f"{ctx.name}/scale")], **attrs)
+                for k in (np.float32(1), np.float32(2))
+            )
+            return v, w
+        scale = ctx.const(scale_value, _F32, f"{ctx.name}/scale")
+    return ctx.emit("Mul", [ctx.emit("Cast", [acc], to=_F32.onnx), scale]), None  # type: ignore[list-item]
+
+
+_SATURATED = float(1 << 24)
+"""|v| beyond which an 8-bit output saturates whatever its zero point: ``finish`` clips there first."""
 
 
 def finish(
@@ -208,17 +242,24 @@ def finish(
     zero: str | None = None,
     zero_value: np.ndarray | None = None,
     relu: bool = False,
+    limit: float | None = None,
+    twice: str | None = None,
 ) -> None:
-    """``v`` (f32) rounded half away from zero (std::round), plus the zero point (as f32), clipped to the
-    output type's range (from 0 with ``relu``) and cast: the op's output.
+    """``v`` (f32, ``|v| <= limit`` when given) rounded half away from zero (std::round), plus the zero
+    point (as f32), clipped to the output type's range (from 0 with ``relu``) and cast: the op's output.
 
-    The rounding is ``floor(|v| + 0.49999997) * sign(v)``: exact for every f32 (checked exhaustively by
-    ``scripts/check_round_away.py``; with 0.5 the sum rounds up at 0.49999997 and at odd integers from 2^23).
-    An 8-bit output with one zero point is then QuantizeLinear by 1 (adds the zero point and saturates; the
+    An 8-bit output's ``v`` is first clipped to +-2^24 unless ``limit`` bounds it (integer bounds past
+    saturation change no result), so the fast truncating rounding applies (``round_half_away``; ``twice``:
+    ``2v`` where already computed). An
+    8-bit output with one zero point is then QuantizeLinear by 1 (adds the zero point and saturates; the
     value is an integer, so its own rounding does nothing)."""
-    r = round_half_away(ctx, v)
+    eight = out_t in (_U8, _I8)
+    if eight and (limit is None or limit > _SATURATED):
+        v = ctx.emit("Clip", [v, ctx.scalar(np.float32(-_SATURATED), _F32), ctx.scalar(np.float32(_SATURATED), _F32)])
+        limit, twice = _SATURATED, None
+    r = round_half_away(ctx, v, limit, twice)
     one_zero = (zero_value is None or zero_value.size == 1) and (zero is None or ctx.b.types[zero].shape in ((), (1,)))
-    if out_t in (_U8, _I8) and one_zero and not (relu and out_t is _I8):
+    if eight and one_zero and not (relu and out_t is _I8):
         if zero_value is not None:
             zero = ctx.const(zero_value.reshape(()).astype(out_t.numpy), out_t, "zero_point")
         elif zero is None:
@@ -236,10 +277,23 @@ def finish(
 
 
 _BELOW_HALF = np.nextafter(np.float32(0.5), np.float32(0))
+TRUNC_LIMIT = float(1 << 30)
+"""``round_half_away`` truncates when ``|v| < TRUNC_LIMIT`` is known: ``2v`` then fits int32 for Cast."""
 
 
-def round_half_away(ctx: OpContext, v: str) -> str:
-    """C's ``std::round`` of an f32 tensor: ``floor(|v| + 0.49999997) * sign(v)`` (exact for every f32)."""
+def round_half_away(ctx: OpContext, v: str, limit: float | None = None, twice: str | None = None) -> str:
+    """C's ``std::round`` of an f32 tensor (``|v| <= limit`` when given; ``twice``: ``2v`` if computed), as
+    an integer-valued f32.
+
+    With ``limit < TRUNC_LIMIT``: ``trunc(2v) - trunc(v)`` (Cast to int32 truncates). Exact: with
+    ``v = n + f``, ``n = trunc(v)``, ``|f| < 1`` of ``v``'s sign, ``2v`` is exact and
+    ``trunc(2v) = 2n + trunc(2f)``, and ``trunc(2f)`` is ``sign(v)`` exactly when ``|f| >= 0.5``.
+    Otherwise ``floor(|v| + 0.49999997) * sign(v)`` (slower; with 0.5 the sum would round up at 0.49999997
+    and at odd integers from 2^23). ``scripts/check_round_away.py`` checks both for every f32."""
+    if limit is not None and limit < TRUNC_LIMIT:
+        t2 = ctx.emit("Cast", [twice or ctx.emit("Add", [v, v])], to=_I32.onnx)
+        t1 = ctx.emit("Cast", [v], to=_I32.onnx)
+        return ctx.emit("Cast", [ctx.emit("Sub", [t2, t1])], to=_F32.onnx)
     m = ctx.emit("Floor", [ctx.emit("Add", [ctx.emit("Abs", [v]), ctx.scalar(_BELOW_HALF, _F32)])])
     return ctx.emit("Mul", [m, ctx.emit("Sign", [v])])
 
@@ -305,6 +359,22 @@ class _Scales:
         if _uniform(v):
             return ctx.const(v.reshape(-1)[0], ctx.elem(i), "zero_point")  # type: ignore[union-attr]
         return None
+
+    def requantize(self, acc: str, out_t: dtypes.DType, count: int | None) -> None:
+        """``requantize`` of the int32 accumulator of ``count`` products of 8-bit differences (``|x - zx|``,
+        ``|w - zw|`` at most 255) into the op's output, the scale folded when constant."""
+        zero, zero_value = self.out_zero()
+        known = all(self.values[i] is not None for i in (0, 2, 4))
+        requantize(
+            self.ctx,
+            acc,
+            None if known else self.scale(),
+            out_t,
+            zero,
+            zero_value,
+            scale_value=self.scale_value() if known else None,
+            acc_limit=None if count is None else count * 255.0 * 255.0,
+        )
 
     def out_zero(self) -> tuple[str | None, np.ndarray | None]:
         v = self.values[5]
@@ -419,8 +489,7 @@ def quantized_convolution(ctx: OpContext) -> list[TensorType]:
 
     # ConvInteger's u8 x i8 path is many times slower than its u8 x u8 one in ONNX Runtime: always u8
     acc = _integer_acc(ctx, "ConvInteger", run, t_f, w_value, sc, "input", always_u8=True)
-    zero, zero_value = sc.out_zero()
-    requantize(ctx, acc, sc.scale(), out_t, zero, zero_value)
+    sc.requantize(acc, out_t, count)
     return [out_t_shape]
 
 
@@ -517,8 +586,7 @@ def quantized_dot(ctx: OpContext) -> list[TensorType]:
         return contract(ctx, a, w, n, lambda a2, b2, o: ctx.emit("MatMulInteger", [a2, b2, za, zb], o), out)  # type: ignore[list-item]
 
     acc = _integer_acc(ctx, "MatMulInteger", run, t_f, w_value, sc, "input0")
-    zero, zero_value = sc.out_zero()
-    requantize(ctx, acc, sc.scale(), out_t, zero, zero_value)
+    sc.requantize(acc, out_t, count)
     return [result]
 
 
