@@ -282,6 +282,8 @@ def slice_cases() -> list[GoldenCase]:
     out = []
     for name, b, e, s, m in SLICES:
         out += [_dyn_slice(name, b, e, s, m), _strided_slice(name, b, e, s, m)]
+    x5 = np.arange(5, dtype=np.float32)  # nGraph clips a negative stride's begin before the start to 0: [0]
+    out.append(_dyn_slice("reverse_from_before", [-7, -6], [0, -9], [-1, -2], {"upper": {0}}, x=np.stack([x5, -x5])))
     ints = np.arange(24, dtype=np.int16).reshape(4, 6)
     out.append(_strided_slice("i16_default_strides", [1, -5], [3, 100], [1, 1], {}, x=ints, with_strides=False))
     for name, b, e, s, m in SLICES[1:3] + SLICES[4:6]:

@@ -25,7 +25,9 @@ def _i64_vector(ctx: OpContext, i: int, what: str, lo: int) -> list[int]:
     s = ctx.shape(i)
     if s is not None and len(s) != 1:
         raise ctx.error(f"{ctx.op.op} {what} rank must be 1, but has {len(s)}")
-    return ctx.constant_ints(i, what, lo=lo)
+    values = ctx.constant_ints(i, what, lo=lo)
+    ctx.value(i)  # folded: the initializer goes if no node uses it
+    return values
 
 
 @register("DynBroadcast")

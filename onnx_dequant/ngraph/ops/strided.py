@@ -172,6 +172,7 @@ def _bounds(ctx: OpContext, first: int, count: int, i64_only: bool) -> list[list
         if s is not None and len(s) != 1:
             raise ctx.error(f"{what[k]} shape must have rank 1, got {len(s)}")
         out.append(ctx.constant_ints(i, what[k].lower(), lo=-(1 << 63), hi=(1 << 63) - 1))  # clipped by the plan
+        ctx.value(i)  # folded: the initializer goes if no node uses it
     return out
 
 
