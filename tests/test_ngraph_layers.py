@@ -90,7 +90,7 @@ def test_group_convolution_is_one_conv_with_group():
     w = _one("GroupConvolution", [[1, 4, 3, 3], [4, 1, 1, 2, 2]], version=1, era="v0.29", **V1)
     model = _convert(w)
     convs = [n for n in model.graph.node if n.op_type == "Conv"]
-    assert len(convs) == 1 and onnx.helper.get_attribute_value(convs[0].attribute[0]) is not None
+    assert len(convs) == 1
     assert {a.name: onnx.helper.get_attribute_value(a) for a in convs[0].attribute}["group"] == 4
     x = np.arange(36, dtype=np.float32).reshape(1, 4, 3, 3)
     f = np.ones((4, 1, 1, 2, 2), np.float32)
@@ -172,6 +172,176 @@ def test_mvn_epsilon_after_the_square_root():
     assert np.array_equal(y, np.array([[0, 0], [-1 / 1.5, 1 / 1.5]], np.float32))
 
 
+# ---------------------------------------------------------------- Interpolate
+
+
+def _interp(shape, sizes, *, et="f32", size_type="i64", **attrs) -> FunctionWriter:
+    w = FunctionWriter(era="v0.29")
+    p = w.parameter(et, shape)
+    c = w.constant(np.array(sizes, odq.dtypes.parse(size_type).numpy))
+    full = {"attrs.axes": [2, 3], "attrs.mode": "nearest", "attrs.align_corners": False} | attrs
+    w.result(w.op("Interpolate", p, c, attribute_visitor=True, **{k: v for k, v in full.items() if v is not None}))
+    return w
+
+
+@pytest.mark.parametrize(
+    ("sizes", "attrs", "kw", "match"),
+    [
+        ([4, 4], {"attrs.mode": "area"}, {}, "mode 'area' has no ONNX counterpart"),
+        ([4, 4], {"attrs.antialias": True}, {}, "antialias has no ONNX counterpart"),
+        ([4, 4], {"attrs.mode": "bilinear"}, {}, "'mode' must be one of nearest, linear, cubic, area"),
+        ([4, 4], {"attrs.axes": [2, 4]}, {}, "Interpolation axis (4) must be less than the image rank (4)"),
+        ([4], {}, {}, "output shape [4] must have one size per interpolated axis [2, 3]"),
+        ([4, 0], {}, {}, "Interpolate to size 0 on axis 3"),
+        ([4, 4], {"attrs.pads_begin": [1, 1]}, {}, "'pads_begin' must have 4 entries"),
+        ([4, 4], {}, {"size_type": "f32"}, "output shape must be an integral number."),
+        ([4, 4], {"attrs.mode": "linear"}, {"et": "i32"}, "mode 'linear' on i32 is not supported"),
+        ([4, 4], {"attrs.axes": None, "axes": None}, {}, "Interpolate has no 'attrs.axes' attribute"),
+    ],
+)
+def test_interpolate_rules(sizes, attrs, kw, match):
+    _refused(_interp([1, 2, 3, 3], sizes, **attrs, **kw), match)
+
+
+def test_interpolate_sizes_must_be_a_constant():
+    w = FunctionWriter()
+    w.result(w.op("Interpolate", w.parameter("f32", [1, 1, 2, 2]), w.parameter("i64", [2]), axes=[2, 3], mode="linear"))
+    _refused(w, "Interpolate needs its output shape (input 1) as a Constant")
+
+
+def test_interpolate_plain_attribute_names_and_nearest_rounding():
+    """Attributes without the ``attrs.`` prefix; nearest rounds down on the growing axis, up on the shrinking
+    one (Resize-10): 2 -> 3 reads rows 0, 0, 1; 5 -> 2 reads columns 0, 3 (ceil(2.5))."""
+    w = FunctionWriter()
+    c = w.constant(np.array([3, 2], np.int32))
+    w.result(w.op("Interpolate", w.parameter("f32", [1, 1, 2, 5]), c, axes=[2, 3], mode="nearest", align_corners=False))
+    x = np.arange(10, dtype=np.float32).reshape(1, 1, 2, 5)
+    (y,) = _run(w, x)
+    assert np.array_equal(y, x[:, :, [0, 0, 1]][:, :, :, [0, 3]])
+
+
+# ---------------------------------------------------------------- BinaryConvolution, DeformableConvolution
+
+BIN = dict(strides=[1, 1], dilations=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], auto_pad="EXPLICIT", pad_value=0.0)
+
+
+def _binary(xs, fs, fet="f32", **attrs) -> FunctionWriter:
+    w = FunctionWriter(era="v0.29")
+    p = w.parameter("f32", xs)
+    f = w.constant(np.ones(fs, odq.dtypes.parse(fet).numpy))
+    w.result(
+        w.op("BinaryConvolution", p, f, version=1, attribute_visitor=True, **({"mode": "xnor-popcount"} | BIN | attrs))
+    )
+    return w
+
+
+@pytest.mark.parametrize(
+    ("xs", "fs", "attrs", "match"),
+    [
+        ([1, 2, 4, 4], [3, 2, 2, 2], {"mode": "xor"}, "'mode' must be xnor-popcount"),
+        ([1, 2, 4, 4], [3, 3, 2, 2], {}, "Data batch channel count (2) does not match filter input channel count (3)"),
+        ([1, 2, 4, 4], [3, 2, 2, 2], {"pad_value": "zero"}, "'pad_value' must be a number"),
+        ([1, 2, 4, 4], [3, 2, 5, 2], {}, "Window after dilation has dimension (5) larger than"),
+    ],
+)
+def test_binary_convolution_rules(xs, fs, attrs, match):
+    _refused(_binary(xs, fs, **attrs), match)
+
+
+def test_binary_convolution_counts_matches():
+    """All-ones filters: a window of ones gives +taps, of zeros -taps, a value neither 0 nor 1 counts as a
+    mismatch, padding reads pad_value (1: a match)."""
+    w = _binary([1, 1, 2, 2], [1, 1, 2, 2], pads_begin=[0, 0], pads_end=[0, 1], pad_value=1.0)
+    (y,) = _run(w, np.array([[[[1, 1], [1, 0.5]]]], np.float32))
+    assert np.array_equal(y, np.array([[[[2 * 3 - 4, 2 * 3 - 4]]]], np.float32))
+
+
+def _deform(xs, offs, fs, **attrs) -> FunctionWriter:
+    w = FunctionWriter(era="v0.29")
+    ps = [w.parameter("f32", s) for s in (xs, offs, fs)]
+    base = dict(strides=[1, 1], dilations=[1, 1], pads_begin=[0, 0], pads_end=[0, 0], auto_pad="EXPLICIT", group=1)
+    w.result(
+        w.op(
+            "DeformableConvolution", *ps, version=1, attribute_visitor=True, **(base | {"deformable_group": 1} | attrs)
+        )
+    )
+    return w
+
+
+@pytest.mark.parametrize(
+    ("shapes", "attrs", "match"),
+    [
+        (([1, 2, 4, 4], [1, 6, 3, 3], [1, 2, 2, 2]), {}, "Offsets shape {1,6,3,3} must be {1,8,3,3}"),
+        (([1, 2, 4, 4], [1, 8, 3, 3], [1, 2, 2, 2]), {"group": 2}, "evenly divisible by the 'group' value"),
+        (([1, 3, 4, 4], [1, 8, 3, 3], [1, 3, 2, 2]), {"deformable_group": 2}, "evenly divisible by 'deformable_group'"),
+        (([1, 2, 4, 4, 4], [1, 8, 3, 3, 3], [1, 2, 2, 2, 2]), {}, "DeformableConvolution is 2-D"),
+        (([1, 2, 4, 4], [1, 8, 3, 3], [1, 2, 2, 2]), {"pads_begin": [-1, 0]}, "negative padding is not supported"),
+    ],
+)
+def test_deformable_convolution_rules(shapes, attrs, match):
+    _refused(_deform(*shapes, **attrs), match)
+
+
+def test_deformable_convolution_needs_opset_19():
+    with pytest.raises(odq.DequantizeError, match="opset 19 or later"):
+        odq.ngraph.convert(dumps([_deform([1, 1, 3, 3], [1, 8, 2, 2], [1, 1, 2, 2])]), opset=17)
+
+
+def test_deformable_convolution_border_rule():
+    """A 1x1 filter of weight 1: the output is the data sampled at (row + dy, col + dx). Inside the last row and
+    column nGraph repeats them (2.5 -> row 2 whole); outside [0, size) the tap reads nothing (-0.5 -> 0)."""
+    w = _deform([1, 1, 3, 3], [1, 2, 3, 3], [1, 1, 1, 1])
+    x = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+    off = np.zeros((1, 2, 3, 3), np.float32)
+    off[0, 0, 0] = [2.5, -0.5, 1.0]  # dy for outputs (0, 0), (0, 1), (0, 2)
+    off[0, 1, 0] = [0.0, 0.0, -0.75]  # dx
+    (y,) = _run(w, x, off, np.ones((1, 1, 1, 1), np.float32))
+    want = x.copy()
+    want[0, 0, 0] = [6.0, 0.0, 0.75 * 4 + 0.25 * 5]
+    assert np.array_equal(y, want)
+
+
+# ---------------------------------------------------------------- CropAndResize
+
+
+def _crop(image=(1, 4, 4, 2), boxes=(2, 4), ind=(2,), size=(2, 2), *, bet="f32", iet="i32", set_="i32", **attrs):
+    w = FunctionWriter()
+    ps = [w.parameter("f32", list(image)), w.parameter(bet, list(boxes)), w.parameter(iet, list(ind))]
+    c = w.constant(np.array(size, odq.dtypes.parse(set_).numpy))
+    full = {"resize_method": "bilinear", "extrapolation_value": 0.0} | attrs
+    w.result(w.op("CropAndResize", *ps, c, **full))
+    return w
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"resize_method": "unspecified"}, "Resize method not specified"),
+        ({"resize_method": "bicubic"}, "'resize_method' must be bilinear or nearest"),
+        ({"image": (4, 4, 2)}, "Image must be NHWC"),
+        ({"boxes": (2, 4, 1)}, "Boxes must be 2d"),
+        ({"boxes": (2, 3)}, "Second boxes dimension must be 4"),
+        ({"bet": "i32"}, "Boxes must be real values in [0, 1]"),
+        ({"ind": (2, 1)}, "Box indices must have rank 1"),
+        ({"iet": "f32"}, "Box indices must be integers"),
+        ({"set_": "f32"}, "crops_size must be integral"),
+        ({"size": (2, 2, 2)}, "crop_size must be a vector of length 2"),
+        ({"extrapolation_value": "x"}, "'extrapolation_value' must be a number"),
+    ],
+)
+def test_crop_and_resize_rules(kw, match):
+    _refused(_crop(**kw), match)
+
+
+def test_crop_and_resize_nearest_rounds_half_away_from_zero():
+    """A 1 x 3 row cropped to 5 points over x in [0, 1]: positions 0, 0.5, 1, 1.5, 2 read columns 0, 1, 1, 2, 2
+    (roundf; ONNX Round would give 0, 0, 1, 2, 2)."""
+    w = _crop((1, 1, 3, 1), (1, 4), (1,), (1, 5), resize_method="nearest")
+    image = np.array([10, 20, 30], np.float32).reshape(1, 1, 3, 1)
+    (y,) = _run(w, image, np.array([[0, 0, 0, 1]], np.float32), np.array([0], np.int32))
+    assert np.array_equal(y.reshape(-1), np.float32([10, 20, 20, 30, 30]))
+
+
 # ---------------------------------------------------------------- every op: odd attributes raise DequantizeError only
 
 
@@ -181,6 +351,10 @@ def test_odd_attributes_raise_dequantize_error_only():
         _one("GroupConvolution", [[1, 4, 3, 3], [4, 2, 1, 1]], groups=2, **V0),
         _layer_norm([2, 3, 4], 1, [[3, 4], [3, 4]], keep_stats=True),
         _one("MVN", [[2, 3, 4]], reduction_axes=[0, 2], normalize_variance=True, eps=0.1),
+        _interp([1, 2, 3, 3], [4, 2], **{"attrs.pads_begin": [0, 0, 1, 1], "attrs.pads_end": [0, 0, 0, 1]}),
+        _binary([1, 2, 4, 4], [3, 2, 2, 2], fet="boolean"),
+        _deform([1, 2, 4, 4], [1, 8, 3, 3], [1, 2, 2, 2]),
+        _crop(resize_method="nearest"),
     ]
     junk = [None, True, -1, 2**70, 1.5, "x", [], [-1], [1, 2, 3, 4, 5], {"a": 1}]
     for w in graphs:

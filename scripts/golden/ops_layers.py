@@ -208,5 +208,300 @@ def _mvn() -> list[GoldenCase]:
     return out
 
 
+# ---------------------------------------------------------------- Interpolate
+
+
+def _keys(t: np.ndarray, a: float = -0.75) -> np.ndarray:
+    t = np.abs(t)
+    near = ((a + 2) * t - (a + 3)) * t * t + 1
+    far = ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
+    return np.where(t <= 1, near, np.where(t < 2, far, 0.0))
+
+
+def _resize_axis(x: np.ndarray, axis: int, m: int, mode: str, align: bool) -> np.ndarray:
+    """ONNX Resize-10's definition along one axis (x_in = x_out / scale, or align_corners), in float64 from the
+    float32 coordinates; nearest rounds down when the axis grows or keeps its size, up when it shrinks."""
+    n = x.shape[axis]
+    xo = np.arange(m, dtype=np.float32)
+    if m == n:
+        orig = xo
+    elif align:
+        orig = np.zeros(m, np.float32) if m == 1 else xo * np.float32(n - 1) / np.float32(m - 1)
+    else:
+        orig = xo / (np.float32(m) / np.float32(n))
+    orig = orig.astype(np.float64)
+    w = np.zeros((m, n))
+    for i, c in enumerate(orig):
+        if mode == "nearest":
+            w[i, int(np.clip(np.floor(c) if m >= n else np.ceil(c), 0, n - 1))] = 1
+        elif mode == "linear":
+            c = min(max(c, 0.0), n - 1)
+            lo = int(c)
+            hi = min(lo + 1, n - 1)
+            w[i, lo] += 1 - (c - lo) if hi != lo else 0.5
+            w[i, hi] += c - lo if hi != lo else 0.5
+        else:
+            base = np.floor(c)
+            for k in (-1, 0, 1, 2):
+                w[i, int(np.clip(base + k, 0, n - 1))] += _keys(np.array(c - (base + k)))
+    moved = np.moveaxis(x.astype(np.float64), axis, -1) @ w.T
+    return np.moveaxis(moved, -1, axis)
+
+
+def _interpolate() -> list[GoldenCase]:
+    out = []
+    specs = [  # name, shape, axes, sizes, mode, align_corners, pads_begin, pads_end, dtype, exact
+        ("nearest_up_down", (1, 2, 4, 5), [2, 3], [7, 3], "nearest", False, None, None, np.float32, True),
+        ("nearest_align_i32", (2, 3, 5), [1, 2], [2, 8], "nearest", True, None, None, np.int32, True),
+        ("nearest_pads", (1, 1, 3, 3), [2, 3], [8, 4], "nearest", False, [0, 0, 1, 0], [0, 0, 1, 1], np.float32, True),
+        ("linear_x2", (1, 2, 3, 4), [2, 3], [6, 8], "linear", False, None, None, np.float32, True),
+        ("linear_align", (1, 1, 4, 5), [2, 3], [7, 3], "linear", True, None, None, np.float32, False),
+        ("linear_5d_axis", (1, 2, 3, 2, 2), [2], [6], "linear", False, None, None, np.float32, True),
+        ("cubic_x2", (1, 1, 4, 4), [2, 3], [8, 8], "cubic", False, None, None, np.float32, True),
+        ("linear_folded", (2, 3, 4, 2), [0, 3], [4, 4], "linear", False, None, None, np.float32, True),
+        ("cubic_3_axes", (2, 3, 2, 3), [1, 2, 3], [6, 4, 6], "cubic", False, None, None, np.float32, True),
+        ("cubic_align", (1, 2, 5), [2], [9], "cubic", True, None, None, np.float32, True),
+    ]
+    for k, (name, shape, axes, sizes, mode, align, pb, pe, dt, exact) in enumerate(specs):
+        rng = _rng(40 + k)
+        x = (rng.integers(-8, 8, shape) / (4 if dt == np.float32 else 1)).astype(dt)
+        w = FunctionWriter(era="v0.29")
+        p = w.parameter(dt, list(shape))
+        size = w.constant(np.array(sizes, np.int64))
+        attrs = {"attrs.axes": axes, "attrs.mode": mode, "attrs.align_corners": align, "attrs.antialias": False}
+        attrs |= {"attrs.pads_begin": pb or [], "attrs.pads_end": pe or []}
+        r = w.result(w.op("Interpolate", p, size, attribute_visitor=True, **attrs))
+        y = np.pad(x, list(zip(pb, pe))) if pb else x
+        for a, m in zip(axes, sizes):
+            y = _resize_axis(y, a, m, mode, align)
+        out.append(
+            GoldenCase(
+                f"interpolate_{name}",
+                graph(w),
+                {str(p): x},
+                note=f"definition (no nGraph kernel; its ONNX importer maps Resize-10 to it): {mode}, axes {axes}, "
+                f"sizes {sizes}, align_corners {align}, pads {pb} {pe}; NumPy, axis by axis in float64",
+                expected={r: y.astype(dt)},
+                ulp=0 if exact else 2,
+                why="quarter-integer data, dyadic weights: exact in any order"
+                if exact
+                else "weights rounded to float32: ONNX Runtime's order of the weighted sum differs",
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- BinaryConvolution
+
+
+def _binary_conv_definition(x, bits, strides, dilations, pb, pe, pad_value) -> np.ndarray:
+    """OpenVINO's reference loop (the op's definition): 2 * [x == bit] - 1 summed over each window."""
+    n, c = x.shape[:2]
+    sp = x.shape[2:]
+    k = bits.shape[2:]
+    padded = np.full((n, c, *(d + b + e for d, b, e in zip(sp, pb, pe))), np.float32(pad_value), x.dtype)
+    padded[(slice(None), slice(None), *(slice(b, b + d) for b, d in zip(pb, sp)))] = x
+    eff = [(kk - 1) * dd + 1 for kk, dd in zip(k, dilations)]
+    out_sp = [(p - e) // s + 1 for p, e, s in zip(padded.shape[2:], eff, strides)]
+    y = np.zeros((n, bits.shape[0], *out_sp), x.dtype)
+    for o in np.ndindex(*out_sp):
+        win = padded[
+            (slice(None), slice(None), *(slice(i * s, i * s + e, d) for i, s, e, d in zip(o, strides, eff, dilations)))
+        ]
+        match = (win[:, None] == bits[None].astype(x.dtype)).reshape(n, bits.shape[0], -1)
+        y[(slice(None), slice(None), *o)] = 2 * match.sum(-1) - match.shape[-1]
+    return y
+
+
+def _binary_conv() -> list[GoldenCase]:
+    out = []
+    for k, (xs, fs, strides, dil, pb, pe, auto, pad_value, fdt) in enumerate(
+        [
+            ((2, 3, 5, 6), (4, 3, 3, 2), [1, 2], [1, 1], [1, 0], [1, 1], "EXPLICIT", 1.0, np.float32),
+            ((1, 2, 6, 6), (3, 2, 2, 2), [2, 1], [2, 1], [0, 0], [0, 0], "SAME_UPPER", 0.0, np.bool_),
+            ((1, 2, 7), (2, 2, 3), [1], [1], [2], [-1], "EXPLICIT", -1.0, np.int32),
+        ]
+    ):
+        rng = _rng(60 + k)
+        x = rng.integers(0, 2, xs).astype(np.float32)
+        x.ravel()[::11] = 0.5  # matches neither bit
+        f = rng.integers(0, 2, fs).astype(fdt)
+        w = FunctionWriter(era="v0.29")
+        p = w.parameter("f32", list(xs))
+        c = w.constant(f)
+        attrs = dict(strides=strides, dilations=dil, pads_begin=pb, pads_end=pe, auto_pad=auto, pad_value=pad_value)
+        r = w.result(w.op("BinaryConvolution", p, c, version=1, mode="xnor-popcount", attribute_visitor=True, **attrs))
+        if auto == "SAME_UPPER":
+            eff = [(kk - 1) * dd + 1 for kk, dd in zip(fs[2:], dil)]
+            total = [max((-(-d // s) - 1) * s + e - d, 0) for d, s, e in zip(xs[2:], strides, eff)]
+            pb, pe = [t // 2 for t in total], [t - t // 2 for t in total]
+        lo = [max(0, -b) for b in pb]
+        hi = [d - max(0, -e) for d, e in zip(xs[2:], pe)]
+        cropped = x[(slice(None), slice(None), *(slice(a, b) for a, b in zip(lo, hi)))]
+        want = _binary_conv_definition(
+            cropped, f, strides, dil, [max(0, b) for b in pb], [max(0, e) for e in pe], pad_value
+        )
+        out.append(
+            GoldenCase(
+                f"binary_convolution_{k}",
+                graph(w),
+                {str(p): x},
+                note=f"definition (no nGraph kernel; OpenVINO's reference loop in NumPy): {auto} pads {pb} {pe}, "
+                f"pad_value {pad_value}, {np.dtype(fdt)} filter bits, data 0 / 1 / 0.5",
+                expected={r: want},
+                ulp=0,
+                why="sums of 0 / 1 indicators: small integers, exact in any order",
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- DeformableConvolution
+
+
+def _bilinear(img: np.ndarray, y: np.float32, x: np.float32) -> np.float32:
+    """OpenVINO's bilinear_interpolation (no padding mode), in float32."""
+    hh, ww = img.shape
+    y1, x1 = max(int(np.floor(y)), 0), max(int(np.floor(x)), 0)
+    y2, x2 = min(int(np.ceil(y)), hh - 1), min(int(np.ceil(x)), ww - 1)
+    dx, dy = np.float32(x - np.float32(x1)), np.float32(y - np.float32(y1))
+    one = np.float32(1)
+    v11, v21, v12, v22 = img[y1, x1], img[y1, x2], img[y2, x1], img[y2, x2]
+    return (one - dx) * (one - dy) * v11 + (one - dx) * dy * v12 + dx * (one - dy) * v21 + dx * dy * v22
+
+
+def _deformable_definition(x, off, f, strides, dil, pb, pe, group, dgroup) -> np.ndarray:
+    """OpenVINO's DeformableConvolution-1 reference loop (the op's definition), float32 throughout."""
+    n, c, hh, ww = x.shape
+    o, cg, kh, kw = f.shape
+    oh = (hh + pb[0] + pe[0] - ((kh - 1) * dil[0] + 1)) // strides[0] + 1
+    ow = (ww + pb[1] + pe[1] - ((kw - 1) * dil[1] + 1)) // strides[1] + 1
+    y = np.zeros((n, o, oh, ow), np.float32)
+    per_dg = c // dgroup
+    for b, oc, i, j in np.ndindex(n, o, oh, ow):
+        g = oc // (o // group)
+        acc = np.float32(0)
+        for fc in range(cg):
+            ch = g * cg + fc
+            dg = ch // per_dg
+            for ky, kx in np.ndindex(kh, kw):
+                t = ky * kw + kx
+                py = np.float32(i * strides[0] - pb[0] + ky * dil[0]) + off[b, dg * 2 * kh * kw + 2 * t, i, j]
+                px = np.float32(j * strides[1] - pb[1] + kx * dil[1]) + off[b, dg * 2 * kh * kw + 2 * t + 1, i, j]
+                if not (0 <= px < ww and 0 <= py < hh):
+                    continue
+                acc = np.float32(acc + _bilinear(x[b, ch], py, px) * f[oc, fc, ky, kx])
+        y[b, oc, i, j] = acc
+    return y
+
+
+def _deformable() -> list[GoldenCase]:
+    out = []
+    for k, (xs, fs, strides, dil, pb, pe, group, dgroup) in enumerate(
+        [
+            ((1, 2, 5, 5), (3, 2, 3, 3), [1, 1], [1, 1], [1, 1], [1, 1], 1, 1),
+            ((2, 4, 6, 5), (4, 2, 2, 2), [2, 1], [1, 2], [0, 1], [1, 0], 2, 2),
+        ]
+    ):
+        rng = _rng(70 + k)
+        kh, kw = fs[2:]
+        oh = (xs[2] + pb[0] + pe[0] - ((kh - 1) * dil[0] + 1)) // strides[0] + 1
+        ow = (xs[3] + pb[1] + pe[1] - ((kw - 1) * dil[1] + 1)) // strides[1] + 1
+        offs = (xs[0], dgroup * 2 * kh * kw, oh, ow)
+        x = rng.standard_normal(xs).astype(np.float32)
+        f = rng.standard_normal(fs).astype(np.float32)
+        off = (rng.standard_normal(offs) * 1.5).astype(np.float32)
+        off.ravel()[::7] = np.round(off.ravel()[::7])  # whole offsets: taps exactly on the border rows and columns
+        w = FunctionWriter(era="v0.29")
+        px, po, pf = w.parameter("f32", list(xs)), w.parameter("f32", list(offs)), w.parameter("f32", list(fs))
+        attrs = dict(strides=strides, dilations=dil, pads_begin=pb, pads_end=pe, auto_pad="EXPLICIT")
+        r = w.result(
+            w.op("DeformableConvolution", px, po, pf, version=1, group=group, deformable_group=dgroup,
+                 attribute_visitor=True, **attrs)
+        )  # fmt: skip
+        want = _deformable_definition(x, off, f, strides, dil, pb, pe, group, dgroup)
+        out.append(
+            GoldenCase(
+                f"deformable_convolution_{k}",
+                graph(w),
+                {str(px): x, str(po): off, str(pf): f},
+                note=f"definition (no nGraph kernel; OpenVINO's reference loop in NumPy, float32): group {group}, "
+                f"deformable_group {dgroup}, pads {pb} {pe}; offsets reaching past every border",
+                expected={r: want},
+                ulp=4,
+                why="bilinear weights and the sums of products in another order, offsets rounded once more: "
+                "measured 1 ULP (of the largest output)",
+            )
+        )
+    return out
+
+
+# ---------------------------------------------------------------- CropAndResize
+
+
+def _crop_and_resize_definition(image, boxes, box_ind, ch, cw, method, extrapolation) -> np.ndarray:
+    """TensorFlow's CropAndResize kernel (the op's definition), float32 step by step."""
+    f = np.float32
+    _, hh, ww, c = image.shape
+    out = np.zeros((len(boxes), ch, cw, c), np.float32)
+    for b, (y1, x1, y2, x2) in enumerate(boxes.astype(np.float32)):
+        img = image[box_ind[b]].astype(np.float32)
+        hs = f(f(f(y2 - y1) * f(hh - 1)) / f(ch - 1)) if ch > 1 else f(0)
+        ws = f(f(f(x2 - x1) * f(ww - 1)) / f(cw - 1)) if cw > 1 else f(0)
+        for y in range(ch):
+            in_y = f(f(y1 * f(hh - 1)) + f(f(y) * hs)) if ch > 1 else f(f(f(0.5) * f(y1 + y2)) * f(hh - 1))
+            for x in range(cw):
+                in_x = f(f(x1 * f(ww - 1)) + f(f(x) * ws)) if cw > 1 else f(f(f(0.5) * f(x1 + x2)) * f(ww - 1))
+                if not (0 <= in_y <= hh - 1 and 0 <= in_x <= ww - 1):
+                    out[b, y, x] = f(extrapolation)
+                    continue
+                if method == "nearest":
+                    out[b, y, x] = img[int(np.floor(in_y + f(0.5))) if in_y % 1 != 0.5 else int(in_y) + 1,
+                                       int(np.floor(in_x + f(0.5))) if in_x % 1 != 0.5 else int(in_x) + 1]  # fmt: skip
+                    continue
+                ty, by, lx, rx = int(np.floor(in_y)), int(np.ceil(in_y)), int(np.floor(in_x)), int(np.ceil(in_x))
+                yl, xl = f(in_y - f(ty)), f(in_x - f(lx))
+                top = img[ty, lx] + (img[ty, rx] - img[ty, lx]) * xl
+                bottom = img[by, lx] + (img[by, rx] - img[by, lx]) * xl
+                out[b, y, x] = top + (bottom - top) * yl
+    return out
+
+
+def _crop_and_resize() -> list[GoldenCase]:
+    out = []
+    boxes = np.array(
+        [
+            [0.0, 0.0, 1.0, 1.0],
+            [0.1, 0.25, 0.7, 0.9],
+            [-0.2, 0.5, 0.6, 1.3],
+            [0.8, 0.9, 0.2, 0.1],
+            [0.5, 0.5, 0.5, 0.5],
+        ],
+        np.float32,
+    )
+    box_ind = np.array([0, 1, 0, 1, 1], np.int32)
+    for k, (method, ch, cw, extrapolation) in enumerate(
+        [("bilinear", 4, 3, 0.0), ("nearest", 5, 4, -1.5), ("bilinear", 1, 6, 7.0)]
+    ):
+        rng = _rng(80 + k)
+        image = rng.standard_normal((2, 5, 6, 3)).astype(np.float32)
+        w = FunctionWriter(era="v0.29")
+        pi, pb, pn = w.parameter("f32", [2, 5, 6, 3]), w.parameter("f32", [5, 4]), w.parameter("i32", [5])
+        size = w.constant(np.array([ch, cw], np.int32))
+        r = w.result(w.op("CropAndResize", pi, pb, pn, size, resize_method=method, extrapolation_value=extrapolation))
+        want = _crop_and_resize_definition(image, boxes, box_ind, ch, cw, method, extrapolation)
+        out.append(
+            GoldenCase(
+                f"crop_and_resize_{method}_{ch}x{cw}",
+                graph(w),
+                {str(pi): image, str(pb): boxes, str(pn): box_ind},
+                note=f"definition (no nGraph kernel; TensorFlow's CropAndResize kernel in NumPy, float32): {method}, "
+                f"crop {ch}x{cw}, extrapolation {extrapolation}; boxes flipped, partly outside, one point",
+                expected={r: want},
+            )
+        )
+    return out
+
+
 def cases() -> list[GoldenCase]:
-    return _group_conv() + _layer_norm() + _mvn()
+    return _group_conv() + _layer_norm() + _mvn() + _interpolate() + _binary_conv() + _deformable() + _crop_and_resize()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...contract import Dim, Shape, TensorType
+from ...dtypes import DType
 from ..context import MAX_DIM, OpContext, shape_str
 from . import register
 
@@ -93,20 +94,26 @@ def _out_dims(
     return out
 
 
+def conv_types(ctx: OpContext, data: int = 0, filters: int = 1) -> DType:
+    """nGraph's rule for a convolution's element types (data and filters alike), real types only."""
+    dt, ft = ctx.elem(data), ctx.elem(filters)
+    if dt is not ft:
+        raise ctx.error(
+            f"Element types for data batch and filters do not match (data batch element type: {dt}, filters element type: {ft})"  # noqa: E501  (nGraph's message, whole so it can be searched)
+        )
+    if not dt.is_real:
+        raise ctx.error(f"{ctx.op.op} on {dt} is not supported (real types only)")
+    return dt
+
+
 @register("Convolution", versions=(0, 1))
 def convolution(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(2)
-    td, tf = ctx.types
-    if td.elem_type is not tf.elem_type:
-        raise ctx.error(
-            f"Element types for data batch and filters do not match (data batch element type: {td.elem_type}, filters element type: {tf.elem_type})"  # noqa: E501  (nGraph's message, whole so it can be searched)
-        )
-    if not td.elem_type.is_real:
-        raise ctx.error(f"Convolution on {td.elem_type} is not supported (real types only)")
+    dt = conv_types(ctx)
     x, attrs, out_shape = conv_geometry(ctx)
-    ctx.require_onnx(td.elem_type, "Conv")
+    ctx.require_onnx(dt, "Conv")
     ctx.emit("Conv", [x, ctx.inputs[1]], ctx.out(), **attrs)
-    return [TensorType(td.elem_type, out_shape)]
+    return [TensorType(dt, out_shape)]
 
 
 def conv_geometry(

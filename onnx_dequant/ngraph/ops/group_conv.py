@@ -17,19 +17,14 @@ from __future__ import annotations
 from ...contract import TensorType
 from ..context import OpContext, shape_str
 from . import register
-from .conv import conv_geometry
+from .conv import conv_geometry, conv_types
 
 
 @register("GroupConvolution", versions=(0, 1))
 def group_convolution(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(2)
-    td, tf = ctx.types
-    if td.elem_type is not tf.elem_type:
-        raise ctx.error(
-            f"Element types for data batch and filters do not match (data batch element type: {td.elem_type}, filters element type: {tf.elem_type})"  # noqa: E501  (nGraph's message, whole so it can be searched)
-        )
-    if not td.elem_type.is_real:
-        raise ctx.error(f"GroupConvolution on {td.elem_type} is not supported (real types only)")
+    dt = conv_types(ctx)
+    td = ctx.types[0]
     rank = ctx.rank(0, "data batch")
     fshape = ctx.static_shape(1, "filters")
     in_filters = ctx.op.version >= 1 or not ctx.has("groups")
@@ -61,9 +56,9 @@ def group_convolution(ctx: OpContext) -> list[TensorType]:
     elif onnx_fshape[0] % groups:
         raise ctx.error(f"# Filters not a multiple of group size ({onnx_fshape[0]} filters, {groups} groups)")
     x, attrs, out_shape = conv_geometry(ctx, groups=groups, fshape=onnx_fshape)
-    ctx.require_onnx(td.elem_type, "Conv")
+    ctx.require_onnx(dt, "Conv")
     w = ctx.inputs[1]
     if in_filters:
         w = ctx.emit("Reshape", [w, ctx.int64s(list(onnx_fshape))])
     ctx.emit("Conv", [x, w], ctx.out(), group=groups, **attrs)
-    return [TensorType(td.elem_type, out_shape)]
+    return [TensorType(dt, out_shape)]
