@@ -8,8 +8,8 @@ filter bits ``F`` (a filter value is the bit 1 when it is not 0):
 ``matches = Conv(A, F) + Conv(B, 1 - F)``, one Conv over ``A`` and ``B`` side by side on the channels, and
 ``y = 2 * matches - C_in * window size``. Every sum is a small integer: exact in the data type.
 
-Filters of nGraph's packed ``u1`` type are not read by the importer (no ONNX counterpart for the type): a graph
-whose filters are ``boolean`` or any numeric type converts.
+nGraph's filter type is the packed ``u1``, but its serializer cannot write (nor read) a ``u1`` Constant's values
+(``unsupported type``), so serialized filters come in another type: ``boolean`` or any numeric type converts.
 """
 
 from __future__ import annotations
