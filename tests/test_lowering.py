@@ -198,11 +198,31 @@ def test_f16_chunked_scan_exact(shape, axes, rt, opset, const):
         assert same_bits(y.astype(ref.dtype), ref)
 
 
+@pytest.mark.parametrize("shape,axes", [((2, 256, 256), ()), ((3, 16, 64, 64), (0, 1)), ((4, 128, 512), (2,))])
+@pytest.mark.parametrize("rt,consumer,const", [("f32", "Relu", True), ("f32", None, False), ("f64", None, True)])
+def test_i32_chunked_scan_exact(shape, axes, rt, consumer, const):
+    """An exact i32 input with 64K-element slices along axis 0: a Scan whose body is Cast/Sub/Mul in
+    float64 (its intermediates stay in cache), in a graph too, bit-identical to the reference at the
+    type's extremes (differences beyond int32 included)."""
+    rng = np.random.default_rng(sum(shape) + len(axes))
+    x, s, z = random_case(rng, shape, axes, "i32", rt)
+    x.reshape(-1)[:4] = [2**31 - 1, -(2**31), 0, 1]
+    m = one_node_model(x, s, z, axes, const=const, consumer=consumer)
+    result = lower_model(m)
+    assert result.nodes[0].strategy == "scan-chunked"
+    assert "Scan" in [n.op_type for n in result.model.graph.node]
+    onnx.checker.check_model(result.model, full_check=True)
+    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
+    (y,) = run_ort(result.model, feeds)
+    ref = odq.dequantize(x, s, z, axes=axes)
+    assert same_bits(y, np.maximum(ref, 0) if consumer else ref)
+
+
 def test_chunked_only_where_it_pays():
     rng = np.random.default_rng(3)
     for shape, rt, opset, why in (
         ((4, 8, 8), "f16", 21, "holds 64 elements"),  # rows too small
-        ((2, 256, 256), "f32", 21, "only an f16 or bf16 output"),
+        ((2, 256, 256), "f32", 21, "only an f16 or bf16 output (an f32 intermediate) or an exact i32 input"),
         ((2, 256, 256), "bf16", 13, "no bf16 before opset 16"),
     ):
         x, s, z = random_case(rng, shape, (), "u8", rt)

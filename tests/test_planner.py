@@ -123,6 +123,19 @@ def test_scan_chunked_for_f16_and_bf16_model_outputs():
     assert why["scan-chunked"] == "not a portable form"
 
 
+def test_scan_chunked_for_exact_i32_inputs():
+    """i32 lowers to Cast/Sub/Mul in float64 (DequantizeLinear wraps); with 64K-4M-element rows along
+    axis 0 the Scan keeps its float64 intermediates in cache, in a graph too (measured 1.0x DQL -> Relu
+    against 4x for the whole-tensor chain at 16M elements)."""
+    rows = (16, 1 << 20)
+    for facts in ({}, {"model_output": True, "graph_output": True}, {"rt": "f64"}, {"zp": False}):
+        p = plan(info(rows, **{"qt": "i32", **facts}))
+        assert p.strategy.name == "scan-chunked" and p.choice.row.strategy.name == "cast-sub-mul"
+        assert p.costs["scan-chunked"] < p.costs["cast-sub-mul"]
+    assert chosen(info((80550, 91), qt="i32")) == "cast-sub-mul"  # rows too small to chunk
+    assert chosen(info(rows, qt="i32", int32_wrap=True)) == "dql-per-tensor"  # ORT's own int32 semantics
+
+
 def test_planner_refusals():
     assert plan(info(), ["cast-sub-mul"]).refused["dql-per-tensor"] == "not among the strategies asked for"
     assert plan(info(target="portable")).refused["dql-blocked"] == "not a portable form"
@@ -159,7 +172,18 @@ def test_planner_refusals():
             "dql-per-tensor",
             "ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before Transpose at opset 21+",
         ),
-        ({}, "scan-chunked", "only an f16 or bf16 output has an f32 intermediate to keep in cache"),
+        (
+            {},
+            "scan-chunked",
+            "only an f16 or bf16 output (an f32 intermediate) or an exact i32 input (float64 ones) "
+            "has intermediates to keep in cache",
+        ),
+        (
+            {"qt": "i32", "int32_wrap": True},
+            "scan-chunked",
+            "only an f16 or bf16 output (an f32 intermediate) "
+            "or an exact i32 input (float64 ones) has intermediates to keep in cache",
+        ),
         (
             {"rt": "f16"},
             "scan-chunked",

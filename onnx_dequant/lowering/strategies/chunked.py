@@ -1,6 +1,8 @@
-"""Chunked: ``Scan`` over axis 0, each slice lowered by the best other form (an f32 DequantizeLinear and
-a Cast), so that the f32 intermediate of an f16 or bf16 model output stays in cache instead of crossing
-memory twice; the scale and zero point are scanned with the input when 0 is a quantization axis."""
+"""Chunked: ``Scan`` over axis 0, each slice lowered by the best other form, so that the slice's
+intermediates stay in cache instead of crossing memory: the f32 intermediate of an f16 or bf16 model
+output (an f32 DequantizeLinear and a Cast), or the float64 intermediates of an exact i32 input
+(Cast/Sub/Mul in float64, 8 bytes an element each); the scale and zero point are scanned with the input
+when 0 is a quantization axis."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Callable
 
 from onnx import helper
 
+from ... import dtypes
 from ...errors import DequantizeError
 from ..emitter import Emitter
 from ..facts import NodeInfo
@@ -22,6 +25,20 @@ CHUNK_MAX = 4 << 20
 whole tensor (1.2-1.4x the f32 form at 256K-1M elements, 1.5-1.9x at 64K or 4M, against 2.0-2.3x)."""
 CACHED = 0.5
 """The share of the f32 intermediate's memory traffic the cost model still charges when it is chunked."""
+
+
+def _exact_i32(info: NodeInfo) -> bool:
+    """An i32 input lowered exactly: Cast/Sub/Mul in float64 (no DequantizeLinear: it wraps)."""
+    return info.in_type.name == "i32" and not info.int32_wrap
+
+
+def _intermediate_bytes(info: NodeInfo, row: Plan) -> float:
+    """Bytes per element of the intermediates the row form writes and reads back: one f32 tensor for a
+    DequantizeLinear and a Cast; for Cast/Sub/Mul the cast input, the difference and the product
+    (when a Cast to the output follows) in its work type."""
+    if isinstance(row.choice, dtypes.DType):  # cast-sub-mul: the choice is its work type
+        return row.choice.bits / 8 * (1 + info.has_zp + (row.choice is not info.out_type))
+    return DQL_TYPE.bits / 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,13 +80,17 @@ class Chunked(Strategy[RowPlan]):
         )
 
     def check(self, info: NodeInfo) -> RowPlan | Refusal:
-        if info.out_type.name not in ("f16", "bf16"):
-            return Refusal("only an f16 or bf16 output has an f32 intermediate to keep in cache")
-        if not info.model_output:
-            return Refusal("the output is not a model output (ORT runs a Scan that feeds other ops 1.5x slower)")
-        refusal = dql_refusal(info)
-        if refusal:
-            return refusal
+        if not _exact_i32(info):  # an i32 chain pays in a graph too (measured: 1.0x DQL -> Relu, not 4x)
+            if info.out_type.name not in ("f16", "bf16"):
+                return Refusal(
+                    "only an f16 or bf16 output (an f32 intermediate) or an exact i32 input (float64 ones) "
+                    "has intermediates to keep in cache"
+                )
+            if not info.model_output:
+                return Refusal("the output is not a model output (ORT runs a Scan that feeds other ops 1.5x slower)")
+            refusal = dql_refusal(info)
+            if refusal:
+                return refusal
         if info.in_type.bits < 8:
             return Refusal("ORT's Scan does not slice 4-bit tensors")
         if info.out_type.name == "bf16" and info.opset < 16:
@@ -87,7 +108,7 @@ class Chunked(Strategy[RowPlan]):
         return RowPlan(shape, row)
 
     def cost(self, info: NodeInfo, choice: RowPlan) -> float:
-        saved = (1 - CACHED) * 2 * info.size() * DQL_TYPE.bits / 8
+        saved = (1 - CACHED) * 2 * info.size() * _intermediate_bytes(info, choice.row)
         return choice.row.cost * choice.shape[0] - saved
 
     def emit(self, info: NodeInfo, choice: RowPlan, em: Emitter) -> None:

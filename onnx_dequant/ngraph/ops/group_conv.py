@@ -43,18 +43,16 @@ def group_convolution(ctx: OpContext) -> list[TensorType]:
         groups = ctx.attr_int("groups", lo=1)
         onnx_fshape = fshape
     channels = td.shape[1]  # type: ignore[index]
-    if isinstance(channels, int):
-        if channels % groups:
-            raise ctx.error(f"Data channels not a multiple of group size ({channels} channels, {groups} groups)")
-        if onnx_fshape[0] % groups:
-            raise ctx.error(f"# Filters not a multiple of group size ({onnx_fshape[0]} filters, {groups} groups)")
-        if onnx_fshape[1] * groups != channels:
-            raise ctx.error(
-                f"Incorrect number of channels per filter ({onnx_fshape[1]} per filter, {groups} groups, "
-                f"{channels} data channels)"
-            )
-    elif onnx_fshape[0] % groups:
+    known = isinstance(channels, int)
+    if known and channels % groups:
+        raise ctx.error(f"Data channels not a multiple of group size ({channels} channels, {groups} groups)")
+    if onnx_fshape[0] % groups:
         raise ctx.error(f"# Filters not a multiple of group size ({onnx_fshape[0]} filters, {groups} groups)")
+    if known and onnx_fshape[1] * groups != channels:
+        raise ctx.error(
+            f"Incorrect number of channels per filter ({onnx_fshape[1]} per filter, {groups} groups, "
+            f"{channels} data channels)"
+        )
     x, attrs, out_shape = conv_geometry(ctx, groups=groups, fshape=onnx_fshape)
     ctx.require_onnx(dt, "Conv")
     w = ctx.inputs[1]
