@@ -3,8 +3,10 @@
 Exact means: the integer difference never wraps (even for i32), the product is taken in float64 and
 rounded once to the output type. Where a narrower computation gives the same bits (8/16-bit inputs
 with f32 output: the float32 difference is exact and the float32 product rounds the exact product
-once) the reference uses it; everything else goes through float64. The work runs in cache-sized
-blocks, so the peak memory is the output plus a few hundred kilobytes.
+once; 8-bit inputs with f16/bf16 output; in the compiled loop also 16-bit inputs with f16/bf16 output,
+the float32 product rounded to odd first: ``exactness.fused_work_type``) the reference uses it;
+everything else goes through float64. The work runs in cache-sized blocks, so the peak memory is the
+output plus a few hundred kilobytes.
 
 ``DequantizeOp`` runs the node under ``onnx.reference.ReferenceEvaluator``.
 """
@@ -33,10 +35,8 @@ __all__ = ["dequantize", "DequantizeOp", "round_f64_to_bf16"]
 BLOCK_ELEMENTS = 1 << 18
 """Elements per block: a block of f32 results (1 MiB) stays in the L2 cache while it is finished."""
 
-_F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
-_F16 = np.dtype(np.float16)
 
 
 def round_f64_to_bf16(src: np.ndarray, dst: np.ndarray) -> None:

@@ -311,3 +311,18 @@ def test_strided_slice_reads_as_numpy_indexing(data):
         return
     (got,) = _run(_convert(w), x)
     assert got.shape == want.shape and np.array_equal(got, want), (kinds, begins, ends, strides, masks)
+
+
+def test_slices_keep_axes_of_unknown_size_whole():
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    w = _dyn_slice(
+        [0, 1, -1], [0, 3, 0], [1, 1, -2], shape=(None, 3, 4), lower_bounds_mask=[0], upper_bounds_mask=[0, 2]
+    )
+    (got,) = _run(_convert(w), x)
+    assert np.array_equal(got, x[:, 1:3, ::-2])
+    w = _dyn_slice(
+        [0, 0, 1], [0, 0, 2], [1, 1, 1], shape=(None, 3, 4), ellipsis_mask=[0], new_axis=[1], shrink_axis=[2]
+    )
+    (got,) = _run(_convert(w), x)
+    assert np.array_equal(got, x[..., np.newaxis, 1])
+    _refused(_dyn_slice([1], [2], [1], shape=(None, 3)), "slice index 0 needs the size of input axis 0", "DynSlice_4")

@@ -15,7 +15,9 @@ gives nGraph a plan one element long on an axis that has none (an out-of-bounds 
 - DynReplaceSlice: the data with the planned slice replaced by input 1, of the plan's output shape:
   ScatterND with the slice's coordinates, reshaped and reversed as the plan says.
 
-The slice becomes one ONNX Slice (a reversed axis a Slice with a negative step) and a Reshape.
+The slice becomes one ONNX Slice (a reversed axis a Slice with a negative step), then Squeeze and
+Unsqueeze for the shrunk and new axes; input axes of unknown size are allowed where the plan keeps them
+whole (under the ellipsis, or both bounds masked with stride 1).
 """
 
 from __future__ import annotations
@@ -25,10 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ... import dtypes
-from ...contract import TensorType
+from ...contract import Dim, TensorType
 from ..context import OpContext, numel, shape_str
 from . import register
-from .shape import reshape_node
 
 _I64 = dtypes.parse("i64")
 _BEFORE_ZERO = -(1 << 62)
@@ -40,24 +41,31 @@ class SlicePlan:
     """nGraph's SlicePlan: the forward slice per input axis, the reshape, the output axes to reverse."""
 
     begins: list[int] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)
+    ends: list[Dim] = field(default_factory=list)
     strides: list[int] = field(default_factory=list)
-    reshape_in: list[int] = field(default_factory=list)
-    reshape_out: list[int] = field(default_factory=list)
+    reshape_in: list[Dim] = field(default_factory=list)
+    reshape_out: list[Dim] = field(default_factory=list)
     reverse_axes: set[int] = field(default_factory=set)
     reversed_in: set[int] = field(default_factory=set)
     """The input axes whose slice the reverse flips (those of ``reverse_axes``)."""
+    shrunk_in: list[int] = field(default_factory=list)
+    """The input axes the reshape drops (shrunk, of length 1)."""
+    new_out: list[int] = field(default_factory=list)
+    """The output axes the reshape adds (new axes of length 1)."""
 
 
 def slice_plan(
     ctx: OpContext,
-    shape: tuple[int, ...],
+    shape: tuple[Dim, ...],
     begins: list[int],
     ends: list[int],
     strides: list[int],
     masks: dict[str, set[int]],
 ) -> SlicePlan:
-    """``make_slice_plan`` with ``masks`` keyed lower, upper, new, shrink, ellipsis (sets of slice indices)."""
+    """``make_slice_plan`` with ``masks`` keyed lower, upper, new, shrink, ellipsis (sets of slice indices).
+
+    An axis of unknown size is allowed where the plan keeps it whole (under the ellipsis, or both bounds
+    masked with stride 1)."""
     if not len(begins) == len(ends) == len(strides):
         raise ctx.error(
             f"begins, ends and strides must have one length (got {len(begins)}, {len(ends)}, {len(strides)})"
@@ -88,21 +96,33 @@ def slice_plan(
             p.reshape_in.append(d), p.reshape_out.append(d)
             i_in += 1
 
+    def size(i: int) -> int:
+        d = shape[i_in]
+        if not isinstance(d, int):
+            raise ctx.error(f"slice index {i} needs the size of input axis {i_in}, which is unknown ({d})")
+        return d
+
     for i in range(n):
         if i in new:
+            p.new_out.append(len(p.reshape_out))
             p.reshape_out.append(1)
         elif i in shrink:
-            d = shape[i_in]
+            d = size(i)
             b = begins[i]
             if not -d <= b < d:
                 raise ctx.error(f"shrunk axis {i_in}: index {b} is outside [-{d}, {d}) (no clipping for shrunk axes)")
             b += d if b < 0 else 0
             p.begins.append(b), p.ends.append(b + 1), p.strides.append(1), p.reshape_in.append(1)
+            p.shrunk_in.append(i_in)
             i_in += 1
         elif i in ellipsis:
             whole_axes()
+        elif i in lower and i in upper and strides[i] == 1 and not isinstance(shape[i_in], int):
+            d = shape[i_in]  # the whole axis, of a size unknown here
+            p.begins.append(0), p.ends.append(d), p.strides.append(1), p.reshape_in.append(d), p.reshape_out.append(d)
+            i_in += 1
         else:
-            d, s = shape[i_in], strides[i]
+            d, s = size(i), strides[i]
             if s == 0:
                 raise ctx.error(f"slice index {i}: stride must not be zero")
             rev = s < 0
@@ -131,8 +151,8 @@ def slice_plan(
     return p
 
 
-def _emit_slice(ctx: OpContext, p: SlicePlan, shape: tuple[int, ...]) -> list[TensorType]:
-    """The plan applied to input 0: one Slice (reversed axes with negative steps), then a Reshape."""
+def _emit_slice(ctx: OpContext, p: SlicePlan, shape: tuple[Dim, ...]) -> list[TensorType]:
+    """The plan applied to input 0: one Slice (reversed axes with negative steps), Squeeze, Unsqueeze."""
     dt = ctx.elem(0)
     starts, ends, axes, steps = [], [], [], []
     for i, (b, e, s, d, dim) in enumerate(zip(p.begins, p.ends, p.strides, shape, p.reshape_in)):
@@ -142,18 +162,21 @@ def _emit_slice(ctx: OpContext, p: SlicePlan, shape: tuple[int, ...]) -> list[Te
         elif not (b == 0 and e == d and s == 1):
             starts.append(b), ends.append(e), steps.append(s), axes.append(i)
     x = ctx.inputs[0]
-    reshape = p.reshape_in != p.reshape_out
-    if axes:
-        ctx.require_onnx(dt, "Slice")
-        out = None if reshape else ctx.out()
-        ints = ctx.int64s
-        x = ctx.emit("Slice", [x, ints(starts), ints(ends), ints(axes), ints(steps)], out)
-    if reshape:
-        ctx.require_onnx(dt, "Reshape")
-        reshape_node(ctx, x, p.reshape_out, ctx.out())
-    elif not axes:
+    steps_left = [s for s in (axes, p.shrunk_in, p.new_out) if s]
+    if not steps_left:
         ctx.require_onnx(dt, "Identity")
         ctx.emit("Identity", [x], ctx.out())
+    ints = ctx.int64s
+    if axes:
+        ctx.require_onnx(dt, "Slice")
+        out = ctx.out() if len(steps_left) == 1 else None
+        x = ctx.emit("Slice", [x, ints(starts), ints(ends), ints(axes), ints(steps)], out)
+    if p.shrunk_in:  # the reshape: shrunk axes out, then new axes in (unknown sizes stay as they are)
+        ctx.require_onnx(dt, "Squeeze")
+        x = ctx.emit("Squeeze", [x, ints(p.shrunk_in)], None if p.new_out else ctx.out())
+    if p.new_out:
+        ctx.require_onnx(dt, "Unsqueeze")
+        ctx.emit("Unsqueeze", [x, ints(p.new_out)], ctx.out())
     return [TensorType(dt, tuple(p.reshape_out))]
 
 
@@ -197,7 +220,8 @@ def _flag_masks(ctx: OpContext) -> dict[str, set[int]]:
 @register("StridedSlice", versions=(1,))
 def strided_slice(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(3, 4)
-    shape = ctx.static_shape(0)
+    ctx.rank(0)
+    shape = ctx.shape(0)
     masks = _flag_masks(ctx)
     bounds = _bounds(ctx, 1, len(ctx.inputs) - 1, False)
     if len(bounds) == 2:  # nGraph's default strides: ones, as long as begin
@@ -208,7 +232,8 @@ def strided_slice(ctx: OpContext) -> list[TensorType]:
 @register("DynSlice")
 def dyn_slice(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(4)
-    shape = ctx.static_shape(0)
+    ctx.rank(0)
+    shape = ctx.shape(0)
     bounds = _bounds(ctx, 1, 3, True)
     return _emit_slice(ctx, slice_plan(ctx, shape, *bounds, _axis_masks(ctx)), shape)
 
