@@ -1,5 +1,5 @@
-"""RNNCell, GRUCell, LSTMCell and LSTMSequence: ONNX's RNN / GRU / LSTM where they compute what nGraph does,
-else nGraph's decompositions written out node for node.
+"""RNNCell, GRUCell, LSTMCell and LSTMSequence: ONNX's GRU / LSTM where they compute what nGraph does, else
+nGraph's decompositions written out node for node.
 
 nGraph defines every recurrent op by decomposition (``decompose_op``: Dot, Add, Clamp, the activations) and its
 INTERPRETER runs those nodes. ONNX's RNN / GRU / LSTM match them on f32 with nGraph's default activations and
@@ -7,6 +7,7 @@ no clip (measured against nGraph 0.26: within 2 ULP of the largest output, as th
 "Recurrent ops"); ONNX Runtime's LSTM does not clip the cell state before ``h`` as nGraph does, runs only f32,
 and its activation parameters are read differently, so every other case is the decomposition, in nGraph's
 order (``Xt*W^T + (Ht*R^T + bias)``, the clip on every activation's argument, peepholes before the clip).
+RNNCell is always decomposed: ONNX Runtime's RNN kernel is slower than its four nodes.
 
 Two serializer eras read differently:
 
@@ -173,7 +174,7 @@ def _weights_format(ctx: OpContext) -> str:
 
 
 def _onnx_matches(cell: _Cell, defaults: Sequence[str]) -> bool:
-    """Whether ONNX's RNN / GRU / LSTM computes what nGraph does (see the module's docstring)."""
+    """Whether ONNX's GRU / LSTM computes what nGraph does (see the module's docstring)."""
     return cell.t.elem_type is _F32 and cell.clip == 0 and [a[0] for a in cell.acts] == list(defaults)
 
 
@@ -185,17 +186,13 @@ def _gates_to(cell: _Cell, x: str, src: str, dst: str, axis: int = 0) -> str:
     return cell.ctx.emit("Concat", [parts[g] for g in dst], axis=axis)
 
 
-def _unsqueeze(cell: _Cell, x: str) -> str:
-    return cell.ctx.emit("Unsqueeze", [x, cell.ctx.int64s([0])])
-
-
 def _emit_onnx(cell: _Cell, op: str, inputs: list[str], outs: list[str], squeeze: bool, **attrs: object) -> None:
     """ONNX ``op`` (one direction unless the inputs say otherwise) writing ``outs`` (Y, Y_h[, Y_c]); with
     ``squeeze`` the inputs gain the direction axis and the states lose it (a cell)."""
     ctx = cell.ctx
     ctx.require_onnx(cell.t.elem_type, op)
     if squeeze:
-        inputs = [_unsqueeze(cell, x) if x else "" for x in inputs]
+        inputs = [ctx.emit("Unsqueeze", [x, ctx.int64s([0])]) if x else "" for x in inputs]
         temps = [ctx.b.reserve(f"{ctx.name}/state") for _ in outs[1:]]
         ctx.emit_multi(op, inputs, ["", *temps], hidden_size=cell.hidden, **attrs)
         for t, o in zip(temps, outs[1:]):
@@ -294,13 +291,9 @@ def rnn_cell(ctx: OpContext) -> list[TensorType]:
         cell.shape(4, (nb,), "B")
     b = ctx.inputs[4] if n > 4 else cell.zeros(nb)
     X, H, W, R = (ctx.inputs[i] for i in (x, h, w, r))
-    if _onnx_matches(cell, ("tanh",)):
-        if later:
-            b = ctx.emit("Concat", [b, cell.zeros(hid)], axis=0)
-        _emit_onnx(cell, "RNN", [X, W, R, b, "", H], ["", ctx.out()], True)
-    else:
-        bias = b if later else cell.add(*cell.split(b, [hid, hid], 0))  # Wb + Rb
-        cell.act(0, cell.add(cell.xwt(X, W), cell.add(cell.xwt(H, R), bias)), ctx.out())
+    # always decomposed: ONNX's RNN matches too, but ONNX Runtime's kernel is 1.6-7x slower than these nodes
+    bias = b if later else cell.add(*cell.split(b, [hid, hid], 0))  # Wb + Rb
+    cell.act(0, cell.add(cell.xwt(X, W), cell.add(cell.xwt(H, R), bias)), ctx.out())
     return [TensorType(cell.t.elem_type, (batch, hid))]
 
 
