@@ -38,7 +38,7 @@ def _nms(boxes=(1, 6, 4), scores=(1, 2, 6), et="f32", extra=(), inputs=None, **a
         ({"scores": (2, 2, 6)}, "The first dimension of both 'boxes' and 'scores' must match. Boxes: 1; Scores: 2"),
         ({"scores": (1, 2, 5)}, "must match at the second and third dimension respectively. Boxes: 6; Scores: 5"),
         ({"boxes": (1, 6, 5), "scores": (1, 2, 6)}, "The last dimension of the 'boxes' input must be equal to 4"),
-        ({"et": "f16"}, "NonMaxSuppression on f16 has no ONNX counterpart"),
+        ({"et": "f64"}, "NonMaxSuppression on f64 has no ONNX counterpart"),
         ({"box_encoding": "middle"}, '\'box_encoding\' must be "corner" or "center"'),
         ({"sort_result_descending": "yes"}, "'sort_result_descending' must be true or false"),
     ],

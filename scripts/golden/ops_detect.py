@@ -66,7 +66,7 @@ def nms(boxes, scores, max_out: int, iou_t: float, score_t: float, center: bool,
 
 def _nms_case(name, boxes, scores, inputs, *, center=False, descending=True, version=1, out_type=None, note=""):
     w = FunctionWriter(era="v0.29")
-    pb, ps = w.parameter("f32", list(boxes.shape)), w.parameter("f32", list(scores.shape))
+    pb, ps = w.parameter(boxes.dtype, list(boxes.shape)), w.parameter(scores.dtype, list(scores.shape))
     consts = [w.constant(np.asarray(v, dt)) for v, dt in zip(inputs, (np.int64, F, F))]
     attrs = {"box_encoding": "center" if center else "corner", "sort_result_descending": descending}
     if out_type is not None:
@@ -74,7 +74,7 @@ def _nms_case(name, boxes, scores, inputs, *, center=False, descending=True, ver
     r = w.result(w.op("NonMaxSuppression", pb, ps, *consts, version=version, **attrs))
     defaults = [0, 0.0, 0.0]
     args = [*inputs, *defaults[len(inputs) :]]
-    want = nms(boxes, scores, int(args[0]), args[1], args[2], center, descending)
+    want = nms(boxes.astype(F), scores.astype(F), int(args[0]), args[1], args[2], center, descending)
     if out_type == "i32":
         want = want.astype(np.int32)
     return GoldenCase(name, graph(w), {pb: boxes, ps: scores}, note=f"{note}; {DEFINITION}", expected={r: want})
@@ -106,6 +106,13 @@ def nms_cases() -> list[GoldenCase]:
         _nms_case("nms_padded", b3, s3, [10, 0.5, 0.7], note="IOU and score equal to their thresholds kept; -1 rows"),
         _nms_case("nms_v3_i32", b1, s1, [2, 0.5, 0.3], version=3, out_type="i32", note="v3, output_type i32"),
         _nms_case("nms_two_inputs", b3, s3, [], note="max_output_boxes_per_class absent: 0, no rows"),
+        _nms_case(
+            "nms_f16",
+            b1.astype(np.float16),
+            s1.astype(np.float16),
+            [3, 0.4, 0.25],
+            note="f16 boxes and scores (IOU in float32, as the CPU kernel)",
+        ),
     ]
 
 

@@ -1,17 +1,18 @@
-"""The detection ops of opset 1 that ONNX expresses exactly: NonMaxSuppression (v1, v3), PriorBox and
-PriorBoxClustered (v0).
+"""The detection ops of opset 1: NonMaxSuppression (v1, v3), PriorBox, PriorBoxClustered and RegionYolo (v0)
+converted; PSROIPooling, DeformablePSROIPooling, DetectionOutput and Proposal refused (``DETECTION_REFUSED``).
 
 - NonMaxSuppression: ONNX NonMaxSuppression, which selects as nGraph's op defines it (greedy per batch and
   class, a box dropped when its IOU with a selected one is greater than ``iou_threshold``; ``center`` is ONNX's
-  ``center_point_box``), with three differences made good around it: nGraph keeps a score equal to
-  ``score_threshold`` (ONNX: strictly greater; the threshold is moved one float32 step down); with
-  ``sort_result_descending`` the triplets are sorted by score across batches and classes (a stable TopK on the
-  scores gathered back: ties keep batch, class, box order); and nGraph's output has a fixed number of rows,
-  ``min(num_boxes, max_output_boxes_per_class * num_classes)``, the triplets first and ``-1`` after them
-  (cut to that many if more were selected). v3's ``output_type`` i32 is a Cast.
+  ``center_point_box``; f16 / bf16 boxes and scores widened to float32), with three differences made good
+  around it: nGraph keeps a score equal to ``score_threshold`` (ONNX: strictly greater; the threshold is moved
+  one float32 step down); with ``sort_result_descending`` the triplets are sorted by score across batches and
+  classes (a stable TopK on the scores gathered back: ties keep batch, class, box order); and nGraph's output
+  has a fixed number of rows, ``min(num_boxes, max_output_boxes_per_class * num_classes)``, the triplets first
+  and ``-1`` after them (cut to that many if more were selected). v3's ``output_type`` i32 is a Cast.
 - PriorBox / PriorBoxClustered: the priors depend only on the layer's and image's height and width; where those
   are known when converting (Constants, or the shapes of statically shaped tensors) the output is an
   initializer computed by ``priors.py``.
+- RegionYolo: Slice / Sigmoid / Softmax / Concat on the input viewed as (N, regions, entries, H, W).
 """
 
 from __future__ import annotations
@@ -65,9 +66,15 @@ def non_max_suppression(ctx: OpContext) -> list[TensorType]:
         )
     if bs[2] != 4:
         raise ctx.error(f"The last dimension of the 'boxes' input must be equal to 4. Got:{_dim(bs[2])}")
-    for i in (0, 1):
-        if ctx.elem(i) is not _F32:
-            raise ctx.error(f"NonMaxSuppression on {ctx.elem(i)} has no ONNX counterpart (ONNX's takes float32 only)")
+    data = []
+    for i in (0, 1):  # f16 and bf16 widen exactly (IOU then in float32, as the op's CPU kernel computes it)
+        dt = ctx.elem(i)
+        if dt.name not in ("f32", "f16", "bf16"):
+            raise ctx.error(
+                f"NonMaxSuppression on {dt} has no ONNX counterpart (ONNX's takes float32: only f16 and bf16 "
+                "widen to it exactly)"
+            )
+        data.append(ctx.inputs[i] if dt is _F32 else ctx.emit("Cast", [ctx.inputs[i]], to=_F32.onnx))
     for i, kinds in ((2, ("integer", "quantized")), (3, ("real",)), (4, ("real",))):
         if i < len(ctx.inputs) and ctx.elem(i).kind not in kinds:
             raise ctx.error(f"NonMaxSuppression's input {i} must be {kinds[0]}, got {ctx.elem(i)}")
@@ -105,7 +112,7 @@ def non_max_suppression(ctx: OpContext) -> list[TensorType]:
                 "score equal to it, ONNX's NonMaxSuppression drops it: the threshold is moved one step)"
             )
         score_t = float(np.float32(v.reshape(-1)[0]))
-    nms_inputs = [ctx.inputs[0], ctx.inputs[1], max_name, iou or ctx.scalar(np.float32(0), _F32)]
+    nms_inputs = [*data, max_name, iou or ctx.scalar(np.float32(0), _F32)]
     # -inf or NaN: no score is below it, every box is a candidate (NaN scores too): ONNX without a threshold;
     # else score >= t is score > (t one float32 step down)
     if not (score_t == -math.inf or math.isnan(score_t)):
@@ -114,7 +121,7 @@ def non_max_suppression(ctx: OpContext) -> list[TensorType]:
     center = int(encoding == "center")
     sel = ctx.emit("NonMaxSuppression", nms_inputs, center_point_box=center)
     if descending:
-        picked = ctx.emit("GatherND", [ctx.inputs[1], sel])
+        picked = ctx.emit("GatherND", [data[1], sel])
         k = ctx.emit("Shape", [picked])
         order = ctx.b.reserve(f"{ctx.name}/order")
         ctx.emit_multi("TopK", [picked, k], [ctx.b.reserve(f"{ctx.name}/sorted"), order], axis=0, largest=1, sorted=1)
