@@ -146,7 +146,8 @@ def dequantize(
         kernel = _fused.kernel(fused_work_type(in_t, out_t.elem_type).numpy, out.dtype)
         _parallel(_run_fused, ranges, kernel, x_flat, z_flat, s_flat, _fused.bits_view(out.reshape(-1)), plan, has_z)
     else:
-        s = scale.astype(work, copy=False).reshape(bshape)
+        with np.errstate(invalid="ignore"):  # ml_dtypes warns on some bf16 NaN payloads; NaN stays NaN
+            s = scale.astype(work, copy=False).reshape(bshape)
         z = zp.astype(work).reshape(bshape) if has_z else None
         _parallel(_run_blocks, list(_blocks(x.shape)), x, s, z, out, work, bshape)
     return out
