@@ -184,7 +184,7 @@ def test_unknown_op_and_version(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "backend_op", ["QuantizedMatmul", "ConvolutionBias", "QuantizedMaxPool", "ConvertLayout", "MatmulBias"]
+    "backend_op", ["QuantizedMatmul", "ConvolutionRelu", "QuantizedMaxPool", "ConvertLayout", "MatmulBias"]
 )
 def test_backend_internal_ops(tmp_path, backend_op):
     g = small_graph()
@@ -368,7 +368,7 @@ def test_cli_function_choice(tmp_path, capsys):
 
 def test_cli_bad_input_exits_2_writes_nothing(tmp_path):
     g = small_graph()
-    op(g, "Relu_6")["op"] = "ConvolutionBias"
+    op(g, "Relu_6")["op"] = "ConvolutionRelu"
     src = tmp_path / "g.json"
     src.write_text(json.dumps(g))
     before = src.read_bytes()
@@ -381,7 +381,7 @@ def test_cli_bad_input_exits_2_writes_nothing(tmp_path):
     )
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
-    assert f"onnx-dequant convert: error: {src}: node 'Relu_6': op type 'ConvolutionBias'" in r.stderr
+    assert f"onnx-dequant convert: error: {src}: node 'Relu_6': op type 'ConvolutionRelu'" in r.stderr
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["g.json"]
     assert src.read_bytes() == before
 

@@ -369,3 +369,64 @@ def test_odd_attributes_raise_dequantize_error_only():
                     odq.ngraph.convert(json.dumps(bad))
                 except odq.DequantizeError:
                     pass
+
+
+# ---------------------------------------------------------------- ConvolutionBias, ConvolutionBiasAdd
+
+
+@pytest.mark.parametrize(
+    ("op", "shapes", "types", "match"),
+    [
+        (
+            "ConvolutionBias",
+            [[1, 2, 5, 5], [3, 2, 3, 3], [3]],
+            ["f32", "f32", "f64"],
+            "Element types for bias and filters do not match (bias element type: f64, filters element type: f32)",
+        ),  # noqa: E501
+        (
+            "ConvolutionBias",
+            [[1, 2, 5, 5], [3, 2, 3, 3], [3, 1]],
+            ["f32"] * 3,
+            "Bias must have a rank of 1 (bias_shape: {3,1})",
+        ),  # noqa: E501
+        (
+            "ConvolutionBias",
+            [[1, 2, 5, 5], [3, 2, 3, 3], [4]],
+            ["f32"] * 3,
+            "Bias channel count (4) does not match filter output channel count (3)",
+        ),  # noqa: E501
+        ("ConvolutionBias", [[1, 2, 5, 5], [3, 2, 3, 3]], ["f32"] * 2, "takes 3 inputs, got 2"),
+        (
+            "ConvolutionBiasAdd",
+            [[1, 2, 5, 5], [3, 2, 3, 3], [3], [1, 3, 4, 3]],
+            ["f32"] * 4,
+            "Argument shapes are inconsistent",
+        ),  # noqa: E501
+        ("ConvolutionBiasAdd", [[1, 2, 5, 5], [3, 2, 3, 3], [3]], ["f32"] * 3, "takes 4 inputs, got 3"),
+    ],
+)
+def test_convolution_bias_bad_input(op, shapes, types, match):
+    w = FunctionWriter(era="v0.26")
+    ps = [w.parameter(t, s) for t, s in zip(types, shapes)]
+    w.result(w.op(op, *ps, **V0))
+    _refused(w, match)
+
+
+@pytest.mark.parametrize("op", ["ConvolutionBias", "ConvolutionBiasAdd"])
+def test_convolution_bias_with_relu_is_the_relu_of_the_sum(op):
+    """``with_relu`` (which nGraph 0.26's deserializer drops, so the golden cases cannot show it): the
+    result is nGraph's Relu (-0 and NaN give +0) of the same op without it, bit for bit."""
+    rng = np.random.default_rng(3)
+    shapes = [[1, 2, 5, 5], [3, 2, 3, 3], [3]] + ([[1, 3, 3, 3]] if op == "ConvolutionBiasAdd" else [])
+    feeds = [(rng.integers(-8, 8, s) / 4).astype(np.float32) for s in shapes]
+    feeds[0][0, 0, 0, 0] = np.nan
+    got = {}
+    for relu in (False, True):
+        w = FunctionWriter(era="v0.26")
+        ps = [w.parameter("f32", s) for s in shapes]
+        w.result(w.op(op, *ps, with_relu=relu, **V0))
+        got[relu] = _run(w, *feeds)[0]
+    plain = got[False]
+    assert np.isnan(plain).any() and (plain < 0).any()
+    want = np.where(plain > 0, plain, np.float32(0))
+    assert np.array_equal(got[True].view(np.uint32), want.view(np.uint32))

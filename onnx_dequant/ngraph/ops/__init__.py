@@ -38,8 +38,6 @@ BACKEND_OPS = frozenset(
         "QuantizedAvgPool",
         "QuantizedMaxPool",
         "QuantizedConcat",
-        "ConvolutionBias",
-        "ConvolutionBiasAdd",
         "ConvolutionBiasBackpropFiltersBias",
         "ConvolutionAdd",
         "ConvolutionRelu",

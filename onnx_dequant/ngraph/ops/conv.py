@@ -14,6 +14,7 @@ from ...contract import Dim, Shape, TensorType
 from ...dtypes import DType
 from ..context import MAX_DIM, OpContext, shape_str
 from . import register
+from .elementwise import emit_real_relu
 
 _PAD_TYPES = {0: "explicit", 1: "same_lower", 2: "same_upper", 3: "valid", 4: "auto", 5: "notset"}
 
@@ -113,6 +114,46 @@ def convolution(ctx: OpContext) -> list[TensorType]:
     x, attrs, out_shape = conv_geometry(ctx)
     ctx.require_onnx(dt, "Conv")
     ctx.emit("Conv", [x, ctx.inputs[1]], ctx.out(), **attrs)
+    return [TensorType(dt, out_shape)]
+
+
+def _bias(ctx: OpContext, dt: DType) -> str:
+    """The bias of ConvolutionBias(Add) checked with nGraph's rules (``validate_convbias_shapes``)."""
+    if ctx.elem(2) is not dt:
+        raise ctx.error(
+            f"Element types for bias and filters do not match (bias element type: {ctx.elem(2)}, filters element type: {dt})"  # noqa: E501  (nGraph's message, whole so it can be searched)
+        )
+    bshape, fshape = ctx.shape(2), ctx.shape(1)
+    if bshape is None or len(bshape) != 1:
+        raise ctx.error(f"Bias must have a rank of 1 (bias_shape: {shape_str(bshape)})")
+    if fshape and isinstance(bshape[0], int) and isinstance(fshape[0], int) and bshape[0] != fshape[0]:
+        raise ctx.error(f"Bias channel count ({bshape[0]}) does not match filter output channel count ({fshape[0]})")
+    return ctx.inputs[2]
+
+
+@register("ConvolutionBias", "ConvolutionBiasAdd")
+def convolution_bias(ctx: OpContext) -> list[TensorType]:
+    """nGraph's decomposition (``op/fused/conv_fused.cpp``): Convolution, plus the bias broadcast over the
+    channel axis, plus (ConvolutionBiasAdd) the fourth input, then Relu when ``with_relu``: Conv with its
+    bias input B, Add, Relu."""
+    add = ctx.op.op == "ConvolutionBiasAdd"
+    ctx.expect_inputs(4 if add else 3)
+    dt = conv_types(ctx)
+    b = _bias(ctx, dt)
+    x, attrs, out_shape = conv_geometry(ctx)
+    ctx.require_onnx(dt, "Conv")
+    relu = ctx.attr_bool("with_relu", False)
+    if add:
+        if tuple(ctx.shape(3) or ()) != tuple(out_shape) or ctx.elem(3) is not dt:
+            raise ctx.error(
+                f"Argument shapes are inconsistent: the sum input is {ctx.elem(3)}{shape_str(ctx.shape(3))}, "
+                f"the convolution's result {dt}{shape_str(out_shape)}"
+            )
+    y = ctx.emit("Conv", [x, ctx.inputs[1], b], None if add or relu else ctx.out(), **attrs)
+    if add:
+        y = ctx.emit("Add", [y, ctx.inputs[3]], None if relu else ctx.out())
+    if relu:
+        emit_real_relu(ctx, y, dt, ctx.out())
     return [TensorType(dt, out_shape)]
 
 

@@ -1,0 +1,59 @@
+"""ConvolutionBias and ConvolutionBiasAdd (opset 0 fused ops): nGraph's decomposition, a Convolution plus
+the bias broadcast over the channel axis (plus the sum input). nGraph 0.26.0 reads and runs both; its
+deserializer does not read ``with_relu`` (the op is built without it), so the Relu is tested apart
+(tests/test_ngraph_layers.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from onnx_dequant.ngraph.writer import FunctionWriter
+
+from . import GoldenCase, graph
+
+CONV = dict(
+    window_movement_strides=[1, 2],
+    window_dilation_strides=[2, 1],
+    padding_below=[1, -1],
+    padding_above=[0, 2],
+    data_dilation_strides=[1, 1],
+)
+EXACT = "quarter-integer values: every partial sum exact in any order"
+
+
+def _quarters(rng: np.random.Generator, shape: list[int]) -> np.ndarray:
+    return (rng.integers(-8, 8, shape) / 4).astype(np.float32)
+
+
+def cases() -> list[GoldenCase]:
+    rng = np.random.default_rng([12, 5])
+    xs, fs = [2, 3, 7, 8], [4, 3, 3, 2]
+    out = []
+    w = FunctionWriter()
+    x, f, b = w.parameter("f32", xs), w.parameter("f32", fs), w.parameter("f32", [4])
+    w.result(w.op("ConvolutionBias", x, f, b, **CONV))
+    feeds = {str(x): _quarters(rng, xs), str(f): _quarters(rng, fs), str(b): _quarters(rng, [4])}
+    out.append(GoldenCase("convolution_bias", graph(w), feeds, note="ConvolutionBias, 2-D", ulp=0, why=EXACT))
+
+    w = FunctionWriter()
+    x, f, b = w.parameter("f32", xs), w.parameter("f32", fs), w.parameter("f32", [4])
+    s = w.parameter("f32", [2, 4, 4, 4])
+    w.result(w.op("ConvolutionBiasAdd", x, f, b, s, **CONV))
+    feeds = {
+        str(x): _quarters(rng, xs),
+        str(f): _quarters(rng, fs),
+        str(b): _quarters(rng, [4]),
+        str(s): _quarters(rng, [2, 4, 4, 4]),
+    }
+    out.append(GoldenCase("convolution_bias_add", graph(w), feeds, note="ConvolutionBiasAdd, 2-D", ulp=0, why=EXACT))
+
+    w = FunctionWriter()
+    x, f, b = w.parameter("f32", [1, 2, 9]), w.parameter("f32", [3, 2, 3]), w.parameter("f32", [3])
+    w.result(w.op("ConvolutionBias", x, f, b, **{k: v[:1] for k, v in CONV.items()}))
+    feeds = {
+        str(x): _quarters(rng, [1, 2, 9]),
+        str(f): _quarters(rng, [3, 2, 3]),
+        str(b): _quarters(rng, [3]),
+    }
+    out.append(GoldenCase("convolution_bias_1d", graph(w), feeds, note="ConvolutionBias, 1-D", ulp=0, why=EXACT))
+    return out
