@@ -430,3 +430,26 @@ def test_convolution_bias_with_relu_is_the_relu_of_the_sum(op):
     assert np.isnan(plain).any() and (plain < 0).any()
     want = np.where(plain > 0, plain, np.float32(0))
     assert np.array_equal(got[True].view(np.uint32), want.view(np.uint32))
+
+
+# ---------------------------------------------------------------- BatchMatMulTranspose
+
+
+@pytest.mark.parametrize(
+    ("shapes", "types", "match"),
+    [
+        ([[2, 3, 4], [2, 4, 5]], ["f32", "f64"], "Inputs arg0 and arg1 must have compatible element type."),
+        ([[3, 4], [2, 4, 5]], ["f32"] * 2, "Input arg0 shape must have rank 3, got {3,4}."),
+        (
+            [[2, 3, 4], [3, 4, 5]],
+            ["f32"] * 2,
+            "Batch size dimensions are not equal while creating BatchMatMulTranspose.",
+        ),  # noqa: E501
+        ([[2, 3, 4], [2, 5, 5]], ["f32"] * 2, "Product dimensions are not equal while creating BatchMatMulTranspose."),
+    ],
+)
+def test_batch_matmul_transpose_bad_input(shapes, types, match):
+    w = FunctionWriter(era="v0.29")
+    ps = [w.parameter(t, s) for t, s in zip(types, shapes)]
+    w.result(w.op("BatchMatMulTranspose", *ps, transpose_0=False, transpose_1=False))
+    _refused(w, match)

@@ -1,7 +1,7 @@
-"""ConvolutionBias and ConvolutionBiasAdd (opset 0 fused ops): nGraph's decomposition, a Convolution plus
-the bias broadcast over the channel axis (plus the sum input). nGraph 0.26.0 reads and runs both; its
-deserializer does not read ``with_relu`` (the op is built without it), so the Relu is tested apart
-(tests/test_ngraph_layers.py)."""
+"""ConvolutionBias and ConvolutionBiasAdd (opset 0 fused ops): nGraph's decomposition, a Convolution plus the
+bias broadcast over the channel axis (plus the sum input). nGraph 0.26.0 reads and runs both; its deserializer
+does not read ``with_relu`` (the op is built without it), so the Relu is tested apart
+(tests/test_ngraph_layers.py). BatchMatMulTranspose (a later nGraph's fused op): from its decomposition."""
 
 from __future__ import annotations
 
@@ -56,4 +56,41 @@ def cases() -> list[GoldenCase]:
         str(b): _quarters(rng, [3]),
     }
     out.append(GoldenCase("convolution_bias_1d", graph(w), feeds, note="ConvolutionBias, 1-D", ulp=0, why=EXACT))
+    return out + _batch_matmul_transpose()
+
+
+def _batch_matmul_transpose() -> list[GoldenCase]:
+    """BatchMatMulTranspose (a later nGraph's fused op; 0.26 cannot read it): expected values are nGraph
+    0.26.0 running its decomposition, each transposed side a Reshape with input_order [0, 2, 1], then
+    BatchMatMul."""
+    from ._ops import run_ngraph
+
+    rng = np.random.default_rng([12, 6])
+    out = []
+    for t0, t1 in ((False, True), (True, False), (True, True)):
+        sa = [3, 5, 4] if t0 else [3, 4, 5]
+        sb = [3, 6, 5] if t1 else [3, 5, 6]
+        feeds = {"Parameter_0": _quarters(rng, sa), "Parameter_1": _quarters(rng, sb)}
+        ref = FunctionWriter()
+        a, b = ref.parameter("f32", sa), ref.parameter("f32", sb)
+        if t0:
+            a = ref.op("Reshape", a, input_order=[0, 2, 1], output_shape=[3, 4, 5])
+        if t1:
+            b = ref.op("Reshape", b, input_order=[0, 2, 1], output_shape=[3, 5, 6])
+        ref.result(ref.op("BatchMatMul", a, b))
+        (want,) = run_ngraph(ref, feeds)
+        w = FunctionWriter(era="v0.29")
+        a, b = w.parameter("f32", sa), w.parameter("f32", sb)
+        r = w.result(w.op("BatchMatMulTranspose", a, b, transpose_0=t0, transpose_1=t1))
+        out.append(
+            GoldenCase(
+                f"batch_matmul_transpose_{int(t0)}{int(t1)}",
+                graph(w),
+                feeds,
+                note="BatchMatMulTranspose; expected: nGraph 0.26.0 running its decomposition (Reshape, BatchMatMul)",
+                expected={r: want},
+                ulp=0,
+                why=EXACT,
+            )
+        )
     return out

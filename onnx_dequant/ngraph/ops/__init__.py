@@ -46,7 +46,6 @@ BACKEND_OPS = frozenset(
         "DeconvolutionBias",
         "BatchNormInferenceRelu",
         "BatchNormTrainingRelu",
-        "BatchMatMulTranspose",
         "MatmulBias",
         "ConvertLayout",
         "LoopKernel",

@@ -1,4 +1,5 @@
-"""MatMul (``transpose_a`` / ``transpose_b``, NumPy's batched rules) and BatchMatMul (rank 3): ONNX MatMul.
+"""MatMul (``transpose_a`` / ``transpose_b``, NumPy's batched rules), BatchMatMul (rank 3) and
+BatchMatMulTranspose (rank 3, each side optionally transposed): ONNX MatMul.
 
 Float products are summed in ONNX Runtime's order (nGraph sums in index order): they agree up to
 rounding. 8/16-bit integers multiply in 64 bits and are cast back (the wrapped result nGraph computes
@@ -64,3 +65,22 @@ def batch_matmul(ctx: OpContext) -> list[TensorType]:
         if ctx.rank(i) != 3:
             raise ctx.error(f"Input {i} must have rank 3 (got shape {shape_str(ctx.shape(i))})")
     return _matmul(ctx, ctx.inputs[0], ctx.inputs[1], tuple(ctx.shape(0)), tuple(ctx.shape(1)))  # type: ignore[arg-type]
+
+
+@register("BatchMatMulTranspose")
+def batch_matmul_transpose(ctx: OpContext) -> list[TensorType]:
+    """A later nGraph's fused op (``op/batch_mat_mul_transpose.cpp``): each batch's matrices transposed
+    as ``transpose_0`` / ``transpose_1`` say, then multiplied, batch by batch (rank 3, equal batches)."""
+    ctx.expect_inputs(2)
+    if ctx.elem(0) is not ctx.elem(1):
+        raise ctx.error("Inputs arg0 and arg1 must have compatible element type.")
+    for i in (0, 1):
+        if ctx.rank(i) != 3:
+            raise ctx.error(f"Input arg{i} shape must have rank 3, got {shape_str(ctx.shape(i))}.")
+    a, ta = _transposed(ctx, 0, "transpose_0")
+    b, tb = _transposed(ctx, 1, "transpose_1")
+    if isinstance(ta[0], int) and isinstance(tb[0], int) and ta[0] != tb[0]:
+        raise ctx.error("Batch size dimensions are not equal while creating BatchMatMulTranspose.")
+    if isinstance(ta[2], int) and isinstance(tb[1], int) and ta[2] != tb[1]:
+        raise ctx.error("Product dimensions are not equal while creating BatchMatMulTranspose.")
+    return _matmul(ctx, a, b, ta, tb)
