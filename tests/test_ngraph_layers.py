@@ -453,3 +453,11 @@ def test_batch_matmul_transpose_bad_input(shapes, types, match):
     ps = [w.parameter(t, s) for t, s in zip(types, shapes)]
     w.result(w.op("BatchMatMulTranspose", *ps, transpose_0=False, transpose_1=False))
     _refused(w, match)
+
+
+def test_convolution_bias_backprop_filters_bias_checks_the_bias_shape():
+    w = FunctionWriter(era="v0.26")
+    x, d = w.parameter("f32", [1, 2, 4, 4]), w.parameter("f32", [1, 3, 2, 2])
+    fwd = {k + "_forward": v for k, v in V0.items()}
+    w.result(w.op("ConvolutionBiasBackpropFiltersBias", x, d, filters_shape=[3, 2, 3, 3], bias_shape=[2], **fwd))
+    _refused(w, "bias_shape {2} must be the filters' output channels (3)")

@@ -1,13 +1,14 @@
 """ConvolutionBias and ConvolutionBiasAdd (opset 0 fused ops): nGraph's decomposition, a Convolution plus the
 bias broadcast over the channel axis (plus the sum input). nGraph 0.26.0 reads and runs both; its deserializer
 does not read ``with_relu`` (the op is built without it), so the Relu is tested apart
-(tests/test_ngraph_layers.py). BatchMatMulTranspose (a later nGraph's fused op): from its decomposition."""
+(tests/test_ngraph_layers.py). BatchMatMulTranspose (a later nGraph's fused op): from its decomposition.
+ConvolutionBiasBackpropFiltersBias: from nGraph 0.26.0."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from onnx_dequant.ngraph.writer import FunctionWriter
+from onnx_dequant.ngraph.writer import FunctionWriter, Ref
 
 from . import GoldenCase, graph
 
@@ -56,7 +57,7 @@ def cases() -> list[GoldenCase]:
         str(b): _quarters(rng, [3]),
     }
     out.append(GoldenCase("convolution_bias_1d", graph(w), feeds, note="ConvolutionBias, 1-D", ulp=0, why=EXACT))
-    return out + _batch_matmul_transpose()
+    return out + _batch_matmul_transpose() + _backprop_filters_bias()
 
 
 def _batch_matmul_transpose() -> list[GoldenCase]:
@@ -94,3 +95,32 @@ def _batch_matmul_transpose() -> list[GoldenCase]:
             )
         )
     return out
+
+
+def _backprop_filters_bias() -> list[GoldenCase]:
+    """ConvolutionBiasBackpropFiltersBias: the filters' and the bias's gradients, read through GetOutputElement."""
+    rng = np.random.default_rng([12, 7])
+    xs, fs, ds = [2, 3, 6, 5], [4, 3, 3, 2], [2, 4, 4, 4]
+    fwd = dict(
+        window_movement_strides_forward=[1, 1],
+        window_dilation_strides_forward=[1, 1],
+        padding_below_forward=[0, 0],
+        padding_above_forward=[0, 0],
+        data_dilation_strides_forward=[1, 1],
+    )
+    w = FunctionWriter()
+    x, d = w.parameter("f32", xs), w.parameter("f32", ds)
+    op = w.op("ConvolutionBiasBackpropFiltersBias", x, d, filters_shape=fs, bias_shape=[4], **fwd)
+    w.result(w.op("GetOutputElement", Ref(op, 0), n=0))
+    w.result(w.op("GetOutputElement", Ref(op, 1), n=1))
+    feeds = {str(x): _quarters(rng, xs), str(d): _quarters(rng, ds)}
+    return [
+        GoldenCase(
+            "convolution_bias_backprop_filters_bias",
+            graph(w),
+            feeds,
+            note="ConvolutionBiasBackpropFiltersBias, 2-D, both outputs",
+            ulp=0,
+            why=EXACT,
+        )
+    ]

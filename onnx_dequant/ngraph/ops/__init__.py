@@ -38,7 +38,6 @@ BACKEND_OPS = frozenset(
         "QuantizedAvgPool",
         "QuantizedMaxPool",
         "QuantizedConcat",
-        "ConvolutionBiasBackpropFiltersBias",
         "ConvolutionAdd",
         "ConvolutionRelu",
         "ConvolutionBiasRelu",

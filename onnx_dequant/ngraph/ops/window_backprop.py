@@ -335,3 +335,21 @@ def convolution_backprop_filters(ctx: OpContext) -> list[TensorType]:
         ctx.require_onnx(dt, "Concat")
         ctx.emit("Concat", parts, ctx.out(), axis=0)
     return [TensorType(dt, tuple(fshape))]
+
+
+@register("ConvolutionBiasBackpropFiltersBias")
+def convolution_bias_backprop_filters_bias(ctx: OpContext) -> list[TensorType]:
+    """ConvolutionBiasBackpropFiltersBias(data batch, delta) with ``filters_shape`` and ``bias_shape``: nGraph's
+    decomposition (``op/fused/conv_fused.cpp``), ConvolutionBackpropFilters and the delta summed over every
+    axis but the channels."""
+    ctx.expect_inputs(2)
+    (filters,) = convolution_backprop_filters(ctx)
+    channels = filters.shape[0]  # type: ignore[index]
+    bias_shape = ctx.attr_ints("bias_shape")
+    if bias_shape != [channels]:
+        raise ctx.error(f"bias_shape {shape_str(tuple(bias_shape))} must be the filters' output channels ({channels})")
+    dt = ctx.elem(1)
+    ctx.require_onnx(dt, "ReduceSum")
+    axes = [0, *range(2, len(filters.shape))]  # type: ignore[arg-type]
+    ctx.emit("ReduceSum", [ctx.inputs[1], ctx.int64s(axes)], ctx.out(1), keepdims=0)
+    return [filters, TensorType(dt, (channels,))]
