@@ -155,6 +155,13 @@ class OpContext:
             self.b.folded.add(name)
         return v
 
+    def real_input(self, i: int = 0) -> TensorType:
+        """Input ``i``'s type, which must be a real (floating-point) type: ``X on T is not supported``."""
+        t = self.types[i]
+        if not t.elem_type.is_real:
+            raise self.error(f"{self.op.op} on {t.elem_type} is not supported (real types only)")
+        return t
+
     def static_shape(self, i: int, what: str = "input") -> tuple[int, ...]:
         s = self.types[i].shape
         if not known(s):

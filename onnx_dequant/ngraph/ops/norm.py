@@ -89,10 +89,8 @@ def normalize_l2(ctx: OpContext) -> list[TensorType]:
     """x / sqrt(sum(x * x) + eps), or sqrt(max(sum, eps)) for ``eps_mode`` MAX; the norm broadcast NumPy-style
     against x, as nGraph's decomposition (which is why only leading reduction axes are valid there)."""
     ctx.expect_inputs(2)
-    t = ctx.types[0]
+    t = ctx.real_input(0)
     dt = t.elem_type
-    if not dt.is_real:
-        raise ctx.error(f"NormalizeL2 on {dt} is not supported (real types only)")
     rank = ctx.rank(0)
     axes = sorted(set(ctx.constant_ints(1, "axes", lo=0, hi=max(rank - 1, 0))))
     eps = _eps(ctx, "eps")
@@ -122,10 +120,8 @@ def normalize_l2(ctx: OpContext) -> list[TensorType]:
 def grn(ctx: OpContext) -> list[TensorType]:
     """x / sqrt(sum over axis 1 of x * x + bias), the data viewed as 4-D with leading ones (nGraph's rule)."""
     ctx.expect_inputs(1)
-    t = ctx.types[0]
+    t = ctx.real_input(0)
     dt = t.elem_type
-    if not dt.is_real:
-        raise ctx.error(f"GRN on {dt} is not supported (real types only)")
     rank = ctx.rank(0)
     if not 2 <= rank <= 4:
         raise ctx.error(f"Input tensor rank must be 2, 3 or 4 dimensional (actual input shape: {shape_str(t.shape)})")
@@ -143,10 +139,8 @@ def grn(ctx: OpContext) -> list[TensorType]:
 def lrn(ctx: OpContext) -> list[TensorType]:
     """x / (bias + alpha / size * sum of squares in the window) ^ beta: ONNX LRN, across the channel axis."""
     ctx.expect_inputs(1, 2)
-    t = ctx.types[0]
+    t = ctx.real_input(0)
     dt = t.elem_type
-    if not dt.is_real:
-        raise ctx.error(f"LRN on {dt} is not supported (real types only)")
     rank = ctx.rank(0)
     axes = sorted(set(ctx.constant_ints(1, "axes", lo=0, hi=max(rank - 1, 0)))) if len(ctx.inputs) == 2 else [1]
     size = ctx.attr_int("nsize", lo=1)

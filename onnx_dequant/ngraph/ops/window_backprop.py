@@ -155,10 +155,8 @@ def max_pool_backprop(ctx: OpContext) -> list[TensorType]:
 @register("AvgPoolBackprop")
 def avg_pool_backprop(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(1)
-    t = ctx.types[0]
+    t = ctx.real_input(0)
     dt = t.elem_type
-    if not dt.is_real:
-        raise ctx.error(f"AvgPoolBackprop on {dt} is not supported (real types only)")
     shape = ctx.attr_ints("forward_arg_shape")
     if len(shape) < 3:
         raise ctx.error(f"'forward_arg_shape' must have rank at least 3, got {shape_str(tuple(shape))}")
