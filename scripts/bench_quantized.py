@@ -11,13 +11,13 @@ model of the same shape and faster than the same convolution in f32, the exact d
 it; the converted QuantizedDot at most 1.1x a hand-written QLinearMatMul.
 
 Each case runs with full-range i8 filters (|w| <= 127) and with 7-bit ones (|w| <= 64, on which ONNX
-Runtime's u8 x i8 kernels are exact, so the converted QuantizedDot uses them). Contenders per case, side
-by side: the hand-written QLinear* model (the baseline: ONNX's own int8 op, which rounds ties to even and,
-on AVX2 without VNNI, saturates u8 x i8 pair sums, so it is not nGraph's result), the converted model as
-the importer plans it, the exact decomposition forced (ConvInteger / MatMulInteger + requantization), and
-the previous exact form (the same with ``float(acc) * scale`` as Cast and Mul and ``std::round`` as
-``floor(|v| + 0.49999997) * sign(v)``), and the f32 op. Each converted model is checked bit for bit
-against the op's definition (``tests/quantized_reference.py``) before timing. Sessions do not spin
+Runtime's u8 x i8 kernels are exact). Contenders per case, side by side: the hand-written QLinear* model
+(the baseline: ONNX's own int8 op with nGraph's scales, which rounds ties to even and, on AVX2 without
+VNNI, saturates u8 x i8 pair sums, so it is not nGraph's result), the converted model as the importer
+plans it (the QLinear form with proven scales where ``ties.qlinear_scales`` proves them, per channel), the
+exact decomposition forced (ConvInteger / MatMulInteger + requantization), and the f32 op. Each converted
+model is checked bit for bit against the op's definition (``tests/quantized_reference.py``) before timing.
+Sessions do not spin
 (``session.intra_op.allow_spinning`` 0): a contender's idle worker threads would otherwise spin on the
 shared cores while the next one runs.
 """
@@ -94,26 +94,14 @@ def _model(nodes, inputs, outputs, inits):
     return m
 
 
-def _previous_scaled(ctx, acc, scale, value, twice):
-    """The previous ``float(acc) * scale``: Cast and Mul."""
-    if scale is None:
-        scale = ctx.const(value, odq.dtypes.parse("f32"), "scale")
-    return ctx.emit("Mul", [ctx.emit("Cast", [acc], to=TP.FLOAT), scale]), None
-
-
-def convert(f: FunctionWriter, exact: bool, previous: bool = False):
-    """The importer's model; ``exact`` forces the decomposition (no tie-free proof attempted); ``previous``
-    also the previous requantization (Cast and Mul, the floor/sign rounding)."""
-    saved = quantized.TIE_BUDGET, quantized.TRUNC_LIMIT, quantized._scaled
-    if exact:
-        quantized.TIE_BUDGET = 0
-    if previous:
-        quantized.TRUNC_LIMIT = 0.0
-        quantized._scaled = _previous_scaled
+def convert(f: FunctionWriter, exact: bool):
+    """The importer's model; ``exact`` forces the decomposition (the QLinear forms are not tried)."""
+    saved = quantized.QLINEAR
+    quantized.QLINEAR = not exact
     try:
         return odq.ngraph.convert(dumps([f]))
     finally:
-        quantized.TIE_BUDGET, quantized.TRUNC_LIMIT, quantized._scaled = saved
+        quantized.QLINEAR = saved
 
 
 def ops(model) -> str:
@@ -150,10 +138,10 @@ def conv_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
     want = ref.quantized_convolution(
         x, w, si, zx, sf.reshape(1, -1, 1, 1), zw, so, zo, np.int8, pads_below=[1, 1], pads_above=[1, 1]
     )
-    planned, exact, previous = convert(f, False), convert(f, True), convert(f, True, previous=True)
+    planned, exact = convert(f, False), convert(f, True)
     feeds = {"Parameter_0": x}
-    s_plan, s_exact, s_prev = session(planned), session(exact), session(previous)
-    for s in (s_plan, s_exact, s_prev):
+    s_plan, s_exact = session(planned), session(exact)
+    for s in (s_plan, s_exact):
         assert np.array_equal(s.run(None, feeds)[0], want), "converted model differs from the definition"
     vi = helper.make_tensor_value_info
     inits = {"sx": si, "zx": zx, "w": w, "sw": sf, "zw": zw, "sy": so, "zy": np.uint8(128)}
@@ -172,14 +160,13 @@ def conv_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
         {"w": w.astype(np.float32)},
     )
     s_f32 = session(conv)
-    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}; previous: {ops(previous)}")
+    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}")
     b.case(
         f"per-channel QuantizedConvolution {x.shape} x {w.shape}, |w| <= {wmax}",
         {
             "hand-written QLinearConv (u8 x i8 -> u8)": lambda: s_qlc.run(None, {"x": x}),
             "converted (the importer's plan)": lambda: s_plan.run(None, feeds),
             "exact decomposition (ConvInteger + requantize)": lambda: s_exact.run(None, feeds),
-            "previous exact form (floor/sign rounding)": lambda: s_prev.run(None, feeds),
             "f32 Conv": lambda: s_f32.run(None, {"x": xf}),
         },
         baseline="hand-written QLinearConv (u8 x i8 -> u8)",
@@ -187,7 +174,7 @@ def conv_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
     )
     if b.wants(f"per-channel QuantizedConvolution {x.shape} x {w.shape}, |w| <= {wmax}"):
         profile(b, "converted", planned, feeds)
-        profile(b, "previous exact form", previous, feeds)
+        profile(b, "exact decomposition", exact, feeds)
         profile(b, "hand-written QLinearConv", qlc, {"x": x})
 
 
@@ -211,10 +198,10 @@ def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
     )
     f.result(y)
     want = ref.quantized_dot(a, w, sa, za, sb, zb, so, zo, np.int8)
-    planned, exact, previous = convert(f, False), convert(f, True), convert(f, True, previous=True)
+    planned, exact = convert(f, False), convert(f, True)
     feeds = {"Parameter_0": a}
-    s_plan, s_exact, s_prev = session(planned), session(exact), session(previous)
-    for s in (s_plan, s_exact, s_prev):
+    s_plan, s_exact = session(planned), session(exact)
+    for s in (s_plan, s_exact):
         assert np.array_equal(s.run(None, feeds)[0], want), "converted model differs from the definition"
     vi = helper.make_tensor_value_info
     inits = {"sa": sa, "za": za, "b": w, "sb": sb, "zb": zb, "sy": so, "zy": np.uint8(128)}
@@ -233,14 +220,13 @@ def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
         {"b": w.astype(np.float32)},
     )
     s_f32 = session(mm)
-    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}; previous: {ops(previous)}")
+    print(f"# planned: {ops(planned)}; forced exact: {ops(exact)}")
     b.case(
         f"QuantizedDot {a.shape} x {w.shape}, |w| <= {wmax}",
         {
             "hand-written QLinearMatMul (u8 x i8 -> u8)": lambda: s_qlm.run(None, {"a": a}),
             "converted (the importer's plan)": lambda: s_plan.run(None, feeds),
             "exact decomposition (MatMulInteger + requantize)": lambda: s_exact.run(None, feeds),
-            "previous exact form (floor/sign rounding)": lambda: s_prev.run(None, feeds),
             "f32 MatMul": lambda: s_f32.run(None, {"a": af}),
         },
         baseline="hand-written QLinearMatMul (u8 x i8 -> u8)",
@@ -248,7 +234,7 @@ def dot_case(b: Bench, rng: np.random.Generator, wmax: int) -> None:
     )
     if b.wants(f"QuantizedDot {a.shape} x {w.shape}, |w| <= {wmax}"):
         profile(b, "converted", planned, feeds)
-        profile(b, "previous exact form", previous, feeds)
+        profile(b, "exact decomposition", exact, feeds)
         profile(b, "hand-written QLinearMatMul", qlm, {"a": a})
 
 

@@ -8,6 +8,8 @@ nGraph itself is defined.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = [
@@ -21,6 +23,8 @@ __all__ = [
     "fused_conv",
     "dot_bias",
     "fake_quantize",
+    "tie_free",
+    "qlinear_agrees",
 ]
 
 
@@ -163,3 +167,40 @@ def fake_quantize(x, il, ih, ol, oh, levels: int) -> np.ndarray:
     r = _round_away(q)
     r = np.clip(r, t(-(2.0**31)), np.nextafter(t(2.0**31), t(0))).astype(np.int32).astype(t)
     return (r * ds + ol).astype(t)
+
+
+def tie_free(scale: np.ndarray, acc_lo: np.ndarray, acc_hi: np.ndarray, zero: int, out_t=np.uint8) -> bool:
+    """Whether ``float(acc) * scale`` (f32) is never exactly halfway between integers for any ``acc`` in
+    ``[acc_lo, acc_hi]`` (per channel) whose result is not saturated: then rounding ties to even (ONNX)
+    and away from zero (nGraph) agree with the scale as it is. Enumerates; False past 2^25 values. Test
+    data use it to pick scales that need no proof."""
+    info = np.iinfo(out_t)
+    lo_v, hi_v = int(info.min) - zero - 1, int(info.max) - zero + 1
+    total = 0
+    for s, a_lo, a_hi in zip(scale.reshape(-1).tolist(), acc_lo.reshape(-1).tolist(), acc_hi.reshape(-1).tolist()):
+        if not math.isfinite(s) or s <= 0:
+            return False
+        a0 = max(int(a_lo), math.floor(lo_v / s * (1 + 1e-6)) - 2)
+        a1 = min(int(a_hi), math.ceil(hi_v / s * (1 + 1e-6)) + 2)
+        if a1 < a0:
+            continue
+        total += a1 - a0 + 1
+        if total > 1 << 25:
+            return False
+        s32 = np.float32(s)
+        for start in range(a0, a1 + 1, 1 << 22):
+            acc = np.arange(start, min(a1 + 1, start + (1 << 22)), dtype=np.int64)
+            v = acc.astype(np.float32) * s32
+            if np.any(v - np.floor(v) == np.float32(0.5)):
+                return False
+    return True
+
+
+def qlinear_agrees(scale, scale2, acc_lo: int, acc_hi: int, zero: int, dtype) -> bool:
+    """Whether ONNX's requantization with ``scale2`` (ties to even) gives nGraph's with ``scale`` (ties away
+    from zero) for every accumulator in ``[acc_lo, acc_hi]``, both saturated to ``dtype``, by enumeration."""
+    acc = np.arange(acc_lo, acc_hi + 1).astype(np.float32)
+    info = np.iinfo(dtype)
+    ngraph = np.clip(std_round(acc * np.float32(scale)).astype(np.float64) + zero, info.min, info.max)
+    onnx = np.clip(np.rint(acc * np.float32(scale2)).astype(np.float64) + zero, info.min, info.max)
+    return bool(np.array_equal(ngraph, onnx))

@@ -17,6 +17,7 @@ from quantized_reference import (
     in_range,
     quantized_convolution,
     quantized_dot,
+    tie_free,
 )
 
 import onnx_dequant as odq
@@ -102,7 +103,7 @@ def test_quantized_convolution_every_type_combination(combo, param_w):
     node = next(n for n in model.graph.node if n.name == "QuantizedConvolution_8")
     assert node.output[0] == "Result_9"  # the op's identity: its node writes the result
     assert ("ConvInteger" in op_types(model)) != ("QLinearConv" in op_types(model))
-    if out_t == "i32" or param_w:  # QLinearConv has no i32 output, and a fed filter's range is unknown
+    if out_t == "i32":  # QLinearConv has no i32 output
         assert "ConvInteger" in op_types(model)
 
 
@@ -124,18 +125,22 @@ def test_saturation_beyond_the_output_type_and_zero_points_at_the_limits():
     assert (seen == -128).any() and (seen == 127).any()  # saturated both ways (undefined in nGraph)
 
 
-def test_ties_round_away_from_zero_so_qlinear_is_not_used():
-    # scale 0.5 exactly: every odd accumulator is a tie; ONNX's QLinearConv would round them to even
+def test_ties_round_away_from_zero():
+    # scale 0.5 exactly: every odd accumulator is a tie, which ONNX's QLinearConv would round to even with
+    # that scale; with the next f32 above it, every tie rounds up and no other value changes
     x = np.arange(2 * 9, dtype=np.uint8).reshape(1, 2, 3, 3)
     w = np.ones((1, 2, 1, 1), np.int8)
     pairs = (np.float32(0.5), np.uint8(0), np.float32(1.0), np.int8(0), np.float32(1.0), np.int8(0))
     f, feeds = conv_graph(x, w, pairs, "i8")
     model, (got,) = run(f, feeds)
-    assert "QLinearConv" not in op_types(model) and "ConvInteger" in op_types(model)
     want = quantized_convolution(x, w, *pairs, np.int8)
     assert np.array_equal(got, want)
     acc = conv_acc(x, w)
     assert np.array_equal(got.astype(np.int64), (acc + 1) // 2)  # 0.5 -> 1, 1.5 -> 2: away from zero
+    (qlc,) = [n for n in model.graph.node if n.op_type == "QLinearConv"]
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    assert inits[qlc.input[1]] == np.nextafter(np.float32(0.5), np.float32(1))  # x_scale: one f32 up
+    assert inits[qlc.input[4]] == 1 and inits[qlc.input[6]] == 1  # w_scale, y_scale
 
 
 def tie_free_scales(rng, x, w, zx, zw, n=3, out=np.int8):
@@ -150,7 +155,7 @@ def tie_free_scales(rng, x, w, zx, zw, n=3, out=np.int8):
         a = np.float32(np.float32(si * sf) / so)
         if a == np.float32(si * np.float32(sf / so)):
             continue
-        if quantized.tie_free(np.full(lo.size, a), lo, hi, zo, odq.dtypes.parse("u8")):
+        if tie_free(np.full(lo.size, a), lo, hi, zo):
             return si, sf, so
     raise AssertionError("no tie-free scales found")
 
@@ -161,9 +166,7 @@ def tie_free_per_channel(rng, lo, hi, base=np.float32(1), zo=128):
     for a, b in zip(lo, hi):
         for _ in range(20000):
             f = np.float32(rng.uniform(0.005, 0.05))
-            if quantized.tie_free(
-                np.array([np.float32(base * f)]), np.array([a]), np.array([b]), zo, odq.dtypes.parse("u8")
-            ):
+            if tie_free(np.array([np.float32(base * f)]), np.array([a]), np.array([b]), zo):
                 out.append(f)
                 break
         else:
@@ -177,16 +180,6 @@ def _ranges(w, zx, zw, axis0=True):
     d = m - np.asarray(zw, np.int64).reshape(-1, 1)
     xl, xh = -int(zx), 255 - int(zx)
     return np.minimum(xl * d, xh * d).sum(1), np.maximum(xl * d, xh * d).sum(1)
-
-
-def test_tie_free_proof():
-    u8 = odq.dtypes.parse("u8")
-    lo, hi = np.array([-1000]), np.array([1000])
-    assert not quantized.tie_free(np.array([0.5], np.float32), lo, hi, 0, u8)
-    assert quantized.tie_free(np.array([0.3], np.float32), lo, hi, 0, u8) == (
-        not np.any(((np.arange(-1000, 1001).astype(np.float32) * np.float32(0.3)) % 1) == 0.5)
-    )
-    assert not quantized.tie_free(np.array([1e-9], np.float32), np.array([-(1 << 40)]), np.array([1 << 40]), 0, u8)
 
 
 def test_qlinear_scale_order_is_ngraphs():
@@ -236,8 +229,7 @@ def test_per_channel_and_multi_axis_scales():
     model, (got,) = run(f, feeds)
     want = quantized_convolution(x, w1, 1.0, 9, sf.reshape(1, 4, 1, 1), zw, 0.01, 1, np.int8)
     assert np.array_equal(got, want)
-    s_ch = (np.float32(1.0) * sf) / np.float32(0.01)
-    assert ("QLinearConv" in op_types(model)) == quantized.tie_free(s_ch, lo, hi, 129, odq.dtypes.parse("u8"))
+    assert "QLinearConv" in op_types(model)
 
 
 def test_filter_zero_point_per_channel():
@@ -591,9 +583,11 @@ def test_truncating_rounding_on_every_accumulator(scale, out_t):
     assert np.array_equal(got, quantized_dot(a, b, *pairs, NP[out_t]))
 
 
-def test_requantization_form():
-    # a constant per-channel scale: two DequantizeLinear (float(acc) * M and * 2M, each read once: ONNX
-    # Runtime copies a DequantizeLinear per reader), trunc(2v) - trunc(v), QuantizeLinear by 1
+def test_requantization_form(monkeypatch):
+    # the decomposition (the QLinear form turned off): a constant per-channel scale gives two
+    # DequantizeLinear (float(acc) * M and * 2M, each read once: ONNX Runtime copies a DequantizeLinear per
+    # reader), trunc(2v) - trunc(v), QuantizeLinear by 1
+    monkeypatch.setattr(quantized, "QLINEAR", False)
     rng = np.random.default_rng(21)
     x = rng.integers(0, 256, (1, 4, 6, 6), dtype=np.uint8)
     w = rng.integers(-127, 128, (5, 4, 3, 3), dtype=np.int8)
@@ -611,7 +605,7 @@ def test_requantization_form():
         if n.op_type == "DequantizeLinear":
             assert readers.count(n.output[0]) == 1
     # a scale so large that |v| may pass 2^24: clipped first, 2v then an Add of the clipped v (no second
-    # DequantizeLinear left unread). Scale 20.5: odd accumulators are ties, so no QLinearConv
+    # DequantizeLinear left unread)
     big = (np.float32(1.0), pairs[1], np.full(5, 20.5, np.float32), pairs[3], np.float32(1.0), pairs[5])
     f3, feeds3 = conv_graph(x, w, big, "i8", axes=((), (0,), ()))
     model3, (got3,) = run(f3, feeds3)

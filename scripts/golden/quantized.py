@@ -84,9 +84,6 @@ def _filter(rng, wt, shape, lo=None, hi=None):
 
 def _tie_free_scale(rng, w, zx, zw, zo, axis0=True) -> np.float32:
     """A filter scale for which the QLinear form is provably exact (so the case exercises it)."""
-    from onnx_dequant import dtypes
-    from onnx_dequant.ngraph.ops.quantized import tie_free
-
     m = w.astype(np.int64)
     m = m.reshape(m.shape[0], -1) if axis0 else m.reshape(-1, m.shape[-1]).T
     d = m - int(zw)
@@ -95,7 +92,7 @@ def _tie_free_scale(rng, w, zx, zw, zo, axis0=True) -> np.float32:
     for _ in range(10000):
         sf = np.float32(rng.uniform(0.01, 0.05))
         s = np.float32(np.float32(np.float32(0.1) * sf) / np.float32(0.5))
-        if tie_free(np.full(lo.size, s), lo, hi, zo + 128, dtypes.parse("u8")):
+        if ref.tie_free(np.full(lo.size, s), lo, hi, zo + 128):
             return sf
     raise AssertionError("no tie-free scale")
 

@@ -8,10 +8,10 @@ from zero. An out-of-range result is an undefined C++ cast there; here it satura
 Each op becomes the fastest ONNX form that gives those bits (``_plan``):
 
 - **QLinearConv / QLinearMatMul** when every scale and zero point is a constant, the scales are per
-  tensor (the filter's may be per output channel) and no reachable accumulator value lands on a
-  rounding tie: ONNX rounds ties to even and nGraph away from zero, and ``_tie_free`` proves by
-  enumeration that no tie can occur. ONNX Runtime computes the same ``(s_in * s_f) / s_out`` in f32
-  and rounds ``float(acc) * scale`` once (tests check it where the two scale orders differ).
+  tensor (the filter's may be per output channel) and ``ties.qlinear_scales`` finds, for every output
+  channel, an f32 scale ``M'`` with which ONNX's rounding (ties to even) gives nGraph's (ties away from
+  zero) on every reachable accumulator: ``x_scale = M'`` (or ``w_scale`` per channel), the other scales 1,
+  so ONNX Runtime's ``(x_scale * w_scale) / y_scale`` is ``M'`` itself.
 - **ConvInteger / MatMulInteger + exact requantization** otherwise: ``v = float(acc) * scale`` (and
   ``2v``) as DequantizeLinear of the int32 accumulator where the scale is a constant per tensor or per
   channel, else Cast and Mul; ``std::round(v)`` as ``trunc(2v) - trunc(v)`` (two Casts to int32 and a
@@ -45,16 +45,17 @@ from . import register
 from .conv import conv_geometry
 from .dot import contract, dot_shape
 from .quant import bounds_inside
+from .ties import qlinear_scales
 
-__all__ = ["requantize", "finish", "round_half_away", "tie_free", "COMBOS"]
+__all__ = ["requantize", "finish", "round_half_away", "COMBOS"]
 
 _F32, _I32 = dtypes.parse("f32"), dtypes.parse("i32")
 _U8, _I8 = dtypes.parse("u8"), dtypes.parse("i8")
 COMBOS = frozenset({("u8", "i8", "i8"), ("u8", "u8", "u8"), ("u8", "i8", "i32"), ("u8", "u8", "i32")})
 """(input, filter, output) element types nGraph 0.26's INTERPRETER runs (it throws "unsupported element
 type" for the rest)."""
-TIE_BUDGET = 1 << 25
-"""Most accumulator values ``tie_free`` enumerates before it gives up (and the exact decomposition is used)."""
+QLINEAR = True
+"""Whether the QLinear forms may be used where proven (benchmarks turn it off to time the decomposition)."""
 _S8_SAFE = 64
 """Largest |w| of an i8 filter for which ONNX Runtime's saturating int16 pair sums stay exact (255 * 128 < 2^15)."""
 
@@ -141,31 +142,6 @@ def _placed(value: np.ndarray, axes: tuple[int, ...], rank: int) -> np.ndarray:
 
 def _uniform(v: np.ndarray | None) -> bool:
     return v is not None and v.size > 0 and bool(np.all(v == v.reshape(-1)[0]))
-
-
-def tie_free(scale: np.ndarray, acc_lo: np.ndarray, acc_hi: np.ndarray, zero: int, out_t: dtypes.DType) -> bool:
-    """Whether ``float(acc) * scale`` (f32) is never exactly halfway between integers for any ``acc`` in
-    ``[acc_lo, acc_hi]`` (per channel) whose result is not saturated: then rounding ties to even (ONNX)
-    and away from zero (nGraph) agree. Enumerates; False when that would take over ``TIE_BUDGET`` values."""
-    lo_v, hi_v = out_t.min - zero - 1, out_t.max - zero + 1
-    total = 0
-    for s, a_lo, a_hi in zip(scale.reshape(-1).tolist(), acc_lo.reshape(-1).tolist(), acc_hi.reshape(-1).tolist()):
-        if not math.isfinite(s) or s <= 0:
-            return False
-        a0 = max(int(a_lo), math.floor(lo_v / s * (1 + 1e-6)) - 2)
-        a1 = min(int(a_hi), math.ceil(hi_v / s * (1 + 1e-6)) + 2)
-        if a1 < a0:
-            continue
-        total += a1 - a0 + 1
-        if total > TIE_BUDGET:
-            return False
-        s32 = np.float32(s)
-        for start in range(a0, a1 + 1, 1 << 22):
-            acc = np.arange(start, min(a1 + 1, start + (1 << 22)), dtype=np.int64)
-            v = acc.astype(np.float32) * s32
-            if np.any(v - np.floor(v) == np.float32(0.5)):
-                return False
-    return True
 
 
 def _acc_bounds(
@@ -308,17 +284,15 @@ def round_half_away(ctx: OpContext, v: str, limit: float | None = None, twice: s
 
 def _u8_filter(ctx: OpContext, w: str, w_value: np.ndarray | None, zw: str, zw_value: np.ndarray | None):
     """An i8 filter and its zero point as u8 (``+ 128`` each: differences unchanged), folded when constant."""
-    if w_value is not None:
-        w2 = ctx.const((w_value.astype(np.int16) + 128).astype(np.uint8), _U8, f"{ctx.name}/filter_u8")
-    else:
-        w32 = ctx.emit("Add", [ctx.emit("Cast", [w], to=_I32.onnx), ctx.scalar(128, _I32)])
-        w2 = ctx.emit("Cast", [w32], to=_U8.onnx)
-    if zw_value is not None:
-        z2 = ctx.const((zw_value.astype(np.int16) + 128).astype(np.uint8), _U8, "zero_point")
-    else:
-        z32 = ctx.emit("Add", [ctx.emit("Cast", [zw], to=_I32.onnx), ctx.scalar(128, _I32)])
-        z2 = ctx.emit("Cast", [z32], to=_U8.onnx)
-    return w2, z2
+    return _u8_values(ctx, w, w_value, f"{ctx.name}/filter_u8"), _u8_values(ctx, zw, zw_value, "zero_point")
+
+
+def _u8_values(ctx: OpContext, name: str, value: np.ndarray | None, hint: str) -> str:
+    """An i8 tensor as u8 ``+ 128``: a constant when its value is known, else Cast / Add / Cast."""
+    if value is not None:
+        return ctx.const((value.astype(np.int16) + 128).astype(np.uint8), _U8, hint)
+    w32 = ctx.emit("Add", [ctx.emit("Cast", [name], to=_I32.onnx), ctx.scalar(128, _I32)])
+    return ctx.emit("Cast", [w32], to=_U8.onnx)
 
 
 def _s8_safe(w_t: dtypes.DType, w_value: np.ndarray | None) -> bool:
@@ -445,7 +419,7 @@ def identified(fn: Any) -> Any:
         out = fn(ctx)
         nodes = ctx.b.graph.node[start:]
         forms = sorted({n.op_type for n in nodes if n.op_type in _FORMS})
-        exact = "proven tie-free" if any(f.startswith("QLinear") for f in forms) else "exact requantization"
+        exact = "rounding proven" if any(f.startswith("QLinear") for f in forms) else "exact requantization"
         how = f"{' + '.join(forms)}, {exact}" if forms else "its decomposition"
         for n in nodes:
             if ctx.out() in n.output:
@@ -479,14 +453,15 @@ def quantized_convolution(ctx: OpContext) -> list[TensorType]:
     count = math.prod(d for d in f_shape[1:]) if all(isinstance(d, int) for d in f_shape[1:]) else None  # type: ignore[union-attr]
     out_t_shape = TensorType(out_t, out_shape)
 
-    if _qlinear_ok(ctx, sc, out_t, ia, oa, t_in, t_f, w_value, count, axis0=True):
-        si, zx, sf, _, so, _ = ctx.inputs[2:8]
+    plan = _qlinear_plan(sc, out_t, ia, oa, t_in, t_f, w_value, count, axis0=True)
+    if plan is not None:
+        zx = ctx.inputs[3]
 
-        def conv(w: str, zw: str, zo: str, out: str | None) -> str:
-            return ctx.emit("QLinearConv", [x, si, zx, w, sf, zw, so, zo], out, **attrs)
+        def qconv(w: str, sx: str, sw: str, zw: str, zo: str, out: str | None) -> str:
+            return ctx.emit("QLinearConv", [x, sx, zx, w, sw, zw, ctx.scalar(np.float32(1), _F32), zo], out, **attrs)
 
-        _emit_qlinear(ctx, sc, out_t, t_f, w_value, conv)
-        return [out_t_shape]
+        if _qlinear_form(ctx, sc, out_t, t_f, w_value, plan, qconv):
+            return [out_t_shape]
 
     def run(w: str | None, zx: str, zw: str | None, out: str | None) -> str:
         if w is None:  # the sum of (x - zx) over each window
@@ -501,8 +476,7 @@ def quantized_convolution(ctx: OpContext) -> list[TensorType]:
     return [out_t_shape]
 
 
-def _qlinear_ok(
-    ctx: OpContext,
+def _qlinear_plan(
     sc: _Scales,
     out_t: dtypes.DType,
     ia: tuple[int, ...],
@@ -512,38 +486,63 @@ def _qlinear_ok(
     w_value: np.ndarray | None,
     count: int | None,
     axis0: bool,
-) -> bool:
-    """Whether QLinearConv / QLinearMatMul give nGraph's bits: see the module's docstring."""
-    if out_t.name not in ("u8", "i8") or ia or oa or not sc.known() or count is None:
-        return False
+) -> np.ndarray | None:
+    """Per output channel, the f32 scale with which QLinearConv / QLinearMatMul give nGraph's bits (NaN
+    where none does: ``ties.qlinear_scales``); None where the QLinear forms do not apply at all (an i32
+    output, scales over input or output axes, a scale or zero point computed at run time)."""
+    if not QLINEAR or out_t.name not in ("u8", "i8") or ia or oa or not sc.known() or count is None:
+        return None
     zx = int(sc.values[1].reshape(()))  # type: ignore[union-attr]
     zw = sc.values[3].reshape(-1)  # type: ignore[union-attr]
     zo = int(sc.values[5].reshape(()))  # type: ignore[union-attr]
     lo, hi = _acc_bounds(t_in, zx, w_value, t_f, zw, count, axis0)
-    if zw.size > 1 and lo.size == 1:
-        lo, hi = np.repeat(lo, zw.size), np.repeat(hi, zw.size)
-    scale = sc.scale_value().reshape(-1)
-    if scale.size == 1 and lo.size > 1:
-        scale = np.repeat(scale, lo.size)
-    elif lo.size == 1 and scale.size > 1:
-        lo, hi = np.repeat(lo, scale.size), np.repeat(hi, scale.size)
-    qz = zo if out_t is _U8 else zo + 128
-    return tie_free(scale, lo, hi, qz, _U8)
+    return qlinear_scales(sc.scale_value().reshape(-1), lo, hi, _u8_zero(out_t, zo), _U8)
 
 
-def _emit_qlinear(
-    ctx: OpContext, sc: _Scales, out_t: dtypes.DType, t_f: dtypes.DType, w_value: Any, product: Any
-) -> None:
-    """The QLinear form through ``product(w, w_zero, y_zero, out)`` (QLinearConv or QLinearMatMul on the op's
-    other inputs): the filter shifted to u8 unless proven safe, an i8 output from its u8 form ``y + 128``."""
-    w, zw, zo = ctx.inputs[1], ctx.inputs[5], ctx.inputs[7]
-    if not _s8_safe(t_f, w_value):
-        w, zw = _u8_filter(ctx, w, w_value, zw, sc.values[3])
-    if out_t is _U8:
-        product(w, zw, zo, ctx.out())
-        return
-    zo_u8 = ctx.const((sc.values[5].astype(np.int16) + 128).astype(np.uint8), _U8, "zero_point")  # type: ignore[union-attr]
-    _shifted_output(ctx, product(w, zw, zo_u8, None))
+def _u8_zero(out_t: dtypes.DType, zero: int) -> int:
+    """The output zero point of the QLinear op's u8 result: an i8 output is computed as ``y + 128``."""
+    return zero if out_t is _U8 else zero + 128
+
+
+def _qlinear_form(
+    ctx: OpContext, sc: _Scales, out_t: dtypes.DType, t_f: dtypes.DType, w_value: Any, plan: np.ndarray, qlinear: Any
+) -> bool:
+    """The op as its QLinear form (``qlinear(w, x_scale, w_scale, w_zero, y_zero, out)``) where ``plan``
+    proves every channel (an i8 output computed as u8 ``y + 128``); False (nothing emitted) otherwise."""
+    if np.isnan(plan).any():
+        return False
+    zw = sc.values[3].reshape(-1)  # type: ignore[union-attr]
+    zo = _u8_zero(out_t, int(sc.values[5].reshape(())))  # type: ignore[union-attr]
+    y = _qlinear_u8(ctx, ctx.inputs[1], t_f, w_value, zw, plan, zo, qlinear, ctx.out() if out_t is _U8 else None)
+    if out_t is not _U8:
+        _shifted_output(ctx, y)
+    return True
+
+
+def _qlinear_u8(
+    ctx: OpContext,
+    w: str,
+    w_t: dtypes.DType,
+    w_value: np.ndarray | None,
+    zw: np.ndarray,
+    scales: np.ndarray,
+    zo: int,
+    qlinear: Any,
+    out: str | None,
+) -> str:
+    """``qlinear(w, x_scale, w_scale, w_zero, y_zero, out)`` with y_scale 1 and ``scales`` (one per output
+    channel, proven) as x_scale where they are one value, else as the per-channel w_scale: ONNX Runtime's
+    ``(x_scale * w_scale) / y_scale`` is then the scale itself. The filter is shifted to u8 unless proven
+    safe for ONNX Runtime's u8 x i8 kernels; the result is u8 with zero point ``zo``."""
+    if not _s8_safe(w_t, w_value):
+        w, zw, w_t = _u8_values(ctx, w, w_value, f"{ctx.name}/filter_u8"), zw.astype(np.int16) + 128, _U8
+    one = ctx.scalar(np.float32(1), _F32)
+    if np.all(scales == scales[0]) and np.all(zw == zw[0]):
+        sx, sw, z = ctx.const(scales[0], _F32, "scale"), one, zw[0]
+    else:
+        sx, sw, z = one, ctx.const(scales, _F32, "scale"), np.broadcast_to(zw, scales.shape)
+    zwn = ctx.const(np.asarray(z).astype(w_t.numpy), w_t, "zero_point")
+    return qlinear(w, sx, sw, zwn, ctx.scalar(np.uint8(zo), _U8), out)
 
 
 # ---- QuantizedDot ----
@@ -573,17 +572,18 @@ def quantized_dot(ctx: OpContext) -> list[TensorType]:
     count = math.prod(k_dims) if all(isinstance(d, int) for d in k_dims) else None
     result = TensorType(out_t, out_shape)
     per_col = fa and (rb - n != 1 or fa != (n,))
-    if not per_col and _qlinear_ok(ctx, sc, out_t, ia, oa, t_in, t_f, _as_columns(w_value, n), count, axis0=False):
-        si, zx, sf, _, so, _ = ctx.inputs[2:8]
+    plan = None if per_col else _qlinear_plan(sc, out_t, ia, oa, t_in, t_f, _as_columns(w_value, n), count, axis0=False)
+    if plan is not None:
+        zx, one = ctx.inputs[3], ctx.scalar(np.float32(1), _F32)
 
-        def matmul(w: str, zw: str, zo: str, out: str | None) -> str:
+        def qmatmul(w: str, sx: str, sw: str, zw: str, zo: str, out: str | None) -> str:
             def product(a2: str, b2: str, o: str | None) -> str:
-                return ctx.emit("QLinearMatMul", [a2, si, zx, b2, sf, zw, so, zo], o)
+                return ctx.emit("QLinearMatMul", [a2, sx, zx, b2, sw, zw, one, zo], o)
 
             return contract(ctx, ctx.inputs[0], w, n, product, out)
 
-        _emit_qlinear(ctx, sc, out_t, t_f, w_value, matmul)
-        return [result]
+        if _qlinear_form(ctx, sc, out_t, t_f, w_value, plan, qmatmul):
+            return [result]
 
     a = ctx.inputs[0]
 
@@ -672,12 +672,8 @@ def _fused_conv(ctx: OpContext, *, bias: bool, relu: bool, sum_kind: str | None,
     zx = ctx.scalar(np.uint8(0), _U8)
     result = TensorType(out_t, out_shape)
     scale_v = ctx.value(i_scale)
-    if not sum_kind and scale_v is not None and (not bias or ctx.elem(2) is _I32):
-        if _s8_safe(w_t, w_value):
-            form = (w, w_t, zw, zw_value)
-        else:
-            form = (*u8_form()[:1], _U8, u8_form()[1], np.full((), 128, np.uint8))
-        if _fused_qlinear(ctx, x, form[0], form[1], form[2], form[3], scale_v, bias, out_t, attrs):
+    if QLINEAR and not sum_kind and scale_v is not None and (not bias or ctx.elem(2) is _I32):
+        if _fused_qlinear(ctx, x, scale_v, bias, out_t, attrs):
             return result
     if w_t is _I8:  # ConvInteger's u8 x i8 path is many times slower than u8 x u8 in ONNX Runtime
         w, zw = u8_form()
@@ -696,46 +692,32 @@ def _fused_conv(ctx: OpContext, *, bias: bool, relu: bool, sum_kind: str | None,
 
 
 def _fused_qlinear(
-    ctx: OpContext,
-    x: str,
-    w: str,
-    w_t: dtypes.DType,
-    zw: str,
-    zw_value: np.ndarray,
-    scale_v: np.ndarray,
-    bias: bool,
-    out_t: dtypes.DType,
-    attrs: dict[str, Any],
+    ctx: OpContext, x: str, scale_v: np.ndarray, bias: bool, out_t: dtypes.DType, attrs: dict[str, Any]
 ) -> bool:
-    """QLinearConv with x_scale = scale (or w_scale per channel) and the other scales 1 (``(scale * 1) / 1``
-    is ``scale`` itself), the bias as its int32 bias; when ``tie_free`` proves it exact."""
-    w_value = ctx.value(1) if w == ctx.inputs[1] else ctx.b.values.get(w)
+    """QLinearConv with the proven scales (``_qlinear_u8``: ``scale`` itself where it already rounds as
+    nGraph does) and the bias as its int32 bias, where ``ties.qlinear_scales`` proves every channel."""
+    w_t, w_value = ctx.elem(1), ctx.value(1)
     b_value = ctx.value(2) if bias else None
     if bias and b_value is None:
         return False
+    zw = np.zeros(1, np.int64)
     count = math.prod(ctx.shape(1)[1:])  # type: ignore[index]
-    lo, hi = _acc_bounds(_U8, 0, w_value, w_t, zw_value, count, True)
+    lo, hi = _acc_bounds(_U8, 0, w_value, w_t, zw, count, True)
     if b_value is not None:
         lo, hi = lo + b_value.astype(np.int64), hi + b_value.astype(np.int64)
-    s = scale_v.astype(np.float32).reshape(-1)
-    if s.size == 1 and lo.size > 1:
-        s = np.repeat(s, lo.size)
-    if lo.size == 1 and s.size > 1:
-        lo, hi = np.repeat(lo, s.size), np.repeat(hi, s.size)
-    if not tie_free(s, lo, hi, 0 if out_t is _U8 else 128, _U8):
+    zo = _u8_zero(out_t, 0)
+    plan = qlinear_scales(scale_v.reshape(-1), lo, hi, zo, _U8)
+    if np.isnan(plan).any():
         return False
-    one = ctx.scalar(np.float32(1), _F32)
     zx = ctx.scalar(np.uint8(0), _U8)
-    if scale_v.size == 1:
-        ins = [x, ctx.const(scale_v.astype(np.float32).reshape(()), _F32, "scale"), zx, w, one, zw]
-    else:  # the per-channel factor goes on the filter's side
-        zeros = ctx.const(np.full(scale_v.size, zw_value, w_t.numpy), w_t, "zero_point")
-        ins = [x, one, zx, w, ctx.inputs[3 if bias else 2], zeros]
-    ins += [one, ctx.scalar(np.uint8(0 if out_t is _U8 else 128), _U8)] + ([ctx.inputs[2]] if bias else [])
-    if out_t is _U8:
-        ctx.emit("QLinearConv", ins, ctx.out(), **attrs)
-    else:
-        _shifted_output(ctx, ctx.emit("QLinearConv", ins, **attrs))
+
+    def qconv(w: str, sx: str, sw: str, zwn: str, zq: str, out: str | None) -> str:
+        ins = [x, sx, zx, w, sw, zwn, ctx.scalar(np.float32(1), _F32), zq] + ([ctx.inputs[2]] if bias else [])
+        return ctx.emit("QLinearConv", ins, out, **attrs)
+
+    y = _qlinear_u8(ctx, ctx.inputs[1], w_t, w_value, zw, plan, zo, qconv, ctx.out() if out_t is _U8 else None)
+    if out_t is not _U8:
+        _shifted_output(ctx, y)
     return True
 
 
