@@ -190,15 +190,21 @@ def make_fused(work: type) -> Callable[..., None]:
             if gathered:
                 if off != cached:  # the tile's scale (and zero point) values, in the work type
                     sr = s[off:]
+                    # the outermost dim's last tile may run past the input's end (``reference._tile``):
+                    # its offsets past the scale's end are never used, and not read
+                    lim = sr.shape[0]
                     if has_z:
                         zr = z[off:]
                         for i in range(tile):
                             j = pattern[i]  # unsigned offsets: no wraparound
-                            sb[i] = work(load(kind, sr[j]))
-                            zb[i] = work(zr[j])
+                            if j < lim:
+                                sb[i] = work(load(kind, sr[j]))
+                                zb[i] = work(zr[j])
                     else:
                         for i in range(tile):
-                            sb[i] = work(load(kind, sr[pattern[i]]))
+                            j = pattern[i]
+                            if j < lim:
+                                sb[i] = work(load(kind, sr[j]))
                     cached = off
                 st = sb[col : col + n]
                 if has_z:

@@ -221,6 +221,10 @@ def _tile(layout: Layout) -> Plan:
         d, st = int(dims[-1]), int(strides[-1])
         room = TILE_MAX // len(pattern)
         f = d if d <= room else next(k for k in range(room, 0, -1) if d % k == 0)
+        if f < d and 2 * f <= room and len(dims) == 1:
+            # the outermost dim (a prime number of rows, say) need not be divided: its last tile runs
+            # past the input's end, where the loop stops
+            f = room
         if f == 1:
             break
         pattern = (np.arange(f, dtype=np.int64)[:, None] * st + pattern[None, :]).reshape(-1)
@@ -228,7 +232,7 @@ def _tile(layout: Layout) -> Plan:
             dims.pop()
             strides.pop()
         else:
-            dims[-1], strides[-1] = d // f, st * f
+            dims[-1], strides[-1] = -(-d // f), st * f
     dims_a, strides_a = np.array(dims, np.int64), np.array(strides, np.int64)
     return dims_a, strides_a, len(pattern), pattern.astype(np.uint32), inner_varies
 

@@ -195,7 +195,10 @@ def test_blocked_and_threaded_paths(monkeypatch, kind, shape, axes):
     [
         ((4096, 4, 4), (0, 2)),  # a tiny axis under a huge one: a new scale run every tile
         ((2048, 8), (0,)),  # per-row scales over narrow rows (a split outer dim)
-        ((1031, 3), (1,)),  # a prime outer dim: no split, one row per tile
+        ((1031, 3), (1,)),  # a prime outer dim: its last tile runs past the end (with tile_max 64)
+        ((1031, 3), (0,)),  # the same with per-row scales: offsets past the scale's end are not read
+        ((1031, 5, 3), (1,)),  # a prime outermost dim over joined inner dims
+        ((1031, 5, 3), (0, 2)),
         ((512, 4), (1,)),  # per-channel on a narrow last axis: the scale repeats across tiles
         ((6, 16, 24, 40), (1, 3)),
         ((3, 100, 130), (0, 1)),  # wide rows (no tile)
@@ -295,7 +298,9 @@ def test_tile_plans():
     dims, strides, tile, pattern, varies = reference._tile(reference._layout((1 << 20, 4), (1,)))
     assert strides.tolist() == [0] and pattern.tolist()[:6] == [0, 1, 2, 3, 0, 1] and varies
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((4099, 3), (1,)))
-    assert tile == 3 and dims.tolist() == [4099]  # a prime too large for one tile: nothing to split
+    assert tile == 4095 and dims.tolist() == [4]  # a prime outermost dim: the last tile runs past the end
+    dims, strides, tile, pattern, _ = reference._tile(reference._layout((4099, 5, 3), (1,)))
+    assert tile == 4095 and dims.tolist() == [16] and strides.tolist() == [0]  # 273 rows of 5 x 3 a tile
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((1031, 3), (1,)))
     assert tile == 3093 and dims.tolist() == []  # small enough: one tile
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((8, 4096), (0,)))
