@@ -108,13 +108,11 @@ def dequantize(
     x = _array(x, "Input")
     scale = _array(scale, "Scale")
     zp = None if zero_point is None else _array(zero_point, "Zero point")
-    axes_t = normalize_axes(axes)
-    out_t = infer(
-        TensorType.of(x), TensorType.of(scale), None if zp is None else TensorType.of(zp), axes=axes_t, dtype=dtype
-    )
-    in_t = dtypes.parse(x.dtype)
-    work = work_type(in_t, out_t.elem_type).numpy
-    bshape = tuple(x.shape[i] if i in axes_t else 1 for i in range(x.ndim))
+    key = (x.dtype, x.shape, scale.dtype, scale.shape, None if zp is None else (zp.dtype, zp.shape))
+    try:
+        out_t, axes_t, in_t, work, bshape = _checked(*key, _hashable(axes), dtype)
+    except TypeError:  # axes or dtype that cannot be a cache key (a NumPy array, say): checked afresh
+        out_t, axes_t, in_t, work, bshape = _checked.__wrapped__(*key, axes, dtype)
     if out is None:
         out = np.empty(x.shape, out_t.elem_type.numpy)
     elif not (
@@ -151,6 +149,33 @@ def dequantize(
         z = zp.astype(work).reshape(bshape) if has_z else None
         _parallel(_run_blocks, list(_blocks(x.shape)), x, s, z, out, work, bshape)
     return out
+
+
+def _hashable(axes: Any) -> Any:
+    return tuple(axes) if isinstance(axes, list) else axes
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked(
+    x_dtype: np.dtype,
+    x_shape: tuple[int, ...],
+    s_dtype: np.dtype,
+    s_shape: tuple[int, ...],
+    z: tuple[np.dtype, tuple[int, ...]] | None,
+    axes: Any,
+    dtype: Any,
+) -> tuple[TensorType, tuple[int, ...], dtypes.DType, type, tuple[int, ...]]:
+    """The contract's checks of a call with these argument types (``infer``), and what the call derives
+    from them: (output type, sorted axes, input type, work type, the scale's broadcast shape). Kept for
+    the next call with the same types: a call's fixed cost is most of it on inputs of a few thousand
+    elements. A call that breaks the contract raises, and is not kept."""
+    axes_t = normalize_axes(axes)
+    xt = TensorType(dtypes.parse(x_dtype), x_shape)
+    zt = None if z is None else TensorType(dtypes.parse(z[0]), z[1])
+    out_t = infer(xt, TensorType(dtypes.parse(s_dtype), s_shape), zt, axes=axes_t, dtype=dtype)
+    work = work_type(xt.elem_type, out_t.elem_type).numpy
+    bshape = tuple(x_shape[i] if i in axes_t else 1 for i in range(len(x_shape)))
+    return out_t, axes_t, xt.elem_type, work, bshape
 
 
 def _parallel(run: Any, items: list[Any], *args: Any) -> None:

@@ -383,3 +383,21 @@ def test_bad_input_is_a_dequantize_error(call, message):
     with pytest.raises(odq.DequantizeError) as e:
         call()
     assert message in str(e.value)
+
+
+def test_checks_are_kept_per_argument_types_and_errors_are_not():
+    """The contract's checks are kept for the next call with the same argument types (a call's fixed cost):
+    axes given as a list, a tuple or a NumPy array give the same result, and a call that breaks the
+    contract raises every time, with the same message."""
+    x = np.arange(24, dtype=np.int8).reshape(2, 3, 4)
+    s = np.linspace(0.5, 2, 3, dtype=np.float32)
+    want = odq.dequantize(x, s, axes=(1,))
+    for axes in ([1], (1,), np.array([1]), [np.int64(1)]):
+        assert same_bits(odq.dequantize(x, s, axes=axes), want)
+    messages = set()
+    for _ in range(2):
+        with pytest.raises(odq.DequantizeError) as e:
+            odq.dequantize(x, s, axes=(2,))
+        messages.add(str(e.value))
+    assert len(messages) == 1 and "(AxisSet{2})" in messages.pop()
+    assert same_bits(odq.dequantize(x, s, axes=(1,)), want)  # the good types still check out
