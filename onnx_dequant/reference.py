@@ -221,6 +221,9 @@ ROW_MIN = 128
 """Rows at least this wide run as contiguous rows; narrower ones are gathered in tiles (``_tile``)."""
 TILE_MAX = 4096
 """The most elements in a gathered tile (its scale-offset pattern stays in the L1 cache)."""
+TILE_WHOLE = 1 << 16
+"""The most elements in a tile that takes the whole of an inner dim with no divisor below ``TILE_MAX``
+(a prime, say): a larger pattern beats a tile of a few elements."""
 
 Layout = tuple[np.ndarray, np.ndarray, int, bool]
 Plan = tuple[np.ndarray, np.ndarray, int, np.ndarray, bool]
@@ -250,6 +253,8 @@ def _tile(layout: Layout) -> Plan:
             # the outermost dim (a prime number of rows, say) need not be divided: its last tile runs
             # past the input's end, where the loop stops
             f = room
+        elif f == 1 and room > 1 and d * len(pattern) <= TILE_WHOLE:  # an inner dim with no divisor: all of it
+            f = d
         if f == 1:
             break
         pattern = (np.arange(f, dtype=np.int64)[:, None] * st + pattern[None, :]).reshape(-1)

@@ -199,6 +199,7 @@ def test_blocked_and_threaded_paths(monkeypatch, kind, shape, axes):
         ((1031, 3), (0,)),  # the same with per-row scales: offsets past the scale's end are not read
         ((1031, 5, 3), (1,)),  # a prime outermost dim over joined inner dims
         ((1031, 5, 3), (0, 2)),
+        ((3, 4, 1031, 2), (1, 2)),  # an inner prime dim with per-row scales: the whole dim in one tile
         ((512, 4), (1,)),  # per-channel on a narrow last axis: the scale repeats across tiles
         ((6, 16, 24, 40), (1, 3)),
         ((3, 100, 130), (0, 1)),  # wide rows (no tile)
@@ -301,6 +302,8 @@ def test_tile_plans():
     assert tile == 4095 and dims.tolist() == [4]  # a prime outermost dim: the last tile runs past the end
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((4099, 5, 3), (1,)))
     assert tile == 4095 and dims.tolist() == [16] and strides.tolist() == [0]  # 273 rows of 5 x 3 a tile
+    dims, strides, tile, pattern, _ = reference._tile(reference._layout((11, 13, 5, 17509, 2), (1, 3)))
+    assert tile == 17509 * 2 and dims.tolist() == [11, 13, 5]  # an inner prime dim: all of it in a tile
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((1031, 3), (1,)))
     assert tile == 3093 and dims.tolist() == []  # small enough: one tile
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((8, 4096), (0,)))
