@@ -10,7 +10,8 @@ preallocated buffers), side by side with a casting copy int8 -> f32 (``np.copyto
 rounds; its median time over the copy's, times the copy's 5 bytes per element, is its cost in
 *copy bytes per element*: what the planner charges per element of the tensor (scale and zero-point
 bytes are added by the planner as bytes). Per-row overheads (a DequantizeLinear walking rows of 8
-elements instead of 4096) come from the difference of two shapes. Each kernel is measured at one ORT
+elements instead of 4096, a broadcasting Mul whose operand repeats every 8 elements) come from the
+difference of two shapes. Each kernel is measured at one ORT
 thread and at every core; the table keeps both and the planner charges their mean, so a kernel ORT
 runs single-threaded (the blocked DequantizeLinear) costs more than a threaded one.
 
@@ -70,6 +71,7 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
     i8 = np.dtype(np.int8)
     shape_w, shape_n = (n // wide, wide), (n // narrow, narrow)
     row = numpy_helper.from_array(np.full((1, wide), 0.5, np.float32), "c")
+    row_n = numpy_helper.from_array(np.full((1, narrow), 0.5, np.float32), "c")
     return {
         "dql_tensor": (dql((n,), ()), i8, (n,), f32),
         "dql_axis": (dql(shape_w, (shape_w[0],), axis=0), i8, shape_w, f32),
@@ -78,11 +80,15 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
         "dql_blocked": (dql((8, n // 8), (1, n // 8), axis=0, block_size=8), i8, (8, n // 8), f32),
         # the scale rows after the reduced axis fit in L1 (256 elements) instead of streaming
         "dql_blocked_l1": (dql((n // 256, 256), (1, 256), axis=0, block_size=n // 256), i8, (n // 256, 256), f32),
+        # the same with rows of 8 after the reduced axis: the kernel's inner loop runs once per row
+        "dql_blocked@narrow": (dql(shape_n, (1, narrow), axis=0, block_size=shape_n[0]), i8, shape_n, f32),
         "dql_blocked_last": (dql(shape_n, (shape_n[0], 1), axis=1, block_size=narrow), i8, shape_n, f32),
         "dql_blocked_last@wide": (dql(shape_w, (shape_w[0], 1), axis=1, block_size=wide), i8, shape_w, f32),
         "cast_to_f16": (unary("Cast", TP.FLOAT, (n,), TP.FLOAT16, to=TP.FLOAT16), f32, (n,), np.dtype(np.float16)),
         "cast_int_to_f32": (unary("Cast", TP.INT8, (n,), TP.FLOAT, to=TP.FLOAT), i8, (n,), f32),
         "binary_f32": (unary("Mul", TP.FLOAT, shape_w, TP.FLOAT, [row], ["c"]), f32, shape_w, f32),
+        # a broadcast operand that repeats every 8 elements: ORT's Mul runs its inner loop once per run
+        "binary_f32@narrow": (unary("Mul", TP.FLOAT, shape_n, TP.FLOAT, [row_n], ["c"]), f32, shape_n, f32),
         "copy_f32": (
             unary("Reshape", TP.FLOAT, (n,), TP.FLOAT, [numpy_helper.from_array(np.array(shape_w), "c")], ["c"]),
             f32,
@@ -147,6 +153,8 @@ def derive(raw: dict[str, float], n: int) -> dict[str, float]:
     blocked_rows = raw["dql_blocked_last"] - raw["dql_blocked_last@wide"]
     d["dql_blocked_last_row"] = max(0.0, blocked_rows * n / (rows_n - rows_w))
     d["dql_blocked_last"] = raw["dql_blocked_last@wide"]
+    d["dql_blocked_row"] = max(0.0, (raw["dql_blocked@narrow"] - raw["dql_blocked_l1"]) * n / (rows_n - n // 256))
+    d["binary_f32_row"] = max(0.0, (raw["binary_f32@narrow"] - raw["binary_f32"]) * n / (rows_n - rows_w))
     return d
 
 

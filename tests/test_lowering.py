@@ -234,3 +234,29 @@ def test_chunked_only_where_it_pays():
     # a Scan whose output feeds another op measured slower in ORT than DQL + Cast
     report = lower_model(one_node_model(x, s, z, (), consumer="Relu")).nodes
     assert report[0].strategy == "dql-per-tensor" and "not a model output" in report[0].refused["scan-chunked"]
+
+
+@pytest.mark.parametrize(
+    "shape,axes",
+    [
+        ((27, 7, 48, 2), (0, 1, 3)),  # per-pixel scales over 2 channels under a broadcast axis
+        ((6, 30, 3), (2,)),  # a per-channel scale on a last axis of 3
+        ((4, 5, 12, 2, 3), (1, 3, 4)),  # leading runs of both kinds before the tiled one
+    ],
+)
+@pytest.mark.parametrize("qt,rt", [("u8", "f32"), ("i16", "f64"), ("i32", "f32"), ("i8", "f16")])
+@pytest.mark.parametrize("const", [True, False])
+def test_tiled_cast_sub_mul_exact(shape, axes, qt, rt, const):
+    """The scale's short trailing run tiled k times over a reshaped input (folded when constant, a Tile
+    when fed): the same bits as the reference, the input's shape restored."""
+    rng = np.random.default_rng(len(shape) + len(axes))
+    x, s, z = random_case(rng, shape, axes, qt, rt)
+    m = one_node_model(x, s, z, axes, const=const)
+    result = lower_model(m, LowerOptions(strategies=["cast-sub-mul-tiled"]))
+    ops = [n.op_type for n in result.model.graph.node]
+    assert result.nodes[0].strategy == "cast-sub-mul-tiled" and ops[0] == "Reshape" and ops[-1] == "Reshape"
+    assert ("Tile" in ops) != const
+    onnx.checker.check_model(result.model, full_check=True)
+    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
+    (y,) = run_ort(result.model, feeds)
+    assert same_bits(y, odq.dequantize(x, s, z, axes=axes))

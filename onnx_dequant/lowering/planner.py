@@ -23,6 +23,7 @@ from .strategies.merged import Merged
 from .strategies.openvino import OpenVinoBarrier
 from .strategies.per_axis import PerAxis
 from .strategies.per_tensor import PerTensor
+from .strategies.tiled import Tiled
 
 __all__ = ["STRATEGIES", "ROW_STRATEGIES", "Plan", "choose", "plan"]
 
@@ -66,9 +67,10 @@ def plan(info: NodeInfo, names: Sequence[str] | None = None) -> Plan:
     return choose(info, STRATEGIES, names)
 
 
-_PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED, _CAST_SUB_MUL = PerTensor(), PerAxis(), Merged(), Blocked(), CastSubMul()
+_PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED = PerTensor(), PerAxis(), Merged(), Blocked()
+_CAST_SUB_MUL, _TILED = CastSubMul(), Tiled()
 
-ROW_STRATEGIES: tuple[Strategy[Any], ...] = (_PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED, _CAST_SUB_MUL)
+ROW_STRATEGIES: tuple[Strategy[Any], ...] = (_PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED, _CAST_SUB_MUL, _TILED)
 """The forms one row of a Scan can take: every strategy but the Scan itself."""
 
 STRATEGIES: tuple[Strategy[Any], ...] = (
@@ -79,6 +81,7 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     _BLOCKED,
     Chunked(lambda row: choose(row, ROW_STRATEGIES)),
     _CAST_SUB_MUL,
+    _TILED,
     OpenVinoBarrier(),
 )
 """Every strategy, in order of preference when costs tie."""

@@ -10,6 +10,7 @@ from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy, openvino_refusal
 from .costs import kernel_cost
+from .shapes import groups
 
 __all__ = ["BARRIER", "CastSubMul"]
 
@@ -42,6 +43,8 @@ class CastSubMul(Strategy[dtypes.DType]):
         # each op at its calibrated cost (measured int8 -> f32, f32 * f32, f32 -> f16), scaled by its bytes
         cost = n * kernel_cost("cast_int_to_f32") * (in_bytes + work_bytes) / 5
         cost += n * kernel_cost("binary_f32") * work_bytes / 4 * (2 if info.has_zp else 1)
+        # ORT's broadcasting Mul (and Sub) runs its inner loop once per run of the scale along the last axes
+        cost += n / self.run(info) * kernel_cost("binary_f32_row") * (2 if info.has_zp else 1)
         params = info.scale_size  # the scale (and zero point, cast first) read by Mul (and Sub)
         cost += params * work_bytes * (2 if info.has_zp else 1)
         if info.has_zp:
@@ -49,6 +52,15 @@ class CastSubMul(Strategy[dtypes.DType]):
         if choice is not info.out_type:
             cost += n * kernel_cost("cast_to_f16") * (work_bytes + out_bytes) / 6
         return cost
+
+    @staticmethod
+    def run(info: NodeInfo) -> int:
+        """Elements per run of the broadcast scale: the trailing axes that are all quantization axes or
+        all broadcast axes (the whole input for a per-tensor scale or one as large as the input)."""
+        if not info.axes or info.rank is None or len(info.axes) == info.rank:
+            return info.size()
+        last = groups(info.rank, info.axes)[-1][1]
+        return info.size([info.shape[a] for a in last])  # type: ignore[index]
 
     def _broadcast(self, info: NodeInfo, em: Emitter, tensor: str) -> str:
         rank = info.rank or 0

@@ -90,7 +90,7 @@ def _rows(info: NodeInfo, layout: Layout) -> int:
     inner = 1
     for d in dims[(layout.axis or 0) + 1 :]:
         inner *= d
-    if layout.mode == "blocked" and layout.axis is not None and not layout.quant[layout.axis]:
+    if layout.mode == "blocked" and layout.axis == len(dims) - 1:  # blocks along the last axis: one per row
         inner = dims[layout.axis]
     return max(1, info.size() // max(1, inner))
 
@@ -111,6 +111,7 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
         cost = n * kernel_cost("dql_blocked_last") + _rows(info, layout) * kernel_cost("dql_blocked_last_row")
     else:  # the kernel walks the scale rows after the reduced axis once per block: cheaper while they stay in L1
         cost = n * kernel_cost("dql_blocked_l1" if _inner_param_bytes(info, layout) <= L1_BYTES else "dql_blocked")
+        cost += _rows(info, layout) * kernel_cost("dql_blocked_row")  # and runs its inner loop once per row
     cost *= (in_bytes + dql_bytes) / 5  # the table's kernels read int8 (5 bytes per element with f32 out)
     if dql_t is not info.out_type:
         cost += n * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6

@@ -1,0 +1,104 @@
+"""Tiled Cast/Sub/Mul: a scale that runs along a few trailing elements (a per-channel scale on a last axis
+of 3, per-pixel scales over 2 channels) makes ONNX Runtime's broadcasting Sub and Mul run their inner loop
+once per few elements. The input is reshaped to join ``k`` runs into one row, the scale (and zero point)
+tiled ``k`` times to match, and the result reshaped back: ``Reshape -> Cast/Sub/Mul -> Reshape``, the same
+operations on the same values as Cast/Sub/Mul (the same bits)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+from ... import dtypes
+from ..emitter import Emitter
+from ..facts import NodeInfo
+from .base import Refusal
+from .cast_sub_mul import CastSubMul
+from .shapes import groups
+
+__all__ = ["Tiled", "Tiling", "RUN_WIDE", "ROW_TARGET"]
+
+RUN_WIDE = 64
+"""A scale run at least this long is left as it is (the per-run overhead is then a few percent)."""
+ROW_TARGET = 1024
+"""The longest row the tiling makes (the tiled scale is ``k`` times the run's scale values)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Tiling:
+    """The reshaped input's dims, the runs ``k`` joined per row, and Cast/Sub/Mul's work type."""
+
+    dims: tuple[int, ...]
+    k: int
+    work: dtypes.DType
+
+
+class Tiled(CastSubMul):
+    name = "cast-sub-mul-tiled"
+
+    def check(self, info: NodeInfo) -> Tiling | Refusal:  # type: ignore[override]
+        work = super().check(info)
+        if isinstance(work, Refusal):
+            return work
+        shape = info.known_shape
+        if shape is None or not info.axes:
+            return Refusal("needs quantization axes and a known shape")
+        if info.in_type.bits < 8:
+            return Refusal("ORT has no Reshape for 4-bit types")
+        runs = groups(len(shape), info.axes)
+        if len(runs) < 2 or not runs[-1][0]:
+            return Refusal("the scale does not run along the last axes under broadcast ones")
+        run = math.prod(shape[a] for a in runs[-1][1])
+        if run >= RUN_WIDE:
+            return Refusal(f"the scale already runs {run} elements (from {RUN_WIDE} it is left as it is)")
+        outer = math.prod(shape[a] for a in runs[-2][1])
+        k = max((d for d in range(2, ROW_TARGET // run + 1) if outer % d == 0), default=1)
+        if k == 1:
+            return Refusal(f"the {outer} rows before the scale's run have no divisor to join")
+        dims = tuple(math.prod(shape[a] for a in g) for _, g in runs[:-2]) + (outer // k, k * run)
+        return Tiling(dims, k, work)
+
+    def cost(self, info: NodeInfo, choice: Tiling) -> float:  # type: ignore[override]
+        # the reshaped input, its scale (and zero point) k times as large
+        return super().cost(dataclasses.replace(info, shape=choice.dims, axes=self._axes(info, choice)), choice.work)
+
+    @staticmethod
+    def _axes(info: NodeInfo, choice: Tiling) -> tuple[int, ...]:
+        """The quantization axes of the reshaped input: its merged leading runs that are, and the row."""
+        runs = groups(info.rank or 0, info.axes)[:-2]
+        return tuple(i for i, (q, _) in enumerate(runs) if q) + (len(choice.dims) - 1,)
+
+    def _tiled(self, info: NodeInfo, em: Emitter, name: str, const: bool, choice: Tiling) -> str:
+        """The scale or zero point shaped to broadcast against the reshaped input, its run tiled ``k`` times
+        (folded when it is a constant)."""
+        runs = groups(info.rank or 0, info.axes)
+        shape = info.known_shape or ()
+        lead = [math.prod(shape[a] for a in g) if q else 1 for q, g in runs[:-2]]
+        run = math.prod(shape[a] for a in runs[-1][1])
+        value = info.read(name) if const and info.read is not None else None
+        if value is not None and value.size == math.prod(lead) * run:
+            tiled = np.tile(value.reshape(*lead, 1, run), (1,) * len(lead) + (1, choice.k))
+            return em.const(tiled, value.dtype, hint="tiled")
+        placed = em.node("Reshape", [name, em.i64([*lead, 1, run])], hint="placed")
+        return em.node("Tile", [placed, em.i64([1] * len(lead) + [1, choice.k], "repeats")], hint="tiled")
+
+    def emit(self, info: NodeInfo, choice: Tiling, em: Emitter) -> None:  # type: ignore[override]
+        rank = len(choice.dims)
+        x = em.node("Reshape", [info.x, em.i64(list(choice.dims))], hint="rows")
+        zp = None
+        if info.has_zp and info.zero_point is not None:
+            zp = self._tiled(info, em, info.zero_point, info.zp_const, choice)
+        joined = dataclasses.replace(
+            info,
+            x=x,
+            scale=self._tiled(info, em, info.scale, info.scale_const, choice),
+            zero_point=zp,
+            output=em.fresh("y_rows"),
+            axes=tuple(range(rank)),  # the tiled scale already has the reshaped input's rank
+            shape=choice.dims,
+            zp_zero=False,
+        )
+        super().emit(joined, choice.work, em)
+        em.node("Reshape", [joined.output, em.i64(list(info.known_shape or ()))], info.output, hint="y")
