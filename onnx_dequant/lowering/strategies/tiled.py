@@ -47,6 +47,8 @@ class Tiled(CastSubMul):
             return Refusal("needs quantization axes and a known shape")
         if info.in_type.bits < 8:
             return Refusal("ORT has no Reshape for 4-bit types")
+        if info.out_type.name == "bf16" and not info.scale_const:
+            return Refusal("ORT has no bf16 Tile (for a scale computed at run time)")
         runs = groups(len(shape), info.axes)
         if len(runs) < 2 or not runs[-1][0]:
             return Refusal("the scale does not run along the last axes under broadcast ones")
