@@ -208,6 +208,31 @@ def ml_dtypes_f64_to_bf16_rounds_twice():
     return bool(float(value.astype(ml_dtypes.bfloat16)[0]) == 2.0**25)
 
 
+@fact
+def lower_rank_operand_against_trailing_one_is_slow():
+    """ORT's Mul broadcasts a lower-rank scalar element by element against an input whose last dim is 1
+    (f64 (3, 437226, 1) times (): 10x or more the same Mul with the scalar shaped (1, 1, 1))."""
+    import time
+
+    def timed(s_shape):
+        x = np.ones((3, 437226, 1))
+        m = _model(
+            [helper.make_node("Mul", ["x", "s"], ["y"])],
+            [_vi("x", TP.DOUBLE, list(x.shape)), _vi("s", TP.DOUBLE, list(s_shape))],
+            [_vi("y", TP.DOUBLE, None)],
+        )
+        sess, feeds = _session(m), {"x": x, "s": np.ones(s_shape)}
+        sess.run(None, feeds)
+        best = float("inf")
+        for _ in range(5):
+            t0 = time.perf_counter()
+            sess.run(None, feeds)
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    return bool(timed(()) > 4 * timed((1, 1, 1)))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true", help="print JSON")

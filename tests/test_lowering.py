@@ -267,3 +267,28 @@ def test_tiled_cast_sub_mul_exact(shape, axes, qt, rt, const):
     (y,) = run_ort(result.model, feeds)
     ref = odq.dequantize(x, s, z, axes=axes)
     assert same_bits(y.astype(ref.dtype), ref)  # bf16 is read through an exact Cast to f32
+
+
+@pytest.mark.parametrize("const", [True, False])
+def test_per_tensor_scale_gets_the_inputs_rank(const):
+    """Cast/Sub/Mul hands Sub and Mul a per-tensor scale and zero point of the input's rank (folded when
+    constant, a Reshape when fed): ONNX Runtime broadcasts a lower-rank one element by element against a
+    trailing dim of 1. Exact either way."""
+    rng = np.random.default_rng(9)
+    x, s, z = random_case(rng, (3, 4099, 1), (), "i32", "f32")
+    result = lower_model(one_node_model(x, s, z, (), const=const), LowerOptions(strategies=["cast-sub-mul"]))
+    g = result.model.graph
+    shapes = {i.name: list(i.dims) for i in g.initializer}
+    made = {n.output[0]: n for n in g.node}
+    for n in g.node:
+        if n.op_type in ("Sub", "Mul"):
+            operand = n.input[1]
+            while operand in made and made[operand].op_type == "Cast":
+                operand = made[operand].input[0]
+            if const:
+                assert shapes[operand] == [1, 1, 1]
+            else:
+                assert made[operand].op_type == "Reshape" and shapes[made[operand].input[1]] == [3]
+    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
+    (y,) = run_ort(result.model, feeds)
+    assert same_bits(y, odq.dequantize(x, s, z, axes=()))
