@@ -432,14 +432,18 @@ def print_summary(summ: dict[str, dict], title: str) -> None:
             print(f"{'':<12}   next {v:.2f}  {c}")
 
 
-def report(results: list[Result]) -> tuple[dict[str, dict], dict[str, dict]]:
-    """Print the distributions of the small (not judged) and the judged cases; return both."""
+def report(results: list[Result]) -> tuple[dict[str, dict], dict[str, dict], dict[str, dict]]:
+    """Print the distributions of the small (not judged) cases, the judged ones, and the judged ones
+    without i32 inputs; return the three."""
     small = summary(results, judged=False)
     if small:
         print_summary(small, f"cases under {JUDGED_MIN} elements (kernel: {JUDGED_MIN_KERNEL}; fixed per-call costs)")
     summ = summary(results)
     print_summary(summ, f"{len(results)} cases: those of {JUDGED_MIN} elements or more (kernel: {JUDGED_MIN_KERNEL})")
-    return small, summ
+    others = [r for r in results if " i32->" not in r.case]
+    no_i32 = summary(others)
+    print_summary(no_i32, f"the same without i32 inputs ({len(others)} cases; exact i32 needs float64 work in ORT)")
+    return small, summ, no_i32
 
 
 def parse_size(text: str) -> int:
@@ -508,11 +512,17 @@ def main(argv: list[str] | None = None) -> int:
         results.append(res)
         rs = "  ".join(f"{k} {v:.2f}" for k, v in res.ratios.items())
         print(f"[{i + 1}/{len(cases)}] {c.name} floor {res.floor:.2f}: {rs}  ({res.strategy or '-'})", flush=True)
-    small, summ = report(results)
+    small, summ, no_i32 = report(results)
     print(f"\n{len(results)} cases in {time.perf_counter() - t_start:.0f} s")
     if args.json:
         with open(args.json, "w") as f:
-            doc = {"args": vars(args), "summary": summ, "small": small, "cases": [asdict(r) for r in results]}
+            doc = {
+                "args": vars(args),
+                "summary": summ,
+                "summary_without_i32": no_i32,
+                "small": small,
+                "cases": [asdict(r) for r in results],
+            }
             json.dump(doc, f, indent=1)
     return 0
 
