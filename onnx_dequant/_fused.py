@@ -22,6 +22,7 @@ No index array of the input's size is ever materialized.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -78,6 +79,5 @@ def kernel(work: np.dtype, out: np.dtype) -> Callable[..., None]:
         name = np.dtype(work).name
         if name not in _KERNELS:
             _KERNELS[name] = _jit.make_fused(np.dtype(work).type)
-        fused, marker = _KERNELS[name], _marker(out)
-        _KERNELS[key] = lambda *args: fused(*args, marker)
+        _KERNELS[key] = functools.partial(_KERNELS[name], kind=_marker(out))
     return _KERNELS[key]

@@ -110,9 +110,9 @@ def dequantize(
     zp = None if zero_point is None else _array(zero_point, "Zero point")
     key = (x.dtype, x.shape, scale.dtype, scale.shape, None if zp is None else (zp.dtype, zp.shape))
     try:
-        out_t, axes_t, in_t, work, bshape = _checked(*key, _hashable(axes), dtype)
+        out_t, axes_t, in_t, work, fused_work, bshape = _checked(*key, _hashable(axes), dtype)
     except TypeError:  # axes or dtype that cannot be a cache key (a NumPy array, say): checked afresh
-        out_t, axes_t, in_t, work, bshape = _checked.__wrapped__(*key, axes, dtype)
+        out_t, axes_t, in_t, work, fused_work, bshape = _checked.__wrapped__(*key, axes, dtype)
     if out is None:
         out = np.empty(x.shape, out_t.elem_type.numpy)
     elif not (
@@ -128,7 +128,11 @@ def dequantize(
         )
     if x.size == 0:
         return out
-    if any(np.may_share_memory(out, a) for a in (x, scale, zp) if a is not None):
+    if (
+        np.may_share_memory(out, x)
+        or np.may_share_memory(out, scale)
+        or (zp is not None and np.may_share_memory(out, zp))
+    ):
         np.copyto(out, dequantize(x, scale, zp, axes=axes_t, dtype=dtype))  # every input read before out is written
         return out
     has_z = zp is not None and bool(zp.any())
@@ -141,7 +145,7 @@ def dequantize(
         s_flat = _fused.bits_view(np.ascontiguousarray(scale).reshape(-1))
         plan = _plan(x.shape, axes_t)
         ranges = [(e, min(e + BLOCK_ELEMENTS, x.size)) for e in range(0, x.size, BLOCK_ELEMENTS)]
-        kernel = _fused.kernel(fused_work_type(in_t, out_t.elem_type).numpy, out.dtype)
+        kernel = _fused.kernel(fused_work, out.dtype)
         _parallel(_run_fused, ranges, kernel, x_flat, z_flat, s_flat, _fused.bits_view(out.reshape(-1)), plan, has_z)
     else:
         with np.errstate(invalid="ignore"):  # ml_dtypes warns on some bf16 NaN payloads; NaN stays NaN
@@ -164,9 +168,10 @@ def _checked(
     z: tuple[np.dtype, tuple[int, ...]] | None,
     axes: Any,
     dtype: Any,
-) -> tuple[TensorType, tuple[int, ...], dtypes.DType, type, tuple[int, ...]]:
+) -> tuple[TensorType, tuple[int, ...], dtypes.DType, type, type, tuple[int, ...]]:
     """The contract's checks of a call with these argument types (``infer``), and what the call derives
-    from them: (output type, sorted axes, input type, work type, the scale's broadcast shape). Kept for
+    from them: (output type, sorted axes, input type, work type, the fused loop's work type, the scale's
+    broadcast shape). Kept for
     the next call with the same types: a call's fixed cost is most of it on inputs of a few thousand
     elements. A call that breaks the contract raises, and is not kept."""
     axes_t = normalize_axes(axes)
@@ -174,8 +179,9 @@ def _checked(
     zt = None if z is None else TensorType(dtypes.parse(z[0]), z[1])
     out_t = infer(xt, TensorType(dtypes.parse(s_dtype), s_shape), zt, axes=axes_t, dtype=dtype)
     work = work_type(xt.elem_type, out_t.elem_type).numpy
+    fused_work = fused_work_type(xt.elem_type, out_t.elem_type).numpy
     bshape = tuple(x_shape[i] if i in axes_t else 1 for i in range(len(x_shape)))
-    return out_t, axes_t, xt.elem_type, work, bshape
+    return out_t, axes_t, xt.elem_type, work, fused_work, bshape
 
 
 def _parallel(run: Any, items: list[Any], *args: Any) -> None:
@@ -288,9 +294,8 @@ def _run_fused(
 ) -> None:
     """The fused loop over a contiguous run of flat element ranges, writing the output type directly."""
     dims, strides, tile, pattern, inner_varies = plan
-    e0, e1 = ranges[0][0], ranges[-1][1]
-    with np.errstate(all="ignore"):
-        fused(x, z, s, out[e0:e1], e0, e1, tile, pattern, inner_varies, has_z, dims, strides)
+    e0, e1 = ranges[0][0], ranges[-1][1]  # compiled code raises no floating-point warnings: no errstate
+    fused(x, z, s, out[e0:e1], e0, e1, tile, pattern, inner_varies, has_z, dims, strides)
 
 
 def _run_blocks(
