@@ -292,3 +292,26 @@ def test_per_tensor_scale_gets_the_inputs_rank(const):
     feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
     (y,) = run_ort(result.model, feeds)
     assert same_bits(y, odq.dequantize(x, s, z, axes=()))
+
+
+@pytest.mark.parametrize("n", [96, 4099 * 4, 40000])
+@pytest.mark.parametrize("const", [True, False])
+@pytest.mark.parametrize("consumer", [None, "Relu"])
+def test_one_dimensional_full_scale_as_rows(n, const, consumer):
+    """A 1-D input with a scale (and zero point) as large as itself: reshaped into rows of its length's
+    largest divisor up to 4096 for a blocked DequantizeLinear of one-element blocks (ORT's per-axis
+    kernel on that last axis walks one-element rows): the reference's bits."""
+    rng = np.random.default_rng(n)
+    x, s, z = random_case(rng, (n,), (0,), "i8", "f32")
+    result = lower_model(one_node_model(x, s, z, (0,), const=const, consumer=consumer))
+    ops = [n.op_type for n in result.model.graph.node]
+    assert result.nodes[0].strategy == "dql-blocked" and "DequantizeLinear" in ops
+    dql = next(node for node in result.model.graph.node if node.op_type == "DequantizeLinear")
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in dql.attribute} == {"axis": 0, "block_size": 1}
+    onnx.checker.check_model(result.model, full_check=True)
+    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
+    (y,) = run_ort(result.model, feeds)
+    ref = odq.dequantize(x, s, z, axes=(0,))
+    if consumer:  # ORT's Relu keeps -0.0
+        y, ref = np.abs(y), np.maximum(ref, 0)
+    assert same_bits(y, ref)

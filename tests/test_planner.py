@@ -160,7 +160,7 @@ def test_planner_refusals():
         ({"axes": (0, 2), "opset": 20}, "dql-blocked", "blocked DequantizeLinear needs opset 21"),
         ({}, "dql-blocked", "the node has no quantization axes"),
         ({"axes": (0,), "shape": None}, "dql-blocked", "the input's rank is unknown"),
-        ({"axes": (0,), "shape": (4,)}, "dql-blocked", "no broadcast axis of known size to block along"),
+        ({"axes": (0,), "shape": (3,)}, "dql-blocked", "no broadcast axis of known size to block along"),
         (
             {"axes": (0,), "qt": "i4", "zp_const": False},
             "dql-blocked",
@@ -254,3 +254,11 @@ def test_a_choice_is_what_cost_and_emit_take():
 )
 def test_short_scale_runs_are_tiled_where_no_dequantizelinear_is_faster(shape, axes, qt, rt, want):
     assert chosen(info(shape, axes, qt, rt, scale_const=False, zp_const=False)) == want
+
+
+def test_one_dimensional_full_scale_is_cut_into_rows():
+    # a 1-D input with a scale as large as itself: blocks of one along rows of the largest divisor of its
+    # length up to 4096 (42970336 = 2272 x 18913: rows of 2272), not Cast/Sub/Mul or a last-axis per-axis DQL
+    p = plan(info((42970336,), (0,), "i8", scale_const=False, zp_const=False))
+    assert p.strategy.name == "dql-blocked" and p.choice.split == 2272
+    assert plan(info((4099,), (0,), "i8")).strategy.name != "dql-blocked"  # a prime length: no rows

@@ -1,16 +1,24 @@
 """Blocked: ``DequantizeLinear(x, s', zp', axis=r, block_size=dim r)`` (opset 21+), a whole-axis block
 on one broadcast axis r, the scale expanded along the other broadcast axes; adjacent axes optionally
 merged by Reshape first; or, for a scale as large as the input, ``block_size=1`` along axis 0 of a 2-D
-view. Picks the cheapest such layout (ORT's fast path: r not the last axis)."""
+view (a 1-D input reshaped to rows, its scale and zero point with it). Picks the cheapest such layout
+(ORT's fast path: r not the last axis)."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal
-from .dql import DQLStrategy, Layout, layout_cost
+from .costs import kernel_cost
+from .dql import DQLStrategy, Layout, emit_layout, layout_cost
 from .shapes import groups
 
-__all__ = ["Blocked"]
+__all__ = ["Blocked", "SPLIT_ROW_MAX"]
+
+SPLIT_ROW_MAX = 4096
+"""The longest row a 1-D input with a scale as large as itself is cut into (the largest divisor up to it)."""
 
 
 class Blocked(DQLStrategy):
@@ -40,6 +48,12 @@ class Blocked(DQLStrategy):
             # a scale as large as the input: blocks of one element along axis 0 of a 2-D view, where
             # ORT's kernel streams the scale (its per-axis form walks one-element rows)
             out.append(Layout(((0,), tuple(range(1, rank))), (True, True), "blocked", 0))
+        n = info.known_shape
+        if rank == 1 and info.axes == (0,) and n is not None and not four_bit:
+            # the same for a 1-D input, cut into rows (Reshape) by the largest divisor of its length
+            k = next((d for d in range(min(SPLIT_ROW_MAX, n[0] // 2), 1, -1) if n[0] % d == 0), 0)
+            if k:
+                out.append(Layout(((0,),), (True,), "blocked", 0, split=k))
         return list(dict.fromkeys(out))
 
     def layout(self, info: NodeInfo) -> Layout | Refusal:
@@ -53,4 +67,33 @@ class Blocked(DQLStrategy):
         candidates = self.layouts(info)
         if not candidates:
             return Refusal("no broadcast axis of known size to block along")
-        return min(candidates, key=lambda lay: layout_cost(info, lay))
+        return min(candidates, key=lambda lay: self.cost(info, lay))
+
+    @staticmethod
+    def _rows(info: NodeInfo, layout: Layout) -> tuple[NodeInfo, Layout]:
+        """A split 1-D node as the 2-D node (rows of ``split``) its DequantizeLinear computes."""
+        n = (info.known_shape or (0,))[0]
+        rows = dataclasses.replace(info, shape=(n // layout.split, layout.split), axes=(0, 1))
+        return rows, Layout(((0,), (1,)), (True, True), "blocked", 0)
+
+    def cost(self, info: NodeInfo, choice: Layout) -> float:
+        if not choice.split:
+            return layout_cost(info, choice)
+        rows, layout = self._rows(info, choice)
+        copy = info.size() * kernel_cost("copy_f32") * info.out_type.bits / 32 if info.graph_output else 0.0
+        return layout_cost(rows, layout) + copy  # a Reshape whose output is a graph output copies
+
+    def emit(self, info: NodeInfo, choice: Layout, em: Emitter) -> None:
+        if not choice.split:
+            emit_layout(info, em, choice)
+            return
+        rows, layout = self._rows(info, choice)
+        # the scale and zero point are reshaped to rows by the layout itself (they are shaped as the input)
+        x = em.redim(info.x, list(rows.shape), "x_rows") or em.node(  # type: ignore[arg-type]
+            "Reshape",
+            [info.x, em.i64(list(rows.shape), "rows")],
+            hint="x_rows",  # type: ignore[arg-type]
+        )
+        rows = dataclasses.replace(rows, x=x, output=em.fresh("y_rows"))
+        emit_layout(rows, em, layout)
+        em.node("Reshape", [rows.output, em.i64([info.size()])], info.output, hint="y")

@@ -38,6 +38,7 @@ class Layout:
     mode: str
     axis: int | None = None
     expand: tuple[int, ...] = field(default=())
+    split: int = 0  # a 1-D input viewed as rows of ``split`` elements (``Blocked``), else 0
 
     @property
     def reshapes(self) -> bool:
