@@ -16,6 +16,7 @@ from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal
 from .cast_sub_mul import CastSubMul
+from .costs import kernel_cost
 from .shapes import groups
 
 __all__ = ["Tiled", "Tiling", "RUN_WIDE", "ROW_TARGET"]
@@ -63,8 +64,11 @@ class Tiled(CastSubMul):
         return Tiling(dims, k, work)
 
     def cost(self, info: NodeInfo, choice: Tiling) -> float:  # type: ignore[override]
-        # the reshaped input, its scale (and zero point) k times as large
-        return super().cost(dataclasses.replace(info, shape=choice.dims, axes=self._axes(info, choice)), choice.work)
+        # the reshaped input, its scale (and zero point) k times as large; a Reshape whose output is a graph
+        # output copies
+        joined = dataclasses.replace(info, shape=choice.dims, axes=self._axes(info, choice))
+        copy = info.size() * kernel_cost("copy_f32") * info.out_type.bits / 32 if info.graph_output else 0.0
+        return super().cost(joined, choice.work) + copy
 
     @staticmethod
     def _axes(info: NodeInfo, choice: Tiling) -> tuple[int, ...]:
