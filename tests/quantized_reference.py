@@ -201,6 +201,7 @@ def qlinear_agrees(scale, scale2, acc_lo: int, acc_hi: int, zero: int, dtype) ->
     from zero) for every accumulator in ``[acc_lo, acc_hi]``, both saturated to ``dtype``, by enumeration."""
     acc = np.arange(acc_lo, acc_hi + 1).astype(np.float32)
     info = np.iinfo(dtype)
-    ngraph = np.clip(std_round(acc * np.float32(scale)).astype(np.float64) + zero, info.min, info.max)
-    onnx = np.clip(np.rint(acc * np.float32(scale2)).astype(np.float64) + zero, info.min, info.max)
+    with np.errstate(over="ignore", invalid="ignore"):  # an infinite product saturates, in both
+        ngraph = np.clip(std_round(acc * np.float32(scale)).astype(np.float64) + zero, info.min, info.max)
+        onnx = np.clip(np.rint(acc * np.float32(scale2)).astype(np.float64) + zero, info.min, info.max)
     return bool(np.array_equal(ngraph, onnx))

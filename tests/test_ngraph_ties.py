@@ -62,6 +62,15 @@ def test_no_scale_for_what_is_not_a_positive_finite_scale():
         assert np.isnan(got)
 
 
+@pytest.mark.parametrize("m", [1e-40, 1e-30, 2.0**-149, 3e38])
+def test_extreme_scales_are_proven_or_left_unproven_never_wrong(m):
+    # steps far beyond (or within one accumulator of) every reachable value: whatever is returned rounds as
+    # nGraph does on every accumulator
+    lo, hi = -3000, 3000
+    (got,) = qlinear_scales(np.array([m], np.float32), np.array([lo]), np.array([hi]), 7, U8)
+    assert np.isnan(got) or qlinear_agrees(np.float32(m), got, lo, hi, 7, np.uint8)
+
+
 def test_accumulators_beyond_f32_integers_are_left_unproven():
     # a tiny scale puts the rounding steps among accumulators f32 cannot hold exactly
     (got,) = qlinear_scales(np.array([1e-7], np.float32), np.array([-(1 << 30)]), np.array([1 << 30]), 0, U8)

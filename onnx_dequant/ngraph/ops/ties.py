@@ -48,8 +48,9 @@ def qlinear_scales(
     if not np.any(good):
         return out
     ks = np.arange(int(out_t.min) - zero, int(out_t.max) - zero, dtype=np.int64)  # steps from k to k + 1
-    first, lost = _first_steps(np.where(good, m, np.float32(1)), ks, lo, hi)
-    low, high = _feasible_bits(ks, first, lo, hi)
+    with np.errstate(over="ignore"):  # huge or subnormal scales: infinities and far steps, handled as such
+        first, lost = _first_steps(np.where(good, m, np.float32(1)), ks, lo, hi)
+        low, high = _feasible_bits(ks, first, lo, hi)
     ok = good & ~lost & (low <= high)
     mb = m.view(np.int32).astype(np.int64)
     lo_all, hi_all = low.max(), high.min()
@@ -65,10 +66,10 @@ def _first_steps(m: np.ndarray, ks: np.ndarray, lo: np.ndarray, hi: np.ndarray) 
     ``v >= k + 0.5`` for a positive ``k + 1``, ``v > k + 0.5`` otherwise); and per channel whether a step
     within its range could not be located (among accumulators that f32 cannot hold exactly)."""
     h = ks.astype(np.float64) + 0.5
-    c = np.ceil(h[None, :] / m[:, None].astype(np.float64)).astype(np.int64)
-    near = (c >= lo[:, None] - 2 * _WINDOW) & (c <= hi[:, None] + 2 * _WINDOW)
-    lost = np.any(near & (np.abs(c) > _EXACT_ACC), 1)
-    c = np.clip(c, -_EXACT_ACC, _EXACT_ACC)
+    cf = np.ceil(h[None, :] / m[:, None].astype(np.float64))  # a subnormal scale: steps beyond every accumulator
+    near = (cf >= lo[:, None] - 2 * _WINDOW) & (cf <= hi[:, None] + 2 * _WINDOW)
+    lost = np.any(near & (np.abs(cf) > _EXACT_ACC), 1)
+    c = np.clip(cf, -_EXACT_ACC - 4 * _WINDOW, _EXACT_ACC + 4 * _WINDOW).astype(np.int64)  # in int64, far ones too
     cand = c[:, :, None] + np.arange(-_WINDOW, _WINDOW + 1)
     v = (cand.astype(np.float32) * m[:, None, None]).astype(np.float64)
     reached = np.where((ks + 1 >= 1)[None, :, None], v >= h[None, :, None], v > h[None, :, None])
