@@ -299,9 +299,10 @@ def copier(x: np.ndarray, out_type: str) -> Callable[[], None]:
 def timed(contenders: dict[str, Callable[[], object]], repeat: int, budget_s: float = 0.02) -> dict[str, float]:
     """Median seconds per call of each contender, interleaved round-robin; fast calls are looped."""
     loops = {}
-    for name, fn in contenders.items():  # warm-up, and how many calls make one sample
+    for name, fn in contenders.items():
+        fn()  # warm-up: one-off costs (Numba's cache load, first-touch pages, ORT's first run) are not timed
         t0 = time.perf_counter()
-        fn()
+        fn()  # how many calls make one sample: timed on a warm call (a cold one would leave one call a sample)
         dt = time.perf_counter() - t0
         loops[name] = max(1, min(2000, int(budget_s / max(dt, 1e-7))))
     times: dict[str, list[float]] = {n: [] for n in contenders}
