@@ -4,9 +4,10 @@ over a compiled function is keyed by a per-process id and would be compiled agai
 
 The conversions are branch-free, so that the loops calling them vectorize (Numba widens integer
 arithmetic to 64 bits: every intermediate is cast back to uint32, so the lanes stay 32 bits wide):
-f16/bf16 bits -> f32 (exact), f32 -> f16/bf16 bits (round to nearest even), f64 -> f16/bf16 bits
-rounded once (through float32 rounded to odd), and a float32 product rounded to odd from its exact
-error (a fused multiply-add), so that 16-bit inputs reach f16/bf16 in float32 work. The output type
+f16/bf16 bits -> f32 (exact), f32 -> f16/bf16 bits (round to nearest even; f16 by the CPU's F16C
+instruction where it has one), f64 -> f16/bf16 bits rounded once (through float32 rounded to odd), and
+a float32 product rounded to odd from its exact error (a fused multiply-add), so that 16-bit inputs
+reach f16/bf16 in float32 work (8-bit inputs' float32 products are exact: rounded once as they are). The output type
 reaches the loop as a marker argument (``MARKERS``) whose Numba type selects the conversions at
 compile time (``load``, ``store``).
 """
@@ -17,6 +18,7 @@ from collections.abc import Callable
 
 import numba
 import numpy as np
+from llvmlite import binding as llvm
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
@@ -64,8 +66,20 @@ def fma32(typingctx, a, b, c):  # pragma: no cover - compiled
     return types.float32(types.float32, types.float32, types.float32), codegen
 
 
+@intrinsic
+def f16_from_f32_hw(typingctx, u):  # pragma: no cover - compiled
+    """float32 bits ``u`` rounded to nearest even in f16, as bits, by the CPU (F16C's ``vcvtps2ph``; NaNs:
+    a quiet NaN, sign and the payload's leading bits kept)."""
+
+    def codegen(context, builder, sig, args):
+        h = builder.fptrunc(builder.bitcast(args[0], ir.FloatType()), ir.HalfType())
+        return builder.bitcast(h, ir.IntType(16))
+
+    return types.uint16(types.uint32), codegen
+
+
 @_jit
-def f16_from_f32(u):  # pragma: no cover - compiled
+def f16_from_f32_sw(u):  # pragma: no cover - compiled
     """float32 bits ``u`` rounded to nearest even in f16, as bits (NaNs: a quiet NaN, sign kept)."""
     f = abs(bits_f32(u))
     a = _u32(u & _u32(0x7FFFFFFF))
@@ -76,6 +90,14 @@ def f16_from_f32(u):  # pragma: no cover - compiled
     r = normal if f >= np.float32(2.0**-14) else sub
     r = r if f == f else _u32(0x7E00)
     return np.uint16(_u32(_u32(_u32(u >> _u32(16)) & _u32(0x8000)) | r))
+
+
+HARDWARE_F16 = "+f16c" in llvm.get_host_cpu_features().flatten().split(",")
+"""Whether this CPU rounds float32 to f16 itself (F16C): LLVM would otherwise call a library routine."""
+
+f16_from_f32 = f16_from_f32_hw if HARDWARE_F16 else f16_from_f32_sw
+"""float32 bits rounded to nearest even in f16, as bits: the same value either way (NaNs may differ in
+payload, which no comparison here looks at)."""
 
 
 @_jit
@@ -111,8 +133,18 @@ def odd_product_f32(d, s):  # pragma: no cover - compiled
     return _u32(_u32(f32_bits(p) - _u32(down)) | _u32(inexact))
 
 
+@intrinsic
+def f32_from_f16_hw(typingctx, h):  # pragma: no cover - compiled
+    """f16 bits ``h`` as float32 (exact), by the CPU (F16C's ``vcvtph2ps``)."""
+
+    def codegen(context, builder, sig, args):
+        return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+
+    return types.float32(types.uint16), codegen
+
+
 @_jit
-def f32_from_f16(h):  # pragma: no cover - compiled
+def f32_from_f16_sw(h):  # pragma: no cover - compiled
     """f16 bits ``h`` as float32 (exact)."""
     h = _u32(h)
     em = _u32(h & _u32(0x7FFF))
@@ -120,6 +152,9 @@ def f32_from_f16(h):  # pragma: no cover - compiled
     normal = _u32(normal + _u32(0x38000000)) if em >= _u32(0x7C00) else normal  # infinities and NaNs
     sub = f32_bits(np.float32(em) * np.float32(2.0**-24))  # subnormals and zero: exact
     return bits_f32(_u32(_u32(_u32(h & _u32(0x8000)) << _u32(16)) | (sub if em < _u32(0x400) else normal)))
+
+
+f32_from_f16 = f32_from_f16_hw if HARDWARE_F16 else f32_from_f16_sw
 
 
 @_jit
@@ -132,9 +167,16 @@ def load(kind, v):  # pragma: no cover - compiled by its overload
     """A scale element: f16/bf16 bits as float32; other types as they are."""
 
 
-def store(kind, d, s):  # pragma: no cover - compiled by its overload
+def store(kind, d, s, exact):  # pragma: no cover - compiled by its overload
     """The product of a difference and a scale in the work type, as an output element: f16/bf16 bits
-    rounded once; other types as they are (the output array casts)."""
+    rounded once; other types as they are (the output array casts). ``exact``: whether the float32
+    product is exact (``product_exact``), so that it needs no rounding to odd first."""
+
+
+def product_exact(x):  # pragma: no cover - compiled by its overload
+    """Whether a float32 difference of ``x``'s elements times an f16/bf16 scale is exact: 8-bit (and
+    4-bit) inputs, whose 9-bit differences times 11 significant bits fit float32's 24. A constant of
+    the array's type, folded where the loop is compiled."""
 
 
 @overload(load, jit_options={"nogil": True})
@@ -147,13 +189,19 @@ def _load(kind, v):  # pragma: no cover - compiled
 
 
 @overload(store, jit_options={"nogil": True})
-def _store(kind, d, s):  # pragma: no cover - compiled
+def _store(kind, d, s, exact):  # pragma: no cover - compiled
     if kind in (types.uint16, types.int16):
         to_bits = f16_from_f32 if kind == types.uint16 else bf16_from_f32
-        if d == types.float32:  # float32 holds the difference: its product rounded to odd
-            return lambda kind, d, s: to_bits(odd_product_f32(d, s))
-        return lambda kind, d, s: to_bits(odd_f32(d * s))  # float64: the product is exact
-    return lambda kind, d, s: d * s
+        if d == types.float32:  # float32 holds the difference: its product, rounded to odd unless exact
+            return lambda kind, d, s, exact: to_bits(f32_bits(d * s) if exact else odd_product_f32(d, s))
+        return lambda kind, d, s, exact: to_bits(odd_f32(d * s))  # float64: the product is exact
+    return lambda kind, d, s, exact: d * s
+
+
+@overload(product_exact, jit_options={"nogil": True})
+def _product_exact(x):  # pragma: no cover - compiled
+    small = isinstance(x.dtype, types.Integer) and x.dtype.bitwidth <= 8
+    return (lambda x: True) if small else (lambda x: False)
 
 
 def make_fused(work: type) -> Callable[..., None]:
@@ -163,10 +211,10 @@ def make_fused(work: type) -> Callable[..., None]:
     def fused(x, z, s, out, e0, e1, tile, pattern, inner_varies, has_z, dims, strides, kind):  # pragma: no cover
         """``out[0 : e1 - e0] = (x[e] - z[j]) * s[j]`` for the flat elements ``e0 <= e < e1``.
 
-        ``tile``: elements per innermost unit; ``pattern`` (length ``tile``, or empty for one row)
-        the scale offset of each tile element; otherwise ``inner_varies`` says whether the scale runs
-        along the row. ``dims``/``strides``: the outer dims and their scale strides. ``kind``: the
-        output's marker (``MARKERS``).
+        ``tile``: elements per innermost unit; ``pattern`` (empty for one row) the scale offset of each
+        of the tile's rows (of ``tile // len(pattern)`` elements, one for each element's own offset);
+        ``inner_varies`` says whether the scale runs along a row (or is one value). ``dims``/``strides``:
+        the outer dims and their scale strides. ``kind``: the output's marker (``MARKERS``).
         """
         m = dims.shape[0]
         unit = e0 // tile
@@ -179,8 +227,10 @@ def make_fused(work: type) -> Callable[..., None]:
             rem //= dims[k]
             off += idx[k] * strides[k]
         gathered = pattern.shape[0] > 0
-        sb = np.empty(pattern.shape[0], work)
-        zb = np.empty(pattern.shape[0] if has_z else 0, work)
+        width = tile // max(pattern.shape[0], 1)
+        exact = product_exact(x)
+        sb = np.empty(tile if gathered else 0, work)
+        zb = np.empty(tile if gathered and has_z else 0, work)
         cached = -1
         e = e0
         while e < e1:
@@ -191,47 +241,62 @@ def make_fused(work: type) -> Callable[..., None]:
                 if off != cached:  # the tile's scale (and zero point) values, in the work type
                     sr = s[off:]
                     # the outermost dim's last tile may run past the input's end (``reference._tile``):
-                    # its offsets past the scale's end are never used, and not read
-                    lim = sr.shape[0]
-                    if has_z:
-                        zr = z[off:]
-                        for i in range(tile):
-                            j = pattern[i]  # unsigned offsets: no wraparound
-                            if j < lim:
-                                sb[i] = work(load(kind, sr[j]))
+                    # its offsets past the scale's end are never used, and read the scale's last element
+                    # instead. Each scale value is converted once per row.
+                    last = sr.shape[0] - 1
+                    zr = z[off:] if has_z else z
+                    rows = pattern.shape[0]
+                    if width == 1:  # each element's offset
+                        for i in range(rows):
+                            j = min(np.int64(pattern[i]), last)
+                            sb[i] = work(load(kind, sr[j]))
+                            if has_z:
                                 zb[i] = work(zr[j])
-                    else:
-                        for i in range(tile):
-                            j = pattern[i]
-                            if j < lim:
-                                sb[i] = work(load(kind, sr[j]))
+                    elif inner_varies:  # a row's scale run: contiguous reads
+                        for r in range(rows):
+                            b, o = np.int64(pattern[r]), r * width  # unsigned offsets: no wraparound
+                            for i in range(width):
+                                sb[o + i] = work(load(kind, sr[min(b + i, last)]))
+                            if has_z:
+                                for i in range(width):
+                                    zb[o + i] = work(zr[min(b + i, last)])
+                    else:  # one value a row, converted once
+                        for r in range(rows):
+                            j, o = min(np.int64(pattern[r]), last), r * width
+                            sv = work(load(kind, sr[j]))
+                            for i in range(width):
+                                sb[o + i] = sv
+                            if has_z:
+                                zv = work(zr[j])
+                                for i in range(width):
+                                    zb[o + i] = zv
                     cached = off
                 st = sb[col : col + n]
                 if has_z:
                     zt = zb[col : col + n]
                     for i in range(n):
-                        orow[i] = store(kind, work(xr[i]) - zt[i], st[i])
+                        orow[i] = store(kind, work(xr[i]) - zt[i], st[i], exact)
                 else:
                     for i in range(n):
-                        orow[i] = store(kind, work(xr[i]), st[i])
+                        orow[i] = store(kind, work(xr[i]), st[i], exact)
             elif inner_varies:
                 sr = s[off + col : off + col + n]
                 if has_z:
                     zr = z[off + col : off + col + n]
                     for i in range(n):
-                        orow[i] = store(kind, work(xr[i]) - work(zr[i]), work(load(kind, sr[i])))
+                        orow[i] = store(kind, work(xr[i]) - work(zr[i]), work(load(kind, sr[i])), exact)
                 else:
                     for i in range(n):
-                        orow[i] = store(kind, work(xr[i]), work(load(kind, sr[i])))
+                        orow[i] = store(kind, work(xr[i]), work(load(kind, sr[i])), exact)
             else:
                 sv = work(load(kind, s[off]))
                 if has_z:
                     zv = work(z[off])
                     for i in range(n):
-                        orow[i] = store(kind, work(xr[i]) - zv, sv)
+                        orow[i] = store(kind, work(xr[i]) - zv, sv, exact)
                 else:
                     for i in range(n):
-                        orow[i] = store(kind, work(xr[i]), sv)
+                        orow[i] = store(kind, work(xr[i]), sv, exact)
             e += n
             col = 0
             k = m - 1
@@ -252,4 +317,4 @@ def narrow(src, dst, kind):  # pragma: no cover - compiled
     """``dst[i] = store(kind, src[i], 1)``: the fused loop's rounding alone."""
     one = np.ones(1, src.dtype)[0]
     for i in range(src.shape[0]):
-        dst[i] = store(kind, src[i], one)
+        dst[i] = store(kind, src[i], one, True)

@@ -231,15 +231,21 @@ TILE_WHOLE = 1 << 16
 """The most elements in a tile that takes the whole of an inner dim with no divisor below ``TILE_MAX``
 (a prime, say): a larger pattern beats a tile of a few elements."""
 
+ROW_GATHER_MIN = 8
+"""Narrower rows have their tile's scale gathered element by element (each element's offset in the
+pattern); wider ones row by row (each row's offset, one value or a contiguous run)."""
+
 Layout = tuple[np.ndarray, np.ndarray, int, bool]
 Plan = tuple[np.ndarray, np.ndarray, int, np.ndarray, bool]
-"""(outer dims, their scale strides, tile elements, tile pattern or empty, the scale runs along rows)."""
+"""(outer dims, their scale strides, tile elements, the scale offset of each of the tile's rows or empty,
+the scale runs along rows)."""
 
 
 def _tile(layout: Layout) -> Plan:
     """The loop order for ``layout``: wide rows as they are; narrow rows joined with the innermost outer
-    dims (split where one is too large) into a tile of at most ``TILE_MAX`` elements, each element's
-    scale offset in the tile's pattern.
+    dims (split where one is too large) into a tile of at most ``TILE_MAX`` elements, each row's scale
+    offset in the tile's pattern (a row's elements follow it: one value, or a contiguous run), or for rows
+    under ``ROW_GATHER_MIN`` elements each element's.
 
     A row costs the loop a fixed overhead (advancing the odometer), so narrow rows (per-row scales
     over 8 columns, a per-channel scale on 3 channels, a tiny axis under a huge one) would otherwise
@@ -250,16 +256,16 @@ def _tile(layout: Layout) -> Plan:
     if width >= ROW_MIN or not len(dims):
         return dims, strides, width, none, inner_varies
     dims, strides = list(dims), list(strides)
-    pattern = np.arange(width, dtype=np.int64) if inner_varies else np.zeros(width, np.int64)
-    while dims and len(pattern) < TILE_MAX:
+    pattern = np.zeros(1, np.int64)  # per row of ``width`` elements
+    while dims and len(pattern) * width < TILE_MAX:
         d, st = int(dims[-1]), int(strides[-1])
-        room = TILE_MAX // len(pattern)
+        room = TILE_MAX // (len(pattern) * width)
         f = d if d <= room else next(k for k in range(room, 0, -1) if d % k == 0)
         if f < d and 2 * f <= room and len(dims) == 1:
             # the outermost dim (a prime number of rows, say) need not be divided: its last tile runs
             # past the input's end, where the loop stops
             f = room
-        elif f == 1 and room > 1 and d * len(pattern) <= TILE_WHOLE:  # an inner dim with no divisor: all of it
+        elif f == 1 and room > 1 and d * len(pattern) * width <= TILE_WHOLE:  # an inner dim, no divisor: all of it
             f = d
         if f == 1:
             break
@@ -269,8 +275,11 @@ def _tile(layout: Layout) -> Plan:
             strides.pop()
         else:
             dims[-1], strides[-1] = -(-d // f), st * f
+    if width < ROW_GATHER_MIN:  # rows too short for a loop each: each element's offset
+        pattern = (pattern[:, None] + (np.arange(width) if inner_varies else np.zeros(width, np.int64))).reshape(-1)
     dims_a, strides_a = np.array(dims, np.int64), np.array(strides, np.int64)
-    return dims_a, strides_a, len(pattern), pattern.astype(np.uint32), inner_varies
+    tile = len(pattern) * (1 if width < ROW_GATHER_MIN else width)
+    return dims_a, strides_a, tile, pattern.astype(np.uint32), inner_varies
 
 
 @functools.lru_cache(maxsize=256)

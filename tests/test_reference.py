@@ -205,18 +205,24 @@ def test_blocked_and_threaded_paths(monkeypatch, kind, shape, axes):
         ((3, 100, 130), (0, 1)),  # wide rows (no tile)
         ((64, 64), (0, 1)),  # a scale as large as the input
         ((5, 7, 9, 11), (0, 2)),
+        ((1031, 2, 20), (0, 2)),  # rows of 20 gathered row by row, the last tile past the end
+        ((1031, 20), (0,)),  # the same, one value a row
     ],
 )
 @pytest.mark.parametrize("zero_point", [True, False])
 def test_fused_tiles(monkeypatch, tile_max, shape, axes, zero_point):
     """Every loop order the fused loop picks from the layout gives the NumPy loop's bits, for f32 work
-    (i8 -> f32), f64 work with an f32 scale read as it is (i32 -> f32) and f64 output."""
+    (i8 -> f32), f64 work with an f32 scale read as it is (i32 -> f32), f64 output, and f16/bf16 scales
+    gathered as bits (8-bit inputs: the exact product rounded once; 16-bit: rounded to odd first)."""
     monkeypatch.setattr(reference, "TILE_MAX", tile_max)
     monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)  # ranges start in the middle of tiles
     monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
     rng = np.random.default_rng(1)
     sshape = tuple(shape[a] for a in axes)
-    for in_t, out_t in ((np.int8, np.float32), (np.int32, np.float32), (np.uint16, np.float64)):
+    pairs = ((np.int8, np.float32), (np.int32, np.float32), (np.uint16, np.float64))
+    bf16 = ml_dtypes.bfloat16
+    pairs += ((np.uint8, np.float16), (np.int16, np.float16), (np.int8, bf16), (np.uint16, bf16))
+    for in_t, out_t in pairs:
         info = np.iinfo(in_t)
         x = rng.integers(info.min, info.max, shape, dtype=np.int64).astype(in_t)
         scale = rng.standard_normal(sshape).astype(out_t)
@@ -254,6 +260,37 @@ def test_compiled_narrowing_rounds_once(out):
                 want = np.empty(src.shape, out)
                 reference.round_f64_to_bf16(src.astype(np.float64), want)
             assert same_bits(got, want)
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_software_f16_conversions_match_numpy():
+    """The branch-free f16 conversions a CPU without F16C uses (``_jit.HARDWARE_F16`` false) give
+    NumPy's values: every f16 bit pattern to float32, and float32 patterns (random, every rounding
+    boundary around the f16 range, specials) to f16."""
+    import numba
+
+    from onnx_dequant import _jit
+
+    @numba.njit
+    def both(h, u, f32_out, f16_out):  # pragma: no cover - compiled
+        for i in range(h.shape[0]):
+            f32_out[i] = _jit.f32_from_f16_sw(h[i])
+        for i in range(u.shape[0]):
+            f16_out[i] = _jit.f16_from_f32_sw(u[i])
+
+    h = np.arange(1 << 16, dtype=np.int64).astype(np.uint16)
+    rng = np.random.default_rng(4)
+    u = np.concatenate(
+        [rng.integers(0, 2**32, 1 << 16, dtype=np.uint64).astype(np.uint32)]
+        + [np.arange(e - 4096, e + 4096, dtype=np.uint32) for e in (0x33000000, 0x38800000, 0x477FF000)]
+        + [np.array([0, 0x7F800000, 0x7FC00000, 0x7F800001, 0x00000001], np.uint32)]
+    )
+    u = np.concatenate([u, u | np.uint32(0x80000000)])
+    f32_out, f16_out = np.empty(h.shape, np.float32), np.empty(u.shape, np.uint16)
+    both(h, u, f32_out, f16_out)
+    with np.errstate(all="ignore"):
+        assert same_bits(f32_out, h.view(np.float16).astype(np.float32))
+        assert same_bits(f16_out.view(np.float16), u.view(np.float32).astype(np.float16))
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
@@ -295,9 +332,13 @@ def test_tile_plans():
     dims, strides, tile, pattern, varies = reference._tile(lay)
     assert tile == reference.TILE_MAX and not varies
     assert dims.tolist() == [(1 << 20) * 8 // tile] and strides.tolist() == [tile // 8]
-    assert pattern.tolist()[:17] == [0] * 8 + [1] * 8 + [2]
+    assert len(pattern) == tile // 8 and pattern.tolist()[:3] == [0, 1, 2]  # rows of 8: each row's offset
     dims, strides, tile, pattern, varies = reference._tile(reference._layout((1 << 20, 4), (1,)))
-    assert strides.tolist() == [0] and pattern.tolist()[:6] == [0, 1, 2, 3, 0, 1] and varies
+    # rows under ROW_GATHER_MIN: each element's offset
+    assert strides.tolist() == [0] and pattern.tolist()[:6] == [0, 1, 2, 3, 0, 1] and len(pattern) == tile and varies
+    dims, strides, tile, pattern, varies = reference._tile(reference._layout((1 << 14, 3, 16), (0, 2)))
+    assert tile == 3072 and len(pattern) == 192 and varies  # 64 x 3 rows of 16, each run at its row's offset
+    assert pattern.tolist()[:7] == [0, 0, 0, 16, 16, 16, 32] and strides.tolist() == [64 * 16]
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((4099, 3), (1,)))
     assert tile == 4095 and dims.tolist() == [4]  # a prime outermost dim: the last tile runs past the end
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((4099, 5, 3), (1,)))
