@@ -12,9 +12,10 @@ the input is seen as outer dims over a *tile*, the innermost merged dims whose e
   value for the row or a contiguous run beside it; an odometer over the outer dims gives each row's
   scale offset.
 - Narrow rows: the tile is the last few merged dims (up to a few thousand elements) and ``pattern``
-  holds each tile element's scale offset within the tile. The tile's scale (and zero point) values
-  are gathered into a small buffer when the tile's scale offset changes (once for the whole input
-  when the scale repeats, as a per-channel scale over narrow rows does), so the inner loop is
+  holds each of the tile's rows' scale offset within the tile (each element's, for rows under
+  ``reference.ROW_GATHER_MIN``). The tile's scale (and zero point) values are gathered into a small
+  buffer when the tile's scale offset changes (once for the whole input when the scale repeats, as a
+  per-channel scale over narrow rows does; a row's one value converted once), so the inner loop is
   contiguous over the whole tile and the odometer steps once per tile instead of once per row.
 
 No index array of the input's size is ever materialized.

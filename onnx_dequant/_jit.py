@@ -2,14 +2,15 @@
 scalar conversions it inlines, all module-level so that Numba's on-disk cache can key them (a closure
 over a compiled function is keyed by a per-process id and would be compiled again in every process).
 
-The conversions are branch-free, so that the loops calling them vectorize (Numba widens integer
-arithmetic to 64 bits: every intermediate is cast back to uint32, so the lanes stay 32 bits wide):
-f16/bf16 bits -> f32 (exact), f32 -> f16/bf16 bits (round to nearest even; f16 by the CPU's F16C
-instruction where it has one), f64 -> f16/bf16 bits rounded once (through float32 rounded to odd), and
-a float32 product rounded to odd from its exact error (a fused multiply-add), so that 16-bit inputs
-reach f16/bf16 in float32 work (8-bit inputs' float32 products are exact: rounded once as they are). The output type
-reaches the loop as a marker argument (``MARKERS``) whose Numba type selects the conversions at
-compile time (``load``, ``store``).
+The software conversions are branch-free, so that the loops calling them vectorize (Numba widens
+integer arithmetic to 64 bits: every intermediate is cast back to uint32, so the lanes stay 32 bits
+wide): f16/bf16 bits -> f32 (exact), f32 -> f16/bf16 bits (round to nearest even), f64 -> f16/bf16
+bits rounded once (through float32 rounded to odd), and a float32 product rounded to odd from its
+exact error (a fused multiply-add), so that 16-bit inputs reach f16/bf16 in float32 work (8-bit
+inputs' float32 products are exact, and are rounded once as they are). Where the CPU has F16C, its
+f16 conversions replace the software ones (``HARDWARE_F16``): LLVM emits them one element at a time,
+and they are still faster. The output type reaches the loop as a marker argument (``MARKERS``) whose
+Numba type selects the conversions at compile time (``load``, ``store``).
 """
 
 from __future__ import annotations
