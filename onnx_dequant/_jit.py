@@ -128,10 +128,14 @@ def odd_product_f32(d, s):  # pragma: no cover - compiled
     ``s`` a multiple of 2**-149), and it says whether and which way ``p`` was rounded. An infinite error
     is an overflow, left infinite; a NaN error (an infinite or NaN factor) leaves ``p`` as it is."""
     p = d * s
-    err = fma32(d, s, -p)
-    inexact = (err != np.float32(0)) & (abs(err) < np.float32(np.inf))
-    down = inexact & ((err < np.float32(0)) != (p < np.float32(0)))
-    return _u32(_u32(f32_bits(p) - _u32(down)) | _u32(inexact))
+    pb = f32_bits(p)
+    eb = f32_bits(fma32(d, s, -p))
+    # in 32-bit integer arithmetic, not comparisons: Numba's booleans are bytes, which a vectorized
+    # loop packs and unpacks. |err| as bits: nonzero and finite is 0 < ea < 0x7F800000 (ea < 2**31)
+    ea = _u32(eb & _u32(0x7FFFFFFF))
+    inexact = _u32(_u32(_u32(ea + _u32(0x7FFFFFFF)) >> _u32(31)) & _u32(_u32(ea - _u32(0x7F800000)) >> _u32(31)))
+    down = _u32(inexact & _u32(_u32(eb ^ pb) >> _u32(31)))  # err's sign against p's (p is never a zero here)
+    return _u32(_u32(pb - down) | inexact)
 
 
 @intrinsic
