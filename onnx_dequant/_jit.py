@@ -32,6 +32,7 @@ MARKERS = {"float16": np.uint16(0), "bfloat16": np.int16(0)}
 """The marker of f16 and bf16 outputs (and scales), which the loop reads and writes as 16-bit patterns."""
 
 _u32 = np.uint32
+_u64 = np.uint64
 _jit = numba.njit(nogil=True, cache=True)
 
 
@@ -43,6 +44,16 @@ def f32_bits(typingctx, v):  # pragma: no cover - compiled
         return builder.bitcast(args[0], ir.IntType(32))
 
     return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def f64_bits(typingctx, v):  # pragma: no cover - compiled
+    """A float64's bits as uint64."""
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+
+    return types.uint64(types.float64), codegen
 
 
 @intrinsic
@@ -115,10 +126,17 @@ def odd_f32(v):  # pragma: no cover - compiled
     """float64 ``v`` in float32 rounded to odd, as bits: a second rounding to 8 or 11 significant bits
     from there is the single correct rounding of ``v``."""
     t = np.float32(v)
-    back = np.float64(t)
-    inexact = (back != v) & (v == v)
-    down = inexact & (abs(back) > abs(v))
-    return _u32(_u32(f32_bits(t) - _u32(down)) | _u32(inexact))
+    tb = f32_bits(t)
+    # in 64-bit integer arithmetic, not comparisons (as in ``odd_product_f32``): the rounding error
+    # ``v - t`` is exact (t is within a factor of 2 of v), inexact where it is nonzero and finite (an
+    # infinite error is an overflow, left infinite; a NaN one is a NaN or infinite v, left as it is);
+    # t was rounded away from zero where the error's sign differs from t's
+    eb = f64_bits(v - np.float64(t))
+    ea = _u64(eb & _u64(0x7FFFFFFFFFFFFFFF))
+    fin = _u64(_u64(ea - _u64(0x7FF0000000000000)) >> _u64(63))
+    inexact = _u32(_u64(_u64(_u64(ea + _u64(0x7FFFFFFFFFFFFFFF)) >> _u64(63)) & fin))
+    down = _u32(inexact & _u32(_u32(_u32(eb >> _u64(63)) ^ _u32(tb >> _u32(31)))))
+    return _u32(_u32(tb - down) | inexact)
 
 
 @_jit

@@ -213,7 +213,8 @@ def test_blocked_and_threaded_paths(monkeypatch, kind, shape, axes):
 def test_fused_tiles(monkeypatch, tile_max, shape, axes, zero_point):
     """Every loop order the fused loop picks from the layout gives the NumPy loop's bits, for f32 work
     (i8 -> f32), f64 work with an f32 scale read as it is (i32 -> f32), f64 output, and f16/bf16 scales
-    gathered as bits (8-bit inputs: the exact product rounded once; 16-bit: rounded to odd first)."""
+    gathered as bits (8-bit inputs: the exact product rounded once; 16-bit: rounded to odd first; i32:
+    the float64 product rounded to odd in float32)."""
     monkeypatch.setattr(reference, "TILE_MAX", tile_max)
     monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)  # ranges start in the middle of tiles
     monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
@@ -222,6 +223,7 @@ def test_fused_tiles(monkeypatch, tile_max, shape, axes, zero_point):
     pairs = ((np.int8, np.float32), (np.int32, np.float32), (np.uint16, np.float64))
     bf16 = ml_dtypes.bfloat16
     pairs += ((np.uint8, np.float16), (np.int16, np.float16), (np.int8, bf16), (np.uint16, bf16))
+    pairs += ((np.int32, np.float16), (np.int32, bf16))  # float64 work, rounded to odd through float32
     for in_t, out_t in pairs:
         info = np.iinfo(in_t)
         x = rng.integers(info.min, info.max, shape, dtype=np.int64).astype(in_t)
