@@ -135,19 +135,23 @@ def dequantize(
     ):
         np.copyto(out, dequantize(x, scale, zp, axes=axes_t, dtype=dtype))  # every input read before out is written
         return out
-    has_z = zp is not None and bool(zp.any())
     if x.size >= FUSED_MIN_ELEMENTS and _fused.available():
+        # a zero point of zeros costs the loop one exact subtraction, less than looking for one
+        has_z = zp is not None
         x_flat = np.ascontiguousarray(x).reshape(-1)
         z_flat = np.ascontiguousarray(zp).reshape(-1) if has_z else np.zeros(1, x.dtype)
         if in_t.bits < 8:  # ml_dtypes keeps one 4-bit value per byte, int4 without sign extension
             x_flat, z_flat = (a.astype(np.int8) if in_t.signed else a.view(np.uint8) for a in (x_flat, z_flat))
         # the loop reads the scale in its own type (f16/bf16 as bits) and converts it; no copy is made
         s_flat = _fused.bits_view(np.ascontiguousarray(scale).reshape(-1))
-        plan = _plan(x.shape, axes_t)
-        ranges = [(e, min(e + BLOCK_ELEMENTS, x.size)) for e in range(0, x.size, BLOCK_ELEMENTS)]
-        kernel = _fused.kernel(fused_work, out.dtype)
-        _parallel(_run_fused, ranges, kernel, x_flat, z_flat, s_flat, _fused.bits_view(out.reshape(-1)), plan, has_z)
+        plan, kernel, ranges = _fused_setup(x.shape, axes_t, fused_work, out.dtype)
+        args = (kernel, x_flat, z_flat, s_flat, _fused.bits_view(out.reshape(-1)), plan, has_z)
+        if len(ranges) == 1:
+            _run_fused(ranges, *args)
+        else:
+            _parallel(_run_fused, ranges, *args)
     else:
+        has_z = zp is not None and bool(zp.any())
         with np.errstate(invalid="ignore"):  # ml_dtypes warns on some bf16 NaN payloads; NaN stays NaN
             s = scale.astype(work, copy=False).reshape(bshape)
         z = zp.astype(work).reshape(bshape) if has_z else None
@@ -289,6 +293,17 @@ def _plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> Plan:
     for a in (plan[0], plan[1], plan[3]):
         a.flags.writeable = False
     return plan
+
+
+@functools.lru_cache(maxsize=256)
+def _fused_setup(
+    shape: tuple[int, ...], axes: tuple[int, ...], work: type, out: np.dtype
+) -> tuple[Plan, Any, list[tuple[int, int]]]:
+    """The fused loop's plan for ``shape`` and ``axes``, its compiled kernel and its element ranges (of
+    ``BLOCK_ELEMENTS``, cut over the thread pool), kept for the next call of the same types."""
+    size = int(np.prod(shape, dtype=np.int64))
+    ranges = [(e, min(e + BLOCK_ELEMENTS, size)) for e in range(0, size, BLOCK_ELEMENTS)]
+    return _plan(shape, axes), _fused.kernel(work, out), ranges
 
 
 def _run_fused(

@@ -93,6 +93,17 @@ def loop_kind(kind: str):
         reference.FUSED_MIN_ELEMENTS = saved
 
 
+@pytest.fixture
+def fresh_plans():
+    """The fused loop's kept plans (``_plan``, ``_fused_setup``) dropped before and after a test that
+    changes the constants they are derived from."""
+    for cached in (reference._plan, reference._fused_setup):
+        cached.cache_clear()
+    yield
+    for cached in (reference._plan, reference._fused_setup):
+        cached.cache_clear()
+
+
 KINDS = ["numpy", pytest.param("fused", marks=pytest.mark.skipif(not _fused.available(), reason="no numba"))]
 
 
@@ -161,7 +172,7 @@ def test_bf16_rounds_once_from_float64(record_property):
         ((2**17 + 3,), ()),
     ],
 )
-def test_blocked_and_threaded_paths(monkeypatch, kind, shape, axes):
+def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes):
     """Odd shapes cut into many small blocks and spread over threads give the same bits."""
     monkeypatch.setattr(reference, "FUSED_MIN_ELEMENTS", 0 if kind == "fused" else 1 << 62)
     monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)
@@ -210,7 +221,7 @@ def test_blocked_and_threaded_paths(monkeypatch, kind, shape, axes):
     ],
 )
 @pytest.mark.parametrize("zero_point", [True, False])
-def test_fused_tiles(monkeypatch, tile_max, shape, axes, zero_point):
+def test_fused_tiles(monkeypatch, fresh_plans, tile_max, shape, axes, zero_point):
     """Every loop order the fused loop picks from the layout gives the NumPy loop's bits, for f32 work
     (i8 -> f32), f64 work with an f32 scale read as it is (i32 -> f32), f64 output, and f16/bf16 scales
     gathered as bits (8-bit inputs: the exact product rounded once; 16-bit: rounded to odd first; i32:
