@@ -8,7 +8,7 @@ wide): f16/bf16 bits -> f32 (exact), f32 -> f16/bf16 bits (round to nearest even
 bits rounded once (through float32 rounded to odd), and a float32 product rounded to odd from its
 exact error (a fused multiply-add), so that 16-bit inputs reach f16/bf16 in float32 work (8-bit
 inputs' float32 products are exact, and are rounded once as they are). Where the CPU has F16C, its
-f16 conversions replace the software ones (``HARDWARE_F16``): LLVM emits them one element at a time,
+f16 conversions replace the software ones (``HARDWARE_F16``): LLVM does not always vectorize them,
 and they are still faster. The output type reaches the loop as a marker argument (``MARKERS``) whose
 Numba type selects the conversions at compile time (``load``, ``store``).
 """
@@ -104,8 +104,18 @@ def f16_from_f32_sw(u):  # pragma: no cover - compiled
     return np.uint16(_u32(_u32(_u32(u >> _u32(16)) & _u32(0x8000)) | r))
 
 
-HARDWARE_F16 = "+f16c" in llvm.get_host_cpu_features().flatten().split(",")
-"""Whether this CPU rounds float32 to f16 itself (F16C): LLVM would otherwise call a library routine."""
+def _hardware_f16() -> bool:
+    features, name = numba.config.CPU_FEATURES, numba.config.CPU_NAME
+    if features:  # NUMBA_CPU_FEATURES: what Numba compiles for
+        return "+f16c" in features.split(",")
+    if name not in (None, "host"):  # a named target (NUMBA_CPU_NAME=generic for portable caches, say)
+        return False
+    return "+f16c" in llvm.get_host_cpu_features().flatten().split(",")
+
+
+HARDWARE_F16 = _hardware_f16()
+"""Whether the CPU Numba compiles for converts between float32 and f16 itself (F16C): LLVM would
+otherwise call a library routine."""
 
 f16_from_f32 = f16_from_f32_hw if HARDWARE_F16 else f16_from_f32_sw
 """float32 bits rounded to nearest even in f16, as bits: the same value either way (NaNs may differ in

@@ -276,6 +276,23 @@ def test_compiled_narrowing_rounds_once(out):
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_hardware_f16_follows_numbas_target(monkeypatch):
+    """The F16C conversions are used only where Numba compiles for a CPU that has them: a named target
+    (a portable cache's ``generic``) or explicit features without ``+f16c`` get the software ones."""
+    import numba
+
+    from onnx_dequant import _jit
+
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "")
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
+    assert not _jit._hardware_f16()
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx2,-f16c")
+    assert not _jit._hardware_f16()
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx2,+f16c")
+    assert _jit._hardware_f16()
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
 def test_software_f16_conversions_match_numpy():
     """The branch-free f16 conversions a CPU without F16C uses (``_jit.HARDWARE_F16`` false) give
     NumPy's values: every f16 bit pattern to float32, and float32 patterns (random, every rounding
