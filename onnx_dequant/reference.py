@@ -287,23 +287,18 @@ def _tile(layout: Layout) -> Plan:
 
 
 @functools.lru_cache(maxsize=256)
-def _plan(shape: tuple[int, ...], axes: tuple[int, ...]) -> Plan:
-    """``_tile(_layout(shape, axes))``, kept for the next call with the same shape (its arrays read-only)."""
-    plan = _tile(_layout(shape, axes))
-    for a in (plan[0], plan[1], plan[3]):
-        a.flags.writeable = False
-    return plan
-
-
-@functools.lru_cache(maxsize=256)
 def _fused_setup(
     shape: tuple[int, ...], axes: tuple[int, ...], work: type, out: np.dtype
 ) -> tuple[Plan, Any, list[tuple[int, int]]]:
-    """The fused loop's plan for ``shape`` and ``axes``, its compiled kernel and its element ranges (of
-    ``BLOCK_ELEMENTS``, cut over the thread pool), kept for the next call of the same types."""
+    """The fused loop's plan for ``shape`` and ``axes`` (``_tile(_layout(...))``, its arrays read-only),
+    its compiled kernel and its element ranges (of ``BLOCK_ELEMENTS``, cut over the thread pool), kept
+    for the next call of the same types."""
+    plan = _tile(_layout(shape, axes))
+    for a in (plan[0], plan[1], plan[3]):
+        a.flags.writeable = False
     size = int(np.prod(shape, dtype=np.int64))
     ranges = [(e, min(e + BLOCK_ELEMENTS, size)) for e in range(0, size, BLOCK_ELEMENTS)]
-    return _plan(shape, axes), _fused.kernel(work, out), ranges
+    return plan, _fused.kernel(work, out), ranges
 
 
 def _run_fused(
