@@ -12,11 +12,11 @@ the input is seen as outer dims over a *tile*, the innermost merged dims whose e
   value for the row or a contiguous run beside it; an odometer over the outer dims gives each row's
   scale offset.
 - Narrow rows: the tile is the last few merged dims (up to a few thousand elements) and ``pattern``
-  holds each of the tile's rows' scale offset within the tile (each element's, for rows under
-  ``reference.ROW_GATHER_MIN``). The tile's scale (and zero point) values are gathered into a small
-  buffer when the tile's scale offset changes (once for the whole input when the scale repeats, as a
-  per-channel scale over narrow rows does; a row's one value converted once), so the inner loop is
-  contiguous over the whole tile and the odometer steps once per tile instead of once per row.
+  holds each of the tile's rows' scale offset within the tile. When the tile's scale offset changes
+  (once for the whole input when the scale repeats, as a per-channel scale over narrow rows does), the
+  window of the scale (and zero point) the tile reads is converted to the work type, each value once,
+  and spread over the tile's rows into a small buffer, so the inner loop is contiguous over the whole
+  tile and the odometer steps once per tile instead of once per row.
 
 No index array of the input's size is ever materialized.
 """
@@ -30,11 +30,12 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-__all__ = ["kernel", "available", "narrow", "bits_view"]
+__all__ = ["kernel", "available", "narrow", "bits_type", "flat"]
 
 _KERNELS: dict[Any, Callable[..., None]] = {}
 _NUMBA: Any = None
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+_NIBBLE = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
 
 
 def available() -> bool:
@@ -50,9 +51,20 @@ def available() -> bool:
     return bool(_NUMBA)
 
 
-def bits_view(a: np.ndarray) -> np.ndarray:
-    """``a`` as the loop reads or writes it: f16/bf16 as their 16-bit patterns, other types as they are."""
-    return a.view(np.uint16) if a.dtype in _HALF else a
+def bits_type(t: np.dtype) -> np.dtype | None:
+    """The type the loop reads or writes arrays of type ``t`` as: f16/bf16 as their 16-bit patterns,
+    int4/uint4 as the bytes ml_dtypes keeps them in (the loop sign-extends int4's); None for the types
+    it reads as they are."""
+    if t in _HALF:
+        return np.dtype(np.uint16)
+    return np.dtype(np.uint8) if t in _NIBBLE else None
+
+
+def flat(a: np.ndarray, bits: np.dtype | None) -> np.ndarray:
+    """``a`` as a 1-D C-order array (a copy only where ``a`` is not C-contiguous), viewed as ``bits``
+    (``bits_type`` of its type)."""
+    f = a.reshape(-1)
+    return f if bits is None else f.view(bits)
 
 
 def _marker(out: np.dtype) -> Any:
@@ -66,19 +78,20 @@ def narrow(src: np.ndarray, dst: np.ndarray) -> None:
     loop's own rounding (NumPy converts to f16, and ml_dtypes to bf16, one element at a time)."""
     from . import _jit
 
-    _jit.narrow(src, bits_view(dst), _marker(dst.dtype))
+    _jit.narrow(src, flat(dst, bits_type(dst.dtype)), _marker(dst.dtype))
 
 
-def kernel(work: np.dtype, out: np.dtype) -> Callable[..., None]:
-    """The compiled loop for work precision ``work`` (float32 or float64) writing ``out``, its arguments
-    those of ``_jit.make_fused``'s loop less the marker; f16/bf16 arrays (the output and the scale) are
-    passed through ``bits_view``. Needs ``available()``."""
-    key = (work, out)
+def kernel(work: np.dtype, out: np.dtype, x: np.dtype) -> Callable[..., None]:
+    """The compiled loop for work precision ``work`` (float32 or float64) reading input type ``x`` and
+    writing ``out``, its arguments those of ``_jit.make_fused``'s loop less the markers; every array is
+    passed as ``bits_type`` says. Needs ``available()``."""
+    key = (work, out, x)
     if key not in _KERNELS:
         from . import _jit
 
         name = np.dtype(work).name
         if name not in _KERNELS:
             _KERNELS[name] = _jit.make_fused(np.dtype(work).type)
-        _KERNELS[key] = functools.partial(_KERNELS[name], kind=_marker(out))
+        xkind = _jit.INT4 if np.dtype(x) == np.dtype(ml_dtypes.int4) else _jit.PLAIN
+        _KERNELS[key] = functools.partial(_KERNELS[name], kind=_marker(out), xkind=xkind)
     return _KERNELS[key]

@@ -24,12 +24,15 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic, overload
 
-__all__ = ["MARKERS", "PLAIN", "make_fused", "narrow"]
+__all__ = ["INT4", "MARKERS", "PLAIN", "make_fused", "narrow"]
 
 PLAIN = np.uint8(0)
 """The marker of f32/f64 outputs (the array's own cast on assignment)."""
 MARKERS = {"float16": np.uint16(0), "bfloat16": np.int16(0)}
 """The marker of f16 and bf16 outputs (and scales), which the loop reads and writes as 16-bit patterns."""
+INT4 = np.int8(0)
+"""The marker of int4 inputs (and zero points), which the loop reads as the bytes ml_dtypes keeps them in
+(each value in the low 4 bits, not sign-extended)."""
 
 _u32 = np.uint32
 _u64 = np.uint64
@@ -196,6 +199,16 @@ def f32_from_bf16(h):  # pragma: no cover - compiled
     return bits_f32(_u32(_u32(h) << _u32(16)))
 
 
+def value(xkind, v):  # pragma: no cover - compiled by its overload
+    """A zero point element: int4 from its byte (``INT4``); other types as they are."""
+
+
+def values(xkind, x, scratch):  # pragma: no cover - compiled by its overload
+    """A run of input elements: int4's bytes sign-extended into ``scratch`` (as long as ``x`` at
+    least), which is returned (a separate pass over bytes vectorizes four times wider than the same
+    operations inside the main loop, whose lanes are 32 bits); other types: ``x`` itself."""
+
+
 def load(kind, v):  # pragma: no cover - compiled by its overload
     """A scale element: f16/bf16 bits as float32; other types as they are."""
 
@@ -210,6 +223,35 @@ def product_exact(x):  # pragma: no cover - compiled by its overload
     """Whether a float32 difference of ``x``'s elements times an f16/bf16 scale is exact: 8-bit (and
     4-bit) inputs, whose 9-bit differences times 11 significant bits fit float32's 24. A constant of
     the array's type, folded where the loop is compiled."""
+
+
+@overload(value, jit_options={"nogil": True})
+def _value(xkind, v):  # pragma: no cover - compiled
+    if xkind == types.int8:  # ml_dtypes' int4 byte: 0-15, 8-15 the negative values
+        return lambda xkind, v: np.int32(np.int32(np.int32(v) & 15) ^ 8) - np.int32(8)
+    return lambda xkind, v: v
+
+
+def is_int4(xkind):  # pragma: no cover - compiled by its overload
+    """Whether ``xkind`` is ``INT4``: a constant, folded where the loop is compiled."""
+
+
+@overload(is_int4, jit_options={"nogil": True})
+def _is_int4(xkind):  # pragma: no cover - compiled
+    return (lambda xkind: True) if xkind == types.int8 else (lambda xkind: False)
+
+
+@overload(values, jit_options={"nogil": True})
+def _values(xkind, x, scratch):  # pragma: no cover - compiled
+    if xkind == types.int8:
+
+        def sign_extend(xkind, x, scratch):
+            for i in range(x.shape[0]):
+                scratch[i] = np.int8(np.uint8(x[i] ^ np.uint8(8))) - np.int8(8)
+            return scratch[: x.shape[0]]
+
+        return sign_extend
+    return lambda xkind, x, scratch: x
 
 
 @overload(load, jit_options={"nogil": True})
@@ -237,17 +279,76 @@ def _product_exact(x):  # pragma: no cover - compiled
     return (lambda x: True) if small else (lambda x: False)
 
 
+@_jit
+def _spread_runs(dst, src, pattern, width):  # pragma: no cover - compiled
+    """``dst``'s rows of ``width`` elements: the run of ``src`` at each row's ``pattern`` offset."""
+    for r in range(pattern.shape[0]):
+        b, o = np.int64(pattern[r]), r * width
+        for k in range(width):
+            dst[o + k] = src[b + k]
+
+
+@_jit
+def _spread_values(dst, values, width):  # pragma: no cover - compiled
+    """``dst``'s rows of ``width`` elements: each row's value repeated."""
+    for r in range(values.shape[0]):
+        v, o = values[r], r * width
+        for k in range(width):
+            dst[o + k] = v
+
+
+@_jit
+def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - compiled
+    """``dst``'s rows of ``width`` elements from ``src`` at each row's ``pattern`` offset: a contiguous run
+    (``varies``) or one value repeated (gathered into ``values`` first, so that the spreading loop reads
+    contiguously). Widths of 2-7 are constants, which LLVM unrolls and vectorizes across rows (a row loop
+    of a runtime width that small runs at 1-3 cycles an element)."""
+    if varies:
+        if width == 2:
+            _spread_runs(dst, src, pattern, 2)
+        elif width == 3:
+            _spread_runs(dst, src, pattern, 3)
+        elif width == 4:
+            _spread_runs(dst, src, pattern, 4)
+        elif width == 5:
+            _spread_runs(dst, src, pattern, 5)
+        elif width == 6:
+            _spread_runs(dst, src, pattern, 6)
+        elif width == 7:
+            _spread_runs(dst, src, pattern, 7)
+        else:
+            _spread_runs(dst, src, pattern, width)
+        return
+    for r in range(pattern.shape[0]):
+        values[r] = src[np.int64(pattern[r])]
+    if width == 2:
+        _spread_values(dst, values, 2)
+    elif width == 3:
+        _spread_values(dst, values, 3)
+    elif width == 4:
+        _spread_values(dst, values, 4)
+    elif width == 5:
+        _spread_values(dst, values, 5)
+    elif width == 6:
+        _spread_values(dst, values, 6)
+    elif width == 7:
+        _spread_values(dst, values, 7)
+    else:
+        _spread_values(dst, values, width)
+
+
 def make_fused(work: type) -> Callable[..., None]:
     """The fused loop in work precision ``work`` (np.float32 or np.float64)."""
 
     @numba.njit(nogil=True, cache=True, boundscheck=False)
-    def fused(x, z, s, out, e0, e1, tile, pattern, inner_varies, has_z, dims, strides, kind):  # pragma: no cover
+    def fused(x, z, s, out, e0, e1, tile, pattern, inner_varies, has_z, dims, strides, kind, xkind):  # pragma: no cover
         """``out[0 : e1 - e0] = (x[e] - z[j]) * s[j]`` for the flat elements ``e0 <= e < e1``.
 
         ``tile``: elements per innermost unit; ``pattern`` (empty for one row) the scale offset of each
-        of the tile's rows (of ``tile // len(pattern)`` elements, one for each element's own offset);
+        of the tile's rows (of ``tile // len(pattern)`` elements);
         ``inner_varies`` says whether the scale runs along a row (or is one value). ``dims``/``strides``:
-        the outer dims and their scale strides. ``kind``: the output's marker (``MARKERS``).
+        the outer dims and their scale strides. ``kind``: the output's marker (``MARKERS``); ``xkind``: the
+        input's (``INT4`` for int4 bytes, else ``PLAIN``).
         """
         m = dims.shape[0]
         unit = e0 // tile
@@ -264,45 +365,35 @@ def make_fused(work: type) -> Callable[..., None]:
         exact = product_exact(x)
         sb = np.empty(tile if gathered else 0, work)
         zb = np.empty(tile if gathered and has_z else 0, work)
+        span = 0  # the tile's scale window: its rows' offsets and a row's run
+        for r in range(pattern.shape[0]):
+            span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
+        sw = np.zeros(span, work)  # past the scale's end: read only for the last tile's elements past the input's
+        zw = np.zeros(span if has_z else 0, work)
+        rv = np.empty(pattern.shape[0], work)  # a tile's rows' values
+        scratch = np.empty(min(tile, e1 - e0) if is_int4(xkind) else 0, np.int8)  # a run of int4 inputs
         cached = -1
         e = e0
         while e < e1:
             n = min(tile - col, e1 - e)
-            xr = x[e : e + n]  # slices from 0: the loops' indexes are known non-negative (no wraparound)
+            # slices from 0: the loops' indexes are known non-negative (no wraparound)
+            xr = values(xkind, x[e : e + n], scratch)
             orow = out[e - e0 : e - e0 + n]
             if gathered:
                 if off != cached:  # the tile's scale (and zero point) values, in the work type
-                    sr = s[off:]
-                    # the outermost dim's last tile may run past the input's end (``reference._tile``):
-                    # its offsets past the scale's end are never used, and read the scale's last element
-                    # instead. Each scale value is converted once per row.
-                    last = sr.shape[0] - 1
-                    zr = z[off:] if has_z else z
-                    rows = pattern.shape[0]
-                    if width == 1:  # each element's offset
-                        for i in range(rows):
-                            j = min(np.int64(pattern[i]), last)
-                            sb[i] = work(load(kind, sr[j]))
-                            if has_z:
-                                zb[i] = work(zr[j])
-                    elif inner_varies:  # a row's scale run: contiguous reads
-                        for r in range(rows):
-                            b, o = np.int64(pattern[r]), r * width  # unsigned offsets: no wraparound
-                            for i in range(width):
-                                sb[o + i] = work(load(kind, sr[min(b + i, last)]))
-                            if has_z:
-                                for i in range(width):
-                                    zb[o + i] = work(zr[min(b + i, last)])
-                    else:  # one value a row, converted once
-                        for r in range(rows):
-                            j, o = min(np.int64(pattern[r]), last), r * width
-                            sv = work(load(kind, sr[j]))
-                            for i in range(width):
-                                sb[o + i] = sv
-                            if has_z:
-                                zv = work(zr[j])
-                                for i in range(width):
-                                    zb[o + i] = zv
+                    # the window of the scale the tile reads, converted once, then spread over its rows.
+                    # The outermost dim's last tile may run past the input's end (``reference._tile``):
+                    # the window stops at the scale's end, and what lies past it is never output.
+                    w = min(span, s.shape[0] - off)
+                    sr = s[off : off + w]
+                    for k in range(w):
+                        sw[k] = work(load(kind, sr[k]))
+                    spread(sb, sw, pattern, width, inner_varies, rv)
+                    if has_z:
+                        zr = z[off : off + w]
+                        for k in range(w):
+                            zw[k] = work(value(xkind, zr[k]))
+                        spread(zb, zw, pattern, width, inner_varies, rv)
                     cached = off
                 st = sb[col : col + n]
                 if has_z:
@@ -317,14 +408,14 @@ def make_fused(work: type) -> Callable[..., None]:
                 if has_z:
                     zr = z[off + col : off + col + n]
                     for i in range(n):
-                        orow[i] = store(kind, work(xr[i]) - work(zr[i]), work(load(kind, sr[i])), exact)
+                        orow[i] = store(kind, work(xr[i]) - work(value(xkind, zr[i])), work(load(kind, sr[i])), exact)
                 else:
                     for i in range(n):
                         orow[i] = store(kind, work(xr[i]), work(load(kind, sr[i])), exact)
             else:
                 sv = work(load(kind, s[off]))
                 if has_z:
-                    zv = work(z[off])
+                    zv = work(value(xkind, z[off]))
                     for i in range(n):
                         orow[i] = store(kind, work(xr[i]) - zv, sv, exact)
                 else:

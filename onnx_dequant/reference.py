@@ -138,14 +138,12 @@ def dequantize(
     if x.size >= FUSED_MIN_ELEMENTS and _fused.available():
         # a zero point of zeros costs the loop one exact subtraction, less than looking for one
         has_z = zp is not None
-        x_flat = np.ascontiguousarray(x).reshape(-1)
-        z_flat = np.ascontiguousarray(zp).reshape(-1) if has_z else np.zeros(1, x.dtype)
-        if in_t.bits < 8:  # ml_dtypes keeps one 4-bit value per byte, int4 without sign extension
-            x_flat, z_flat = (a.astype(np.int8) if in_t.signed else a.view(np.uint8) for a in (x_flat, z_flat))
-        # the loop reads the scale in its own type (f16/bf16 as bits) and converts it; no copy is made
-        s_flat = _fused.bits_view(np.ascontiguousarray(scale).reshape(-1))
-        plan, kernel, ranges = _fused_setup(x.shape, axes_t, fused_work, out.dtype)
-        args = (kernel, x_flat, z_flat, s_flat, _fused.bits_view(out.reshape(-1)), plan, has_z)
+        plan, kernel, ranges, x_bits, out_bits, no_z = _fused_setup(x.shape, axes_t, fused_work, out.dtype, x.dtype)
+        # the loop reads every array in its own type (f16/bf16 and 4-bit types as their bits; the scale
+        # has the output's type, the zero point the input's) and converts it; no copy is made
+        x_flat = _fused.flat(x, x_bits)
+        z_flat = _fused.flat(zp, x_bits) if has_z else no_z
+        args = (kernel, x_flat, z_flat, _fused.flat(scale, out_bits), _fused.flat(out, out_bits), plan, has_z)
         if len(ranges) == 1:
             _run_fused(ranges, *args)
         else:
@@ -235,10 +233,6 @@ TILE_WHOLE = 1 << 16
 """The most elements in a tile that takes the whole of an inner dim with no divisor below ``TILE_MAX``
 (a prime, say): a larger pattern beats a tile of a few elements."""
 
-ROW_GATHER_MIN = 8
-"""Narrower rows have their tile's scale gathered element by element (each element's offset in the
-pattern); wider ones row by row (each row's offset, one value or a contiguous run)."""
-
 Layout = tuple[np.ndarray, np.ndarray, int, bool]
 Plan = tuple[np.ndarray, np.ndarray, int, np.ndarray, bool]
 """(outer dims, their scale strides, tile elements, the scale offset of each of the tile's rows or empty,
@@ -248,8 +242,7 @@ the scale runs along rows)."""
 def _tile(layout: Layout) -> Plan:
     """The loop order for ``layout``: wide rows as they are; narrow rows joined with the innermost outer
     dims (split where one is too large) into a tile of at most ``TILE_MAX`` elements, each row's scale
-    offset in the tile's pattern (a row's elements follow it: one value, or a contiguous run), or for rows
-    under ``ROW_GATHER_MIN`` elements each element's.
+    offset in the tile's pattern (a row's elements follow it: one value, or a contiguous run).
 
     A row costs the loop a fixed overhead (advancing the odometer), so narrow rows (per-row scales
     over 8 columns, a per-channel scale on 3 channels, a tiny axis under a huge one) would otherwise
@@ -279,26 +272,27 @@ def _tile(layout: Layout) -> Plan:
             strides.pop()
         else:
             dims[-1], strides[-1] = -(-d // f), st * f
-    if width < ROW_GATHER_MIN:  # rows too short for a loop each: each element's offset
-        pattern = (pattern[:, None] + (np.arange(width) if inner_varies else np.zeros(width, np.int64))).reshape(-1)
     dims_a, strides_a = np.array(dims, np.int64), np.array(strides, np.int64)
-    tile = len(pattern) * (1 if width < ROW_GATHER_MIN else width)
+    tile = len(pattern) * width
     return dims_a, strides_a, tile, pattern.astype(np.uint32), inner_varies
 
 
 @functools.lru_cache(maxsize=256)
 def _fused_setup(
-    shape: tuple[int, ...], axes: tuple[int, ...], work: type, out: np.dtype
-) -> tuple[Plan, Any, list[tuple[int, int]]]:
-    """The fused loop's plan for ``shape`` and ``axes`` (``_tile(_layout(...))``, its arrays read-only),
-    its compiled kernel and its element ranges (of ``BLOCK_ELEMENTS``, cut over the thread pool), kept
-    for the next call of the same types."""
+    shape: tuple[int, ...], axes: tuple[int, ...], work: type, out: np.dtype, x: np.dtype
+) -> tuple[Plan, Any, list[tuple[int, int]], np.dtype | None, np.dtype | None, np.ndarray]:
+    """The fused loop's plan for ``shape`` and ``axes`` (``_tile(_layout(...))``), its compiled kernel,
+    its element ranges (of ``BLOCK_ELEMENTS``, cut over the thread pool), the types the loop reads the
+    input's and the output's arrays as (``_fused.bits_type``) and the zero point it reads when there is
+    none (one zero), kept for the next call of the same types: its arrays are read-only."""
     plan = _tile(_layout(shape, axes))
-    for a in (plan[0], plan[1], plan[3]):
+    x_bits = _fused.bits_type(x)
+    no_z = _fused.flat(np.zeros(1, x), x_bits)
+    for a in (plan[0], plan[1], plan[3], no_z):
         a.flags.writeable = False
     size = int(np.prod(shape, dtype=np.int64))
     ranges = [(e, min(e + BLOCK_ELEMENTS, size)) for e in range(0, size, BLOCK_ELEMENTS)]
-    return plan, _fused.kernel(work, out), ranges
+    return plan, _fused.kernel(work, out, x), ranges, x_bits, _fused.bits_type(out), no_z
 
 
 def _run_fused(

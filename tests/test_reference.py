@@ -216,6 +216,13 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
         ((5, 7, 9, 11), (0, 2)),
         ((1031, 2, 20), (0, 2)),  # rows of 20 gathered row by row, the last tile past the end
         ((1031, 20), (0,)),  # the same, one value a row
+        ((129, 2), (0,)),  # rows of 2-7 (a constant width in the loop that spreads the scale): one value
+        ((90, 5), (0,)),
+        ((257, 3, 7), (1,)),
+        ((700, 6), (0,)),
+        ((300, 7, 5), (0, 2)),  # runs of 5-7
+        ((64, 9, 6), (0, 2)),
+        ((50, 4, 7), (0, 2)),
     ],
 )
 @pytest.mark.parametrize("zero_point", [True, False])
@@ -223,7 +230,7 @@ def test_fused_tiles(monkeypatch, fresh_plans, tile_max, shape, axes, zero_point
     """Every loop order the fused loop picks from the layout gives the NumPy loop's bits, for f32 work
     (i8 -> f32), f64 work with an f32 scale read as it is (i32 -> f32), f64 output, and f16/bf16 scales
     gathered as bits (8-bit inputs: the exact product rounded once; 16-bit: rounded to odd first; i32:
-    the float64 product rounded to odd in float32)."""
+    the float64 product rounded to odd in float32), and 4-bit inputs read as their bytes."""
     monkeypatch.setattr(reference, "TILE_MAX", tile_max)
     monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)  # ranges start in the middle of tiles
     monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
@@ -233,8 +240,9 @@ def test_fused_tiles(monkeypatch, fresh_plans, tile_max, shape, axes, zero_point
     bf16 = ml_dtypes.bfloat16
     pairs += ((np.uint8, np.float16), (np.int16, np.float16), (np.int8, bf16), (np.uint16, bf16))
     pairs += ((np.int32, np.float16), (np.int32, bf16))  # float64 work, rounded to odd through float32
+    pairs += ((ml_dtypes.int4, np.float32), (ml_dtypes.uint4, bf16))  # read as bytes, int4's sign-extended
     for in_t, out_t in pairs:
-        info = np.iinfo(in_t)
+        info = ml_dtypes.iinfo(in_t)
         x = rng.integers(info.min, info.max, shape, dtype=np.int64).astype(in_t)
         scale = rng.standard_normal(sshape).astype(out_t)
         zp = rng.integers(info.min, info.max, sshape, dtype=np.int64).astype(in_t) if zero_point else None
@@ -362,8 +370,8 @@ def test_tile_plans():
     assert dims.tolist() == [(1 << 20) * 8 // tile] and strides.tolist() == [tile // 8]
     assert len(pattern) == tile // 8 and pattern.tolist()[:3] == [0, 1, 2]  # rows of 8: each row's offset
     dims, strides, tile, pattern, varies = reference._tile(reference._layout((1 << 20, 4), (1,)))
-    # rows under ROW_GATHER_MIN: each element's offset
-    assert strides.tolist() == [0] and pattern.tolist()[:6] == [0, 1, 2, 3, 0, 1] and len(pattern) == tile and varies
+    # a per-channel scale over rows of 4: every row's run starts at the scale's start
+    assert strides.tolist() == [0] and pattern.tolist()[:3] == [0, 0, 0] and len(pattern) == tile // 4 and varies
     dims, strides, tile, pattern, varies = reference._tile(reference._layout((1 << 14, 3, 16), (0, 2)))
     assert tile == 3072 and len(pattern) == 192 and varies  # 64 x 3 rows of 16, each run at its row's offset
     assert pattern.tolist()[:7] == [0, 0, 0, 16, 16, 16, 32] and strides.tolist() == [64 * 16]
