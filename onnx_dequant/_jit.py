@@ -225,11 +225,15 @@ def product_exact(x):  # pragma: no cover - compiled by its overload
     the array's type, folded where the loop is compiled."""
 
 
+@_jit
+def int4_from_byte(b):  # pragma: no cover - compiled
+    """An int4 from the byte ml_dtypes keeps it in (0-15, 8-15 the negative values)."""
+    return np.int8(np.uint8(b ^ np.uint8(8))) - np.int8(8)
+
+
 @overload(value, jit_options={"nogil": True})
 def _value(xkind, v):  # pragma: no cover - compiled
-    if xkind == types.int8:  # ml_dtypes' int4 byte: 0-15, 8-15 the negative values
-        return lambda xkind, v: np.int32(np.int32(np.int32(v) & 15) ^ 8) - np.int32(8)
-    return lambda xkind, v: v
+    return (lambda xkind, v: int4_from_byte(v)) if xkind == types.int8 else (lambda xkind, v: v)
 
 
 def is_int4(xkind):  # pragma: no cover - compiled by its overload
@@ -247,7 +251,7 @@ def _values(xkind, x, scratch):  # pragma: no cover - compiled
 
         def sign_extend(xkind, x, scratch):
             for i in range(x.shape[0]):
-                scratch[i] = np.int8(np.uint8(x[i] ^ np.uint8(8))) - np.int8(8)
+                scratch[i] = int4_from_byte(x[i])
             return scratch[: x.shape[0]]
 
         return sign_extend

@@ -110,9 +110,9 @@ def dequantize(
     zp = None if zero_point is None else _array(zero_point, "Zero point")
     key = (x.dtype, x.shape, scale.dtype, scale.shape, None if zp is None else (zp.dtype, zp.shape))
     try:
-        out_t, axes_t, in_t, work, fused_work, bshape = _checked(*key, _hashable(axes), dtype)
+        out_t, axes_t, work, fused_work, bshape = _checked(*key, _hashable(axes), dtype)
     except TypeError:  # axes or dtype that cannot be a cache key (a NumPy array, say): checked afresh
-        out_t, axes_t, in_t, work, fused_work, bshape = _checked.__wrapped__(*key, axes, dtype)
+        out_t, axes_t, work, fused_work, bshape = _checked.__wrapped__(*key, axes, dtype)
     if out is None:
         out = np.empty(x.shape, out_t.elem_type.numpy)
     elif not (
@@ -170,9 +170,9 @@ def _checked(
     z: tuple[np.dtype, tuple[int, ...]] | None,
     axes: Any,
     dtype: Any,
-) -> tuple[TensorType, tuple[int, ...], dtypes.DType, type, type, tuple[int, ...]]:
+) -> tuple[TensorType, tuple[int, ...], type, type, tuple[int, ...]]:
     """The contract's checks of a call with these argument types (``infer``), and what the call derives
-    from them: (output type, sorted axes, input type, work type, the fused loop's work type, the scale's
+    from them: (output type, sorted axes, work type, the fused loop's work type, the scale's
     broadcast shape). Kept for
     the next call with the same types: a call's fixed cost is most of it on inputs of a few thousand
     elements. A call that breaks the contract raises, and is not kept."""
@@ -183,7 +183,7 @@ def _checked(
     work = work_type(xt.elem_type, out_t.elem_type).numpy
     fused_work = fused_work_type(xt.elem_type, out_t.elem_type).numpy
     bshape = tuple(x_shape[i] if i in axes_t else 1 for i in range(len(x_shape)))
-    return out_t, axes_t, xt.elem_type, work, fused_work, bshape
+    return out_t, axes_t, work, fused_work, bshape
 
 
 def _parallel(run: Any, items: list[Any], *args: Any) -> None:
