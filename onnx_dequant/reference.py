@@ -272,6 +272,8 @@ def _tile(layout: Layout) -> Plan:
             strides.pop()
         else:
             dims[-1], strides[-1] = -(-d // f), st * f
+    if len(pattern) == 1:  # no dim joined (an inner dim too large and with no divisor): rows as they are
+        return layout[0], layout[1], width, none, inner_varies
     dims_a, strides_a = np.array(dims, np.int64), np.array(strides, np.int64)
     tile = len(pattern) * width
     return dims_a, strides_a, tile, pattern.astype(np.uint32), inner_varies

@@ -223,6 +223,7 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
         ((300, 7, 5), (0, 2)),  # runs of 5-7
         ((64, 9, 6), (0, 2)),
         ((50, 4, 7), (0, 2)),
+        ((3, 4099, 17), (1,)),  # an inner prime dim too large to join whole: rows of 17 as they are
     ],
 )
 @pytest.mark.parametrize("zero_point", [True, False])
@@ -385,6 +386,9 @@ def test_tile_plans():
     assert tile == 3093 and dims.tolist() == []  # small enough: one tile
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((8, 4096), (0,)))
     assert tile == 4096 and len(pattern) == 0  # wide rows run as they are
+    dims, strides, tile, pattern, _ = reference._tile(reference._layout((6, 7, 2239, 4, 14), (2,)))
+    # rows of 56 under a prime dim too large for a whole tile: no dim joins, so the rows run as they are
+    assert tile == 56 and len(pattern) == 0 and dims.tolist() == [42, 2239] and strides.tolist() == [0, 1]
 
 
 def test_out_argument():
