@@ -21,7 +21,7 @@ import numba
 import numpy as np
 from llvmlite import binding as llvm
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
 __all__ = ["INT4", "MARKERS", "PLAIN", "make_fused", "narrow"]
@@ -283,13 +283,27 @@ def _product_exact(x):  # pragma: no cover - compiled
     return (lambda x: True) if small else (lambda x: False)
 
 
+@intrinsic
+def copy_run(typingctx, dst, o, src, b, n):  # pragma: no cover - compiled
+    """``dst[o : o + n] = src[b : b + n]`` (1-D C arrays of one type, apart) by LLVM's memcpy, which
+    becomes a few vector moves where ``n`` is a constant (a loop of a constant width is not)."""
+
+    def codegen(context, builder, sig, args):
+        d = context.make_array(sig.args[0])(context, builder, args[0])
+        s = context.make_array(sig.args[2])(context, builder, args[2])
+        size = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
+        dp, sp = builder.gep(d.data, [args[1]]), builder.gep(s.data, [args[3]])
+        cgutils.raw_memcpy(builder, dp, sp, args[4], size)
+        return context.get_dummy_value()
+
+    return types.void(dst, types.int64, src, types.int64, types.int64), codegen
+
+
 @_jit
 def _spread_runs(dst, src, pattern, width):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements: the run of ``src`` at each row's ``pattern`` offset."""
     for r in range(pattern.shape[0]):
-        b, o = np.int64(pattern[r]), r * width
-        for k in range(width):
-            dst[o + k] = src[b + k]
+        copy_run(dst, r * width, src, np.int64(pattern[r]), width)
 
 
 @_jit
@@ -305,8 +319,9 @@ def _spread_values(dst, values, width):  # pragma: no cover - compiled
 def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements from ``src`` at each row's ``pattern`` offset: a contiguous run
     (``varies``) or one value repeated (gathered into ``values`` first, so that the spreading loop reads
-    contiguously). Widths of 2-7 are constants, which LLVM unrolls and vectorizes across rows (a row loop
-    of a runtime width that small runs at 1-3 cycles an element)."""
+    contiguously). Widths of 2-7 are constants: LLVM unrolls a row of one value and vectorizes across
+    rows, and copies a run by a few vector moves (a row loop of a runtime width that small runs at 1-3
+    cycles an element)."""
     if varies:
         if width == 2:
             _spread_runs(dst, src, pattern, 2)
