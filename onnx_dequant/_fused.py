@@ -8,15 +8,20 @@ rounded once in the loop (float64 through float32 rounded to odd), so no interme
 f16/bf16 scales are read as their bits. The loop order comes from the layout (see ``reference._layout``):
 the input is seen as outer dims over a *tile*, the innermost merged dims whose elements are contiguous.
 
-- Wide rows (the tile is one row of ``width`` elements): a contiguous inner loop, the scale either one
-  value for the row or a contiguous run beside it; an odometer over the outer dims gives each row's
-  scale offset.
+The loop runs one of four layouts (``reference._loop_layout``), each compiled alone:
+
+- Wide rows (the tile is one row of ``width`` elements), the scale one value for the row ("rows
+  held": computed in fixed-size blocks, the last one overlapping, so that no scalar remainder runs) or
+  a contiguous run beside it ("rows varying"); an odometer over the outer dims gives each row's scale
+  offset.
 - Narrow rows: the tile is the last few merged dims (up to a few thousand elements) and ``pattern``
-  holds each of the tile's rows' scale offset within the tile. When the tile's scale offset changes
-  (once for the whole input when the scale repeats, as a per-channel scale over narrow rows does), the
-  window of the scale (and zero point) the tile reads is converted to the work type, each value once,
-  and spread over the tile's rows into a small buffer, so the inner loop is contiguous over the whole
-  tile and the odometer steps once per tile instead of once per row.
+  holds each of the tile's rows' scale offset within the tile; the odometer steps once per tile
+  instead of once per row. When the tile's scale offset changes (once for the whole input when the
+  scale repeats, as a per-channel scale over narrow rows does), the window of the scale (and zero
+  point) the tile reads is converted to the work type, each value once. Rows of one value and 64
+  elements or more then run a row at a time with the value held ("tiles held"); narrower rows, and
+  rows of runs, have the window spread over the tile's rows into a small buffer, so that the inner
+  loop is contiguous over the whole tile ("tiles spread").
 
 No index array of the input's size is ever materialized.
 """
@@ -81,17 +86,20 @@ def narrow(src: np.ndarray, dst: np.ndarray) -> None:
     _jit.narrow(src, flat(dst, bits_type(dst.dtype)), _marker(dst.dtype))
 
 
-def kernel(work: np.dtype, out: np.dtype, x: np.dtype) -> Callable[..., None]:
-    """The compiled loop for work precision ``work`` (float32 or float64) reading input type ``x`` and
-    writing ``out``, its arguments those of ``_jit.make_fused``'s loop less the markers; every array is
-    passed as ``bits_type`` says. Needs ``available()``."""
-    key = (work, out, x)
+def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str) -> Callable[..., None]:
+    """The compiled loop for work precision ``work`` (float32 or float64) reading input type ``x`` (and a
+    zero point where ``has_z``) and writing ``out`` in ``layout`` (``_jit.LAYOUTS``): ``_jit.fused`` less
+    its markers; every array is passed as ``bits_type`` says. Needs ``available()``."""
+    key = (work, out, x, has_z, layout)
     if key not in _KERNELS:
         from . import _jit
 
-        name = np.dtype(work).name
-        if name not in _KERNELS:
-            _KERNELS[name] = _jit.make_fused(np.dtype(work).type)
-        xkind = _jit.INT4 if np.dtype(x) == np.dtype(ml_dtypes.int4) else _jit.PLAIN
-        _KERNELS[key] = functools.partial(_KERNELS[name], kind=_marker(out), xkind=xkind)
+        markers = {
+            "kind": _marker(out),
+            "xkind": _jit.INT4 if np.dtype(x) == np.dtype(ml_dtypes.int4) else _jit.PLAIN,
+            "zkind": _jit.ZP if has_z else _jit.PLAIN,
+            "wkind": np.dtype(work).type(0),
+            "mode": _jit.LAYOUTS[layout],
+        }
+        _KERNELS[key] = functools.partial(_jit.fused, **markers)
     return _KERNELS[key]

@@ -9,13 +9,16 @@ bits rounded once (through float32 rounded to odd), and a float32 product rounde
 exact error (a fused multiply-add), so that 16-bit inputs reach f16/bf16 in float32 work (8-bit
 inputs' float32 products are exact, and are rounded once as they are). Where the CPU has F16C, its
 f16 conversions replace the software ones (``HARDWARE_F16``): LLVM does not always vectorize them,
-and they are still faster. The output type reaches the loop as a marker argument (``MARKERS``) whose
-Numba type selects the conversions at compile time (``load``, ``store``).
+and they are still faster.
+
+Everything the loop does not compute reaches it as a marker argument whose Numba type selects the code
+at compile time: the output type (``MARKERS``: the conversions ``load`` and ``store``), int4 inputs
+(``INT4``), a zero point (``ZP``), the work type (a zero of it) and the layout (``LAYOUTS``). Each
+combination is compiled alone, without the branches the others need: a loop beside a branch-selected
+twin in one outer loop measured 1.5-2.5x slower a row on 128-element rows.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -24,12 +27,14 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
-__all__ = ["INT4", "MARKERS", "PLAIN", "make_fused", "narrow"]
+__all__ = ["INT4", "MARKERS", "PLAIN", "ZP", "fused", "narrow"]
 
 PLAIN = np.uint8(0)
 """The marker of f32/f64 outputs (the array's own cast on assignment)."""
 MARKERS = {"float16": np.uint16(0), "bfloat16": np.int16(0)}
 """The marker of f16 and bf16 outputs (and scales), which the loop reads and writes as 16-bit patterns."""
+ZP = np.int8(0)
+"""The marker of a zero point given (``PLAIN``: none, and the loop reads none)."""
 INT4 = np.int8(0)
 """The marker of int4 inputs (and zero points), which the loop reads as the bytes ml_dtypes keeps them in
 (each value in the low 4 bits, not sign-extended)."""
@@ -37,6 +42,13 @@ INT4 = np.int8(0)
 _u32 = np.uint32
 _u64 = np.uint64
 _jit = numba.njit(nogil=True, cache=True)
+_loop = numba.njit(nogil=True, cache=True, boundscheck=False)  # the loops (whatever NUMBA_BOUNDSCHECK says)
+# a loop's parts, inlined by Numba
+_part = numba.njit(nogil=True, cache=True, boundscheck=False, inline="always")
+# a function called by a loop that allocates nothing, compiled without reference counting: a call (or an
+# inlined copy) counts the references of its array arguments, atomically, each time (an odometer step
+# per 128-element row measured 2.5x slower so)
+_bare = numba.njit(nogil=True, cache=True, boundscheck=False, _nrt=False)
 
 
 @intrinsic
@@ -299,14 +311,14 @@ def copy_run(typingctx, dst, o, src, b, n):  # pragma: no cover - compiled
     return types.void(dst, types.int64, src, types.int64, types.int64), codegen
 
 
-@_jit
+@_bare
 def _spread_runs(dst, src, pattern, width):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements: the run of ``src`` at each row's ``pattern`` offset."""
     for r in range(pattern.shape[0]):
         copy_run(dst, r * width, src, np.int64(pattern[r]), width)
 
 
-@_jit
+@_bare
 def _spread_values(dst, values, width):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements: each row's value repeated."""
     for r in range(values.shape[0]):
@@ -315,7 +327,7 @@ def _spread_values(dst, values, width):  # pragma: no cover - compiled
             dst[o + k] = v
 
 
-@_jit
+@_bare
 def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements from ``src`` at each row's ``pattern`` offset: a contiguous run
     (``varies``) or one value repeated (gathered into ``values`` first, so that the spreading loop reads
@@ -359,106 +371,221 @@ def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - comp
         _spread_values(dst, values, width)
 
 
-def make_fused(work: type) -> Callable[..., None]:
-    """The fused loop in work precision ``work`` (np.float32 or np.float64)."""
-
-    @numba.njit(nogil=True, cache=True, boundscheck=False)
-    def fused(x, z, s, out, e0, e1, tile, pattern, inner_varies, has_z, dims, strides, kind, xkind):  # pragma: no cover
-        """``out[0 : e1 - e0] = (x[e] - z[j]) * s[j]`` for the flat elements ``e0 <= e < e1``.
-
-        ``tile``: elements per innermost unit; ``pattern`` (empty for one row) the scale offset of each
-        of the tile's rows (of ``tile // len(pattern)`` elements);
-        ``inner_varies`` says whether the scale runs along a row (or is one value). ``dims``/``strides``:
-        the outer dims and their scale strides. ``kind``: the output's marker (``MARKERS``); ``xkind``: the
-        input's (``INT4`` for int4 bytes, else ``PLAIN``).
-        """
-        m = dims.shape[0]
-        unit = e0 // tile
-        col = e0 - unit * tile
-        idx = np.zeros(max(m, 1), np.int64)
-        rem = unit
-        off = 0
-        for k in range(m - 1, -1, -1):
-            idx[k] = rem % dims[k]
-            rem //= dims[k]
-            off += idx[k] * strides[k]
-        gathered = pattern.shape[0] > 0
-        width = tile // max(pattern.shape[0], 1)
-        exact = product_exact(x)
-        sb = np.empty(tile if gathered else 0, work)
-        zb = np.empty(tile if gathered and has_z else 0, work)
-        span = 0  # the tile's scale window: its rows' offsets and a row's run
-        for r in range(pattern.shape[0]):
-            span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
-        sw = np.zeros(span, work)  # past the scale's end: read only for the last tile's elements past the input's
-        zw = np.zeros(span if has_z else 0, work)
-        rv = np.empty(pattern.shape[0], work)  # a tile's rows' values
-        scratch = np.empty(min(tile, e1 - e0) if is_int4(xkind) else 0, np.int8)  # a run of int4 inputs
-        cached = -1
-        e = e0
-        while e < e1:
-            n = min(tile - col, e1 - e)
-            # slices from 0: the loops' indexes are known non-negative (no wraparound)
-            xr = values(xkind, x[e : e + n], scratch)
-            orow = out[e - e0 : e - e0 + n]
-            if gathered:
-                if off != cached:  # the tile's scale (and zero point) values, in the work type
-                    # the window of the scale the tile reads, converted once, then spread over its rows.
-                    # The outermost dim's last tile may run past the input's end (``reference._tile``):
-                    # the window stops at the scale's end, and what lies past it is never output.
-                    w = min(span, s.shape[0] - off)
-                    sr = s[off : off + w]
-                    for k in range(w):
-                        sw[k] = work(load(kind, sr[k]))
-                    spread(sb, sw, pattern, width, inner_varies, rv)
-                    if has_z:
-                        zr = z[off : off + w]
-                        for k in range(w):
-                            zw[k] = work(value(xkind, zr[k]))
-                        spread(zb, zw, pattern, width, inner_varies, rv)
-                    cached = off
-                st = sb[col : col + n]
-                if has_z:
-                    zt = zb[col : col + n]
-                    for i in range(n):
-                        orow[i] = store(kind, work(xr[i]) - zt[i], st[i], exact)
-                else:
-                    for i in range(n):
-                        orow[i] = store(kind, work(xr[i]), st[i], exact)
-            elif inner_varies:
-                sr = s[off + col : off + col + n]
-                if has_z:
-                    zr = z[off + col : off + col + n]
-                    for i in range(n):
-                        orow[i] = store(kind, work(xr[i]) - work(value(xkind, zr[i])), work(load(kind, sr[i])), exact)
-                else:
-                    for i in range(n):
-                        orow[i] = store(kind, work(xr[i]), work(load(kind, sr[i])), exact)
-            else:
-                sv = work(load(kind, s[off]))
-                if has_z:
-                    zv = work(value(xkind, z[off]))
-                    for i in range(n):
-                        orow[i] = store(kind, work(xr[i]) - zv, sv, exact)
-                else:
-                    for i in range(n):
-                        orow[i] = store(kind, work(xr[i]), sv, exact)
-            e += n
-            col = 0
-            k = m - 1
-            while k >= 0:  # next unit: advance the odometer
-                idx[k] += 1
-                off += strides[k]
-                if idx[k] < dims[k]:
-                    break
-                off -= idx[k] * strides[k]
-                idx[k] = 0
-                k -= 1
-
-    return fused
+HELD_BLOCK = 64
+"""Runs whose scale is one value are computed in blocks of this many elements, the last one overlapping
+the one before: a loop of a runtime length that is a multiple of the vector loop's step (16 or 8 lanes,
+interleaved up to 4 times) runs no scalar remainder (up to 63 elements of a row, at a few cycles each)."""
 
 
-@numba.njit(nogil=True, cache=True, boundscheck=False)
+def as_work(wkind, v):  # pragma: no cover - compiled by its overload
+    """``v`` in the work type, whose marker ``wkind`` is a zero of that type."""
+
+
+@overload(as_work, jit_options={"nogil": True})
+def _as_work(wkind, v):  # pragma: no cover - compiled
+    return (lambda wkind, v: np.float32(v)) if wkind == types.float32 else (lambda wkind, v: np.float64(v))
+
+
+def work_zeros(wkind, n):  # pragma: no cover - compiled by its overload
+    """An array of ``n`` zeros of the work type (``wkind``'s)."""
+
+
+@overload(work_zeros, jit_options={"nogil": True})
+def _work_zeros(wkind, n):  # pragma: no cover - compiled
+    if wkind == types.float32:
+        return lambda wkind, n: np.zeros(n, np.float32)
+    return lambda wkind, n: np.zeros(n, np.float64)
+
+
+def given(zkind):  # pragma: no cover - compiled by its overload
+    """Whether ``zkind`` is ``ZP`` (a zero point is given): a constant, folded where the loop is compiled."""
+
+
+@overload(given, jit_options={"nogil": True})
+def _given(zkind):  # pragma: no cover - compiled
+    return (lambda zkind: True) if zkind == types.int8 else (lambda zkind: False)
+
+
+@_loop
+def start(e0, tile, dims, strides):  # pragma: no cover - compiled
+    """Where flat element ``e0`` lies: the outer dims' odometer, its scale offset and the column in its
+    tile."""
+    m = dims.shape[0]
+    unit = e0 // tile
+    idx = np.zeros(max(m, 1), np.int64)
+    off = 0
+    for k in range(m - 1, -1, -1):
+        idx[k] = unit % dims[k]
+        unit //= dims[k]
+        off += idx[k] * strides[k]
+    return idx, off, e0 - (e0 // tile) * tile
+
+
+@_bare
+def advance(idx, dims, strides, off):  # pragma: no cover - compiled
+    """The odometer advanced to the next tile; its scale offset (from ``off``, the current one)."""
+    k = dims.shape[0] - 1
+    while k >= 0:
+        idx[k] += 1
+        off += strides[k]
+        if idx[k] < dims[k]:
+            break
+        off -= idx[k] * strides[k]
+        idx[k] = 0
+        k -= 1
+    return off
+
+
+@_part
+def run_held(xr, orow, zv, sv, kind, zkind, wkind, exact):  # pragma: no cover - compiled
+    """``orow = (xr - zv) * sv``, a run under one scale value, in ``HELD_BLOCK`` blocks (slices from 0:
+    the loops' indexes are known non-negative, so no wraparound check stops vectorizing)."""
+    n = xr.shape[0]
+    lo, hi = 0, (n - n % HELD_BLOCK if n >= HELD_BLOCK else n)
+    while True:
+        xb, ob = xr[lo:hi], orow[lo:hi]
+        if given(zkind):
+            for i in range(hi - lo):
+                ob[i] = store(kind, as_work(wkind, xb[i]) - zv, sv, exact)
+        else:
+            for i in range(hi - lo):
+                ob[i] = store(kind, as_work(wkind, xb[i]), sv, exact)
+        if hi >= n:
+            break
+        lo, hi = n - HELD_BLOCK, n
+
+
+@_part
+def run_varies(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
+    """``orow = (xr - zr) * sr``, the scale (and zero point) a run beside the input's, read in their own
+    types."""
+    if given(zkind):
+        for i in range(xr.shape[0]):
+            d = as_work(wkind, xr[i]) - as_work(wkind, value(xkind, zr[i]))
+            orow[i] = store(kind, d, as_work(wkind, load(kind, sr[i])), exact)
+    else:
+        for i in range(xr.shape[0]):
+            orow[i] = store(kind, as_work(wkind, xr[i]), as_work(wkind, load(kind, sr[i])), exact)
+
+
+@_part
+def run_spread(xr, orow, zt, st, kind, zkind, wkind, exact):  # pragma: no cover - compiled
+    """``orow = (xr - zt) * st``, the scale (and zero point) spread in the work type."""
+    if given(zkind):
+        for i in range(xr.shape[0]):
+            orow[i] = store(kind, as_work(wkind, xr[i]) - zt[i], st[i], exact)
+    else:
+        for i in range(xr.shape[0]):
+            orow[i] = store(kind, as_work(wkind, xr[i]), st[i], exact)
+
+
+@_bare
+def window(s, z, off, sw, zw, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
+    """The window of the scale (and zero point) that the tile at scale offset ``off`` reads, converted
+    to the work type into ``sw`` (``zw``), each value once. The outermost dim's last tile may run past
+    the input's end (``reference._tile``): the window stops at the scale's end, and what lies past it
+    is never output."""
+    w = min(sw.shape[0], s.shape[0] - off)
+    sr = s[off : off + w]
+    for k in range(w):
+        sw[k] = as_work(wkind, load(kind, sr[k]))
+    if given(zkind):
+        zr = z[off : off + w]
+        for k in range(w):
+            zw[k] = as_work(wkind, value(xkind, zr[k]))
+
+
+LAYOUTS = {
+    "rows held": np.uint8(0),
+    "rows varying": np.int8(0),
+    "tiles held": np.uint16(0),
+    "tiles spread": np.int16(0),
+}
+"""The markers of the loop's four layouts (``reference._loop_layout`` picks one): wide rows of one scale
+value each, or each beside a run of the scale; tiles of wide enough rows of one value each, computed a
+row at a time with the value held; tiles of narrower rows (or of rows of runs), the tile's scale
+spread over it."""
+
+
+def is_layout(mode, name):  # pragma: no cover - compiled by its overload
+    """Whether marker ``mode`` is ``LAYOUTS[name]``: a constant, folded where the loop is compiled."""
+
+
+@overload(is_layout, prefer_literal=True, jit_options={"nogil": True})
+def _is_layout(mode, name):  # pragma: no cover - compiled
+    same = numba.typeof(LAYOUTS[name.literal_value]) == mode
+    return lambda mode, name: same
+
+
+@_loop
+def fused(  # pragma: no cover - compiled
+    x, z, s, out, e0, e1, tile, pattern, inner_varies, dims, strides, kind, xkind, zkind, wkind, mode
+):
+    """``out[0 : e1 - e0] = (x[e] - z[j]) * s[j]`` for the flat elements ``e0 <= e < e1``.
+
+    ``tile``: elements per innermost unit; ``pattern`` (tiles) the scale offset of each of the tile's
+    rows (of ``tile // len(pattern)`` elements); ``inner_varies`` says whether the scale runs along a
+    row (or is one value). ``dims``/``strides``: the outer dims and their scale strides. The markers:
+    ``kind`` the output's (``MARKERS``), ``xkind`` the input's (``INT4`` for int4 bytes, else
+    ``PLAIN``), ``zkind`` whether a zero point is given (``ZP``, else ``PLAIN``: ``z`` is not read),
+    ``wkind`` a zero of the work type and ``mode`` the layout (``LAYOUTS``).
+    """
+    idx, off, col = start(e0, tile, dims, strides)
+    exact = product_exact(x)
+    rows = max(pattern.shape[0], 1)
+    width = tile // rows
+    span = 0  # a tile's scale window: its rows' offsets and a row's run
+    for r in range(pattern.shape[0]):
+        span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
+    spread_tile = is_layout(mode, "tiles spread")
+    sw, zw = work_zeros(wkind, span), work_zeros(wkind, span if given(zkind) else 0)
+    sb = work_zeros(wkind, tile if spread_tile else 0)
+    zb = work_zeros(wkind, tile if spread_tile and given(zkind) else 0)
+    rv, rz = work_zeros(wkind, rows), work_zeros(wkind, rows if given(zkind) else 0)
+    scratch = np.empty(min(tile, e1 - e0) if is_int4(xkind) else 0, np.int8)  # a run of int4 inputs
+    cached = -1
+    e = e0
+    while e < e1:
+        n = min(tile - col, e1 - e)
+        xr = values(xkind, x[e : e + n], scratch)
+        orow = out[e - e0 : e - e0 + n]
+        if is_layout(mode, "rows held"):
+            zv = as_work(wkind, value(xkind, z[off])) if given(zkind) else wkind
+            run_held(xr, orow, zv, as_work(wkind, load(kind, s[off])), kind, zkind, wkind, exact)
+        elif is_layout(mode, "rows varying"):
+            zr = z[off + col : off + col + n] if given(zkind) else z
+            run_varies(xr, orow, zr, s[off + col : off + col + n], kind, xkind, zkind, wkind, exact)
+        elif is_layout(mode, "tiles held"):
+            if off != cached:
+                window(s, z, off, sw, zw, kind, xkind, zkind, wkind)
+                for r in range(rows):
+                    rv[r] = sw[np.int64(pattern[r])]
+                for r in range(rz.shape[0]):
+                    rz[r] = zw[np.int64(pattern[r])]
+                cached = off
+            r = col // width
+            a = 0
+            while a < n:  # the tile's rows (the first and last cut where the range starts or ends)
+                b = min((r + 1) * width - col, n)
+                zv = rz[r] if given(zkind) else wkind
+                run_held(xr[a:b], orow[a:b], zv, rv[r], kind, zkind, wkind, exact)
+                a = b
+                r += 1
+        else:
+            if off != cached:
+                window(s, z, off, sw, zw, kind, xkind, zkind, wkind)
+                spread(sb, sw, pattern, width, inner_varies, rv)
+                if given(zkind):
+                    spread(zb, zw, pattern, width, inner_varies, rv)
+                cached = off
+            zt = zb[col : col + n] if given(zkind) else zb
+            run_spread(xr, orow, zt, sb[col : col + n], kind, zkind, wkind, exact)
+        e += n
+        col = 0
+        off = advance(idx, dims, strides, off)
+
+
+@_loop
 def narrow(src, dst, kind):  # pragma: no cover - compiled
     """``dst[i] = store(kind, src[i], 1)``: the fused loop's rounding alone."""
     one = np.ones(1, src.dtype)[0]

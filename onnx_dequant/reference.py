@@ -138,12 +138,13 @@ def dequantize(
     if x.size >= FUSED_MIN_ELEMENTS and _fused.available():
         # a zero point of zeros costs the loop one exact subtraction, less than looking for one
         has_z = zp is not None
-        plan, kernel, ranges, x_bits, out_bits, no_z = _fused_setup(x.shape, axes_t, fused_work, out.dtype, x.dtype)
+        setup = _fused_setup(x.shape, axes_t, fused_work, out.dtype, x.dtype, has_z)
+        plan, kernel, ranges, x_bits, out_bits, no_z = setup
         # the loop reads every array in its own type (f16/bf16 and 4-bit types as their bits; the scale
         # has the output's type, the zero point the input's) and converts it; no copy is made
         x_flat = _fused.flat(x, x_bits)
         z_flat = _fused.flat(zp, x_bits) if has_z else no_z
-        args = (kernel, x_flat, z_flat, _fused.flat(scale, out_bits), _fused.flat(out, out_bits), plan, has_z)
+        args = (kernel, x_flat, z_flat, _fused.flat(scale, out_bits), _fused.flat(out, out_bits), plan)
         if len(ranges) == 1:
             _run_fused(ranges, *args)
         else:
@@ -279,14 +280,28 @@ def _tile(layout: Layout) -> Plan:
     return dims_a, strides_a, tile, pattern.astype(np.uint32), inner_varies
 
 
+HELD_MIN = 64
+"""A tile's rows of one scale value at least this wide are computed a row at a time with the value held;
+narrower ones (and rows of runs) have the tile's scale spread over it."""
+
+
+def _loop_layout(plan: Plan) -> str:
+    """Which of the fused loop's layouts (``_jit.LAYOUTS``) runs ``plan``."""
+    dims, strides, tile, pattern, inner_varies = plan
+    if not len(pattern):
+        return "rows varying" if inner_varies else "rows held"
+    return "tiles held" if not inner_varies and tile // len(pattern) >= HELD_MIN else "tiles spread"
+
+
 @functools.lru_cache(maxsize=256)
 def _fused_setup(
-    shape: tuple[int, ...], axes: tuple[int, ...], work: type, out: np.dtype, x: np.dtype
+    shape: tuple[int, ...], axes: tuple[int, ...], work: type, out: np.dtype, x: np.dtype, has_z: bool
 ) -> tuple[Plan, Any, list[tuple[int, int]], np.dtype | None, np.dtype | None, np.ndarray]:
     """The fused loop's plan for ``shape`` and ``axes`` (``_tile(_layout(...))``), its compiled kernel,
     its element ranges (of ``BLOCK_ELEMENTS``, cut over the thread pool), the types the loop reads the
-    input's and the output's arrays as (``_fused.bits_type``) and the zero point it reads when there is
-    none (one zero), kept for the next call of the same types: its arrays are read-only."""
+    input's and the output's arrays as (``_fused.bits_type``) and the zero point passed when there is
+    none (one zero, which the loop compiled for ``has_z`` false never reads), kept for the next call of
+    the same types: its arrays are read-only."""
     plan = _tile(_layout(shape, axes))
     x_bits = _fused.bits_type(x)
     no_z = _fused.flat(np.zeros(1, x), x_bits)
@@ -294,7 +309,7 @@ def _fused_setup(
         a.flags.writeable = False
     size = int(np.prod(shape, dtype=np.int64))
     ranges = [(e, min(e + BLOCK_ELEMENTS, size)) for e in range(0, size, BLOCK_ELEMENTS)]
-    return plan, _fused.kernel(work, out, x), ranges, x_bits, _fused.bits_type(out), no_z
+    return plan, _fused.kernel(work, out, x, has_z, _loop_layout(plan)), ranges, x_bits, _fused.bits_type(out), no_z
 
 
 def _run_fused(
@@ -305,12 +320,11 @@ def _run_fused(
     s: np.ndarray,
     out: np.ndarray,
     plan: Plan,
-    has_z: bool,
 ) -> None:
     """The fused loop over a contiguous run of flat element ranges, writing the output type directly."""
     dims, strides, tile, pattern, inner_varies = plan
     e0, e1 = ranges[0][0], ranges[-1][1]  # compiled code raises no floating-point warnings: no errstate
-    fused(x, z, s, out[e0:e1], e0, e1, tile, pattern, inner_varies, has_z, dims, strides)
+    fused(x, z, s, out[e0:e1], e0, e1, tile, pattern, inner_varies, dims, strides)
 
 
 def _run_blocks(

@@ -224,6 +224,11 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
         ((64, 9, 6), (0, 2)),
         ((50, 4, 7), (0, 2)),
         ((3, 4099, 17), (1,)),  # an inner prime dim too large to join whole: rows of 17 as they are
+        ((1031, 100), (0,)),  # rows of 64-127 of one value a row in tiles, held: a last block overlapping
+        ((101, 3, 64), (0, 1)),  # rows of exactly one block
+        ((9, 3, 191), (0,)),  # wide rows, one value each: whole blocks and an overlapping last one
+        ((7, 191), (0, 1)),  # wide rows beside runs of the scale
+        ((50, 191), (1,)),
     ],
 )
 @pytest.mark.parametrize("zero_point", [True, False])
