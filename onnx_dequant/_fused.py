@@ -8,7 +8,7 @@ rounded once in the loop (float64 through float32 rounded to odd), so no interme
 f16/bf16 scales are read as their bits. The loop order comes from the layout (see ``reference._layout``):
 the input is seen as outer dims over a *tile*, the innermost merged dims whose elements are contiguous.
 
-The loop runs one of four layouts (``reference._loop_layout``), each compiled alone:
+The loop runs one of five layouts (``reference._loop_layout``), each compiled alone:
 
 - Wide rows (the tile is one row of ``width`` elements), the scale one value for the row ("rows
   held": computed in fixed-size blocks, the last one overlapping, so that no scalar remainder runs) or
@@ -18,10 +18,11 @@ The loop runs one of four layouts (``reference._loop_layout``), each compiled al
   holds each of the tile's rows' scale offset within the tile; the odometer steps once per tile
   instead of once per row. When the tile's scale offset changes (once for the whole input when the
   scale repeats, as a per-channel scale over narrow rows does), the window of the scale (and zero
-  point) the tile reads is converted to the work type, each value once. Rows of one value and 64
-  elements or more then run a row at a time with the value held ("tiles held"); narrower rows, and
-  rows of runs, have the window spread over the tile's rows into a small buffer, so that the inner
-  loop is contiguous over the whole tile ("tiles spread").
+  point) the tile reads is converted to the work type, each value once. Rows of 64 elements or more
+  then run a row at a time: the row's one value held ("tiles held") or its run read from the window
+  ("tiles varying"). Narrower rows, and tiles that all read one window, have the window spread over
+  the tile's rows into a small buffer, so that the inner loop is contiguous over the whole tile
+  ("tiles spread").
 
 No index array of the input's size is ever materialized.
 """

@@ -499,12 +499,13 @@ LAYOUTS = {
     "rows held": np.uint8(0),
     "rows varying": np.int8(0),
     "tiles held": np.uint16(0),
-    "tiles spread": np.int16(0),
+    "tiles varying": np.uint32(0),
+    "tiles spread": np.int32(0),
 }
-"""The markers of the loop's four layouts (``reference._loop_layout`` picks one): wide rows of one scale
-value each, or each beside a run of the scale; tiles of wide enough rows of one value each, computed a
-row at a time with the value held; tiles of narrower rows (or of rows of runs), the tile's scale
-spread over it."""
+"""The markers of the loop's five layouts (``reference._loop_layout`` picks one): wide rows of one scale
+value each, or each beside a run of the scale; tiles of wide enough rows, computed a row at a time,
+each row's one value held or its run read from the tile's converted scale window; tiles of narrower
+rows (and tiles that all read one window), the tile's window spread over it."""
 
 
 def is_layout(mode, name):  # pragma: no cover - compiled by its overload
@@ -555,20 +556,26 @@ def fused(  # pragma: no cover - compiled
         elif is_layout(mode, "rows varying"):
             zr = z[off + col : off + col + n] if given(zkind) else z
             run_varies(xr, orow, zr, s[off + col : off + col + n], kind, xkind, zkind, wkind, exact)
-        elif is_layout(mode, "tiles held"):
+        elif is_layout(mode, "tiles held") or is_layout(mode, "tiles varying"):
             if off != cached:
                 window(s, z, off, sw, zw, kind, xkind, zkind, wkind)
-                for r in range(rows):
-                    rv[r] = sw[np.int64(pattern[r])]
-                for r in range(rz.shape[0]):
-                    rz[r] = zw[np.int64(pattern[r])]
+                if is_layout(mode, "tiles held"):  # each row's one value
+                    for r in range(rows):
+                        rv[r] = sw[np.int64(pattern[r])]
+                    for r in range(rz.shape[0]):
+                        rz[r] = zw[np.int64(pattern[r])]
                 cached = off
             r = col // width
             a = 0
-            while a < n:  # the tile's rows (the first and last cut where the range starts or ends)
+            while a < n:  # the tile's rows, a row at a time (the first and last cut where the range does)
                 b = min((r + 1) * width - col, n)
-                zv = rz[r] if given(zkind) else wkind
-                run_held(xr[a:b], orow[a:b], zv, rv[r], kind, zkind, wkind, exact)
+                if is_layout(mode, "tiles held"):
+                    zv = rz[r] if given(zkind) else wkind
+                    run_held(xr[a:b], orow[a:b], zv, rv[r], kind, zkind, wkind, exact)
+                else:  # the row's run of the window, from its column
+                    o = np.int64(pattern[r]) + col + a - r * width
+                    zr = zw[o : o + b - a] if given(zkind) else zw
+                    run_spread(xr[a:b], orow[a:b], zr, sw[o : o + b - a], kind, zkind, wkind, exact)
                 a = b
                 r += 1
         else:

@@ -281,8 +281,8 @@ def _tile(layout: Layout) -> Plan:
 
 
 HELD_MIN = 64
-"""A tile's rows of one scale value at least this wide are computed a row at a time with the value held;
-narrower ones (and rows of runs) have the tile's scale spread over it."""
+"""A tile's rows at least this wide are computed a row at a time (one value held, or a run of the tile's
+scale window); narrower ones have the tile's window spread over it."""
 
 
 def _loop_layout(plan: Plan) -> str:
@@ -290,7 +290,13 @@ def _loop_layout(plan: Plan) -> str:
     dims, strides, tile, pattern, inner_varies = plan
     if not len(pattern):
         return "rows varying" if inner_varies else "rows held"
-    return "tiles held" if not inner_varies and tile // len(pattern) >= HELD_MIN else "tiles spread"
+    if tile // len(pattern) < HELD_MIN:
+        return "tiles spread"
+    if not inner_varies:
+        return "tiles held"
+    # rows of runs: read from the tile's converted window a row at a time where the window changes
+    # from tile to tile; spread once where every tile reads the same one (all strides zero)
+    return "tiles varying" if strides.any() else "tiles spread"
 
 
 @functools.lru_cache(maxsize=256)

@@ -229,6 +229,8 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
         ((9, 3, 191), (0,)),  # wide rows, one value each: whole blocks and an overlapping last one
         ((7, 191), (0, 1)),  # wide rows beside runs of the scale
         ((50, 191), (1,)),
+        ((1031, 3, 100), (0, 2)),  # rows of runs in tiles, a new window every tile: read a row at a time
+        ((1500, 2, 97), (0, 2)),  # a range (and a thread's share) starting in the middle of a row
     ],
 )
 @pytest.mark.parametrize("zero_point", [True, False])
