@@ -234,6 +234,10 @@ TILE_WHOLE = 1 << 16
 """The most elements in a tile that takes the whole of an inner dim with no divisor below ``TILE_MAX``
 (a prime, say): a larger pattern beats a tile of a few elements."""
 
+TILE_ONCE = 1 << 18
+"""The same where every tile reads one scale window (the dims outside the tile are not axes), which is
+spread once a call."""
+
 Layout = tuple[np.ndarray, np.ndarray, int, bool]
 Plan = tuple[np.ndarray, np.ndarray, int, np.ndarray, bool]
 """(outer dims, their scale strides, tile elements, the scale offset of each of the tile's rows or empty,
@@ -263,8 +267,8 @@ def _tile(layout: Layout) -> Plan:
             # the outermost dim (a prime number of rows, say) need not be divided: its last tile runs
             # past the input's end, where the loop stops
             f = room
-        elif f == 1 and room > 1 and d * len(pattern) * width <= TILE_WHOLE:  # an inner dim, no divisor: all of it
-            f = d
+        elif f == 1 and room > 1 and d * len(pattern) * width <= (TILE_ONCE if not any(strides[:-1]) else TILE_WHOLE):
+            f = d  # an inner dim, no divisor: all of it
         if f == 1:
             break
         pattern = (np.arange(f, dtype=np.int64)[:, None] * st + pattern[None, :]).reshape(-1)

@@ -223,7 +223,8 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
         ((300, 7, 5), (0, 2)),  # runs of 5-7
         ((64, 9, 6), (0, 2)),
         ((50, 4, 7), (0, 2)),
-        ((3, 4099, 17), (1,)),  # an inner prime dim too large to join whole: rows of 17 as they are
+        ((3, 4099, 17), (1,)),  # an inner prime dim joined whole (every tile reads one window)
+        ((3, 2, 4099, 17), (0, 2)),  # the same under an axis: too large to join, rows of 17 as they are
         ((1031, 100), (0,)),  # rows of 64-127 of one value a row in tiles, held: a last block overlapping
         ((101, 3, 64), (0, 1)),  # rows of exactly one block
         ((9, 3, 191), (0,)),  # wide rows, one value each: whole blocks and an overlapping last one
@@ -394,8 +395,14 @@ def test_tile_plans():
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((8, 4096), (0,)))
     assert tile == 4096 and len(pattern) == 0  # wide rows run as they are
     dims, strides, tile, pattern, _ = reference._tile(reference._layout((6, 7, 2239, 4, 14), (2,)))
-    # rows of 56 under a prime dim too large for a whole tile: no dim joins, so the rows run as they are
-    assert tile == 56 and len(pattern) == 0 and dims.tolist() == [42, 2239] and strides.tolist() == [0, 1]
+    # rows of 56 under a prime dim too large for a whole tile of TILE_WHOLE, but every tile reads one
+    # scale window (the dim outside is not an axis): all of it joins, up to TILE_ONCE
+    assert tile == 2239 * 56 and len(pattern) == 2239 and dims.tolist() == [42] and strides.tolist() == [0]
+    assert reference._loop_layout(reference._tile(reference._layout((6, 7, 2239, 4, 14), (2,)))) == "tiles spread"
+    dims, strides, tile, pattern, _ = reference._tile(reference._layout((6, 7, 2239, 4, 14), (0, 2)))
+    # the same under an axis: the window would change every tile, so no dim joins and the rows run as
+    # they are
+    assert tile == 56 and len(pattern) == 0 and dims.tolist() == [6, 7, 2239] and strides.tolist() == [2239, 0, 1]
 
 
 def test_out_argument():
