@@ -311,6 +311,29 @@ def copy_run(typingctx, dst, o, src, b, n):  # pragma: no cover - compiled
     return types.void(dst, types.int64, src, types.int64, types.int64), codegen
 
 
+SPREAD_BLOCK = 16
+"""Rows wider than 7 elements are spread in blocks of this many elements from each row's start
+(``_spread_runs_blocks``): the last block of a row runs into the next row, which overwrites it, and
+past the last row into the buffer's ``SPREAD_BLOCK`` spare elements (and the window's, read so)."""
+
+
+@intrinsic
+def fill_block(typingctx, dst, o, v):  # pragma: no cover - compiled
+    """``dst[o : o + SPREAD_BLOCK] = v`` (a 1-D C array of ``v``'s type) by one vector store (a loop of
+    a constant width, sliced or not, measured 3-6x slower)."""
+
+    def codegen(context, builder, sig, args):
+        d = context.make_array(sig.args[0])(context, builder, args[0])
+        vec_t = ir.VectorType(context.get_data_type(sig.args[0].dtype), SPREAD_BLOCK)
+        one = builder.insert_element(ir.Constant(vec_t, ir.Undefined), args[2], ir.Constant(ir.IntType(32), 0))
+        lanes = ir.Constant(ir.VectorType(ir.IntType(32), SPREAD_BLOCK), [0] * SPREAD_BLOCK)
+        vec = builder.shuffle_vector(one, ir.Constant(vec_t, ir.Undefined), lanes)
+        builder.store(vec, builder.bitcast(builder.gep(d.data, [args[1]]), vec_t.as_pointer()), align=1)
+        return context.get_dummy_value()
+
+    return types.void(dst, types.int64, dst.dtype), codegen
+
+
 @_bare
 def _spread_runs(dst, src, pattern, width):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements: the run of ``src`` at each row's ``pattern`` offset."""
@@ -328,15 +351,36 @@ def _spread_values(dst, values, width):  # pragma: no cover - compiled
 
 
 @_bare
+def _spread_runs_blocks(dst, src, pattern, width):  # pragma: no cover - compiled
+    """``_spread_runs`` in ``SPREAD_BLOCK`` blocks (copies of a constant size, a few vector moves; one of
+    the row's runtime width calls the C library's memcpy, at 10-20 cycles a row)."""
+    for r in range(pattern.shape[0]):
+        o, p = r * width, np.int64(pattern[r])
+        for k in range(0, width, SPREAD_BLOCK):
+            copy_run(dst, o + k, src, p + k, SPREAD_BLOCK)
+
+
+@_bare
+def _spread_values_blocks(dst, values, width):  # pragma: no cover - compiled
+    """``_spread_values`` in ``SPREAD_BLOCK`` blocks (a row loop of a runtime width runs its remainder one
+    element at a time)."""
+    for r in range(values.shape[0]):
+        v, o = values[r], r * width
+        for k in range(0, width, SPREAD_BLOCK):
+            fill_block(dst, o + k, v)
+
+
+@_bare
 def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements from ``src`` at each row's ``pattern`` offset: a contiguous run
     (``varies``) or one value repeated (gathered into ``values`` first, so that the spreading loop reads
     contiguously). Widths of 2-7 are constants: LLVM unrolls a row of one value and vectorizes across
     rows, and copies a run by a few vector moves (a row loop of a runtime width that small runs at 1-3
-    cycles an element). The two dispatch chains are written out on purpose: one chain taking the row
-    function as an argument makes the loop uncacheable (Numba keeps no function argument on disk), and
-    one through a marker-selected overload or ``literal_unroll`` measured 1.1-1.3x slower (a layer LLVM
-    no longer inlines through) or unspecialized."""
+    cycles an element); wider rows go in blocks, for which ``dst`` and ``src`` hold ``SPREAD_BLOCK``
+    spare elements past the tile and the window. The two dispatch chains are written out on purpose:
+    one chain taking the row function as an argument makes the loop uncacheable (Numba keeps no
+    function argument on disk), and one through a marker-selected overload or ``literal_unroll``
+    measured 1.1-1.3x slower (a layer LLVM no longer inlines through) or unspecialized."""
     if varies:
         if width == 2:
             _spread_runs(dst, src, pattern, 2)
@@ -351,7 +395,7 @@ def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - comp
         elif width == 7:
             _spread_runs(dst, src, pattern, 7)
         else:
-            _spread_runs(dst, src, pattern, width)
+            _spread_runs_blocks(dst, src, pattern, width)
         return
     for r in range(pattern.shape[0]):
         values[r] = src[np.int64(pattern[r])]
@@ -368,7 +412,7 @@ def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - comp
     elif width == 7:
         _spread_values(dst, values, 7)
     else:
-        _spread_values(dst, values, width)
+        _spread_values_blocks(dst, values, width)
 
 
 HELD_BLOCK = 64
@@ -539,9 +583,10 @@ def fused(  # pragma: no cover - compiled
     for r in range(pattern.shape[0]):
         span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
     spread_tile = is_layout(mode, "tiles spread")
+    span += SPREAD_BLOCK  # the spare elements ``spread`` reads and writes
     sw, zw = work_zeros(wkind, span), work_zeros(wkind, span if given(zkind) else 0)
-    sb = work_zeros(wkind, tile if spread_tile else 0)
-    zb = work_zeros(wkind, tile if spread_tile and given(zkind) else 0)
+    sb = work_zeros(wkind, tile + SPREAD_BLOCK if spread_tile else 0)
+    zb = work_zeros(wkind, tile + SPREAD_BLOCK if spread_tile and given(zkind) else 0)
     rv, rz = work_zeros(wkind, rows), work_zeros(wkind, rows if given(zkind) else 0)
     scratch = np.empty(min(tile, e1 - e0) if is_int4(xkind) else 0, np.int8)  # a run of int4 inputs
     cached = -1
