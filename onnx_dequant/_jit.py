@@ -441,6 +441,17 @@ def _work_zeros(wkind, n):  # pragma: no cover - compiled
     return lambda wkind, n: np.zeros(n, np.float64)
 
 
+def z_zeros(xkind, z, n):  # pragma: no cover - compiled by its overload
+    """An array of ``n`` zero-point zeros in the type ``value`` reads ``z``'s elements as (int4: int8)."""
+
+
+@overload(z_zeros, jit_options={"nogil": True})
+def _z_zeros(xkind, z, n):  # pragma: no cover - compiled
+    if xkind == types.int8:
+        return lambda xkind, z, n: np.zeros(n, np.int8)
+    return lambda xkind, z, n: np.zeros(n, z.dtype)
+
+
 def given(zkind):  # pragma: no cover - compiled by its overload
     """Whether ``zkind`` is ``ZP`` (a zero point is given): a constant, folded where the loop is compiled."""
 
@@ -514,10 +525,11 @@ def run_varies(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact):  # pragma: n
 
 @_part
 def run_spread(xr, orow, zt, st, kind, zkind, wkind, exact):  # pragma: no cover - compiled
-    """``orow = (xr - zt) * st``, the scale (and zero point) spread in the work type."""
+    """``orow = (xr - zt) * st``, the scale spread in the work type, the zero point in its own (int4's
+    sign-extended into int8): a quarter of the bytes to spread and read for 8-bit inputs."""
     if given(zkind):
         for i in range(xr.shape[0]):
-            orow[i] = store(kind, as_work(wkind, xr[i]) - zt[i], st[i], exact)
+            orow[i] = store(kind, as_work(wkind, xr[i]) - as_work(wkind, zt[i]), st[i], exact)
     else:
         for i in range(xr.shape[0]):
             orow[i] = store(kind, as_work(wkind, xr[i]), st[i], exact)
@@ -525,8 +537,9 @@ def run_spread(xr, orow, zt, st, kind, zkind, wkind, exact):  # pragma: no cover
 
 @_bare
 def window(s, z, off, sw, zw, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
-    """The window of the scale (and zero point) that the tile at scale offset ``off`` reads, converted
-    to the work type into ``sw`` (``zw``), each value once. The outermost dim's last tile may run past
+    """The window of the scale (and zero point) that the tile at scale offset ``off`` reads: the scale
+    converted to the work type into ``sw``, each value once, the zero point into ``zw`` as ``value``
+    reads it (``z_zeros``). The outermost dim's last tile may run past
     the input's end (``reference._tile``): the window stops at the scale's end, and what lies past it
     is never output."""
     w = min(sw.shape[0], s.shape[0] - off)
@@ -536,7 +549,7 @@ def window(s, z, off, sw, zw, kind, xkind, zkind, wkind):  # pragma: no cover - 
     if given(zkind):
         zr = z[off : off + w]
         for k in range(w):
-            zw[k] = as_work(wkind, value(xkind, zr[k]))
+            zw[k] = value(xkind, zr[k])
 
 
 LAYOUTS = {
@@ -584,10 +597,11 @@ def fused(  # pragma: no cover - compiled
         span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
     spread_tile = is_layout(mode, "tiles spread")
     span += SPREAD_BLOCK  # the spare elements ``spread`` reads and writes
-    sw, zw = work_zeros(wkind, span), work_zeros(wkind, span if given(zkind) else 0)
+    sw, zw = work_zeros(wkind, span), z_zeros(xkind, z, span if given(zkind) else 0)
     sb = work_zeros(wkind, tile + SPREAD_BLOCK if spread_tile else 0)
-    zb = work_zeros(wkind, tile + SPREAD_BLOCK if spread_tile and given(zkind) else 0)
+    zb = z_zeros(xkind, z, tile + SPREAD_BLOCK if spread_tile and given(zkind) else 0)
     rv, rz = work_zeros(wkind, rows), work_zeros(wkind, rows if given(zkind) else 0)
+    rzv = z_zeros(xkind, z, rows if spread_tile and given(zkind) else 0)
     scratch = np.empty(min(tile, e1 - e0) if is_int4(xkind) else 0, np.int8)  # a run of int4 inputs
     cached = -1
     e = e0
@@ -608,7 +622,7 @@ def fused(  # pragma: no cover - compiled
                     for r in range(rows):
                         rv[r] = sw[np.int64(pattern[r])]
                     for r in range(rz.shape[0]):
-                        rz[r] = zw[np.int64(pattern[r])]
+                        rz[r] = as_work(wkind, zw[np.int64(pattern[r])])
                 cached = off
             r = col // width
             a = 0
@@ -628,7 +642,7 @@ def fused(  # pragma: no cover - compiled
                 window(s, z, off, sw, zw, kind, xkind, zkind, wkind)
                 spread(sb, sw, pattern, width, inner_varies, rv)
                 if given(zkind):
-                    spread(zb, zw, pattern, width, inner_varies, rv)
+                    spread(zb, zw, pattern, width, inner_varies, rzv)
                 cached = off
             zt = zb[col : col + n] if given(zkind) else zb
             run_spread(xr, orow, zt, sb[col : col + n], kind, zkind, wkind, exact)
