@@ -17,12 +17,13 @@ The loop runs one of five layouts (``reference._loop_layout``), each compiled al
 - Narrow rows: the tile is the last few merged dims (up to a few thousand elements) and ``pattern``
   holds each of the tile's rows' scale offset within the tile; the odometer steps once per tile
   instead of once per row. When the tile's scale offset changes (once for the whole input when the
-  scale repeats, as a per-channel scale over narrow rows does), the window of the scale (and zero
-  point) the tile reads is converted to the work type, each value once. Rows of 64 elements or more
+  scale repeats, as a per-channel scale over narrow rows does), the window of the scale the tile
+  reads is converted to the work type, each value once (the zero point's is kept in its own type,
+  int4's sign-extended). Rows of 64 elements or more
   then run a row at a time: the row's one value held ("tiles held") or its run read from the window
   ("tiles varying"). Narrower rows, and tiles that all read one window, have the window spread over
-  the tile's rows into a small buffer, so that the inner loop is contiguous over the whole tile
-  ("tiles spread").
+  the tile's rows into a small buffer (rows wider than 7 in 16-element blocks), so that the inner
+  loop is contiguous over the whole tile ("tiles spread").
 
 No index array of the input's size is ever materialized.
 """
