@@ -539,9 +539,9 @@ def run_spread(xr, orow, zt, st, kind, zkind, wkind, exact):  # pragma: no cover
 def window(s, z, off, sw, zw, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
     """The window of the scale (and zero point) that the tile at scale offset ``off`` reads: the scale
     converted to the work type into ``sw``, each value once, the zero point into ``zw`` as ``value``
-    reads it (``z_zeros``). The outermost dim's last tile may run past
-    the input's end (``reference._tile``): the window stops at the scale's end, and what lies past it
-    is never output."""
+    reads it (``z_zeros``). The outermost dim's last tile may run past the input's end
+    (``reference._tile``): the window stops at the scale's end, and what lies past it is never
+    output."""
     w = min(sw.shape[0], s.shape[0] - off)
     sr = s[off : off + w]
     for k in range(w):
@@ -596,7 +596,7 @@ def fused(  # pragma: no cover - compiled
     for r in range(pattern.shape[0]):
         span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
     spread_tile = is_layout(mode, "tiles spread")
-    span += SPREAD_BLOCK  # the spare elements ``spread`` reads and writes
+    span += SPREAD_BLOCK if spread_tile else 0  # the spare elements ``spread`` reads
     sw, zw = work_zeros(wkind, span), z_zeros(xkind, z, span if given(zkind) else 0)
     sb = work_zeros(wkind, tile + SPREAD_BLOCK if spread_tile else 0)
     zb = z_zeros(xkind, z, tile + SPREAD_BLOCK if spread_tile and given(zkind) else 0)

@@ -230,7 +230,7 @@ ROW_MIN = 128
 """Rows at least this wide run as contiguous rows; narrower ones are gathered in tiles (``_tile``)."""
 TILE_MAX = 2048
 """The most elements in a gathered tile (its spread scale and zero point stay in the L1 cache: 4096
-measured 1.1-1.5x slower on a 32 KB one), or twice that where no divisor of a dim gives half of it."""
+measured up to 1.5x slower on a 32 KB one), or twice that where no divisor of a dim gives half of it."""
 TILE_WHOLE = 1 << 16
 """The most elements in a tile that takes the whole of an inner dim with no divisor below ``TILE_MAX``
 (a prime, say): a larger pattern beats a tile of a few elements."""
