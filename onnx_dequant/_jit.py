@@ -312,7 +312,7 @@ def copy_run(typingctx, dst, o, src, b, n):  # pragma: no cover - compiled
 
 
 SPREAD_BLOCK = 16
-"""Rows wider than 7 elements are spread in blocks of this many elements from each row's start
+"""Rows wider than 8 elements are spread in blocks of this many elements from each row's start
 (``_spread_runs_blocks``): the last block of a row runs into the next row, which overwrites it, and
 past the last row into the buffer's ``SPREAD_BLOCK`` spare elements (and the window's, read so)."""
 
@@ -374,9 +374,10 @@ def _spread_values_blocks(dst, values, width):  # pragma: no cover - compiled
 def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements from ``src`` at each row's ``pattern`` offset: a contiguous run
     (``varies``) or one value repeated (gathered into ``values`` first, so that the spreading loop reads
-    contiguously). Widths of 2-7 are constants: LLVM unrolls a row of one value and vectorizes across
+    contiguously). Widths of 2-8 are constants: LLVM unrolls a row of one value and vectorizes across
     rows, and copies a run by a few vector moves (a row loop of a runtime width that small runs at 1-3
-    cycles an element); wider rows go in blocks, for which ``dst`` and ``src`` hold ``SPREAD_BLOCK``
+    cycles an element; a 16-element block for rows of 8 writes each element twice); wider rows go in
+    blocks, for which ``dst`` and ``src`` hold ``SPREAD_BLOCK``
     spare elements past the tile and the window. The two dispatch chains are written out on purpose:
     one chain taking the row function as an argument makes the loop uncacheable (Numba keeps no
     function argument on disk), and one through a marker-selected overload or ``literal_unroll``
@@ -394,6 +395,8 @@ def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - comp
             _spread_runs(dst, src, pattern, 6)
         elif width == 7:
             _spread_runs(dst, src, pattern, 7)
+        elif width == 8:
+            _spread_runs(dst, src, pattern, 8)
         else:
             _spread_runs_blocks(dst, src, pattern, width)
         return
@@ -411,6 +414,8 @@ def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - comp
         _spread_values(dst, values, 6)
     elif width == 7:
         _spread_values(dst, values, 7)
+    elif width == 8:
+        _spread_values(dst, values, 8)
     else:
         _spread_values_blocks(dst, values, width)
 

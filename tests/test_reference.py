@@ -232,6 +232,7 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
         ((50, 191), (1,)),
         ((1031, 3, 100), (0, 2)),  # rows of runs in tiles, a new window every tile: read a row at a time
         ((1500, 2, 97), (0, 2)),  # a range (and a thread's share) starting in the middle of a row
+        ((300, 3, 8), (0, 2)),  # runs of 8 (a constant width, as 2-7)
         ((300, 3, 16), (0, 2)),  # spread in blocks: runs of exactly one block, and values
         ((300, 16), (0,)),
         ((101, 3, 63), (0, 2)),  # runs of 63 and 12, the last block into the next row (and the spare)
