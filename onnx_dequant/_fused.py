@@ -22,7 +22,7 @@ The loop runs one of five layouts (``reference._loop_layout``), each compiled al
   int4's sign-extended). Rows of 64 elements or more
   then run a row at a time: the row's one value held ("tiles held") or its run read from the window
   ("tiles varying"). Narrower rows, and tiles that all read one window, have the window spread over
-  the tile's rows into a small buffer (rows wider than 7 in 16-element blocks), so that the inner
+  the tile's rows into a small buffer (rows wider than 8 in 16-element blocks), so that the inner
   loop is contiguous over the whole tile ("tiles spread").
 
 No index array of the input's size is ever materialized.
