@@ -6,10 +6,10 @@ The software conversions are branch-free, so that the loops calling them vectori
 integer arithmetic to 64 bits: every intermediate is cast back to uint32, so the lanes stay 32 bits
 wide): f16/bf16 bits -> f32 (exact), f32 -> f16/bf16 bits (round to nearest even), f64 -> f16/bf16
 bits rounded once (through float32 rounded to odd), and a float32 product rounded to odd from its
-exact error (a fused multiply-add), so that 16-bit inputs reach f16/bf16 in float32 work (8-bit
-inputs' float32 products are exact, and are rounded once as they are). Where the CPU has F16C, its
-f16 conversions replace the software ones (``HARDWARE_F16``): LLVM does not always vectorize them,
-and they are still faster.
+exact error (a fused multiply-add), so that 16-bit inputs reach f16 in float32 work (8-bit inputs'
+float32 products, and 16-bit inputs' with bf16 scales, are exact, and are rounded once as they are).
+Where the CPU has F16C, its f16 conversions replace the software ones (``HARDWARE_F16``): LLVM does
+not always vectorize them, and they are still faster.
 
 Everything the loop does not compute reaches it as a marker argument whose Numba type selects the code
 at compile time: the output type (``MARKERS``: the conversions ``load`` and ``store``), int4 inputs
@@ -26,6 +26,9 @@ from llvmlite import binding as llvm
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
+
+from . import dtypes
+from .exactness import f32_work_exact
 
 __all__ = ["INT4", "MARKERS", "PLAIN", "ZP", "fused", "narrow"]
 
@@ -231,10 +234,10 @@ def store(kind, d, s, exact):  # pragma: no cover - compiled by its overload
     product is exact (``product_exact``), so that it needs no rounding to odd first."""
 
 
-def product_exact(x):  # pragma: no cover - compiled by its overload
-    """Whether a float32 difference of ``x``'s elements times an f16/bf16 scale is exact: 8-bit (and
-    4-bit) inputs, whose 9-bit differences times 11 significant bits fit float32's 24. A constant of
-    the array's type, folded where the loop is compiled."""
+def product_exact(kind, x):  # pragma: no cover - compiled by its overload
+    """Whether a float32 difference of ``x``'s elements times a scale of output ``kind`` is exact, so that
+    rounding it to f16/bf16 is the one rounding (``exactness.f32_work_exact``: 8-bit and 4-bit inputs,
+    and 16-bit ones to bf16). A constant of the types, folded where the loop is compiled."""
 
 
 @_jit
@@ -290,9 +293,12 @@ def _store(kind, d, s, exact):  # pragma: no cover - compiled
 
 
 @overload(product_exact, jit_options={"nogil": True})
-def _product_exact(x):  # pragma: no cover - compiled
-    small = isinstance(x.dtype, types.Integer) and x.dtype.bitwidth <= 8
-    return (lambda x: True) if small else (lambda x: False)
+def _product_exact(kind, x):  # pragma: no cover - compiled
+    out = {types.uint16: "f16", types.int16: "bf16"}.get(kind)
+    small = isinstance(x.dtype, types.Integer) and out is not None
+    # int4 inputs arrive as int8 bytes, exact either way
+    exact = small and f32_work_exact(dtypes.parse(np.dtype(str(x.dtype))), dtypes.parse(out))
+    return (lambda kind, x: True) if exact else (lambda kind, x: False)
 
 
 @intrinsic
@@ -594,7 +600,7 @@ def fused(  # pragma: no cover - compiled
     ``wkind`` a zero of the work type and ``mode`` the layout (``LAYOUTS``).
     """
     idx, off, col = start(e0, tile, dims, strides)
-    exact = product_exact(x)
+    exact = product_exact(kind, x)
     rows = max(pattern.shape[0], 1)
     width = tile // rows
     span = 0  # a tile's scale window: its rows' offsets and a row's run

@@ -15,7 +15,7 @@ import ml_dtypes
 
 from . import dtypes
 
-__all__ = ["mantissa_bits", "f32_work_exact", "work_type", "fused_work_type", "ort_exact"]
+__all__ = ["mantissa_bits", "difference_bits", "f32_work_exact", "work_type", "fused_work_type", "ort_exact"]
 
 _F32 = dtypes.parse("f32")
 _F64 = dtypes.parse("f64")
@@ -27,13 +27,20 @@ def mantissa_bits(t: dtypes.DType) -> int:
     return int(ml_dtypes.finfo(t.numpy).nmant) + 1
 
 
+def difference_bits(x: dtypes.DType) -> int:
+    """Significant bits of the difference of two values of integer type ``x``: an n-bit type's (signed
+    or not) lies within +-(2**n - 1), n bits and a sign, which a float keeps apart."""
+    return x.bits
+
+
 @functools.cache
 def f32_work_exact(x: dtypes.DType, out: dtypes.DType) -> bool:
-    """Whether ``(x - zp) * scale`` computed in float32 rounds exactly once to ``out``."""
-    diff_bits = x.bits + 1  # the difference of two values of x's type
-    if out.name == "f64" or diff_bits > mantissa_bits(_F32):
+    """Whether ``(x - zp) * scale`` computed in float32 rounds exactly once to ``out``: float32 holds every
+    difference, and the output is f32 or the exact product fits float32's significand (8-bit inputs with
+    f16/bf16 scales: 8 + 11 bits; 16-bit inputs with bf16: 16 + 8, not with f16: 16 + 11)."""
+    if out.name == "f64" or difference_bits(x) > mantissa_bits(_F32):
         return False
-    return out.name == "f32" or diff_bits + mantissa_bits(out) <= mantissa_bits(_F32)
+    return out.name == "f32" or difference_bits(x) + mantissa_bits(out) <= mantissa_bits(_F32)
 
 
 @functools.cache
@@ -45,10 +52,10 @@ def work_type(x: dtypes.DType, out: dtypes.DType) -> dtypes.DType:
 @functools.cache
 def fused_work_type(x: dtypes.DType, out: dtypes.DType) -> dtypes.DType:
     """The work type of the reference's compiled loop: also float32 for f16/bf16 outputs whenever
-    float32 holds every difference (16-bit inputs too), because that loop rounds the f32 product to odd
-    from its exact error (a fused multiply-add), and a second rounding to 8 or 11 significant bits from
-    24 is then the one correct rounding."""
-    if out.name in ("f16", "bf16") and x.bits + 1 <= mantissa_bits(_F32):
+    float32 holds every difference (16-bit inputs to f16 too), because that loop rounds the f32 product to
+    odd from its exact error (a fused multiply-add), and a second rounding to 11 significant bits from 24
+    is then the one correct rounding."""
+    if out.name in ("f16", "bf16") and difference_bits(x) <= mantissa_bits(_F32):
         return _F32
     return work_type(x, out)
 
@@ -56,7 +63,8 @@ def fused_work_type(x: dtypes.DType, out: dtypes.DType) -> dtypes.DType:
 def ort_exact(x: dtypes.DType, out: dtypes.DType) -> tuple[bool, str]:
     """Whether ONNX Runtime (lowered, or with our kernel) can be bit-identical to the reference for input
     type ``x`` and output type ``out``, and why: f32 and f64 outputs always (i32 through float64), f16 and
-    bf16 where float32 work is exact; elsewhere it rounds twice (through f32)."""
+    bf16 where float32 work is exact (8-bit inputs; 16-bit ones to bf16); elsewhere it rounds twice
+    (through f32)."""
     if out.name in ("f32", "f64"):
         if x.name == "i32":
             return True, "i32: the exact lowering subtracts without wrapping and rounds once"

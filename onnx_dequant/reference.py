@@ -3,8 +3,9 @@
 Exact means: the integer difference never wraps (even for i32), the product is taken in float64 and
 rounded once to the output type. Where a narrower computation gives the same bits (8/16-bit inputs
 with f32 output: the float32 difference is exact and the float32 product rounds the exact product
-once; 8-bit inputs with f16/bf16 output; in the compiled loop also 16-bit inputs with f16/bf16 output,
-the float32 product rounded to odd first: ``exactness.fused_work_type``) the reference uses it;
+once; 8-bit inputs with f16/bf16 output and 16-bit ones with bf16, whose float32 products are exact; in
+the compiled loop also 16-bit inputs with f16 output, the float32 product rounded to odd first:
+``exactness.fused_work_type``) the reference uses it;
 everything else goes through float64. The work runs in cache-sized blocks, so the peak memory is the
 output plus a few hundred kilobytes.
 

@@ -6,7 +6,7 @@ exponents; some elements equal to the zero point, where OpenVINO's fma form is f
 ``onnx_dequant.validate`` for each target: ONNX Runtime (default level) on ``target="ort"``, and OpenVINO
 (CPU, f32 precision hint) on ``target="ort"``, ``"portable"`` and ``"openvino"``. A cell counts the cases
 bit-identical to the reference (0 ULP); "refused" means the lowering refuses the target (no exact form
-there). ONNX Runtime itself rounds twice for 16-bit and i32 inputs to f16/bf16 (at most 1 ULP).
+there). ONNX Runtime itself rounds twice for 16-bit inputs to f16 and i32 inputs to f16/bf16 (at most 1 ULP).
 Run: ``python scripts/openvino_exactness.py`` (needs ``pip install -e '.[openvino]'``).
 """
 

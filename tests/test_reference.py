@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import onnx_dequant as odq
-from onnx_dequant import _fused, dtypes, reference
+from onnx_dequant import _fused, dtypes, exactness, reference
 from onnx_dequant.compare import same_bits
 
 # ---- the independent implementation: Python ints and floats, one element at a time ----
@@ -348,9 +348,10 @@ def test_software_f16_conversions_match_numpy():
 @pytest.mark.parametrize("in_t", [np.int16, np.uint16], ids=["i16", "u16"])
 @pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
 def test_fused_16bit_to_half_rounds_once(in_t, out):
-    """16-bit inputs to f16/bf16 run in float32 in the fused loop (the product rounded to odd from its
-    fused-multiply-add error): every input value against scales from every part of the type's range
-    (subnormal, near overflow, specials) gives the NumPy loop's bits (float64, rounded once)."""
+    """16-bit inputs to f16/bf16 run in float32 in the fused loop (to f16 the product rounded to odd from
+    its fused-multiply-add error; to bf16 the product is exact): every input value against scales from
+    every part of the type's range (subnormal, near overflow, specials) gives the float64 product rounded
+    once, in both loops."""
     rng = np.random.default_rng(5)
     x = np.arange(1 << 16, dtype=np.int64).astype(in_t).reshape(256, 256)
     zp = rng.integers(np.iinfo(in_t).min, np.iinfo(in_t).max, 256, dtype=np.int64).astype(in_t)
@@ -360,11 +361,43 @@ def test_fused_16bit_to_half_rounds_once(in_t, out):
         bits[8:12] = [0x0001, 0x7F7F, 0x0080, 0x3F80]  # bf16: subnormal, largest, smallest normal, one
     scale = bits.view(out)
     for axes, s, z in (((0,), scale, zp), ((1,), scale, None)):
-        with loop_kind("numpy"):
-            want = odq.dequantize(x, s, z, axes=axes)
-        with loop_kind("fused"):
-            got = odq.dequantize(x, s, z, axes=axes)
-        assert same_bits(got, want), axes
+        b = (-1, 1) if axes == (0,) else (1, -1)
+        d = x.astype(np.float64) - (0.0 if z is None else z.astype(np.float64).reshape(b))
+        with np.errstate(all="ignore"):
+            exact = d * s.astype(np.float64).reshape(b)  # exact: 17 + 11 bits
+            if out is np.float16:
+                want = exact.astype(np.float16)  # NumPy rounds float64 -> f16 once
+            else:
+                want = np.empty(x.shape, out)
+                reference.round_f64_to_bf16(exact, want)
+        for kind in ("numpy", "fused"):
+            with loop_kind(kind):
+                assert same_bits(odq.dequantize(x, s, z, axes=axes), want), (axes, kind)
+
+
+def test_f32_work_exactness_rule():
+    """f32 work is exact where the rule says: the f32 product of every 16-bit difference and every bf16
+    significand (normal, and each subnormal scale) is the exact (float64) one; with f16 significands it
+    is not; and the rule's table for the types it decides."""
+    d = np.arange(-65535, 65536, dtype=np.float64)
+    mant = np.arange(0x3F80, 0x4000, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
+    sub = np.arange(1, 0x80, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float64)
+    for s in (mant, sub, mant * 2.0**100):
+        for v in s:
+            assert np.array_equal((d.astype(np.float32) * np.float32(v)).astype(np.float64), d * v), v
+    f16 = np.float64(np.float16(1 + 2.0**-10))  # 11 significant bits
+    assert not np.array_equal((d.astype(np.float32) * np.float32(f16)).astype(np.float64), d * f16)
+    rule = {
+        (q, r): exactness.f32_work_exact(dtypes.parse(q), dtypes.parse(r))
+        for q in ("i4", "u8", "i16", "u16", "i32")
+        for r in ("f32", "f16", "bf16", "f64")
+    }
+    assert {k for k, v in rule.items() if v} == {
+        (q, r)
+        for q in ("i4", "u8", "i16", "u16")
+        for r in ("f32", "f16", "bf16")
+        if not (q in ("i16", "u16") and r == "f16")
+    }
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")

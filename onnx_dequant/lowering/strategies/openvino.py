@@ -5,7 +5,7 @@ OpenVINO (2026.4, CPU) folds Subtract(constant zero point) -> Multiply(constant 
 point). A Min with a constant above every difference sits between them: the difference and the
 product stay two exact steps, run in one fused pass (measured: scripts/bench_openvino.py; an int32
 subtraction before the float cast is exact too, but 4-10x slower). Only for ``target="openvino"`` and
-8/16-bit inputs, in float32 (exact where the reference's work type is float32; 16-bit inputs to f16/bf16
+8/16-bit inputs, in float32 (exact where the reference's work type is float32; 16-bit inputs to f16
 round twice, at most 1 ULP, as in ONNX Runtime, whose Cast/Sub/Mul form works in f64, which OpenVINO's CPU
 runs in f32). It costs more than a DequantizeLinear, so the planner takes it only where OpenVINO would
 fold one (a constant zero point and scale) or no other form is exact enough.
