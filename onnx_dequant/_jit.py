@@ -319,8 +319,9 @@ def copy_run(typingctx, dst, o, src, b, n):  # pragma: no cover - compiled
 
 SPREAD_BLOCK = 16
 """Rows wider than 8 elements are spread in blocks of this many elements from each row's start
-(``_spread_runs_blocks``): the last block of a row runs into the next row, which overwrites it, and
-past the last row into the buffer's ``SPREAD_BLOCK`` spare elements (and the window's, read so)."""
+(``_spread_runs``, ``_spread_values_blocks``; runs of 3 and 5-7 in one block of 4 or 8): the last block
+of a row runs into the next row, which overwrites it, and past the last row into the buffer's
+``SPREAD_BLOCK`` spare elements (and the window's, read so)."""
 
 
 @intrinsic
@@ -341,13 +342,6 @@ def fill_block(typingctx, dst, o, v):  # pragma: no cover - compiled
 
 
 @_bare
-def _spread_runs(dst, src, pattern, width):  # pragma: no cover - compiled
-    """``dst``'s rows of ``width`` elements: the run of ``src`` at each row's ``pattern`` offset."""
-    for r in range(pattern.shape[0]):
-        copy_run(dst, r * width, src, np.int64(pattern[r]), width)
-
-
-@_bare
 def _spread_values(dst, values, width):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements: each row's value repeated."""
     for r in range(values.shape[0]):
@@ -357,13 +351,16 @@ def _spread_values(dst, values, width):  # pragma: no cover - compiled
 
 
 @_bare
-def _spread_runs_blocks(dst, src, pattern, width):  # pragma: no cover - compiled
-    """``_spread_runs`` in ``SPREAD_BLOCK`` blocks (copies of a constant size, a few vector moves; one of
-    the row's runtime width calls the C library's memcpy, at 10-20 cycles a row)."""
+def _spread_runs(dst, src, pattern, width, block):  # pragma: no cover - compiled
+    """``dst``'s rows of ``width`` elements: the run of ``src`` at each row's ``pattern`` offset, copied in
+    blocks of ``block`` elements from the row's start (a constant: a copy of a constant size is a vector
+    move or a few, one of the row's runtime width calls the C library's memcpy at 10-20 cycles a row,
+    and one of a width short of a vector, 3 or 5-7 elements, takes two or three moves: 1.5-1.8x slower
+    than one block of 4 or 8)."""
     for r in range(pattern.shape[0]):
         o, p = r * width, np.int64(pattern[r])
-        for k in range(0, width, SPREAD_BLOCK):
-            copy_run(dst, o + k, src, p + k, SPREAD_BLOCK)
+        for k in range(0, width, block):
+            copy_run(dst, o + k, src, p + k, block)
 
 
 @_bare
@@ -381,30 +378,31 @@ def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - comp
     """``dst``'s rows of ``width`` elements from ``src`` at each row's ``pattern`` offset: a contiguous run
     (``varies``) or one value repeated (gathered into ``values`` first, so that the spreading loop reads
     contiguously). Widths of 2-8 are constants: LLVM unrolls a row of one value and vectorizes across
-    rows, and copies a run by a few vector moves (a row loop of a runtime width that small runs at 1-3
-    cycles an element; a 16-element block for rows of 8 writes each element twice); wider rows go in
-    blocks, for which ``dst`` and ``src`` hold ``SPREAD_BLOCK``
-    spare elements past the tile and the window. The two dispatch chains are written out on purpose:
+    rows (a row loop of a runtime width that small runs at 1-3 cycles an element), and copies a run by
+    one block of 2, 4 or 8 elements (a 16-element block for rows of 8 writes each element twice); wider
+    rows go in ``SPREAD_BLOCK`` blocks. A row's last block runs into the next row, which overwrites it,
+    and past the last row into the ``SPREAD_BLOCK`` spare elements ``dst`` and ``src`` hold past the
+    tile and the window. The two dispatch chains are written out on purpose:
     one chain taking the row function as an argument makes the loop uncacheable (Numba keeps no
     function argument on disk), and one through a marker-selected overload or ``literal_unroll``
     measured 1.1-1.3x slower (a layer LLVM no longer inlines through) or unspecialized."""
     if varies:
         if width == 2:
-            _spread_runs(dst, src, pattern, 2)
+            _spread_runs(dst, src, pattern, 2, 2)
         elif width == 3:
-            _spread_runs(dst, src, pattern, 3)
+            _spread_runs(dst, src, pattern, 3, 4)
         elif width == 4:
-            _spread_runs(dst, src, pattern, 4)
+            _spread_runs(dst, src, pattern, 4, 4)
         elif width == 5:
-            _spread_runs(dst, src, pattern, 5)
+            _spread_runs(dst, src, pattern, 5, 8)
         elif width == 6:
-            _spread_runs(dst, src, pattern, 6)
+            _spread_runs(dst, src, pattern, 6, 8)
         elif width == 7:
-            _spread_runs(dst, src, pattern, 7)
+            _spread_runs(dst, src, pattern, 7, 8)
         elif width == 8:
-            _spread_runs(dst, src, pattern, 8)
+            _spread_runs(dst, src, pattern, 8, 8)
         else:
-            _spread_runs_blocks(dst, src, pattern, width)
+            _spread_runs(dst, src, pattern, width, SPREAD_BLOCK)
         return
     for r in range(pattern.shape[0]):
         values[r] = src[np.int64(pattern[r])]
