@@ -141,12 +141,20 @@ payload, which no comparison here looks at)."""
 
 
 @_jit
+def bf16_from_product(u):  # pragma: no cover - compiled
+    """float32 bits ``u`` rounded to nearest even in bf16, as bits, for the loop's products: a NaN stays a
+    NaN where its low 16 bits are zero, as every NaN the loop forms has (a bf16 scale's NaN, quieted by
+    the product, or the default NaN of infinity times zero; float64 work keeps a bf16 payload in the top
+    bits, which float32 keeps). Without ``bf16_from_f32``'s NaN test: 2 of about 12 vector operations
+    (0.117 -> 0.103 ns an element per tensor, i8 -> bf16)."""
+    return np.uint16(_u32(_u32(_u32(u + _u32(0x7FFF)) + _u32(_u32(u >> _u32(16)) & _u32(1))) >> _u32(16)))
+
+
+@_jit
 def bf16_from_f32(u):  # pragma: no cover - compiled
-    """float32 bits ``u`` rounded to nearest even in bf16, as bits (NaNs: a quiet NaN, sign kept)."""
-    f = bits_f32(u)
-    r = _u32(_u32(u + _u32(0x7FFF)) + _u32(_u32(u >> _u32(16)) & _u32(1)))
-    nan = _u32(_u32(_u32(u >> _u32(16)) & _u32(0x8000)) | _u32(0x7FC0))
-    return np.uint16(_u32(r >> _u32(16)) if f == f else nan)
+    """float32 bits ``u`` rounded to nearest even in bf16, as bits (any NaN: a quiet NaN, sign kept)."""
+    nan = np.uint16(_u32(_u32(_u32(u >> _u32(16)) & _u32(0x8000)) | _u32(0x7FC0)))
+    return bf16_from_product(u) if bits_f32(u) == bits_f32(u) else nan
 
 
 @_jit
@@ -231,8 +239,9 @@ def load(kind, v):  # pragma: no cover - compiled by its overload
 
 def store(kind, d, s, exact):  # pragma: no cover - compiled by its overload
     """The product of a difference and a scale in the work type, as an output element: f16/bf16 bits
-    rounded once; other types as they are (the output array casts). ``exact``: whether the float32
-    product is exact (``product_exact``), so that it needs no rounding to odd first."""
+    rounded once (bf16 by ``bf16_from_product``); other types as they are (the output array casts).
+    ``exact``: whether the float32 product is exact (``product_exact``), so that it needs no rounding
+    to odd first."""
 
 
 def product_exact(kind, x):  # pragma: no cover - compiled by its overload
@@ -286,7 +295,7 @@ def _load(kind, v):  # pragma: no cover - compiled
 @overload(store, jit_options={"nogil": True})
 def _store(kind, d, s, exact):  # pragma: no cover - compiled
     if kind in (types.uint16, types.int16):
-        to_bits = f16_from_f32 if kind == types.uint16 else bf16_from_f32
+        to_bits = f16_from_f32 if kind == types.uint16 else bf16_from_product
         if d == types.float32:  # float32 holds the difference: its product, rounded to odd unless exact
             return lambda kind, d, s, exact: to_bits(f32_bits(d * s) if exact else odd_product_f32(d, s))
         return lambda kind, d, s, exact: to_bits(odd_f32(d * s))  # float64: the product is exact
@@ -661,9 +670,21 @@ def fused(  # pragma: no cover - compiled
         off = advance(idx, dims, strides, off)
 
 
+def rounded(kind, v):  # pragma: no cover - compiled by its overload
+    """Float32 or float64 ``v`` rounded once to f16/bf16 bits as ``store`` rounds a product, any NaN kept
+    a NaN (``bf16_from_f32``, which is ``bf16_from_product`` and a NaN test)."""
+
+
+@overload(rounded, jit_options={"nogil": True})
+def _rounded(kind, v):  # pragma: no cover - compiled
+    to_bits = f16_from_f32 if kind == types.uint16 else bf16_from_f32
+    if v == types.float32:
+        return lambda kind, v: to_bits(f32_bits(v))
+    return lambda kind, v: to_bits(odd_f32(v))
+
+
 @_loop
 def narrow(src, dst, kind):  # pragma: no cover - compiled
-    """``dst[i] = store(kind, src[i], 1)``: the fused loop's rounding alone."""
-    one = np.ones(1, src.dtype)[0]
+    """``dst[i] = rounded(kind, src[i])``: the fused loop's rounding alone."""
     for i in range(src.shape[0]):
-        dst[i] = store(kind, src[i], one, True)
+        dst[i] = rounded(kind, src[i])

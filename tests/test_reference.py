@@ -403,11 +403,20 @@ def test_f32_work_exactness_rule():
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
 @pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
 def test_fused_reads_every_half_scale_exactly(out):
-    """The fused loop reads f16/bf16 scales as bits: 1 times every bit pattern is that pattern."""
+    """The fused loop reads f16/bf16 scales as bits: 1 times every bit pattern is that pattern, NaNs
+    (every payload) a NaN, in float32 work and in float64 (i32 inputs); and infinity times zero is a
+    NaN (the loop's bf16 rounding has no NaN test of its own: ``_jit.bf16_from_product``)."""
     scale = np.arange(1 << 16, dtype=np.int64).astype(np.uint16).view(out)
     with loop_kind("fused"):
-        got = odq.dequantize(np.ones(1 << 16, np.uint8), scale, axes=[0])
-    assert same_bits(got, scale)
+        for x in (np.ones(1 << 16, np.uint8), np.ones(1 << 16, np.int32)):
+            assert same_bits(odq.dequantize(x, scale, axes=[0]), scale), x.dtype
+        x = np.tile(np.array([1, 0, -1, 2], np.int32), 1 << 14)
+        inf = np.array([np.inf, -np.inf], out)
+        for xt in (np.int8, np.int16, np.int32):
+            got = odq.dequantize(x.astype(xt).reshape(2, -1), inf, axes=[0])
+            with np.errstate(invalid="ignore"):  # infinity times zero: the NaN expected
+                want = (x.astype(np.float64).reshape(2, -1) * inf.astype(np.float64)[:, None]).astype(out)
+            assert same_bits(got, want), xt
 
 
 def test_tile_plans():
