@@ -30,7 +30,6 @@ No index array of the input's size is ever materialized.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -91,17 +90,16 @@ def narrow(src: np.ndarray, dst: np.ndarray) -> None:
 def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str) -> Callable[..., None]:
     """The compiled loop for work precision ``work`` (float32 or float64) reading input type ``x`` (and a
     zero point where ``has_z``) and writing ``out`` in ``layout`` (``_jit.LAYOUTS``): ``_jit.fused`` less
-    its markers; every array is passed as ``bits_type`` says. Needs ``available()``."""
+    its markers (``_jit.fused_for``); every array is passed as ``bits_type`` says. Needs ``available()``."""
     key = (work, out, x, has_z, layout)
     if key not in _KERNELS:
         from . import _jit
 
-        markers = {
-            "kind": _marker(out),
-            "xkind": _jit.INT4 if np.dtype(x) == np.dtype(ml_dtypes.int4) else _jit.PLAIN,
-            "zkind": _jit.ZP if has_z else _jit.PLAIN,
-            "wkind": np.dtype(work).type(0),
-            "mode": _jit.LAYOUTS[layout],
-        }
-        _KERNELS[key] = functools.partial(_jit.fused, **markers)
+        _KERNELS[key] = _jit.fused_for(
+            _marker(out),
+            _jit.INT4 if np.dtype(x) == np.dtype(ml_dtypes.int4) else _jit.PLAIN,
+            _jit.ZP if has_z else _jit.PLAIN,
+            np.dtype(work).type(0),
+            _jit.LAYOUTS[layout],
+        )
     return _KERNELS[key]

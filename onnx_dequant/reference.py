@@ -140,16 +140,16 @@ def dequantize(
         # a zero point of zeros costs the loop one exact subtraction, less than looking for one
         has_z = zp is not None
         setup = _fused_setup(x.shape, axes_t, fused_work, out.dtype, x.dtype, has_z)
-        plan, kernel, ranges, x_bits, out_bits, no_z = setup
+        kernel, plan, ranges, x_bits, out_bits, no_z = setup
         # the loop reads every array in its own type (f16/bf16 and 4-bit types as their bits; the scale
         # has the output's type, the zero point the input's) and converts it; no copy is made
         x_flat = _fused.flat(x, x_bits)
         z_flat = _fused.flat(zp, x_bits) if has_z else no_z
-        args = (kernel, x_flat, z_flat, _fused.flat(scale, out_bits), _fused.flat(out, out_bits), plan)
-        if len(ranges) == 1:
-            _run_fused(ranges, *args)
+        s_flat, out_flat = _fused.flat(scale, out_bits), _fused.flat(out, out_bits)
+        if len(ranges) == 1:  # compiled code raises no floating-point warnings: no errstate
+            kernel(x_flat, z_flat, s_flat, out_flat, 0, x.size, *plan)
         else:
-            _parallel(_run_fused, ranges, *args)
+            _parallel(_run_fused, ranges, kernel, x_flat, z_flat, s_flat, out_flat, plan)
     else:
         has_z = zp is not None and bool(zp.any())
         with np.errstate(invalid="ignore"):  # ml_dtypes warns on some bf16 NaN payloads; NaN stays NaN
@@ -312,11 +312,16 @@ def _loop_layout(plan: Plan) -> str:
     return "tiles varying" if strides.any() else "tiles spread"
 
 
+KernelPlan = tuple[int, np.ndarray, bool, np.ndarray, np.ndarray]
+"""A ``Plan`` in the order the fused loop takes it: (tile, pattern, the scale runs along rows, outer dims,
+their scale strides)."""
+
+
 @functools.lru_cache(maxsize=256)
 def _fused_setup(
     shape: tuple[int, ...], axes: tuple[int, ...], work: type, out: np.dtype, x: np.dtype, has_z: bool
-) -> tuple[Plan, Any, list[tuple[int, int]], np.dtype | None, np.dtype | None, np.ndarray]:
-    """The fused loop's plan for ``shape`` and ``axes`` (``_tile(_layout(...))``), its compiled kernel,
+) -> tuple[Any, KernelPlan, list[tuple[int, int]], np.dtype | None, np.dtype | None, np.ndarray]:
+    """The fused loop's compiled kernel and its plan for ``shape`` and ``axes`` (``_tile(_layout(...))``),
     its element ranges (of ``BLOCK_ELEMENTS``, cut over the thread pool), the types the loop reads the
     input's and the output's arrays as (``_fused.bits_type``) and the zero point passed when there is
     none (one zero, which the loop compiled for ``has_z`` false never reads), kept for the next call of
@@ -328,7 +333,9 @@ def _fused_setup(
         a.flags.writeable = False
     size = int(np.prod(shape, dtype=np.int64))
     ranges = [(e, min(e + BLOCK_ELEMENTS, size)) for e in range(0, size, BLOCK_ELEMENTS)]
-    return plan, _fused.kernel(work, out, x, has_z, _loop_layout(plan)), ranges, x_bits, _fused.bits_type(out), no_z
+    dims, strides, tile, pattern, inner_varies = plan
+    kernel = _fused.kernel(work, out, x, has_z, _loop_layout(plan))
+    return kernel, (tile, pattern, inner_varies, dims, strides), ranges, x_bits, _fused.bits_type(out), no_z
 
 
 def _run_fused(
@@ -338,12 +345,11 @@ def _run_fused(
     z: np.ndarray,
     s: np.ndarray,
     out: np.ndarray,
-    plan: Plan,
+    plan: KernelPlan,
 ) -> None:
     """The fused loop over a contiguous run of flat element ranges, writing the output type directly."""
-    dims, strides, tile, pattern, inner_varies = plan
-    e0, e1 = ranges[0][0], ranges[-1][1]  # compiled code raises no floating-point warnings: no errstate
-    fused(x, z, s, out[e0:e1], e0, e1, tile, pattern, inner_varies, dims, strides)
+    e0, e1 = ranges[0][0], ranges[-1][1]
+    fused(x, z, s, out[e0:e1], e0, e1, *plan)
 
 
 def _run_blocks(
