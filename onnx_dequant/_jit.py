@@ -1,6 +1,7 @@
 """The compiled half of ``_fused`` (imported only when Numba is installed): the fused loop and the
 scalar conversions it inlines, all module-level so that Numba's on-disk cache can key them (a closure
-over a compiled function is keyed by a per-process id and would be compiled again in every process).
+over a compiled function is keyed by a per-process id and would be compiled again in every process;
+``fused_for``'s closures hold NumPy scalars alone, which the cache keys by value).
 
 The software conversions are branch-free, so that the loops calling them vectorize (Numba widens
 integer arithmetic to 64 bits: every intermediate is cast back to uint32, so the lanes stay 32 bits
