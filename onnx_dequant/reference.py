@@ -232,7 +232,8 @@ def _layout(shape: tuple[int, ...], axes: tuple[int, ...]) -> Layout:
 
 
 ROW_MIN = 128
-"""Rows at least this wide run as contiguous rows; narrower ones are gathered in tiles (``_tile``)."""
+"""Rows at least this wide run as contiguous rows; narrower ones are gathered in tiles (``_tile``), down
+to ``HELD_MIN`` only where a row costs more than the loop's odometer step."""
 TILE_MAX = 2048
 """The most elements in a gathered tile (its spread scale and zero point stay in the L1 cache: 4096
 measured up to 1.5x slower on a 32 KB one), or twice that where no divisor of a dim gives half of it."""
@@ -255,18 +256,21 @@ def _divisor(d: int, limit: int) -> int:
     return next(k for k in range(min(limit, d), 0, -1) if d % k == 0)
 
 
-def _tile(layout: Layout) -> Plan:
+def _tile(layout: Layout, unpacked: bool = False) -> Plan:
     """The loop order for ``layout``: wide rows as they are; narrow rows joined with the innermost outer
     dims (split where one is too large) into a tile of about ``TILE_MAX`` elements, each row's scale
     offset in the tile's pattern (a row's elements follow it: one value, or a contiguous run).
 
     A row costs the loop a fixed overhead (advancing the odometer), so narrow rows (per-row scales
     over 8 columns, a per-channel scale on 3 channels, a tiny axis under a huge one) would otherwise
-    run at a few elements per overhead.
+    run at a few elements per overhead. Rows of ``HELD_MIN`` or more run as they are too, unless every
+    tile would read one run of the scale (spread once a call), or the input is ``unpacked`` a run at a
+    time (int4, sign-extended into a buffer: a cost per row).
     """
     dims, strides, width, inner_varies = layout
     none = np.zeros(0, np.uint32)
-    if width >= ROW_MIN or not len(dims):
+    rows = width >= HELD_MIN and not unpacked and not (inner_varies and not strides.any())
+    if width >= ROW_MIN or not len(dims) or rows:
         return dims, strides, width, none, inner_varies
     dims, strides = list(dims), list(strides)
     pattern = np.zeros(1, np.int64)  # per row of ``width`` elements
@@ -298,8 +302,9 @@ def _tile(layout: Layout) -> Plan:
 
 
 HELD_MIN = 64
-"""A tile's rows at least this wide are computed a row at a time (one value held, or a run of the tile's
-scale window); narrower ones have the tile's window spread over it."""
+"""Rows at least this wide run as they are (``_tile``) or, in a tile (int4 inputs), a row at a time, one
+value held or a run of the tile's scale window; narrower ones, and rows of runs that every tile reads
+alike, have the tile's window spread over it."""
 
 
 def _loop_layout(plan: Plan) -> str:
@@ -330,7 +335,7 @@ def _fused_setup(
     input's and the output's arrays as (``_fused.bits_type``) and the zero point passed when there is
     none (one zero, which the loop compiled for ``has_z`` false never reads), kept for the next call of
     the same types: its arrays are read-only."""
-    plan = _tile(_layout(shape, axes))
+    plan = _tile(_layout(shape, axes), unpacked=np.dtype(x) == np.dtype(ml_dtypes.int4))
     x_bits = _fused.bits_type(x)
     no_z = _fused.flat(np.zeros(1, x), x_bits)
     for a in (plan[0], plan[1], plan[3], no_z):

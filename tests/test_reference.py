@@ -225,12 +225,13 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
         ((50, 4, 7), (0, 2)),
         ((3, 4099, 17), (1,)),  # an inner prime dim joined whole (every tile reads one window)
         ((3, 2, 4099, 17), (0, 2)),  # the same under an axis: too large to join, rows of 17 as they are
-        ((1031, 100), (0,)),  # rows of 64-127 of one value a row in tiles, held: a last block overlapping
+        ((1031, 100), (0,)),  # rows of 64-127 of one value a row (int4's in tiles, held): a last block overlapping
         ((101, 3, 64), (0, 1)),  # rows of exactly one block
         ((9, 3, 191), (0,)),  # wide rows, one value each: whole blocks and an overlapping last one
         ((7, 191), (0, 1)),  # wide rows beside runs of the scale
         ((50, 191), (1,)),
-        ((1031, 3, 100), (0, 2)),  # rows of runs in tiles, a new window every tile: read a row at a time
+        ((1031, 3, 100), (0, 2)),  # rows of runs (int4's in tiles, a new window every tile: read a row at a time)
+        ((300, 100), (1,)),  # rows of 64-127 of runs that every tile reads alike: in tiles, spread once
         ((1500, 2, 97), (0, 2)),  # a range (and a thread's share) starting in the middle of a row
         ((300, 3, 8), (0, 2)),  # runs of 8 (a constant width, as 2-7)
         ((300, 3, 16), (0, 2)),  # spread in blocks: runs of exactly one block, and values
@@ -421,6 +422,17 @@ def test_fused_reads_every_half_scale_exactly(out):
 
 def test_tile_plans():
     """Narrow rows are joined into tiles (outer dims split where one is too large); wide rows are not."""
+    # rows of 64-127: as they are, unless every tile reads one run of the scale or int4 is unpacked a row
+    # at a time
+    layout = reference._loop_layout
+    for shape, axes, rows, unpacked in [
+        ((1031, 100), (0,), "rows held", "tiles held"),
+        ((1031, 3, 100), (0, 2), "rows varying", "tiles varying"),
+        ((300, 100), (1,), "tiles spread", "tiles spread"),
+        ((4, 50, 80), (0, 2), "rows varying", "tiles varying"),
+    ]:
+        lay = reference._layout(shape, axes)
+        assert (layout(reference._tile(lay)), layout(reference._tile(lay, unpacked=True))) == (rows, unpacked)
     lay = reference._layout((1 << 20, 8), (0,))
     dims, strides, tile, pattern, varies = reference._tile(lay)
     assert tile == reference.TILE_MAX and not varies
