@@ -20,10 +20,10 @@ The loop runs one of five layouts (``reference._loop_layout``), each compiled al
   scale repeats, as a per-channel scale over narrow rows does), the window of the scale the tile
   reads is converted to the work type, each value once (the zero point's is kept in its own type,
   int4's sign-extended). Rows of 64 elements or more (in a tile only for int4 inputs, which are
-  sign-extended a run at a time) then run a row at a time: the row's one value held ("tiles held") or
-  its run read from the window ("tiles varying"). Narrower rows, and tiles that all read one window, have the window spread over
-  the tile's rows into a small buffer (rows wider than 8 in 16-element blocks), so that the inner
-  loop is contiguous over the whole tile ("tiles spread").
+  sign-extended a run at a time) then run a row at a time: the row's one value held ("tiles held")
+  or its run read from the window ("tiles varying"). Narrower rows, and tiles that all read one
+  window, have the window spread over the tile's rows into a small buffer (rows wider than 8 in
+  16-element blocks), so that the inner loop is contiguous over the whole tile ("tiles spread").
 
 No index array of the input's size is ever materialized.
 """
