@@ -87,10 +87,11 @@ def narrow(src: np.ndarray, dst: np.ndarray) -> None:
     _jit.narrow(src, flat(dst, bits_type(dst.dtype)), _marker(dst.dtype))
 
 
-def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str) -> Callable[..., None]:
+def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str) -> Callable[..., bool]:
     """The compiled loop for work precision ``work`` (float32 or float64) reading input type ``x`` (and a
     zero point where ``has_z``) and writing ``out`` in ``layout`` (``_jit.LAYOUTS``): ``_jit.fused`` less
-    its markers (``_jit.fused_for``); every array is passed as ``bits_type`` says. Needs ``available()``."""
+    its markers (``_jit.fused_for``: False, nothing written, where ``out`` overlaps an input); every array
+    is passed as ``bits_type`` says. Needs ``available()``."""
     key = (work, out, x, has_z, layout)
     if key not in _KERNELS:
         from . import _jit

@@ -232,8 +232,9 @@ def _layout(shape: tuple[int, ...], axes: tuple[int, ...]) -> Layout:
 
 
 ROW_MIN = 128
-"""Rows at least this wide run as contiguous rows; narrower ones are gathered in tiles (``_tile``), down
-to ``HELD_MIN`` only where a row costs more than the loop's odometer step."""
+"""Rows at least this wide run as contiguous rows; narrower ones are gathered in tiles (``_tile``), those
+of ``HELD_MIN`` or more only where a tile saves more than a row costs (int4 inputs, runs that every tile
+reads alike)."""
 TILE_MAX = 2048
 """The most elements in a gathered tile (its spread scale and zero point stay in the L1 cache: 4096
 measured up to 1.5x slower on a 32 KB one), or twice that where no divisor of a dim gives half of it."""
