@@ -315,3 +315,84 @@ def test_one_dimensional_full_scale_as_rows(n, const, consumer):
     if consumer:  # ORT's Relu keeps -0.0
         y, ref = np.abs(y), np.maximum(ref, 0)
     assert same_bits(y, ref)
+
+
+@pytest.mark.parametrize(
+    "shape,axes,want,form",
+    [
+        ((6, 7, 5, 1), (3,), (), "dql-per-tensor"),  # the only axis has size 1
+        ((3, 1, 5, 6), (0, 1), (0,), "dql-per-axis"),  # a one-channel axis beside a per-row one
+        ((1, 40, 1, 30), (0, 1, 2), (1,), "dql-per-axis"),
+    ],
+)
+@pytest.mark.parametrize("qt,rt", [("i8", "f32"), ("u4", "f32"), ("u8", "f16"), ("i32", "f64")])
+@pytest.mark.parametrize("const", [True, False])
+def test_quantization_axes_of_size_one_are_dropped(shape, axes, want, form, qt, rt, const):
+    """A quantization axis of size 1 holds one scale value: the node is planned without it (a per-tensor
+    or per-axis DequantizeLinear where one applies), its scale and zero point reshaped in the file or
+    Squeezed when fed; the reference's bits. A fed 4-bit zero point keeps its axes (ORT has no 4-bit
+    Squeeze)."""
+    rng = np.random.default_rng(len(shape) * 10 + len(axes))
+    x, s, z = random_case(rng, shape, axes, qt, rt)
+    small = qt == "u4"
+    m = one_node_model(x, s, z, axes, const=const, x_const=small)
+    result = lower_model(m)
+    g = result.model.graph
+    ops = [n.op_type for n in g.node]
+    if small and not const:  # (ORT's Python API takes no 4-bit array to run it with)
+        assert "Squeeze" not in ops and result.nodes[0].strategy != form
+        return
+    if qt == "i32":
+        assert result.nodes[0].strategy.startswith("cast-sub-mul") and ops.count("Squeeze") == (0 if const else 2)
+    else:
+        assert result.nodes[0].strategy == form
+        made = {n.output[0]: n for n in g.node}
+        scale = next(n for n in g.node if n.op_type == "DequantizeLinear").input[1]
+        while scale in made and made[scale].op_type == "Cast":  # an f16 scale's Cast to f32
+            scale = made[scale].input[0]
+        dims = {t.name: list(t.dims) for t in g.initializer}
+        if const:
+            assert dims[scale] == [shape[a] for a in want] and "Squeeze" not in ops
+        else:
+            assert ops.count("Squeeze") == 2
+    onnx.checker.check_model(result.model, full_check=True)
+    feeds = {} if small else {"x": x}
+    if not const:
+        feeds |= {"s": s, "z": z}
+    (y,) = run_ort(result.model, feeds)
+    assert same_bits(y, odq.dequantize(x, s, z, axes=axes))
+
+
+@pytest.mark.parametrize(
+    "shape,axes",
+    [
+        ((30, 6, 5), (2,)),  # a per-channel scale on a last axis of 5 under broadcast rows
+        ((4, 21, 3), (0, 2)),  # a leading quantization axis before the tiled run
+        ((4, 5, 12, 2, 3), (1, 3, 4)),  # leading runs of both kinds before the tiled one
+    ],
+)
+@pytest.mark.parametrize("qt,rt", [("u8", "f32"), ("i16", "f32"), ("i8", "f16"), ("i8", "bf16"), ("u16", "bf16")])
+@pytest.mark.parametrize("const", [True, False])
+def test_tiled_dequantizelinear_exact(shape, axes, qt, rt, const):
+    """The scale's short trailing run tiled k times over a reshaped input, then a blocked DequantizeLinear
+    (the scale folded when constant, a Tile when fed): the reference's bits, the input's shape restored."""
+    rng = np.random.default_rng(len(shape) * 7 + len(axes))
+    x, s, z = random_case(rng, shape, axes, qt, rt)
+    m = one_node_model(x, s, z, axes, const=const)
+    if rt == "bf16" and not const:
+        with pytest.raises(odq.DequantizeError, match="ORT has no bf16 Tile"):
+            lower_model(m, LowerOptions(strategies=["dql-tiled"]))
+        return
+    result = lower_model(m, LowerOptions(strategies=["dql-tiled"]))
+    g = result.model.graph
+    ops = [n.op_type for n in g.node]
+    assert result.nodes[0].strategy == "dql-tiled" and ops[0] == "Reshape" and ops[-1] == "Reshape"
+    assert ("Tile" in ops) != const
+    consts = {t.name: onnx.numpy_helper.to_array(t) for t in g.initializer}
+    row = int(consts[g.node[0].input[1]][-1])
+    assert row > shape[-1] and row % shape[-1] == 0  # k runs joined into each row
+    onnx.checker.check_model(result.model, full_check=True)
+    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
+    (y,) = run_ort(result.model, feeds)
+    ref = odq.dequantize(x, s, z, axes=axes)
+    assert same_bits(y.astype(ref.dtype), ref)  # bf16 is read through an exact Cast to f32

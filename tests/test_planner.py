@@ -48,6 +48,7 @@ def test_the_rule_set():
         "dql-per-axis",
         "dql-merged-axes",
         "dql-blocked",
+        "dql-tiled",
         "scan-chunked",
         "cast-sub-mul",
         "cast-sub-mul-tiled",
@@ -55,7 +56,7 @@ def test_the_rule_set():
     ]
     assert "scan-chunked" not in {s.name for s in ROW_STRATEGIES}  # a Scan's row is never a Scan
     assert {s.name for s in STRATEGIES if s.portable} >= {"dql-per-tensor", "dql-per-axis", "cast-sub-mul"}
-    assert {s.name for s in STRATEGIES if not s.portable} == {"dql-blocked", "scan-chunked"}
+    assert {s.name for s in STRATEGIES if not s.portable} == {"dql-blocked", "dql-tiled", "scan-chunked"}
 
 
 @pytest.mark.parametrize(
@@ -249,7 +250,7 @@ def test_a_choice_is_what_cost_and_emit_take():
         # DequantizeLinear takes an f64 output
         ((27, 7, 9808, 2), (0, 1, 3), "u16", "f64", "cast-sub-mul-tiled"),
         ((2048, 3), (1,), "i32", "f32", "cast-sub-mul-tiled"),  # an exact i32 input: no DequantizeLinear
-        ((74, 7, 3, 8, 12, 3), (5,), "i8", "f32", "dql-blocked"),  # blocks of 74 rows of 6048: DQL's fast path
+        ((74, 7, 3, 8, 12, 3), (5,), "i8", "f32", "dql-tiled"),  # rows of 1008 (blocks of 74 rows of 6048 as fast)
     ],
 )
 def test_short_scale_runs_are_tiled_where_no_dequantizelinear_is_faster(shape, axes, qt, rt, want):
@@ -262,3 +263,29 @@ def test_one_dimensional_full_scale_is_cut_into_rows():
     p = plan(info((42970336,), (0,), "i8", scale_const=False, zp_const=False))
     assert p.strategy.name == "dql-blocked" and p.choice.split == 2272
     assert plan(info((4099,), (0,), "i8")).strategy.name != "dql-blocked"  # a prime length: no rows
+
+
+def test_quantization_axes_of_size_one_are_planned_as_broadcast_ones():
+    """One scale value along an axis of size 1: per-tensor for ``{3}`` on ``(6,7,5,1)`` (blocked before),
+    per-axis for ``{0,1,2}`` on ``(1,40,1,30)``; the plan says which axes it dropped."""
+    p = plan(info((6, 7, 5, 1), (3,)))
+    assert (p.strategy.name, p.dropped) == ("dql-per-tensor", (3,))
+    p = plan(info((1, 40, 1, 30), (0, 1, 2)))
+    assert (p.strategy.name, p.dropped) == ("dql-per-axis", (0, 2))
+    assert plan(info((6, 7, 5, 2), (3,))).dropped == ()
+    assert plan(info((6, 7, 5, None), (3,))).dropped == ()  # an unknown dim is not known to be 1
+    assert plan(info((6, 7, 5, 1), (3,), "u4", zp=True, zp_const=False)).dropped == ()  # no 4-bit Squeeze
+
+
+def test_short_last_runs_join_rows_for_a_blocked_dequantizelinear():
+    """A per-channel scale on a last axis of 5 under 2M rows: ORT's blocked kernel would walk rows of 5, so
+    k = 103 of them are joined (2048567 = 103 x 19889); rows with no divisor to join stay blocked."""
+    p = plan(info((2048567, 5), (1,)))
+    assert p.strategy.name == "dql-tiled" and (p.choice.dims, p.choice.k) == ((19889, 515), 103)
+    assert chosen(info((30259, 14), (1,), "i16")) == "dql-blocked"
+    assert (
+        refused(info((30259, 14), (1,), "i16"), "dql-tiled")
+        == "the 30259 rows before the scale's run have no divisor to join"
+    )
+    assert refused(info((2048567, 5), (1,), opset=19), "dql-tiled") == "blocked DequantizeLinear needs opset 21"
+    assert refused(info((2048567, 5), (1,), "i32"), "dql-tiled").startswith("DequantizeLinear subtracts i32")

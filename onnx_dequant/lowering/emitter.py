@@ -54,9 +54,11 @@ class Emitter:
         return out
 
     def const(self, value: Any, dtype: Any = None, hint: str = "c") -> str:
-        """A constant holding ``value`` (as NumPy ``dtype`` when given); returns its name."""
-        arr = np.asarray(value, dtype=dtype)
-        return self._add(numpy_helper.from_array(arr, self.fresh(hint)))
+        """A constant holding ``value`` (as NumPy ``dtype`` when given), which ``redim`` can reshape; returns
+        its name."""
+        t = numpy_helper.from_array(np.asarray(value, dtype=dtype), self.fresh(hint))
+        self.constants[t.name] = t
+        return self._add(t)
 
     def constant_output(self, value: np.ndarray, name: str) -> str:
         """``value`` as the constant ``name`` (the node's output: no fresh name)."""
@@ -81,6 +83,7 @@ class Emitter:
         del copy.dims[:]
         copy.dims.extend(int(d) for d in dims)
         copy.name = self.fresh(hint)
+        self.constants[copy.name] = copy
         return self._add(copy)
 
     def i64(self, values: Sequence[int], hint: str = "shape") -> str:

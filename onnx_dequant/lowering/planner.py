@@ -8,6 +8,7 @@ constant instead (``fold-weight``). The rule set, every strategy in order of pre
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,12 +19,14 @@ from .strategies.base import Plan, Refusal, Strategy
 from .strategies.blocked import Blocked
 from .strategies.cast_sub_mul import CastSubMul
 from .strategies.chunked import Chunked
+from .strategies.dql_tiled import DQLTiled
 from .strategies.folded import Folded
 from .strategies.merged import Merged
 from .strategies.openvino import OpenVinoBarrier
 from .strategies.per_axis import PerAxis
 from .strategies.per_tensor import PerTensor
 from .strategies.tiled import Tiled
+from .unit_axes import unit_axes, without_unit_axes
 
 __all__ = ["STRATEGIES", "ROW_STRATEGIES", "Plan", "choose", "plan"]
 
@@ -61,16 +64,28 @@ def choose(info: NodeInfo, strategies: Sequence[Strategy[Any]], names: Sequence[
 def plan(info: NodeInfo, names: Sequence[str] | None = None) -> Plan:
     """The strategy to lower ``info`` with, among ``STRATEGIES``; ``DequantizeError`` when none applies.
 
-    ``names`` limits the choice to those strategies (tests and benchmarks force a form this way).
+    Quantization axes of size 1 are planned as broadcast ones (``unit_axes``). ``names`` limits the choice
+    to those strategies (tests and benchmarks force a form this way).
     """
     check_target(info.target)
-    return choose(info, STRATEGIES, names)
+    dropped = unit_axes(info)
+    if not dropped:
+        return choose(info, STRATEGIES, names)
+    return dataclasses.replace(choose(without_unit_axes(info, dropped), STRATEGIES, names), dropped=dropped)
 
 
-_PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED = PerTensor(), PerAxis(), Merged(), Blocked()
+_PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED, _DQL_TILED = PerTensor(), PerAxis(), Merged(), Blocked(), DQLTiled()
 _CAST_SUB_MUL, _TILED = CastSubMul(), Tiled()
 
-ROW_STRATEGIES: tuple[Strategy[Any], ...] = (_PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED, _CAST_SUB_MUL, _TILED)
+ROW_STRATEGIES: tuple[Strategy[Any], ...] = (
+    _PER_TENSOR,
+    _PER_AXIS,
+    _MERGED,
+    _BLOCKED,
+    _DQL_TILED,
+    _CAST_SUB_MUL,
+    _TILED,
+)
 """The forms one row of a Scan can take: every strategy but the Scan itself."""
 
 STRATEGIES: tuple[Strategy[Any], ...] = (
@@ -79,6 +94,7 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     _PER_AXIS,
     _MERGED,
     _BLOCKED,
+    _DQL_TILED,
     Chunked(lambda row: choose(row, ROW_STRATEGIES)),
     _CAST_SUB_MUL,
     _TILED,

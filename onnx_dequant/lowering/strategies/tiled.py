@@ -19,7 +19,7 @@ from .cast_sub_mul import CastSubMul
 from .costs import kernel_cost
 from .shapes import groups
 
-__all__ = ["Tiled", "Tiling", "RUN_WIDE", "ROW_TARGET"]
+__all__ = ["Tiled", "Tiling", "RUN_WIDE", "ROW_TARGET", "joined_rows", "joined_axes", "tiled_param"]
 
 RUN_WIDE = 64
 """A scale run at least this long is left as it is (the per-run overhead is then a few percent)."""
@@ -36,6 +36,48 @@ class Tiling:
     work: dtypes.DType
 
 
+def joined_rows(info: NodeInfo) -> tuple[tuple[int, ...], int] | Refusal:
+    """The reshaped input's dims and the runs ``k`` each of its rows joins, for a scale whose trailing run
+    is shorter than ``RUN_WIDE`` under broadcast axes; or why the node has no such tiling."""
+    shape = info.known_shape
+    if shape is None or not info.axes:
+        return Refusal("needs quantization axes and a known shape")
+    if info.in_type.bits < 8:
+        return Refusal("ORT has no Reshape for 4-bit types")
+    if info.out_type.name == "bf16" and not info.scale_const:
+        return Refusal("ORT has no bf16 Tile (for a scale computed at run time)")
+    runs = groups(len(shape), info.axes)
+    if len(runs) < 2 or not runs[-1][0]:
+        return Refusal("the scale does not run along the last axes under broadcast ones")
+    run = math.prod(shape[a] for a in runs[-1][1])
+    if run >= RUN_WIDE:
+        return Refusal(f"the scale already runs {run} elements (from {RUN_WIDE} it is left as it is)")
+    outer = math.prod(shape[a] for a in runs[-2][1])
+    k = max((d for d in range(2, ROW_TARGET // run + 1) if outer % d == 0), default=1)
+    if k == 1:
+        return Refusal(f"the {outer} rows before the scale's run have no divisor to join")
+    return tuple(math.prod(shape[a] for a in g) for _, g in runs[:-2]) + (outer // k, k * run), k
+
+
+def joined_axes(info: NodeInfo, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """The quantization axes of the reshaped input ``dims``: its merged leading runs that are, and the row."""
+    runs = groups(info.rank or 0, info.axes)[:-2]
+    return tuple(i for i, (q, _) in enumerate(runs) if q) + (len(dims) - 1,)
+
+
+def tiled_param(info: NodeInfo, em: Emitter, name: str, const: bool, k: int, lead: list[int]) -> str:
+    """The scale or zero point ``name`` shaped ``(*lead, run)`` (``run``: the scale's trailing run), the run
+    tiled ``k`` times: a new constant when it is one, else Reshape -> Tile."""
+    shape = info.known_shape or ()
+    run = math.prod(shape[a] for a in groups(len(shape), info.axes)[-1][1])
+    value = info.read(name) if const and info.read is not None else None
+    if value is not None and value.size == math.prod(lead) * run:
+        tiled = np.tile(value.reshape(*lead, run), (1,) * len(lead) + (k,))
+        return em.const(tiled, value.dtype, hint="tiled")
+    placed = em.node("Reshape", [name, em.i64([*lead, run])], hint="placed")
+    return em.node("Tile", [placed, em.i64([1] * len(lead) + [k], "repeats")], hint="tiled")
+
+
 class Tiled(CastSubMul):
     name = "cast-sub-mul-tiled"
 
@@ -43,63 +85,29 @@ class Tiled(CastSubMul):
         work = super().check(info)
         if isinstance(work, Refusal):
             return work
-        shape = info.known_shape
-        if shape is None or not info.axes:
-            return Refusal("needs quantization axes and a known shape")
-        if info.in_type.bits < 8:
-            return Refusal("ORT has no Reshape for 4-bit types")
-        if info.out_type.name == "bf16" and not info.scale_const:
-            return Refusal("ORT has no bf16 Tile (for a scale computed at run time)")
-        runs = groups(len(shape), info.axes)
-        if len(runs) < 2 or not runs[-1][0]:
-            return Refusal("the scale does not run along the last axes under broadcast ones")
-        run = math.prod(shape[a] for a in runs[-1][1])
-        if run >= RUN_WIDE:
-            return Refusal(f"the scale already runs {run} elements (from {RUN_WIDE} it is left as it is)")
-        outer = math.prod(shape[a] for a in runs[-2][1])
-        k = max((d for d in range(2, ROW_TARGET // run + 1) if outer % d == 0), default=1)
-        if k == 1:
-            return Refusal(f"the {outer} rows before the scale's run have no divisor to join")
-        dims = tuple(math.prod(shape[a] for a in g) for _, g in runs[:-2]) + (outer // k, k * run)
-        return Tiling(dims, k, work)
+        rows = joined_rows(info)
+        return rows if isinstance(rows, Refusal) else Tiling(rows[0], rows[1], work)
 
     def cost(self, info: NodeInfo, choice: Tiling) -> float:  # type: ignore[override]
         # the reshaped input, its scale (and zero point) k times as large; a Reshape whose output is a graph
         # output copies
-        joined = dataclasses.replace(info, shape=choice.dims, axes=self._axes(info, choice))
+        joined = dataclasses.replace(info, shape=choice.dims, axes=joined_axes(info, choice.dims))
         copy = info.size() * kernel_cost("copy_f32") * info.out_type.bits / 32 if info.graph_output else 0.0
         return super().cost(joined, choice.work) + copy
-
-    @staticmethod
-    def _axes(info: NodeInfo, choice: Tiling) -> tuple[int, ...]:
-        """The quantization axes of the reshaped input: its merged leading runs that are, and the row."""
-        runs = groups(info.rank or 0, info.axes)[:-2]
-        return tuple(i for i, (q, _) in enumerate(runs) if q) + (len(choice.dims) - 1,)
-
-    def _tiled(self, info: NodeInfo, em: Emitter, name: str, const: bool, choice: Tiling) -> str:
-        """The scale or zero point shaped to broadcast against the reshaped input, its run tiled ``k`` times
-        (folded when it is a constant)."""
-        runs = groups(info.rank or 0, info.axes)
-        shape = info.known_shape or ()
-        lead = [math.prod(shape[a] for a in g) if q else 1 for q, g in runs[:-2]]
-        run = math.prod(shape[a] for a in runs[-1][1])
-        value = info.read(name) if const and info.read is not None else None
-        if value is not None and value.size == math.prod(lead) * run:
-            tiled = np.tile(value.reshape(*lead, 1, run), (1,) * len(lead) + (1, choice.k))
-            return em.const(tiled, value.dtype, hint="tiled")
-        placed = em.node("Reshape", [name, em.i64([*lead, 1, run])], hint="placed")
-        return em.node("Tile", [placed, em.i64([1] * len(lead) + [1, choice.k], "repeats")], hint="tiled")
 
     def emit(self, info: NodeInfo, choice: Tiling, em: Emitter) -> None:  # type: ignore[override]
         rank = len(choice.dims)
         x = em.node("Reshape", [info.x, em.i64(list(choice.dims))], hint="rows")
+        shape = info.known_shape or ()
+        # broadcast against the reshaped input: 1 on its broadcast dims and on the joined rows' dim
+        lead = [math.prod(shape[a] for a in g) if q else 1 for q, g in groups(len(shape), info.axes)[:-2]] + [1]
         zp = None
         if info.has_zp and info.zero_point is not None:
-            zp = self._tiled(info, em, info.zero_point, info.zp_const, choice)
+            zp = tiled_param(info, em, info.zero_point, info.zp_const, choice.k, lead)
         joined = dataclasses.replace(
             info,
             x=x,
-            scale=self._tiled(info, em, info.scale, info.scale_const, choice),
+            scale=tiled_param(info, em, info.scale, info.scale_const, choice.k, lead),
             zero_point=zp,
             output=em.fresh("y_rows"),
             axes=tuple(range(rank)),  # the tiled scale already has the reshaped input's rank

@@ -1,0 +1,78 @@
+"""Tiled DequantizeLinear: a scale that runs along a few trailing elements under one broadcast axis (a
+per-channel scale on a last axis of 5 under 2M rows) makes ONNX Runtime's blocked kernel walk rows of
+those few elements. As in ``cast-sub-mul-tiled``, the input is reshaped to join ``k`` runs into one row,
+the scale (and zero point) tiled ``k`` times to match; then a blocked DequantizeLinear whose rows are ``k``
+times longer, and the result reshaped back: ``Reshape -> DequantizeLinear -> Reshape``, the same kernel on
+the same values (the same bits)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..emitter import Emitter
+from ..facts import NodeInfo
+from .base import Refusal, Strategy, dql_refusal
+from .blocked import Blocked
+from .costs import kernel_cost
+from .dql import Layout, emit_layout, layout_cost
+from .shapes import groups
+from .tiled import joined_axes, joined_rows, tiled_param
+
+__all__ = ["DQLTiled", "DQLTiling"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DQLTiling:
+    """The reshaped input's dims, the runs ``k`` joined per row, and the blocked layout over those dims."""
+
+    dims: tuple[int, ...]
+    k: int
+    layout: Layout
+
+
+class DQLTiled(Strategy[DQLTiling]):
+    name = "dql-tiled"
+    portable = False  # a blocked DequantizeLinear
+
+    def check(self, info: NodeInfo) -> DQLTiling | Refusal:
+        if info.opset < 21:
+            return Refusal("blocked DequantizeLinear needs opset 21")
+        refusal = dql_refusal(info)
+        if refusal is not None:
+            return refusal
+        rows = joined_rows(info)
+        if isinstance(rows, Refusal):
+            return rows
+        dims, k = rows
+        layout = Blocked().layout(self._joined(info, dims))
+        return layout if isinstance(layout, Refusal) else DQLTiling(dims, k, layout)
+
+    def cost(self, info: NodeInfo, choice: DQLTiling) -> float:
+        # the reshaped input, its scale (and zero point) k times as large; a Reshape whose output is a graph
+        # output copies
+        copy = info.size() * kernel_cost("copy_f32") * info.out_type.bits / 32 if info.graph_output else 0.0
+        return layout_cost(self._joined(info, choice.dims), choice.layout) + copy
+
+    @staticmethod
+    def _joined(info: NodeInfo, dims: tuple[int, ...]) -> NodeInfo:
+        """The node as the DequantizeLinear over the reshaped input computes it (no Reshape of its own)."""
+        return dataclasses.replace(info, shape=dims, axes=joined_axes(info, dims), graph_output=False)
+
+    def emit(self, info: NodeInfo, choice: DQLTiling, em: Emitter) -> None:
+        shape = info.known_shape or ()
+        lead = [math.prod(shape[a] for a in g) for q, g in groups(len(shape), info.axes)[:-2] if q]
+        joined = dataclasses.replace(
+            self._joined(info, choice.dims),
+            x=em.node("Reshape", [info.x, em.i64(list(choice.dims))], hint="rows"),
+            scale=tiled_param(info, em, info.scale, info.scale_const, choice.k, lead),
+            zero_point=(
+                tiled_param(info, em, info.zero_point, info.zp_const, choice.k, lead)
+                if info.has_zp and info.zero_point is not None
+                else None
+            ),
+            output=em.fresh("y_rows"),
+            zp_zero=False,
+        )
+        emit_layout(joined, em, choice.layout)
+        em.node("Reshape", [joined.output, em.i64(list(shape))], info.output, hint="y")

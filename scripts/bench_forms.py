@@ -1,0 +1,84 @@
+"""Lowering forms of one case side by side: each strategy named in ``--forms`` forced on the same node,
+timed in one run (interleaved, medians) against ORT's per-tensor DequantizeLinear in the same graph, as
+``bench_sweep.py`` measures ``graph`` (``--standalone``: the node's output a graph output). Ratios are not
+divided by the bytes floor: they compare forms, not cases. The planner's choice is printed beside them.
+
+    python scripts/bench_forms.py 2048567,5:1:u8 74,7,3,8,12,3:5:i8:nozp,input --forms dql-blocked,dql-tiled
+    python scripts/bench_forms.py 2048567,5:1:u8 --forms dql-blocked,dql-tiled --standalone --json f.json
+
+A case is ``SHAPE:AXES:IN[:FLAGS]``, FLAGS a comma-separated subset of ``nozp`` (no zero point) and
+``input`` (scale and zero point fed as graph inputs, not initializers); the output is f32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import onnx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_sweep as bs  # noqa: E402
+
+from onnx_dequant.lowering import LowerOptions, lower_model  # noqa: E402
+
+
+def parse_case(text: str) -> bs.Case:
+    """``SHAPE:AXES:IN[:FLAGS]`` as a sweep case with f32 output."""
+    parts = text.split(":")
+    if len(parts) not in (3, 4):
+        raise SystemExit(f"bench_forms: a case is SHAPE:AXES:IN[:FLAGS], not {text!r}")
+    flags = set(parts[3].split(",")) if len(parts) == 4 else set()
+    if flags - {"nozp", "input"}:
+        raise SystemExit(f"bench_forms: unknown flags {sorted(flags - {'nozp', 'input'})} in {text!r}")
+    shape = tuple(int(v) for v in parts[0].split(",") if v)
+    axes = tuple(int(v) for v in parts[1].split(",") if v)
+    return bs.Case(shape, axes, "forms", parts[2], "f32", "nozp" not in flags, "input" in flags)
+
+
+def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> dict:
+    """Each form's time over ORT's per-tensor DequantizeLinear, and the planner's own choice."""
+    x, s, z = bs.data(case)
+    feed = {"x": x} | ({"s": s} | ({"z": z} if z is not None else {}) if case.scale_input else {})
+    consumer = None if standalone else "Relu"
+    m = bs.model(case, s, z, consumer=consumer)
+    runners = {"per-tensor DQL": bs.Runner(bs.model(case, s, z, consumer=consumer, native=True), {"x": x}, "f32")}
+    for name in forms:
+        copy = onnx.ModelProto.FromString(m.SerializeToString())
+        runners[name] = bs.Runner(lower_model(copy, LowerOptions(strategies=[name])).model, feed, "f32")
+    t = bs.timed(runners, repeat)
+    base = t.pop("per-tensor DQL")
+    return {
+        "case": case.name,
+        "planner": bs.lowered(m)[1],
+        "ratios": {name: v / base for name, v in t.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("cases", nargs="+", help="SHAPE:AXES:IN[:FLAGS]")
+    ap.add_argument("--forms", required=True, help="comma-separated strategy names")
+    ap.add_argument("--standalone", action="store_true", help="the node's output is the graph's output")
+    ap.add_argument("--repeat", type=int, default=5, help="timed samples per form (median taken)")
+    ap.add_argument("--rounds", type=int, default=3, help="measure each case this many times")
+    ap.add_argument("--json", metavar="FILE", help="write every round's ratios as JSON")
+    args = ap.parse_args(argv)
+    forms = [f for f in args.forms.split(",") if f]
+    out = []
+    for text in args.cases:
+        case = parse_case(text)
+        for _ in range(args.rounds):
+            r = measure(case, forms, args.standalone, args.repeat)
+            out.append(r)
+            cells = "  ".join(f"{k} {v:.2f}" for k, v in r["ratios"].items())
+            print(f"{r['case']}: {cells}  (planner: {r['planner']})", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
