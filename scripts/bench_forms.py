@@ -5,6 +5,7 @@ divided by the bytes floor: they compare forms, not cases. The planner's choice 
 
     python scripts/bench_forms.py 2048567,5:1:u8 74,7,3,8,12,3:5:i8:nozp,input --forms dql-blocked,dql-tiled
     python scripts/bench_forms.py 2048567,5:1:u8 --forms dql-blocked,dql-tiled --standalone --json f.json
+    python scripts/bench_forms.py 764,14,137:0,1:u8 --forms all      # every form that applies
 
 A case is ``SHAPE:AXES:IN[:FLAGS]``, FLAGS a comma-separated subset of ``nozp`` (no zero point) and
 ``input`` (scale and zero point fed as graph inputs, not initializers); the output is f32.
@@ -22,7 +23,7 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_sweep as bs  # noqa: E402
 
-from onnx_dequant.lowering import LowerOptions, lower_model  # noqa: E402
+from onnx_dequant.lowering import STRATEGIES, LowerOptions, lower_model  # noqa: E402
 
 
 def parse_case(text: str) -> bs.Case:
@@ -44,6 +45,9 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> d
     feed = {"x": x} | ({"s": s} | ({"z": z} if z is not None else {}) if case.scale_input else {})
     consumer = None if standalone else "Relu"
     m = bs.model(case, s, z, consumer=consumer)
+    planned = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), LowerOptions()).nodes[0]
+    if forms == ["all"]:  # every form that applies to the node
+        forms = [st.name for st in STRATEGIES if st.name not in planned.refused]
     runners = {"per-tensor DQL": bs.Runner(bs.model(case, s, z, consumer=consumer, native=True), {"x": x}, "f32")}
     for name in forms:
         copy = onnx.ModelProto.FromString(m.SerializeToString())
@@ -52,7 +56,7 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> d
     base = t.pop("per-tensor DQL")
     return {
         "case": case.name,
-        "planner": bs.lowered(m)[1],
+        "planner": planned.strategy,
         "ratios": {name: v / base for name, v in t.items()},
     }
 
@@ -60,7 +64,7 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> d
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases", nargs="+", help="SHAPE:AXES:IN[:FLAGS]")
-    ap.add_argument("--forms", required=True, help="comma-separated strategy names")
+    ap.add_argument("--forms", required=True, help="comma-separated strategy names, or all (every one that applies)")
     ap.add_argument("--standalone", action="store_true", help="the node's output is the graph's output")
     ap.add_argument("--repeat", type=int, default=5, help="timed samples per form (median taken)")
     ap.add_argument("--rounds", type=int, default=3, help="measure each case this many times")

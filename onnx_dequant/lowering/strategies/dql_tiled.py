@@ -21,6 +21,8 @@ from .tiled import joined_axes, joined_rows, tiled_param
 
 __all__ = ["DQLTiled", "DQLTiling"]
 
+_BLOCKED = Blocked()
+
 
 @dataclasses.dataclass(frozen=True)
 class DQLTiling:
@@ -45,7 +47,7 @@ class DQLTiled(Strategy[DQLTiling]):
         if isinstance(rows, Refusal):
             return rows
         dims, k = rows
-        layout = Blocked().layout(self._joined(info, dims))
+        layout = _BLOCKED.layout(self._joined(info, dims))
         return layout if isinstance(layout, Refusal) else DQLTiling(dims, k, layout)
 
     def cost(self, info: NodeInfo, choice: DQLTiling) -> float:
