@@ -340,8 +340,9 @@ def test_quantization_axes_of_size_one_are_dropped(shape, axes, want, form, qt, 
     g = result.model.graph
     ops = [n.op_type for n in g.node]
     if small and not const:  # (ORT's Python API takes no 4-bit array to run it with)
-        assert "Squeeze" not in ops and result.nodes[0].strategy != form
+        assert "Squeeze" not in ops and result.nodes[0].strategy != form and result.nodes[0].dropped_axes == ()
         return
+    assert result.nodes[0].dropped_axes == tuple(a for a in axes if a not in want)
     if qt == "i32":
         assert result.nodes[0].strategy.startswith("cast-sub-mul") and ops.count("Squeeze") == (0 if const else 2)
     else:

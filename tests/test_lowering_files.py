@@ -61,6 +61,7 @@ def test_cli_external_data(tmp_path, capsys):
     assert result["lowered"] == 1 and result["opset"] == 21
     assert result["nodes"][0]["strategy"] == "dql-per-axis"
     assert result["nodes"][0]["refused"]["dql-per-tensor"] == "the node has quantization axes"
+    assert result["nodes"][0]["dropped_axes"] == []  # (its axis 0 is not of size 1)
     assert (out_dir / "lowered.onnx.data").is_file()
     stored = onnx.load(str(out), load_external_data=False)
     assert any(t.data_location == TensorProto.EXTERNAL for t in stored.graph.initializer)

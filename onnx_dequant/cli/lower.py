@@ -86,7 +86,14 @@ def run(args: argparse.Namespace) -> int:
                     "lowered": len(report),
                     "strategies": counts,
                     "nodes": [
-                        {"node": r.node, "graph": r.graph, "strategy": r.strategy, "refused": r.refused} for r in report
+                        {
+                            "node": r.node,
+                            "graph": r.graph,
+                            "strategy": r.strategy,
+                            "refused": r.refused,
+                            "dropped_axes": list(r.dropped_axes),
+                        }
+                        for r in report
                     ],
                     "weights": args.weights,
                     "changes": result.changes,

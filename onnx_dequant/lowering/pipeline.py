@@ -99,7 +99,13 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
         new_initializers.extend(em.initializers)
         lowered.append(
             LoweredNode(
-                info.name, scope.label, chosen.strategy.name, chosen.cost, chosen.refused, weight=info.fusable_weight
+                info.name,
+                scope.label,
+                chosen.strategy.name,
+                chosen.cost,
+                chosen.refused,
+                weight=info.fusable_weight,
+                dropped_axes=chosen.dropped,
             )
         )
     del body.node[:]

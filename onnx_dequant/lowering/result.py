@@ -11,7 +11,8 @@ __all__ = ["LoweredNode", "LowerResult"]
 
 @dataclass
 class LoweredNode:
-    """One lowered node: where it was, the strategy chosen, its cost, and why each other form was refused."""
+    """One lowered node: where it was, the strategy chosen, its cost, why each other form was refused, and
+    the quantization axes of size 1 it was planned without."""
 
     node: str
     graph: str
@@ -19,6 +20,7 @@ class LoweredNode:
     cost: float
     refused: dict[str, str] = field(default_factory=dict)
     weight: bool = False  # a constant weight feeding MatMul/Gemm/Conv
+    dropped_axes: tuple[int, ...] = ()  # quantization axes of size 1 planned as broadcast ones
 
 
 @dataclass
