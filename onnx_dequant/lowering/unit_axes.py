@@ -1,6 +1,6 @@
 """Quantization axes of size 1 dropped before planning: along such an axis the scale (and zero point) has
 one value, so the axis is as much a broadcast axis as a quantization one. Dropped, a node may take a
-plainer form (``(6,765,19,5,1)`` with axes ``{4}`` is per-tensor; ``(N,1,H,W)`` with axes ``{1,3}``
+plainer form (``(6,765,19,5,1)`` with axes ``{4}`` is per-tensor; ``(C,1,H,W)`` with axes ``{0,1}``
 per-axis); the scale and zero point lose those dims (a new constant, or a Squeeze)."""
 
 from __future__ import annotations
@@ -27,15 +27,14 @@ def without_unit_axes(info: NodeInfo, dropped: tuple[int, ...]) -> NodeInfo:
     """The facts the planner reads with the axes ``dropped``: a constant scale or zero point reads back
     without their dims."""
     axes = tuple(a for a in info.axes if a not in dropped)
-    shape = info.shape or ()
-    dims = [shape[a] for a in axes]
+    kept = [i for i, a in enumerate(info.axes) if a not in dropped]
     old = info.read
 
     def read(name: str):  # type: ignore[no-untyped-def]
         value = None if old is None else old(name)
         if value is None or name not in (info.scale, info.zero_point) or value.ndim != len(info.axes):
             return value
-        return value.reshape(dims)
+        return value.reshape([value.shape[i] for i in kept])
 
     return dataclasses.replace(info, axes=axes, read=read)
 
