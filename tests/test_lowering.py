@@ -251,17 +251,26 @@ def test_chunked_only_where_it_pays():
 def test_tiled_cast_sub_mul_exact(shape, axes, qt, rt, const):
     """The scale's short trailing run tiled k times over a reshaped input (folded when constant, a Tile
     when fed): the same bits as the reference, the input's shape restored."""
-    rng = np.random.default_rng(len(shape) + len(axes))
+    _check_tiled("cast-sub-mul-tiled", np.random.default_rng(len(shape) + len(axes)), shape, axes, qt, rt, const)
+
+
+def _check_tiled(strategy, rng, shape, axes, qt, rt, const):
+    """``strategy`` (a tiled form) forced on a random node: Reshape first and last, rows joining k runs,
+    a Tile only for a fed scale (none for bf16, which ORT cannot Tile), the reference's bits in ORT."""
     x, s, z = random_case(rng, shape, axes, qt, rt)
     m = one_node_model(x, s, z, axes, const=const)
     if rt == "bf16" and not const:
         with pytest.raises(odq.DequantizeError, match="ORT has no bf16 Tile"):
-            lower_model(m, LowerOptions(strategies=["cast-sub-mul-tiled"]))
+            lower_model(m, LowerOptions(strategies=[strategy]))
         return
-    result = lower_model(m, LowerOptions(strategies=["cast-sub-mul-tiled"]))
-    ops = [n.op_type for n in result.model.graph.node]
-    assert result.nodes[0].strategy == "cast-sub-mul-tiled" and ops[0] == "Reshape" and ops[-1] == "Reshape"
+    result = lower_model(m, LowerOptions(strategies=[strategy]))
+    g = result.model.graph
+    ops = [n.op_type for n in g.node]
+    assert result.nodes[0].strategy == strategy and ops[0] == "Reshape" and ops[-1] == "Reshape"
     assert ("Tile" in ops) != const
+    consts = {t.name: onnx.numpy_helper.to_array(t) for t in g.initializer}
+    row = int(consts[g.node[0].input[1]][-1])
+    assert row > shape[-1] and row % shape[-1] == 0  # k runs joined into each row
     onnx.checker.check_model(result.model, full_check=True)
     feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
     (y,) = run_ort(result.model, feeds)
@@ -377,23 +386,4 @@ def test_quantization_axes_of_size_one_are_dropped(shape, axes, want, form, qt, 
 def test_tiled_dequantizelinear_exact(shape, axes, qt, rt, const):
     """The scale's short trailing run tiled k times over a reshaped input, then a blocked DequantizeLinear
     (the scale folded when constant, a Tile when fed): the reference's bits, the input's shape restored."""
-    rng = np.random.default_rng(len(shape) * 7 + len(axes))
-    x, s, z = random_case(rng, shape, axes, qt, rt)
-    m = one_node_model(x, s, z, axes, const=const)
-    if rt == "bf16" and not const:
-        with pytest.raises(odq.DequantizeError, match="ORT has no bf16 Tile"):
-            lower_model(m, LowerOptions(strategies=["dql-tiled"]))
-        return
-    result = lower_model(m, LowerOptions(strategies=["dql-tiled"]))
-    g = result.model.graph
-    ops = [n.op_type for n in g.node]
-    assert result.nodes[0].strategy == "dql-tiled" and ops[0] == "Reshape" and ops[-1] == "Reshape"
-    assert ("Tile" in ops) != const
-    consts = {t.name: onnx.numpy_helper.to_array(t) for t in g.initializer}
-    row = int(consts[g.node[0].input[1]][-1])
-    assert row > shape[-1] and row % shape[-1] == 0  # k runs joined into each row
-    onnx.checker.check_model(result.model, full_check=True)
-    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
-    (y,) = run_ort(result.model, feeds)
-    ref = odq.dequantize(x, s, z, axes=axes)
-    assert same_bits(y.astype(ref.dtype), ref)  # bf16 is read through an exact Cast to f32
+    _check_tiled("dql-tiled", np.random.default_rng(len(shape) * 7 + len(axes)), shape, axes, qt, rt, const)
