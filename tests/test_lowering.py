@@ -387,3 +387,40 @@ def test_tiled_dequantizelinear_exact(shape, axes, qt, rt, const):
     """The scale's short trailing run tiled k times over a reshaped input, then a blocked DequantizeLinear
     (the scale folded when constant, a Tile when fed): the reference's bits, the input's shape restored."""
     _check_tiled("dql-tiled", np.random.default_rng(len(shape) * 7 + len(axes)), shape, axes, qt, rt, const)
+
+
+@pytest.mark.parametrize(
+    "shape,axes,view,axis",
+    [
+        ((3, 2, 5, 5, 7), (0, 2, 3), [150, 7], 0),  # a broadcast axis between the axes, a run after them
+        ((4, 3, 2, 5, 6), (1, 3), [4, 30, 6], 1),  # and a leading broadcast run, kept outside the span
+        ((2, 3, 4, 5), (1, 3), [2, 60], 1),  # no run after the span: the axis is the view's last
+    ],
+)
+@pytest.mark.parametrize("qt,rt", [("u8", "f32"), ("i16", "f32"), ("i8", "f16"), ("i8", "bf16")])
+@pytest.mark.parametrize("const", [True, False])
+def test_expanded_per_axis_dequantizelinear_exact(shape, axes, view, axis, qt, rt, const):
+    """Axes apart: the input viewed as (leading run, span, trailing run), the scale and zero point expanded
+    over the span's broadcast axes (folded when constant, Reshape -> Expand -> Reshape when fed), one
+    per-axis DequantizeLinear along the span: the reference's bits, the input's shape restored."""
+    rng = np.random.default_rng(len(shape) * 11 + len(axes))
+    x, s, z = random_case(rng, shape, axes, qt, rt)
+    m = one_node_model(x, s, z, axes, const=const)
+    if rt == "bf16" and not const:
+        with pytest.raises(odq.DequantizeError, match="ORT has no bf16 Expand"):
+            lower_model(m, LowerOptions(strategies=["dql-expanded"]))
+        return
+    result = lower_model(m, LowerOptions(strategies=["dql-expanded"]))
+    g = result.model.graph
+    ops = [n.op_type for n in g.node]
+    assert result.nodes[0].strategy == "dql-expanded" and ops[0] == "Reshape" and ops[-1] == "Reshape"
+    assert ("Expand" in ops) != const
+    consts = {t.name: onnx.numpy_helper.to_array(t) for t in g.initializer}
+    assert consts[g.node[0].input[1]].tolist() == view
+    (dql,) = [n for n in g.node if n.op_type == "DequantizeLinear"]
+    assert [(a.name, a.i) for a in dql.attribute] == [("axis", axis)]
+    onnx.checker.check_model(result.model, full_check=True)
+    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
+    (y,) = run_ort(result.model, feeds)
+    ref = odq.dequantize(x, s, z, axes=axes)
+    assert same_bits(y.astype(ref.dtype), ref)  # bf16 is read through an exact Cast to f32

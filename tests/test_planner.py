@@ -47,6 +47,7 @@ def test_the_rule_set():
         "dql-per-tensor",
         "dql-per-axis",
         "dql-merged-axes",
+        "dql-expanded",
         "dql-blocked",
         "dql-tiled",
         "scan-chunked",
@@ -275,6 +276,25 @@ def test_quantization_axes_of_size_one_are_planned_as_broadcast_ones():
     assert plan(info((6, 7, 5, 2), (3,))).dropped == ()
     assert plan(info((6, 7, 5, None), (3,))).dropped == ()  # an unknown dim is not known to be 1
     assert plan(info((6, 7, 5, 1), (3,), "u4", zp=True, zp_const=False)).dropped == ()  # no 4-bit Squeeze
+
+
+def test_axes_apart_over_a_wide_run_take_a_per_axis_dequantizelinear_with_the_scale_expanded():
+    """``{0,2,3}`` on ``(3,2,5,5,2286)``: the scale expanded over axis 1 to 150 values, one per-axis
+    DequantizeLinear over a (150, 2286) view (ORT's blocked kernel along that last run: 1.5x its per-tensor
+    DQL in a graph, this form 1.0x). As a graph output the final Reshape copies, and the blocked form,
+    which needs none, stays; over short runs (rows of 16) the per-axis kernel's cost per row loses."""
+    p = plan(info((3, 2, 5, 5, 2286), (0, 2, 3), "i16"))
+    assert p.strategy.name == "dql-expanded" and (p.choice.dims, p.choice.axis) == ((150, 2286), 0)
+    p = plan(info((7, 3, 27, 3, 4, 2055), (2, 4), "u8", scale_const=False, zp_const=False))
+    assert p.strategy.name == "dql-expanded" and (p.choice.dims, p.choice.axis) == ((21, 324, 2055), 1)
+    assert chosen(info((3, 2, 5, 5, 2286), (0, 2, 3), "i16", graph_output=True)) == "dql-blocked"
+    assert chosen(info((4, 8, 16), (0, 2))) == "dql-blocked"
+    assert refused(info((4, 8, 16), (0, 1)), "dql-expanded").startswith("the quantization axes are adjacent")
+    assert refused(info((4, 8, 16), (0, 2), "u4"), "dql-expanded") == "ORT has no Reshape for 4-bit types"
+    assert (
+        refused(info((4, 8, 16), (0, 2), rt="bf16", scale_const=False), "dql-expanded")
+        == "ORT has no bf16 Expand (for a scale computed at run time)"
+    )
 
 
 def test_short_last_runs_join_rows_for_a_blocked_dequantizelinear():

@@ -19,6 +19,7 @@ from .strategies.base import Plan, Refusal, Strategy
 from .strategies.blocked import Blocked
 from .strategies.cast_sub_mul import CastSubMul
 from .strategies.chunked import Chunked
+from .strategies.dql_expanded import DQLExpanded
 from .strategies.dql_tiled import DQLTiled
 from .strategies.folded import Folded
 from .strategies.merged import Merged
@@ -75,12 +76,13 @@ def plan(info: NodeInfo, names: Sequence[str] | None = None) -> Plan:
 
 
 _PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED, _DQL_TILED = PerTensor(), PerAxis(), Merged(), Blocked(), DQLTiled()
-_CAST_SUB_MUL, _TILED = CastSubMul(), Tiled()
+_CAST_SUB_MUL, _TILED, _DQL_EXPANDED = CastSubMul(), Tiled(), DQLExpanded()
 
 ROW_STRATEGIES: tuple[Strategy[Any], ...] = (
     _PER_TENSOR,
     _PER_AXIS,
     _MERGED,
+    _DQL_EXPANDED,
     _BLOCKED,
     _DQL_TILED,
     _CAST_SUB_MUL,
@@ -93,6 +95,7 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     _PER_TENSOR,
     _PER_AXIS,
     _MERGED,
+    _DQL_EXPANDED,
     _BLOCKED,
     _DQL_TILED,
     Chunked(lambda row: choose(row, ROW_STRATEGIES)),
