@@ -1,7 +1,8 @@
 """Lowering forms of one case side by side: each strategy named in ``--forms`` forced on the same node,
 timed in one run (interleaved, medians) against ORT's per-tensor DequantizeLinear in the same graph, as
 ``bench_sweep.py`` measures ``graph`` (``--standalone``: the node's output a graph output). Ratios are not
-divided by the bytes floor: they compare forms, not cases. The planner's choice is printed beside them.
+divided by the bytes floor: they compare forms, not cases. The planner's choice is printed beside them; a
+form that refuses the node is shown as `-` (its reason in `--json`).
 
     python scripts/bench_forms.py 2048567,5:1:u8 74,7,3,8,12,3:5:i8:nozp,input --forms dql-blocked,dql-tiled
     python scripts/bench_forms.py 2048567,5:1:u8 --forms dql-blocked,dql-tiled --standalone --json f.json
@@ -49,7 +50,8 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> d
     if forms == ["all"]:  # every form that applies to the node
         forms = [st.name for st in STRATEGIES if st.name not in planned.refused]
     runners = {"per-tensor DQL": bs.Runner(bs.model(case, s, z, consumer=consumer, native=True), {"x": x}, "f32")}
-    for name in forms:
+    refused = {name: planned.refused[name] for name in forms if name in planned.refused}
+    for name in (f for f in forms if f not in refused):
         copy = onnx.ModelProto.FromString(m.SerializeToString())
         runners[name] = bs.Runner(lower_model(copy, LowerOptions(strategies=[name])).model, feed, "f32")
     t = bs.timed(runners, repeat)
@@ -58,6 +60,7 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> d
         "case": case.name,
         "planner": planned.strategy,
         "ratios": {name: v / base for name, v in t.items()},
+        "refused": refused,
     }
 
 
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             r = measure(case, forms, args.standalone, args.repeat)
             out.append(r)
-            cells = "  ".join(f"{k} {v:.2f}" for k, v in r["ratios"].items())
+            cells = "  ".join([f"{k} {v:.2f}" for k, v in r["ratios"].items()] + [f"{k} -" for k in r["refused"]])
             print(f"{r['case']}: {cells}  (planner: {r['planner']})", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1))
