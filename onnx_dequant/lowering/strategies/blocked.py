@@ -11,7 +11,7 @@ import dataclasses
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal
-from .costs import kernel_cost
+from .costs import reshaped_output_cost
 from .dql import DQLStrategy, Layout, emit_layout, layout_cost
 from .shapes import groups
 
@@ -80,8 +80,7 @@ class Blocked(DQLStrategy):
         if not choice.split:
             return layout_cost(info, choice)
         rows, layout = self._rows(info, choice)
-        copy = info.size() * kernel_cost("copy_f32") * info.out_type.bits / 32 if info.graph_output else 0.0
-        return layout_cost(rows, layout) + copy  # a Reshape whose output is a graph output copies
+        return layout_cost(rows, layout) + reshaped_output_cost(info)
 
     def emit(self, info: NodeInfo, choice: Layout, em: Emitter) -> None:
         if not choice.split:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from functools import cache
 
+from ..facts import NodeInfo
 from .ort_costs import COSTS
 
-__all__ = ["kernel_cost"]
+__all__ = ["kernel_cost", "reshaped_output_cost"]
 
 
 @cache
@@ -17,3 +18,9 @@ def kernel_cost(name: str) -> float:
     """The calibrated cost of kernel ``name`` (a key of the table), averaged over its thread counts."""
     values = [by_name[name] for by_name in COSTS.values()]
     return sum(values) / len(values)
+
+
+def reshaped_output_cost(info: NodeInfo) -> float:
+    """What a form's final Reshape costs: nothing inside a graph (ORT reshapes in place), a copy of the
+    output where the node's output is a graph output."""
+    return info.size() * kernel_cost("copy_f32") * info.out_type.bits / 32 if info.graph_output else 0.0

@@ -11,7 +11,7 @@ import numpy as np
 from ..emitter import Emitter
 from ..facts import UNKNOWN_DIM, NodeInfo
 from .base import DQL_TYPE, PROPAGATING_OPS, Refusal, Strategy, dql_refusal
-from .costs import kernel_cost
+from .costs import kernel_cost, reshaped_output_cost
 from .shapes import merged_dims, merged_shape_tensor, shape_tensor
 
 __all__ = [
@@ -116,8 +116,8 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
     cost *= (in_bytes + dql_bytes) / 5  # the table's kernels read int8 (5 bytes per element with f32 out)
     if dql_t is not info.out_type:
         cost += n * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6
-    if layout.reshapes and info.graph_output:
-        cost += n * kernel_cost("copy_f32") * out_bytes / dql_bytes  # a Reshape whose output is a graph output copies
+    if layout.reshapes:
+        cost += reshaped_output_cost(info)
     scale_elements = layout.scale_elements(info)
     param_bytes = dql_t.bits / 8 + (in_bytes if info.has_zp else 0)  # per scale (and zero point) element
     cost += scale_elements * param_bytes * (1 if info.scale_const or not layout.expand else 2)

@@ -19,7 +19,7 @@ import numpy as np
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import DQL_TYPE, Refusal, Strategy, dql_refusal
-from .costs import kernel_cost
+from .costs import reshaped_output_cost
 from .dql import Layout, emit_layout, layout_cost
 from .shapes import groups
 
@@ -36,7 +36,7 @@ class Span:
     axes: tuple[int, ...]
 
 
-def span_of(info: NodeInfo) -> Span | Refusal:
+def _span(info: NodeInfo) -> Span | Refusal:
     """The view that makes the node per-axis, or why it has none."""
     shape = info.known_shape
     if shape is None or not info.axes:
@@ -71,7 +71,7 @@ class DQLExpanded(Strategy[Span]):
     name = "dql-expanded"
 
     def check(self, info: NodeInfo) -> Span | Refusal:
-        return dql_refusal(info) or span_of(info)
+        return dql_refusal(info) or _span(info)
 
     @staticmethod
     def _viewed(info: NodeInfo, span: Span) -> tuple[NodeInfo, Layout]:
@@ -85,9 +85,7 @@ class DQLExpanded(Strategy[Span]):
         # a fed scale (and zero point) is expanded at run time: written once, read by the kernel
         param_bytes = DQL_TYPE.bits / 8 + (max(info.in_type.bits, 8) / 8 if info.has_zp else 0)
         expand = 0.0 if info.scale_const else choice.dims[choice.axis] * param_bytes
-        # a Reshape whose output is a graph output copies
-        copy = info.size() * kernel_cost("copy_f32") * info.out_type.bits / 32 if info.graph_output else 0.0
-        return layout_cost(viewed, layout) + expand + copy
+        return layout_cost(viewed, layout) + expand + reshaped_output_cost(info)
 
     def emit(self, info: NodeInfo, choice: Span, em: Emitter) -> None:
         viewed, layout = self._viewed(info, choice)

@@ -14,7 +14,7 @@ from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy, dql_refusal
 from .blocked import Blocked
-from .costs import kernel_cost
+from .costs import reshaped_output_cost
 from .dql import Layout, emit_layout, layout_cost
 from .shapes import groups
 from .tiled import joined_axes, joined_rows, tiled_param
@@ -51,10 +51,8 @@ class DQLTiled(Strategy[DQLTiling]):
         return layout if isinstance(layout, Refusal) else DQLTiling(dims, k, layout)
 
     def cost(self, info: NodeInfo, choice: DQLTiling) -> float:
-        # the reshaped input, its scale (and zero point) k times as large; a Reshape whose output is a graph
-        # output copies
-        copy = info.size() * kernel_cost("copy_f32") * info.out_type.bits / 32 if info.graph_output else 0.0
-        return layout_cost(self._joined(info, choice.dims), choice.layout) + copy
+        # the reshaped input, its scale (and zero point) k times as large, and the Reshape back
+        return layout_cost(self._joined(info, choice.dims), choice.layout) + reshaped_output_cost(info)
 
     @staticmethod
     def _joined(info: NodeInfo, dims: tuple[int, ...]) -> NodeInfo:

@@ -16,7 +16,7 @@ from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal
 from .cast_sub_mul import CastSubMul
-from .costs import kernel_cost
+from .costs import reshaped_output_cost
 from .shapes import groups
 
 __all__ = ["Tiled", "Tiling", "RUN_WIDE", "ROW_TARGET", "joined_rows", "joined_axes", "tiled_param"]
@@ -89,11 +89,9 @@ class Tiled(CastSubMul):
         return rows if isinstance(rows, Refusal) else Tiling(rows[0], rows[1], work)
 
     def cost(self, info: NodeInfo, choice: Tiling) -> float:  # type: ignore[override]
-        # the reshaped input, its scale (and zero point) k times as large; a Reshape whose output is a graph
-        # output copies
+        # the reshaped input, its scale (and zero point) k times as large, and the Reshape back
         joined = dataclasses.replace(info, shape=choice.dims, axes=joined_axes(info, choice.dims))
-        copy = info.size() * kernel_cost("copy_f32") * info.out_type.bits / 32 if info.graph_output else 0.0
-        return super().cost(joined, choice.work) + copy
+        return super().cost(joined, choice.work) + reshaped_output_cost(info)
 
     def emit(self, info: NodeInfo, choice: Tiling, em: Emitter) -> None:  # type: ignore[override]
         rank = len(choice.dims)
