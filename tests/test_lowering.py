@@ -424,3 +424,19 @@ def test_expanded_per_axis_dequantizelinear_exact(shape, axes, view, axis, qt, r
     (y,) = run_ort(result.model, feeds)
     ref = odq.dequantize(x, s, z, axes=axes)
     assert same_bits(y.astype(ref.dtype), ref)  # bf16 is read through an exact Cast to f32
+
+
+@pytest.mark.parametrize("const", [True, False])
+def test_expanded_rows_in_a_scan(const):
+    """An f16 model output of 64K-4M-element rows is chunked by a Scan over axis 0, each row lowered by the
+    best other form: here the expanded per-axis DequantizeLinear, whose scale is the row's own (scanned
+    when 0 is an axis). The reference's bits."""
+    shape, axes = (4, 3, 2, 5, 5, 2286), (0, 1, 3, 4)
+    x, s, z = random_case(np.random.default_rng(3), shape, axes, "u8", "f16")
+    result = lower_model(one_node_model(x, s, z, axes, const=const))
+    (scan,) = result.model.graph.node
+    body = [n.op_type for n in next(a.g for a in scan.attribute if a.name == "body").node]
+    assert result.nodes[0].strategy == "scan-chunked" and "Expand" in body and "DequantizeLinear" in body
+    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
+    (y,) = run_ort(result.model, feeds)
+    assert same_bits(y, odq.dequantize(x, s, z, axes=axes))
