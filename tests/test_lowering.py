@@ -440,3 +440,42 @@ def test_expanded_rows_in_a_scan(const):
     feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
     (y,) = run_ort(result.model, feeds)
     assert same_bits(y, odq.dequantize(x, s, z, axes=axes))
+
+
+@pytest.mark.parametrize(
+    "shape,axes,qt,rt,const",
+    [
+        ((0,), (0,), "i8", "f32", True),
+        ((3, 0, 5), (0, 1), "u8", "f32", True),
+        ((3, 0, 5, 7), (0, 2), "i16", "f16", False),
+        ((0, 4, 5, 7), (1, 3), "u8", "bf16", True),
+        ((2, 0), (), "i32", "f64", False),
+    ],
+)
+def test_an_empty_input_gives_an_empty_output(shape, axes, qt, rt, const):
+    """An input known to hold no elements: its output is an empty constant of the output's shape and type
+    (no Reshape, whose 0 would mean "copy that dim"); ORT returns it as the reference does."""
+    x, s, z = random_case(np.random.default_rng(1), shape, axes, qt, rt)
+    result = lower_model(one_node_model(x, s, z, axes, const=const))
+    assert [n.strategy for n in result.nodes] == ["empty-output"] and not result.model.graph.node
+    onnx.checker.check_model(result.model, full_check=True)
+    (y,) = run_ort(result.model, {"x": x} if const else {"x": x, "s": s, "z": z})
+    ref = odq.dequantize(x, s, z, axes=axes)
+    assert y.shape == ref.shape and y.dtype == (np.float32 if rt == "bf16" else ref.dtype)
+
+
+def test_reshaping_forms_keep_a_dim_of_zero():
+    """The forms that reshape the input mark every Reshape ``allowzero`` (opset 14+): a dim of 0 stays 0
+    where it would otherwise copy the input's dim, known at lowering (a form forced on an empty input) or
+    only at run time (symbolic dims, shapes computed by Shape -> ... -> Reshape, a batch of 0)."""
+    x, s, z = random_case(np.random.default_rng(2), (3, 0, 5, 7), (0, 1), "u8", "f32")
+    result = lower_model(one_node_model(x, s, z, (0, 1)), LowerOptions(strategies=["dql-merged-axes"]))
+    reshapes = [n for n in result.model.graph.node if n.op_type == "Reshape"]
+    assert reshapes and all([(a.name, a.i) for a in n.attribute] == [("allowzero", 1)] for n in reshapes)
+    (y,) = run_ort(result.model, {"x": x})
+    assert y.shape == (3, 0, 5, 7)
+    x, s, z = random_case(np.random.default_rng(3), (0, 4, 5), (1, 2), "i8", "f32")
+    result = lower_model(one_node_model(x, s, z, (1, 2), symbolic=True), LowerOptions(strategies=["dql-merged-axes"]))
+    assert any(n.op_type == "Shape" for n in result.model.graph.node)
+    (y,) = run_ort(result.model, {"x": x})
+    assert y.shape == (0, 4, 5)

@@ -43,6 +43,7 @@ def refused(i: NodeInfo, strategy: str) -> str:
 
 def test_the_rule_set():
     assert [s.name for s in STRATEGIES] == [
+        "empty-output",
         "fold-weight",
         "dql-per-tensor",
         "dql-per-axis",
@@ -142,7 +143,9 @@ def test_scan_chunked_for_exact_i32_inputs():
 def test_planner_refusals():
     assert plan(info(), ["cast-sub-mul"]).refused["dql-per-tensor"] == "not among the strategies asked for"
     assert plan(info(target="portable")).refused["dql-blocked"] == "not a portable form"
-    with pytest.raises(odq.DequantizeError, match=r"node 'dq'.*No exact lowering for this node \(fold-weight: "):
+    with pytest.raises(
+        odq.DequantizeError, match=r"node 'dq'.*No exact lowering for this node \(empty-output: .*; fold-weight: "
+    ):
         plan(info(qt="i4", opset=13))
     with pytest.raises(odq.DequantizeError, match="Unknown target 'tpu'"):
         plan(info(target="tpu"))
@@ -295,6 +298,17 @@ def test_axes_apart_over_a_wide_run_take_a_per_axis_dequantizelinear_with_the_sc
         refused(info((4, 8, 16), (0, 2), rt="bf16", scale_const=False), "dql-expanded")
         == "ORT has no bf16 Expand (for a scale computed at run time)"
     )
+
+
+def test_an_empty_input_takes_the_empty_output():
+    """An input known to hold no elements gets an empty constant; the forms that reshape or expand refuse
+    it (ORT rejects a blocked DequantizeLinear whose scale was expanded to a dim of 0)."""
+    empty = info((3, 0, 5, 7), (0, 2))
+    assert chosen(empty) == "empty-output"
+    for strategy in ("dql-blocked", "dql-expanded", "dql-tiled", "cast-sub-mul-tiled"):
+        assert refused(empty, strategy) == "the input is empty (the empty-output form)"
+    assert refused(info((3, 4, 5, 7), (0, 2)), "empty-output") == "the input is not known to be empty"
+    assert refused(info((3, None, 5, 7), (0, 2)), "empty-output") == "the input is not known to be empty"
 
 
 def test_short_last_runs_join_rows_for_a_blocked_dequantizelinear():

@@ -21,6 +21,7 @@ from .strategies.cast_sub_mul import CastSubMul
 from .strategies.chunked import Chunked
 from .strategies.dql_expanded import DQLExpanded
 from .strategies.dql_tiled import DQLTiled
+from .strategies.empty import Empty
 from .strategies.folded import Folded
 from .strategies.merged import Merged
 from .strategies.openvino import OpenVinoBarrier
@@ -91,6 +92,7 @@ ROW_STRATEGIES: tuple[Strategy[Any], ...] = (
 """The forms one row of a Scan can take: every strategy but the Scan itself."""
 
 STRATEGIES: tuple[Strategy[Any], ...] = (
+    Empty(),  # preferred where it applies: a form that computes nothing may cost as little (0 elements)
     Folded(),
     _PER_TENSOR,
     _PER_AXIS,

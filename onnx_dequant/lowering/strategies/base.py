@@ -16,7 +16,16 @@ from ..emitter import Emitter
 from ..facts import NodeInfo
 from ..unit_axes import squeeze_unit_axes
 
-__all__ = ["Refusal", "Strategy", "Plan", "DQL_TYPE", "PROPAGATING_OPS", "dql_refusal", "openvino_refusal"]
+__all__ = [
+    "Refusal",
+    "Strategy",
+    "Plan",
+    "DQL_TYPE",
+    "PROPAGATING_OPS",
+    "dql_refusal",
+    "empty_refusal",
+    "openvino_refusal",
+]
 
 Choice = TypeVar("Choice")
 """What a strategy decided for one node (a ``Layout``, a row plan, a work type), read by ``cost`` and ``emit``."""
@@ -112,6 +121,14 @@ def dql_refusal(info: NodeInfo) -> Refusal | None:
     if info.opset > 27:
         return Refusal("ORT has no DequantizeLinear-28 kernel")
     return openvino_refusal(info)
+
+
+def empty_refusal(info: NodeInfo) -> Refusal | None:
+    """The refusal of a form that reshapes or expands, for an input known to hold no elements (ORT rejects
+    some of them: a blocked DequantizeLinear whose scale was expanded to a dim of 0), or None: such an
+    input takes ``empty-output``."""
+    shape = info.known_shape
+    return Refusal("the input is empty (the empty-output form)") if shape is not None and 0 in shape else None
 
 
 def openvino_refusal(info: NodeInfo, *, work: dtypes.DType | None = None) -> Refusal | None:

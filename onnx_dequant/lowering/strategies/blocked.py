@@ -10,9 +10,9 @@ import dataclasses
 
 from ..emitter import Emitter
 from ..facts import NodeInfo
-from .base import Refusal
+from .base import Refusal, empty_refusal
 from .costs import reshaped_output_cost
-from .dql import DQLStrategy, Layout, emit_layout, layout_cost
+from .dql import DQLStrategy, Layout, emit_layout, layout_cost, reshape
 from .shapes import groups
 
 __all__ = ["Blocked", "SPLIT_ROW_MAX"]
@@ -64,6 +64,9 @@ class Blocked(DQLStrategy):
             return Refusal("the node has no quantization axes")
         if info.rank is None:
             return Refusal("the input's rank is unknown")
+        empty = empty_refusal(info)
+        if empty:
+            return empty
         candidates = self.layouts(info)
         if not candidates:
             return Refusal("no broadcast axis of known size to block along")
@@ -88,11 +91,13 @@ class Blocked(DQLStrategy):
             return
         rows, layout = self._rows(info, choice)
         # the scale and zero point are reshaped to rows by the layout itself (they are shaped as the input)
-        x = em.redim(info.x, list(rows.shape), "x_rows") or em.node(  # type: ignore[arg-type]
-            "Reshape",
-            [info.x, em.i64(list(rows.shape), "rows")],
+        x = em.redim(info.x, list(rows.shape), "x_rows") or reshape(  # type: ignore[arg-type]
+            em,
+            info,
+            info.x,
+            em.i64(list(rows.shape), "rows"),
             hint="x_rows",  # type: ignore[arg-type]
         )
         rows = dataclasses.replace(rows, x=x, output=em.fresh("y_rows"))
         emit_layout(rows, em, layout)
-        em.node("Reshape", [rows.output, em.i64([info.size()])], info.output, hint="y")
+        reshape(em, info, rows.output, em.i64([info.size()]), info.output, hint="y")

@@ -44,7 +44,7 @@ class CastSubMul(Strategy[dtypes.DType]):
         cost = n * kernel_cost("cast_int_to_f32") * (in_bytes + work_bytes) / 5
         cost += n * kernel_cost("binary_f32") * work_bytes / 4 * (2 if info.has_zp else 1)
         # ORT's broadcasting Mul (and Sub) runs its inner loop once per run of the scale along the last axes
-        cost += n / self.run(info) * kernel_cost("binary_f32_row") * (2 if info.has_zp else 1)
+        cost += n / max(1, self.run(info)) * kernel_cost("binary_f32_row") * (2 if info.has_zp else 1)
         params = info.scale_size  # the scale (and zero point, cast first) read by Mul (and Sub)
         cost += params * work_bytes * (2 if info.has_zp else 1)
         if info.has_zp:

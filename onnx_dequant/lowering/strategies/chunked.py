@@ -98,7 +98,7 @@ class Chunked(Strategy[RowPlan]):
         shape = info.known_shape
         if shape is None or len(shape) < 2:
             return Refusal("needs a known shape of rank 2 or more")
-        chunk = info.size() // shape[0]
+        chunk = info.size() // max(1, shape[0])
         if not CHUNK_MIN <= chunk <= CHUNK_MAX:
             return Refusal(f"a row along axis 0 holds {chunk} elements (chunking pays from {CHUNK_MIN} to {CHUNK_MAX})")
         try:  # the row's inputs get their names in emit (names do not change the choice)

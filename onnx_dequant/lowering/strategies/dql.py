@@ -20,6 +20,7 @@ __all__ = [
     "layout_cost",
     "emit_layout",
     "ort_load_refusal",
+    "reshape",
 ]
 
 
@@ -124,8 +125,13 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
     return cost
 
 
-def _reshape(em: Emitter, tensor: str, shape_name: str, hint: str) -> str:
-    return em.node("Reshape", [tensor, shape_name], hint=hint)
+def reshape(
+    em: Emitter, info: NodeInfo, tensor: str, shape_name: str, output: str | None = None, hint: str = ""
+) -> str:
+    """``tensor`` reshaped to ``shape_name``, whose dims are sizes, never "copy this dim": ``allowzero`` from
+    opset 14, so that a dim of 0 at run time stays 0."""
+    attrs = {"allowzero": 1} if info.opset >= 14 else {}
+    return em.node("Reshape", [tensor, shape_name], output, hint=hint, **attrs)
 
 
 def _reshape_param(em: Emitter, info: NodeInfo, tensor: str, sshape: list, param_groups: list, hint: str) -> str:
@@ -140,7 +146,7 @@ def _reshape_param(em: Emitter, info: NodeInfo, tensor: str, sshape: list, param
         const = em.redim(tensor, dims, hint)
         if const is not None:
             return const
-    return _reshape(em, tensor, merged_shape_tensor(em, tensor, sshape, param_groups, info.opset), hint)
+    return reshape(em, info, tensor, merged_shape_tensor(em, tensor, sshape, param_groups, info.opset), hint=hint)
 
 
 def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str) -> str:
@@ -173,7 +179,7 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
     shape = info.shape or ()
     x = info.x
     if layout.reshapes:
-        x = _reshape(em, x, merged_shape_tensor(em, x, shape, layout.view, info.opset), "x_view")
+        x = reshape(em, info, x, merged_shape_tensor(em, x, shape, layout.view, info.opset), hint="x_view")
     scale = info.scale
     if info.out_type is not dql_t:
         scale = em.node("Cast", [scale], hint="scale", to=dql_t.onnx)
@@ -199,7 +205,7 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
         steps_left -= 1
         y = em.node("Cast", [y], info.output if steps_left == 0 else None, hint="cast", to=info.out_type.onnx)
     if layout.reshapes:
-        em.node("Reshape", [y, shape_tensor(em, info.x, shape, info.opset)], info.output, hint="y")
+        reshape(em, info, y, shape_tensor(em, info.x, shape, info.opset), info.output, hint="y")
 
 
 class DQLStrategy(Strategy[Layout]):

@@ -18,9 +18,9 @@ import numpy as np
 
 from ..emitter import Emitter
 from ..facts import NodeInfo
-from .base import DQL_TYPE, Refusal, Strategy, dql_refusal
+from .base import DQL_TYPE, Refusal, Strategy, dql_refusal, empty_refusal
 from .costs import reshaped_output_cost
-from .dql import Layout, emit_layout, layout_cost
+from .dql import Layout, emit_layout, layout_cost, reshape
 from .shapes import groups
 
 __all__ = ["DQLExpanded", "Span"]
@@ -41,6 +41,9 @@ def _span(info: NodeInfo) -> Span | Refusal:
     shape = info.known_shape
     if shape is None or not info.axes:
         return Refusal("needs quantization axes and a known shape")
+    empty = empty_refusal(info)
+    if empty:
+        return empty
     if info.in_type.bits < 8:
         return Refusal("ORT has no Reshape for 4-bit types")
     if sum(q for q, _ in groups(len(shape), info.axes)) < 2:
@@ -62,9 +65,9 @@ def _param(info: NodeInfo, em: Emitter, name: str, const: bool, span: Span) -> s
     if value is not None and value.size == info.scale_size:
         spread = np.broadcast_to(value.reshape(placed), [shape[a] for a in span.axes]).reshape(n)
         return em.const(spread, value.dtype, hint="spread")
-    p = em.node("Reshape", [name, em.i64(placed)], hint="placed")
+    p = reshape(em, info, name, em.i64(placed), hint="placed")
     p = em.node("Expand", [p, em.i64([shape[a] for a in span.axes], "span")], hint="expanded")
-    return em.node("Reshape", [p, em.i64([n])], hint="spread")
+    return reshape(em, info, p, em.i64([n]), hint="spread")
 
 
 class DQLExpanded(Strategy[Span]):
@@ -91,7 +94,7 @@ class DQLExpanded(Strategy[Span]):
         viewed, layout = self._viewed(info, choice)
         viewed = dataclasses.replace(
             viewed,
-            x=em.node("Reshape", [info.x, em.i64(list(choice.dims))], hint="view"),
+            x=reshape(em, info, info.x, em.i64(list(choice.dims)), hint="view"),
             scale=_param(info, em, info.scale, info.scale_const, choice),
             zero_point=(
                 _param(info, em, info.zero_point, info.zp_const, choice)
@@ -102,4 +105,4 @@ class DQLExpanded(Strategy[Span]):
             zp_zero=False,
         )
         emit_layout(viewed, em, layout)
-        em.node("Reshape", [viewed.output, em.i64(list(info.known_shape or ()))], info.output, hint="y")
+        reshape(em, info, viewed.output, em.i64(list(info.known_shape or ())), info.output, hint="y")

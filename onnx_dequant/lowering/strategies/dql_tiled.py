@@ -15,7 +15,7 @@ from ..facts import NodeInfo
 from .base import Refusal, Strategy, dql_refusal
 from .blocked import Blocked
 from .costs import reshaped_output_cost
-from .dql import Layout, emit_layout, layout_cost
+from .dql import Layout, emit_layout, layout_cost, reshape
 from .shapes import groups
 from .tiled import joined_axes, joined_rows, tiled_param
 
@@ -64,7 +64,7 @@ class DQLTiled(Strategy[DQLTiling]):
         lead = [math.prod(shape[a] for a in g) for q, g in groups(len(shape), info.axes)[:-2] if q]
         joined = dataclasses.replace(
             self._joined(info, choice.dims),
-            x=em.node("Reshape", [info.x, em.i64(list(choice.dims))], hint="rows"),
+            x=reshape(em, info, info.x, em.i64(list(choice.dims)), hint="rows"),
             scale=tiled_param(info, em, info.scale, info.scale_const, choice.k, lead),
             zero_point=(
                 tiled_param(info, em, info.zero_point, info.zp_const, choice.k, lead)
@@ -75,4 +75,4 @@ class DQLTiled(Strategy[DQLTiling]):
             zp_zero=False,
         )
         emit_layout(joined, em, choice.layout)
-        em.node("Reshape", [joined.output, em.i64(list(shape))], info.output, hint="y")
+        reshape(em, info, joined.output, em.i64(list(shape)), info.output, hint="y")

@@ -14,9 +14,10 @@ import numpy as np
 from ... import dtypes
 from ..emitter import Emitter
 from ..facts import NodeInfo
-from .base import Refusal
+from .base import Refusal, empty_refusal
 from .cast_sub_mul import CastSubMul
 from .costs import reshaped_output_cost
+from .dql import reshape
 from .shapes import groups
 
 __all__ = ["Tiled", "Tiling", "RUN_WIDE", "ROW_TARGET", "joined_rows", "joined_axes", "tiled_param"]
@@ -42,6 +43,9 @@ def joined_rows(info: NodeInfo) -> tuple[tuple[int, ...], int] | Refusal:
     shape = info.known_shape
     if shape is None or not info.axes:
         return Refusal("needs quantization axes and a known shape")
+    empty = empty_refusal(info)
+    if empty:
+        return empty
     if info.in_type.bits < 8:
         return Refusal("ORT has no Reshape for 4-bit types")
     if info.out_type.name == "bf16" and not info.scale_const:
@@ -74,7 +78,7 @@ def tiled_param(info: NodeInfo, em: Emitter, name: str, const: bool, k: int, lea
     if value is not None and value.size == math.prod(lead) * run:
         tiled = np.tile(value.reshape(*lead, run), (1,) * len(lead) + (k,))
         return em.const(tiled, value.dtype, hint="tiled")
-    placed = em.node("Reshape", [name, em.i64([*lead, run])], hint="placed")
+    placed = reshape(em, info, name, em.i64([*lead, run]), hint="placed")
     return em.node("Tile", [placed, em.i64([1] * len(lead) + [k], "repeats")], hint="tiled")
 
 
@@ -95,7 +99,7 @@ class Tiled(CastSubMul):
 
     def emit(self, info: NodeInfo, choice: Tiling, em: Emitter) -> None:  # type: ignore[override]
         rank = len(choice.dims)
-        x = em.node("Reshape", [info.x, em.i64(list(choice.dims))], hint="rows")
+        x = reshape(em, info, info.x, em.i64(list(choice.dims)), hint="rows")
         shape = info.known_shape or ()
         # broadcast against the reshaped input: 1 on its broadcast dims and on the joined rows' dim
         lead = [math.prod(shape[a] for a in g) if q else 1 for q, g in groups(len(shape), info.axes)[:-2]] + [1]
@@ -113,4 +117,4 @@ class Tiled(CastSubMul):
             zp_zero=False,
         )
         super().emit(joined, choice.work, em)
-        em.node("Reshape", [joined.output, em.i64(list(info.known_shape or ()))], info.output, hint="y")
+        reshape(em, info, joined.output, em.i64(list(info.known_shape or ())), info.output, hint="y")
