@@ -209,8 +209,10 @@ def test_i32_chunked_scan_exact(shape, axes, rt, consumer, const):
     x.reshape(-1)[:4] = [2**31 - 1, -(2**31), 0, 1]
     m = one_node_model(x, s, z, axes, const=const, consumer=consumer)
     result = lower_model(m)
-    assert result.nodes[0].strategy == "scan-chunked"
-    assert "Scan" in [n.op_type for n in result.model.graph.node]
+    # to f32 with a fed zero point, the Scan is the exact branch of the run-time guard (these extremes take
+    # it); a constant one of full range is beyond the guard's bound
+    assert result.nodes[0].strategy == ("i32-guarded" if rt == "f32" and not const else "scan-chunked")
+    assert "Scan" in _op_types(result.model.graph)
     onnx.checker.check_model(result.model, full_check=True)
     feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
     (y,) = run_ort(result.model, feeds)
@@ -479,3 +481,47 @@ def test_reshaping_forms_keep_a_dim_of_zero():
     assert any(n.op_type == "Shape" for n in result.model.graph.node)
     (y,) = run_ort(result.model, {"x": x})
     assert y.shape == (0, 4, 5)
+
+
+def _op_types(graph: onnx.GraphProto) -> list[str]:
+    """Every node's op type in ``graph`` and its subgraphs."""
+    out = []
+    for n in graph.node:
+        out.append(n.op_type)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                out += _op_types(a.g)
+    return out
+
+
+B = 1 << 23
+
+
+@pytest.mark.parametrize(
+    "x_range,zp_range,fast",
+    [
+        ((-(B - 1), B - 1), (-(B - 1), B - 1), True),  # |x - zp| up to 2**24 - 2: the DequantizeLinear branch
+        ((B - 8, B + 8), (-(B - 1), -(B - 8)), False),  # x reaches 2**23: float64 (x - zp) > 2**24
+        ((-1000, 1000), (B - 4, B + 4), False),  # a fed zero point reaches 2**23
+        ((-(2**31), 2**31 - 1), (-(2**31), 2**31 - 1), False),  # the type's extremes: int32 would wrap
+    ],
+)
+@pytest.mark.parametrize("shape,axes", [((3, 70, 50), ()), ((64, 129), (1,)), ((4, 6, 10), (0, 2))])
+def test_i32_guard_exact_on_both_branches(shape, axes, x_range, zp_range, fast):
+    """The run-time guard (ReduceMax/ReduceMin of x and of the fed zero point, an If): where both lie within
+    +-2**23 ORT's int32 DequantizeLinear runs, where not the float64 form; the reference's bits either way
+    (near the bound an int32 subtraction cast to f32 would round, beyond it wrap)."""
+    rng = np.random.default_rng(len(shape) + int(fast))
+    x, s, z = random_case(rng, shape, axes, "i32", "f32")
+    x = rng.integers(*x_range, size=shape, endpoint=True, dtype=np.int64).astype(np.int32)
+    z = rng.integers(*zp_range, size=z.shape, endpoint=True, dtype=np.int64).astype(np.int32)
+    result = lower_model(one_node_model(x, s, z, axes, const=False, consumer="Relu"))
+    assert result.nodes[0].strategy == "i32-guarded"
+    assert [n.op_type for n in result.model.graph.node][-2:] == ["If", "Relu"]
+    onnx.checker.check_model(result.model, full_check=True)
+    (y,) = run_ort(result.model, {"x": x, "s": s, "z": z})
+    assert same_bits(y, np.maximum(odq.dequantize(x, s, z, axes=axes), 0))
+    # the same through the DequantizeLinear alone (ORT's int32 semantics): exact only within the bound
+    wrapped = lower_model(one_node_model(x, s, z, axes, const=False), LowerOptions(wrap_int32=True))
+    (w,) = run_ort(wrapped.model, {"x": x, "s": s, "z": z})
+    assert same_bits(w, odq.dequantize(x, s, z, axes=axes)) or not fast

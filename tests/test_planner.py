@@ -3,6 +3,7 @@ strategy docs/lowering.md says it gets, and every refusal text a report can show
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 
@@ -51,6 +52,7 @@ def test_the_rule_set():
         "dql-expanded",
         "dql-blocked",
         "dql-tiled",
+        "i32-guarded",
         "scan-chunked",
         "cast-sub-mul",
         "cast-sub-mul-tiled",
@@ -58,7 +60,7 @@ def test_the_rule_set():
     ]
     assert "scan-chunked" not in {s.name for s in ROW_STRATEGIES}  # a Scan's row is never a Scan
     assert {s.name for s in STRATEGIES if s.portable} >= {"dql-per-tensor", "dql-per-axis", "cast-sub-mul"}
-    assert {s.name for s in STRATEGIES if not s.portable} == {"dql-blocked", "dql-tiled", "scan-chunked"}
+    assert {s.name for s in STRATEGIES if not s.portable} == {"dql-blocked", "dql-tiled", "i32-guarded", "scan-chunked"}
 
 
 @pytest.mark.parametrize(
@@ -77,7 +79,13 @@ def test_each_axes_pattern_gets_its_form(shape, axes, expected):
 def test_f64_outputs_and_i32_inputs_use_cast_sub_mul():
     assert chosen(info(rt="f64")) == "cast-sub-mul"
     assert refused(info(rt="f64"), "dql-per-tensor") == "DequantizeLinear has no f64 scale or output"
-    assert chosen(info(qt="i32")) == "cast-sub-mul"
+    assert chosen(info(qt="i32", rt="f16")) == "cast-sub-mul"
+    p = plan(info(qt="i32"))  # to f32: a DequantizeLinear where a run-time check allows, Cast/Sub/Mul where not
+    assert (p.strategy.name, p.choice.fast.strategy.name, p.choice.exact.strategy.name) == (
+        "i32-guarded",
+        "dql-per-tensor",
+        "cast-sub-mul",
+    )
     assert (
         refused(info(qt="i32"), "dql-per-tensor") == "DequantizeLinear subtracts i32 in int32 (wraps) and rounds twice"
     )
@@ -134,9 +142,11 @@ def test_scan_chunked_for_exact_i32_inputs():
     rows = (16, 1 << 20)
     for facts in ({}, {"model_output": True, "graph_output": True}, {"rt": "f64"}, {"zp": False}):
         p = plan(info(rows, **{"qt": "i32", **facts}))
+        if p.strategy.name == "i32-guarded":  # f32 outputs: the Scan is the guard's exact branch
+            p = p.choice.exact
         assert p.strategy.name == "scan-chunked" and p.choice.row.strategy.name == "cast-sub-mul"
         assert p.costs["scan-chunked"] < p.costs["cast-sub-mul"]
-    assert chosen(info((80550, 91), qt="i32")) == "cast-sub-mul"  # rows too small to chunk
+    assert chosen(info((80550, 91), qt="i32", rt="f64")) == "cast-sub-mul"  # rows too small to chunk
     assert chosen(info(rows, qt="i32", int32_wrap=True)) == "dql-per-tensor"  # ORT's own int32 semantics
 
 
@@ -253,7 +263,7 @@ def test_a_choice_is_what_cost_and_emit_take():
         # ORT's Mul runs its inner loop once per 2 elements: 32 ms against 4.2 for rows of 32 (f32), and no
         # DequantizeLinear takes an f64 output
         ((27, 7, 9808, 2), (0, 1, 3), "u16", "f64", "cast-sub-mul-tiled"),
-        ((2048, 3), (1,), "i32", "f32", "cast-sub-mul-tiled"),  # an exact i32 input: no DequantizeLinear
+        ((2048, 3), (1,), "i32", "f64", "cast-sub-mul-tiled"),  # an exact i32 input: no DequantizeLinear
         ((74, 7, 3, 8, 12, 3), (5,), "i8", "f32", "dql-tiled"),  # rows of 1008 (blocks of 74 rows of 6048 as fast)
     ],
 )
@@ -298,6 +308,21 @@ def test_axes_apart_over_a_wide_run_take_a_per_axis_dequantizelinear_with_the_sc
         refused(info((4, 8, 16), (0, 2), rt="bf16", scale_const=False), "dql-expanded")
         == "ORT has no bf16 Expand (for a scale computed at run time)"
     )
+
+
+def test_exact_i32_to_f32_is_guarded():
+    """An exact i32 input to f32: ReduceMax/ReduceMin check at run time that the input (and a fed zero
+    point) lies within +-2**23, where ORT's int32 DequantizeLinear is exact; an If runs it or the exact
+    float64 form. A constant zero point is checked here; f16/bf16 outputs and wrap_int32 are not guarded."""
+    p = plan(info((64, 1024), (1,), "i32", scale_const=False, zp_const=False))
+    assert p.strategy.name == "i32-guarded" and p.choice.check_zp
+    assert (p.choice.fast.strategy.name, p.choice.exact.strategy.name) == ("dql-blocked", "cast-sub-mul")
+    assert not plan(info((64, 1024), (1,), "i32", read=lambda name: np.array([7, -9]))).choice.check_zp
+    big = info((64, 1024), (1,), "i32", read=lambda name: np.array([7, -(1 << 23)]))
+    assert refused(big, "i32-guarded") == "the zero point reaches 2**23 (|zp| up to 8388608)"
+    assert refused(info(qt="i32", rt="bf16"), "i32-guarded").startswith("only an f32 output")
+    assert refused(info(qt="i32", int32_wrap=True), "i32-guarded").startswith("only an exact i32 input")
+    assert refused(info(), "i32-guarded").startswith("only an exact i32 input")
 
 
 def test_an_empty_input_takes_the_empty_output():

@@ -23,6 +23,7 @@ from .strategies.dql_expanded import DQLExpanded
 from .strategies.dql_tiled import DQLTiled
 from .strategies.empty import Empty
 from .strategies.folded import Folded
+from .strategies.guarded import Guarded
 from .strategies.merged import Merged
 from .strategies.openvino import OpenVinoBarrier
 from .strategies.per_axis import PerAxis
@@ -91,16 +92,16 @@ ROW_STRATEGIES: tuple[Strategy[Any], ...] = (
 )
 """The forms one row of a Scan can take: every strategy but the Scan itself."""
 
+_CHUNKED = Chunked(lambda row: choose(row, ROW_STRATEGIES))
+_DQL_FORMS = (_PER_TENSOR, _PER_AXIS, _MERGED, _DQL_EXPANDED, _BLOCKED, _DQL_TILED)
+_EXACT_I32_FORMS = (_CHUNKED, _CAST_SUB_MUL, _TILED)
+
 STRATEGIES: tuple[Strategy[Any], ...] = (
     Empty(),  # preferred where it applies: a form that computes nothing may cost as little (0 elements)
     Folded(),
-    _PER_TENSOR,
-    _PER_AXIS,
-    _MERGED,
-    _DQL_EXPANDED,
-    _BLOCKED,
-    _DQL_TILED,
-    Chunked(lambda row: choose(row, ROW_STRATEGIES)),
+    *_DQL_FORMS,
+    Guarded(lambda i: choose(i, _DQL_FORMS), lambda i: choose(i, _EXACT_I32_FORMS)),
+    _CHUNKED,
     _CAST_SUB_MUL,
     _TILED,
     OpenVinoBarrier(),

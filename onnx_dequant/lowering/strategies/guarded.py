@@ -1,0 +1,100 @@
+"""Guarded i32: an exact i32 input to f32 whose values (and zero point) lie within +-2**23 at run time is
+computed exactly by a DequantizeLinear: the int32 difference then cannot wrap (|x - zp| < 2**24) and
+float32 holds it, so the one rounding is the product's, as in the reference. ``ReduceMax`` and
+``ReduceMin`` of the input (and of a fed zero point) check that when the model runs, and an ``If`` runs
+the best DequantizeLinear form (then) or the best exact float64 form (else): the reference's bits either
+way, at the cost of the DequantizeLinear and two reads of the input where the values are small, as
+quantized int32 tensors (biases, accumulators) are."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from ...errors import DequantizeError
+from ..emitter import Emitter
+from ..facts import NodeInfo
+from .base import Plan, Refusal, Strategy
+from .costs import kernel_cost
+
+__all__ = ["Guarded", "Branches", "BOUND"]
+
+BOUND = 1 << 23
+"""Inputs and zero points strictly within +-BOUND take the DequantizeLinear branch."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Branches:
+    """The If's two forms: a DequantizeLinear one (planned with ORT's int32 semantics, which are exact
+    within the bound) and the exact one; and whether the zero point is checked at run time."""
+
+    fast: Plan
+    exact: Plan
+    check_zp: bool
+
+
+def _branch(info: NodeInfo, wrap: bool) -> NodeInfo:
+    """The node as a branch computes it: its output the branch's (a subgraph output, where a Reshape
+    copies), with ORT's int32 semantics in the DequantizeLinear branch (``wrap``)."""
+    return dataclasses.replace(
+        info, int32_wrap=wrap, graph_output=True, model_output=False, fusable_weight=False, consumers=()
+    )
+
+
+class Guarded(Strategy[Branches]):
+    """``plan_fast`` plans among the DequantizeLinear forms, ``plan_exact`` among the exact ones (the
+    planner builds this strategy)."""
+
+    name = "i32-guarded"
+    portable = False  # ORT's int32 DequantizeLinear is what the bound makes exact
+
+    def __init__(self, plan_fast: Callable[[NodeInfo], Plan], plan_exact: Callable[[NodeInfo], Plan]) -> None:
+        self.plan_fast = plan_fast
+        self.plan_exact = plan_exact
+
+    def check(self, info: NodeInfo) -> Branches | Refusal:
+        if info.in_type.name != "i32" or info.int32_wrap:
+            return Refusal("only an exact i32 input (wrap_int32 takes a DequantizeLinear as it is)")
+        if info.out_type.name != "f32":
+            return Refusal("only an f32 output (f16 and bf16 would round twice after an f32 DequantizeLinear)")
+        check_zp = info.has_zp
+        if info.has_zp and info.zp_const and info.read is not None and info.zero_point is not None:
+            zp = info.read(info.zero_point)
+            if zp is not None:
+                top = int(np.abs(zp.astype(np.int64)).max()) if zp.size else 0
+                if top >= BOUND:
+                    return Refusal(f"the zero point reaches 2**23 (|zp| up to {top})")
+                check_zp = False
+        try:
+            fast = self.plan_fast(_branch(info, True))
+            exact = self.plan_exact(_branch(info, False))
+        except DequantizeError as e:
+            return Refusal(f"no form for a branch ({e.rule})")
+        return Branches(fast, exact, check_zp)
+
+    def cost(self, info: NodeInfo, choice: Branches) -> float:
+        # the DequantizeLinear form, and ReduceMax and ReduceMin each reading the input's 4 bytes an element:
+        # the bytes of one f32 copy (which reads and writes 4)
+        guard = (info.size() + (info.scale_size if choice.check_zp else 0)) * kernel_cost("copy_f32")
+        return choice.fast.cost + guard
+
+    def emit(self, info: NodeInfo, choice: Branches, em: Emitter) -> None:
+        hi, lo = em.const(np.array(BOUND, np.int32), hint="bound"), em.const(np.array(-BOUND, np.int32), hint="bound")
+        checks = [info.x] + ([info.zero_point] if choice.check_zp and info.zero_point is not None else [])
+        cond = None
+        for t in checks:
+            top = em.node("Less", [em.node("ReduceMax", [t], hint="max", keepdims=0), hi], hint="below")
+            bottom = em.node("Greater", [em.node("ReduceMin", [t], hint="min", keepdims=0), lo], hint="above")
+            within = em.node("And", [top, bottom], hint="within")
+            cond = within if cond is None else em.node("And", [cond, within], hint="within")
+        branches = {}
+        for key, plan, wrap in (("then_branch", choice.fast, True), ("else_branch", choice.exact, False)):
+            sub = dataclasses.replace(_branch(info, wrap), output=em.fresh("y_" + key[:4]))
+            sub_em = em.child(f"{em.prefix}_{key[:4]}")
+            plan.emit(sub, sub_em)
+            out = helper.make_tensor_value_info(sub.output, TensorProto.FLOAT, None)
+            branches[key] = helper.make_graph(sub_em.nodes, em.fresh(key[:4]), [], [out])
+        em.node("If", [cond], info.output, hint="guard", **branches)  # type: ignore[list-item]
