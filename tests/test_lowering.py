@@ -525,3 +525,21 @@ def test_i32_guard_exact_on_both_branches(shape, axes, x_range, zp_range, fast):
     wrapped = lower_model(one_node_model(x, s, z, axes, const=False), LowerOptions(wrap_int32=True))
     (w,) = run_ort(wrapped.model, {"x": x, "s": s, "z": z})
     assert same_bits(w, odq.dequantize(x, s, z, axes=axes)) or not fast
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("shape,axes", [((3, 70, 50), ()), ((64, 129), (1,))])
+def test_i32_guard_to_f16_gives_the_float64_forms_bits(shape, axes, fast):
+    """To f16 the guard's DequantizeLinear and Cast round twice (through f32), as the float64 form's Cast
+    does (precision.md allows 1 ULP there): the same bits as Cast/Sub/Mul in float64 on either branch."""
+    rng = np.random.default_rng(len(shape))
+    x, s, z = random_case(rng, shape, axes, "i32", "f16")
+    if fast:
+        x = rng.integers(-(B - 1), B, size=shape).astype(np.int32)
+        z = rng.integers(-(B - 1), B, size=z.shape).astype(np.int32)
+    m = one_node_model(x, s, z, axes, const=False)
+    guarded = lower_model(onnx.ModelProto.FromString(m.SerializeToString()))
+    exact = lower_model(m, LowerOptions(strategies=["cast-sub-mul"]))
+    assert guarded.nodes[0].strategy == "i32-guarded"
+    feeds = {"x": x, "s": s, "z": z}
+    assert same_bits(run_ort(guarded.model, feeds)[0], run_ort(exact.model, feeds)[0])

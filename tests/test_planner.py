@@ -79,7 +79,7 @@ def test_each_axes_pattern_gets_its_form(shape, axes, expected):
 def test_f64_outputs_and_i32_inputs_use_cast_sub_mul():
     assert chosen(info(rt="f64")) == "cast-sub-mul"
     assert refused(info(rt="f64"), "dql-per-tensor") == "DequantizeLinear has no f64 scale or output"
-    assert chosen(info(qt="i32", rt="f16")) == "cast-sub-mul"
+    assert chosen(info(qt="i32", rt="f64")) == "cast-sub-mul"
     p = plan(info(qt="i32"))  # to f32: a DequantizeLinear where a run-time check allows, Cast/Sub/Mul where not
     assert (p.strategy.name, p.choice.fast.strategy.name, p.choice.exact.strategy.name) == (
         "i32-guarded",
@@ -311,16 +311,18 @@ def test_axes_apart_over_a_wide_run_take_a_per_axis_dequantizelinear_with_the_sc
 
 
 def test_exact_i32_to_f32_is_guarded():
-    """An exact i32 input to f32: ReduceMax/ReduceMin check at run time that the input (and a fed zero
-    point) lies within +-2**23, where ORT's int32 DequantizeLinear is exact; an If runs it or the exact
-    float64 form. A constant zero point is checked here; f16/bf16 outputs and wrap_int32 are not guarded."""
+    """An exact i32 input: ReduceMax/ReduceMin check at run time that the input (and a fed zero point) lies
+    within +-2**23, where ORT's int32 DequantizeLinear computes what the float64 form does; an If runs it
+    or the float64 form. A constant zero point is checked here; f64 outputs and wrap_int32 are not
+    guarded."""
     p = plan(info((64, 1024), (1,), "i32", scale_const=False, zp_const=False))
     assert p.strategy.name == "i32-guarded" and p.choice.check_zp
     assert (p.choice.fast.strategy.name, p.choice.exact.strategy.name) == ("dql-blocked", "cast-sub-mul")
     assert not plan(info((64, 1024), (1,), "i32", read=lambda name: np.array([7, -9]))).choice.check_zp
     big = info((64, 1024), (1,), "i32", read=lambda name: np.array([7, -(1 << 23)]))
     assert refused(big, "i32-guarded") == "the zero point reaches 2**23 (|zp| up to 8388608)"
-    assert refused(info(qt="i32", rt="bf16"), "i32-guarded").startswith("only an f32 output")
+    assert refused(info(qt="i32", rt="f64"), "i32-guarded") == "DequantizeLinear has no f64 output"
+    assert chosen(info(qt="i32", rt="bf16")) == "i32-guarded"
     assert refused(info(qt="i32", int32_wrap=True), "i32-guarded").startswith("only an exact i32 input")
     assert refused(info(), "i32-guarded").startswith("only an exact i32 input")
 

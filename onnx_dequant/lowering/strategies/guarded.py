@@ -1,10 +1,11 @@
-"""Guarded i32: an exact i32 input to f32 whose values (and zero point) lie within +-2**23 at run time is
-computed exactly by a DequantizeLinear: the int32 difference then cannot wrap (|x - zp| < 2**24) and
-float32 holds it, so the one rounding is the product's, as in the reference. ``ReduceMax`` and
-``ReduceMin`` of the input (and of a fed zero point) check that when the model runs, and an ``If`` runs
-the best DequantizeLinear form (then) or the best exact float64 form (else): the reference's bits either
-way, at the cost of the DequantizeLinear and two reads of the input where the values are small, as
-quantized int32 tensors (biases, accumulators) are."""
+"""Guarded i32: an exact i32 input whose values (and zero point) lie within +-2**23 at run time is computed
+by a DequantizeLinear as the float64 form computes it: the int32 difference then cannot wrap (|x - zp| <
+2**24) and float32 holds it, so the f32 product is rounded once from the exact one, as in the reference
+(f16/bf16 outputs: the Cast after it rounds again, as the float64 form's Cast does, to the same bits).
+``ReduceMax`` and ``ReduceMin`` of the input (and of a fed zero point) check that when the model runs, and
+an ``If`` runs the best DequantizeLinear form (then) or the best exact float64 form (else), at the cost of
+the DequantizeLinear and two reads of the input where the values are small, as quantized int32 tensors
+(biases, accumulators) are."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import helper
 
 from ...errors import DequantizeError
 from ..emitter import Emitter
@@ -58,8 +59,8 @@ class Guarded(Strategy[Branches]):
     def check(self, info: NodeInfo) -> Branches | Refusal:
         if info.in_type.name != "i32" or info.int32_wrap:
             return Refusal("only an exact i32 input (wrap_int32 takes a DequantizeLinear as it is)")
-        if info.out_type.name != "f32":
-            return Refusal("only an f32 output (f16 and bf16 would round twice after an f32 DequantizeLinear)")
+        if info.out_type.name == "f64":
+            return Refusal("DequantizeLinear has no f64 output")
         check_zp = info.has_zp
         if info.has_zp and info.zp_const and info.read is not None and info.zero_point is not None:
             zp = info.read(info.zero_point)
@@ -95,6 +96,6 @@ class Guarded(Strategy[Branches]):
             sub = dataclasses.replace(_branch(info, wrap), output=em.fresh("y_" + key[:4]))
             sub_em = em.child(f"{em.prefix}_{key[:4]}")
             plan.emit(sub, sub_em)
-            out = helper.make_tensor_value_info(sub.output, TensorProto.FLOAT, None)
+            out = helper.make_tensor_value_info(sub.output, info.out_type.onnx, None)
             branches[key] = helper.make_graph(sub_em.nodes, em.fresh(key[:4]), [], [out])
         em.node("If", [cond], info.output, hint="guard", **branches)  # type: ignore[list-item]
