@@ -543,3 +543,21 @@ def test_i32_guard_to_f16_gives_the_float64_forms_bits(shape, axes, fast):
     assert guarded.nodes[0].strategy == "i32-guarded"
     feeds = {"x": x, "s": s, "z": z}
     assert same_bits(run_ort(guarded.model, feeds)[0], run_ort(exact.model, feeds)[0])
+
+
+@pytest.mark.parametrize("small", [True, False])
+def test_i32_guard_on_a_constant_input_is_decided_when_lowering(small):
+    """A constant i32 input (a bias, say) with a constant zero point: the check is made when lowering, and
+    only the chosen form is emitted (no ReduceMax, no If): the DequantizeLinear for small values, the
+    float64 form for large ones; the reference's bits."""
+    rng = np.random.default_rng(4)
+    x, s, z = random_case(rng, (64, 129), (1,), "i32", "f32")
+    bound = B if small else 2**31 - 1
+    x = rng.integers(-(bound - 1), bound, size=x.shape).astype(np.int32)
+    z = rng.integers(-1000, 1000, size=z.shape).astype(np.int32)
+    result = lower_model(one_node_model(x, s, z, (1,), x_const=True))
+    ops = [n.op_type for n in result.model.graph.node]
+    assert result.nodes[0].strategy == "i32-guarded" and "If" not in ops and "ReduceMax" not in ops
+    assert ("DequantizeLinear" in ops) == small
+    (y,) = run_ort(result.model, {})
+    assert same_bits(y, odq.dequantize(x, s, z, axes=(1,)))

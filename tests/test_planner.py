@@ -318,7 +318,10 @@ def test_exact_i32_to_f32_is_guarded():
     p = plan(info((64, 1024), (1,), "i32", scale_const=False, zp_const=False))
     assert p.strategy.name == "i32-guarded" and p.choice.check_zp
     assert (p.choice.fast.strategy.name, p.choice.exact.strategy.name) == ("dql-blocked", "cast-sub-mul")
-    assert not plan(info((64, 1024), (1,), "i32", read=lambda name: np.array([7, -9]))).choice.check_zp
+    zp = info((64, 1024), (1,), "i32", read=lambda name: np.array([7, -9]) if name == "z" else None)
+    assert not plan(zp).choice.check_zp and plan(zp).choice.known is None
+    both = info((64, 1024), (1,), "i32", read=lambda name: np.array([7, -9]) if name == "z" else np.ones((64, 1024)))
+    assert plan(both).choice.known is True  # a constant input: decided when lowering, no If
     big = info((64, 1024), (1,), "i32", read=lambda name: np.array([7, -(1 << 23)]))
     assert refused(big, "i32-guarded") == "the zero point reaches 2**23 (|zp| up to 8388608)"
     assert refused(info(qt="i32", rt="f64"), "i32-guarded") == "DequantizeLinear has no f64 output"

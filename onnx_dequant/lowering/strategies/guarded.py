@@ -30,11 +30,13 @@ BOUND = 1 << 23
 @dataclasses.dataclass(frozen=True)
 class Branches:
     """The If's two forms: a DequantizeLinear one (planned with ORT's int32 semantics, which are exact
-    within the bound) and the exact one; and whether the zero point is checked at run time."""
+    within the bound) and the exact one; whether the zero point is checked at run time; and, for a
+    constant input, which form the check chose when lowering (then no If is emitted)."""
 
     fast: Plan
     exact: Plan
     check_zp: bool
+    known: bool | None = None  # a constant input (and zero point): whether it is within, decided here
 
 
 def _branch(info: NodeInfo, wrap: bool) -> NodeInfo:
@@ -69,7 +71,12 @@ class Guarded(Strategy[Branches]):
                 if top >= BOUND:
                     return Refusal(f"the zero point reaches 2**23 (|zp| up to {top})")
                 check_zp = False
+        x = info.read(info.x) if info.read is not None and not check_zp else None
         try:
+            if x is not None:  # a constant input: the check is made here, and the chosen form emitted alone
+                within = not x.size or int(np.abs(x.astype(np.int64)).max()) < BOUND
+                plan = self.plan_fast(dataclasses.replace(info, int32_wrap=True)) if within else self.plan_exact(info)
+                return Branches(plan, plan, False, within)
             fast = self.plan_fast(_branch(info, True))
             exact = self.plan_exact(_branch(info, False))
         except DequantizeError as e:
@@ -77,12 +84,17 @@ class Guarded(Strategy[Branches]):
         return Branches(fast, exact, check_zp)
 
     def cost(self, info: NodeInfo, choice: Branches) -> float:
+        if choice.known is not None:
+            return choice.fast.cost
         # the DequantizeLinear form, and ReduceMax and ReduceMin each reading the input's 4 bytes an element:
         # the bytes of one f32 copy (which reads and writes 4)
         guard = (info.size() + (info.scale_size if choice.check_zp else 0)) * kernel_cost("copy_f32")
         return choice.fast.cost + guard
 
     def emit(self, info: NodeInfo, choice: Branches, em: Emitter) -> None:
+        if choice.known is not None:
+            choice.fast.emit(dataclasses.replace(info, int32_wrap=choice.known), em)
+            return
         hi, lo = em.const(np.array(BOUND, np.int32), hint="bound"), em.const(np.array(-BOUND, np.int32), hint="bound")
         checks = [info.x] + ([info.zero_point] if choice.check_zp and info.zero_point is not None else [])
         cond = None
