@@ -80,7 +80,8 @@ def test_f64_outputs_and_i32_inputs_use_cast_sub_mul():
     assert chosen(info(rt="f64")) == "cast-sub-mul"
     assert refused(info(rt="f64"), "dql-per-tensor") == "DequantizeLinear has no f64 scale or output"
     assert chosen(info(qt="i32", rt="f64")) == "cast-sub-mul"
-    p = plan(info(qt="i32"))  # to f32: a DequantizeLinear where a run-time check allows, Cast/Sub/Mul where not
+    # to f32: a DequantizeLinear where a run-time check allows, Cast/Sub/Mul where not
+    p = plan(info((8, 16, 16), qt="i32"))
     assert (p.strategy.name, p.choice.fast.strategy.name, p.choice.exact.strategy.name) == (
         "i32-guarded",
         "dql-per-tensor",
@@ -325,7 +326,10 @@ def test_exact_i32_to_f32_is_guarded():
     big = info((64, 1024), (1,), "i32", read=lambda name: np.array([7, -(1 << 23)]))
     assert refused(big, "i32-guarded") == "the zero point reaches 2**23 (|zp| up to 8388608)"
     assert refused(info(qt="i32", rt="f64"), "i32-guarded") == "DequantizeLinear has no f64 output"
-    assert chosen(info(qt="i32", rt="bf16")) == "i32-guarded"
+    small = info((8, 255), qt="i32")  # the check's nodes cost more than they save on 2040 elements
+    assert refused(small, "i32-guarded") == "2040 elements: below 2048 the check costs more than it saves"
+    assert chosen(small) == "cast-sub-mul" and chosen(info((8, 256), qt="i32")) == "i32-guarded"
+    assert chosen(info((8, 16, 16), qt="i32", rt="bf16")) == "i32-guarded"
     assert refused(info(qt="i32", int32_wrap=True), "i32-guarded").startswith("only an exact i32 input")
     assert refused(info(), "i32-guarded").startswith("only an exact i32 input")
 

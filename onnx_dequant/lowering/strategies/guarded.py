@@ -21,10 +21,15 @@ from ..facts import NodeInfo
 from .base import Plan, Refusal, Strategy
 from .costs import kernel_cost
 
-__all__ = ["Guarded", "Branches", "BOUND"]
+__all__ = ["Guarded", "Branches", "BOUND", "GUARD_MIN"]
 
 BOUND = 1 << 23
 """Inputs and zero points strictly within +-BOUND take the DequantizeLinear branch."""
+
+GUARD_MIN = 2048
+"""Inputs of fewer elements keep the float64 form: there the check's five to ten nodes cost ORT more than
+the float64 work they save (in a graph, per tensor: 512 elements 1.57x ORT's DequantizeLinear against
+1.18x, 2048 even, 8192 1.97x against 2.93x; ``bench_forms.py 2048::i32 --forms i32-guarded,cast-sub-mul``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +82,8 @@ class Guarded(Strategy[Branches]):
                 within = not x.size or int(np.abs(x.astype(np.int64)).max()) < BOUND
                 plan = self.plan_fast(dataclasses.replace(info, int32_wrap=True)) if within else self.plan_exact(info)
                 return Branches(plan, plan, False, within)
+            if info.known_shape is not None and info.size() < GUARD_MIN:
+                return Refusal(f"{info.size()} elements: below {GUARD_MIN} the check costs more than it saves")
             fast = self.plan_fast(_branch(info, True))
             exact = self.plan_exact(_branch(info, False))
         except DequantizeError as e:
