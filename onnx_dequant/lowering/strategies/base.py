@@ -24,6 +24,7 @@ __all__ = [
     "PROPAGATING_OPS",
     "dql_refusal",
     "empty_refusal",
+    "reshape_refusal",
     "openvino_refusal",
 ]
 
@@ -129,6 +130,20 @@ def empty_refusal(info: NodeInfo) -> Refusal | None:
     input takes ``empty-output``."""
     shape = info.known_shape
     return Refusal("the input is empty (the empty-output form)") if shape is not None and 0 in shape else None
+
+
+def reshape_refusal(info: NodeInfo) -> Refusal | None:
+    """Why a form that reshapes the input to dims computed when lowering (a tiling, a span) cannot: it
+    needs quantization axes and a known shape, a non-empty input, and an input ORT can Reshape (not
+    4-bit); or None."""
+    if info.known_shape is None or not info.axes:
+        return Refusal("needs quantization axes and a known shape")
+    empty = empty_refusal(info)
+    if empty:
+        return empty
+    if info.in_type.bits < 8:
+        return Refusal("ORT has no Reshape for 4-bit types")
+    return None
 
 
 def openvino_refusal(info: NodeInfo, *, work: dtypes.DType | None = None) -> Refusal | None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..emitter import Emitter
 from ..facts import NodeInfo
-from .base import DQL_TYPE, Refusal, Strategy, dql_refusal, empty_refusal
+from .base import DQL_TYPE, Refusal, Strategy, dql_refusal, reshape_refusal
 from .costs import reshaped_output_cost
 from .dql import Layout, emit_layout, layout_cost, reshape
 from .shapes import groups
@@ -38,14 +38,10 @@ class Span:
 
 def _span(info: NodeInfo) -> Span | Refusal:
     """The view that makes the node per-axis, or why it has none."""
-    shape = info.known_shape
-    if shape is None or not info.axes:
-        return Refusal("needs quantization axes and a known shape")
-    empty = empty_refusal(info)
-    if empty:
-        return empty
-    if info.in_type.bits < 8:
-        return Refusal("ORT has no Reshape for 4-bit types")
+    refusal = reshape_refusal(info)
+    if refusal:
+        return refusal
+    shape = info.known_shape or ()
     if sum(q for q, _ in groups(len(shape), info.axes)) < 2:
         return Refusal("the quantization axes are adjacent (the per-axis or merged-axes form)")
     if info.out_type.name == "bf16" and not info.scale_const:

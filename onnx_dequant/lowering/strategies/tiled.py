@@ -14,7 +14,7 @@ import numpy as np
 from ... import dtypes
 from ..emitter import Emitter
 from ..facts import NodeInfo
-from .base import Refusal, empty_refusal
+from .base import Refusal, reshape_refusal
 from .cast_sub_mul import CastSubMul
 from .costs import reshaped_output_cost
 from .dql import reshape
@@ -40,14 +40,10 @@ class Tiling:
 def joined_rows(info: NodeInfo) -> tuple[tuple[int, ...], int] | Refusal:
     """The reshaped input's dims and the runs ``k`` each of its rows joins, for a scale whose trailing run
     is shorter than ``RUN_WIDE`` under broadcast axes; or why the node has no such tiling."""
-    shape = info.known_shape
-    if shape is None or not info.axes:
-        return Refusal("needs quantization axes and a known shape")
-    empty = empty_refusal(info)
-    if empty:
-        return empty
-    if info.in_type.bits < 8:
-        return Refusal("ORT has no Reshape for 4-bit types")
+    refusal = reshape_refusal(info)
+    if refusal:
+        return refusal
+    shape = info.known_shape or ()
     if info.out_type.name == "bf16" and not info.scale_const:
         return Refusal("ORT has no bf16 Tile (for a scale computed at run time)")
     runs = groups(len(shape), info.axes)
