@@ -24,6 +24,7 @@ import onnx_dequant as odq
 from onnx_dequant import dtypes
 from onnx_dequant.compare import same_bits
 from onnx_dequant.ort import KernelSession, kernels
+from onnx_dequant.ort.prepare import prepare
 from onnx_dequant.reference import DequantizeOp
 
 KERNEL_INPUTS = ["i8", "u8", "i16", "u16", "i32"]
@@ -522,7 +523,7 @@ def test_many_and_repeated_sessions_in_one_process():
     from onnxruntime_extensions import _ocos
 
     names = [od.op_type for od in _ocos.Opdef._odlist.values() if od.op_type.startswith(odq.DOMAIN + "::")]
-    assert len(names) == len(set(names)) == 20
+    assert len(names) == len(set(names)) == 30  # 5 input types x 2 outputs x (zero point, none, constant)
 
 
 def test_caller_session_options_are_used_and_reusable():
@@ -601,3 +602,86 @@ def test_fallback_in_an_opset_lowering_cannot_emit_needs_opset():
     rng = np.random.default_rng(8)
     x, s, z = ints(rng, "i8", SHAPE), scales(rng, "f16", (3,)), ints(rng, "i8", (3,))
     assert same_bits(sess.run(None, {"x": x, "s": s, "z": z})[0], odq.dequantize(x, s, z, axes=[0]))
+
+
+# ---- constant scales and zero points: held by the session, not fed to the kernel ----
+
+
+def _const_model(x_elem="u16", out_elem="f32", axes=(0, 2), *, zero_point=True, overridable=False, also_output=False):
+    """x -> Dequantize 'dq' with initializer scale (and zero point) -> y; ``overridable``: the scale is
+    also a graph input (a default the feed may replace); ``also_output``: the scale is a graph output too."""
+    rng = np.random.default_rng(12)
+    sshape = tuple(SHAPE[a] for a in axes)
+    s, z = scales(rng, out_elem, sshape), ints(rng, x_elem, sshape)
+    inits = [numpy_helper.from_array(s, "s")] + ([numpy_helper.from_array(z, "z")] if zero_point else [])
+    ins = [vi("x", x_elem, SHAPE)] + ([vi("s", out_elem, sshape)] if overridable else [])
+    outs = [vi("y", out_elem, SHAPE)] + ([vi("s", out_elem, sshape)] if also_output else [])
+    node = odq.make_node(["x", "s"] + (["z"] if zero_point else []), ["y"], axes=axes, name="dq")
+    return model_of([node], ins, outs, inits), s, (z if zero_point else None)
+
+
+@pytest.mark.parametrize("zero_point", [True, False], ids=["zp", "nozp"])
+@pytest.mark.parametrize("x_elem,out_elem,axes", [("u16", "f32", (0, 2)), ("i8", "f64", ()), ("i32", "f32", (0, 1, 2))])
+def test_constant_params_are_held_by_the_session_not_fed(x_elem, out_elem, axes, zero_point):
+    model, s, z = _const_model(x_elem, out_elem, axes, zero_point=zero_point)
+    before = model.SerializeToString()
+    sess = odq.session(model)
+    prepared = prepare(model)
+    (kernel,) = prepared.model.graph.node
+    assert kernel.op_type == f"Dequantize_{x_elem}_{out_elem}_const"
+    assert list(kernel.input) == ["x", prepared.token_input]
+    assert [t.name for t in prepared.model.graph.initializer] == []  # the session holds them instead
+    held_s, held_z = prepared.params["dq"]
+    assert same_bits(held_s, s) and (held_z is None if z is None else same_bits(held_z, z))
+    assert not held_s.flags.writeable
+    x = ints(np.random.default_rng(13), x_elem, SHAPE)
+    for _ in range(2):
+        (y,) = sess.run(None, {"x": x})
+        assert same_bits(y, odq.dequantize(x, s, z, axes=axes))
+    assert model.SerializeToString() == before  # the caller's model keeps its initializers
+
+
+def test_a_scale_the_caller_may_override_stays_fed():
+    model, s, z = _const_model(overridable=True)
+    prepared = prepare(model)
+    assert prepared.params == {} and prepared.model.graph.node[0].op_type == "Dequantize_u16_f32"
+    sess = odq.session(model)
+    x = ints(np.random.default_rng(14), "u16", SHAPE)
+    other = (s * 2).astype(np.float32)
+    assert same_bits(sess.run(None, {"x": x})[0], odq.dequantize(x, s, z, axes=(0, 2)))
+    assert same_bits(sess.run(None, {"x": x, "s": other})[0], odq.dequantize(x, other, z, axes=(0, 2)))
+
+
+def test_a_held_initializer_another_reader_needs_stays_in_the_model():
+    model, s, z = _const_model(also_output=True)
+    prepared = prepare(model)
+    assert "dq" in prepared.params and [t.name for t in prepared.model.graph.initializer] == ["s"]
+    x = ints(np.random.default_rng(15), "u16", SHAPE)
+    y, s_out = odq.session(model).run(None, {"x": x})
+    assert same_bits(y, odq.dequantize(x, s, z, axes=(0, 2))) and same_bits(s_out, s)
+
+
+def test_a_constant_scale_with_a_fed_zero_point_stays_fed():
+    model, s, z = _const_model()
+    model.graph.input.append(vi("z", "u16", z.shape))
+    del model.graph.initializer[1]
+    prepared = prepare(model)
+    assert prepared.params == {} and list(prepared.model.graph.node[0].input)[:3] == ["x", "s", "z"]
+    x = ints(np.random.default_rng(16), "u16", SHAPE)
+    assert same_bits(odq.session(model).run(None, {"x": x, "z": z})[0], odq.dequantize(x, s, z, axes=(0, 2)))
+
+
+def test_a_held_params_kernel_outside_its_session_gives_zeros_and_logs(caplog):
+    import onnxruntime_extensions as ox
+
+    model, _, _ = _const_model()
+    prepared = prepare(model)
+    kernels.ensure_registered()
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(ox.get_library_path())
+    plain = ort.InferenceSession(prepared.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    x = ints(np.random.default_rng(17), "u16", SHAPE)
+    with caplog.at_level(logging.ERROR, logger="onnx_dequant.ort"):
+        (y,) = plain.run(None, {"x": x, prepared.token_input: np.array(-1, np.int64)})
+    assert y.dtype == np.float32 and y.shape == SHAPE and not y.any()
+    assert any("held by the onnx_dequant.session" in r.getMessage() for r in caplog.records)

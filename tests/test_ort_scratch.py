@@ -141,17 +141,26 @@ def test_every_kernel_returns_exactly_its_declared_dtype(spec, caplog):
     rng = np.random.default_rng(10)
     x = ints(rng, spec.x.name, SHAPE)
     s = scales(rng, spec.out.name, (3, 5))
-    zp = [ints(rng, spec.x.name, (3, 5))] if spec.has_zero_point else []
+    zp = [ints(rng, spec.x.name, (3, 5))] if spec.has_zero_point or spec.const_params else []
+
+    def call(s, zp, token, node):  # a constant-params kernel finds them in its run, under its node
+        if not spec.const_params:
+            return body(x, s, *zp, token, odq_axes="0,2", odq_node=node)
+        run = runs.lookup(token)
+        if run is not None:
+            run.params[node] = (s, zp[0])
+        return body(x, token, odq_axes="0,2", odq_node=node)
+
     token = np.array(runs.begin(runs.ScratchPool(1 << 20)), np.int64)
     try:
-        y = body(x, s, *zp, token, odq_axes="0,2", odq_node="n")
+        y = call(s, zp, token, "n")
         assert y.dtype == spec.out.numpy and y.shape == SHAPE and y.flags.c_contiguous
         assert same_bits(y, odq.dequantize(x, s, *zp, axes=(0, 2)))
-        bad = body(x, s[:, :2].copy(), *[z[:, :2].copy() for z in zp], token, odq_axes="0,2", odq_node="n")
+        bad = call(s[:, :2].copy(), [z[:, :2].copy() for z in zp], token, "n")
         assert bad.dtype == spec.out.numpy and bad.shape == SHAPE and not bad.any()
     finally:
         errors = runs.end(int(token), reuse=True)
     assert [n for n, _ in errors] == ["n"] and isinstance(errors[0][1], odq.DequantizeError)
     # a token no run is waiting for: the error is logged, the result still has the declared dtype
-    lost = body(x, s[:1].copy(), *[z[:1].copy() for z in zp], np.array(-1, np.int64), odq_axes="0,2", odq_node="lost")
+    lost = call(s[:1].copy(), [z[:1].copy() for z in zp], np.array(-1, np.int64), "lost")
     assert lost.dtype == spec.out.numpy and any("lost" in r.getMessage() for r in caplog.records)

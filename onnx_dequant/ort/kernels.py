@@ -6,6 +6,9 @@ they are handled:
 - The extension cannot tell two kernels of one op name apart by output type, so each type pair gets
   its own op name: ``Dequantize_i8_f32`` (inputs ``x, scale, zero_point, run_token``) and
   ``Dequantize_i8_f32_nozp`` (``x, scale, run_token``); every input of a Python op is required.
+- The extension copies every input into a new NumPy array at every call. A node whose scale (and zero
+  point) are constants gets ``Dequantize_i8_f32_const`` (``x, run_token``): the session holds the
+  arrays and hands them to the kernel through its run (``runs.Run.params``, keyed by ``odq_node``).
 - f16, bf16 and 4-bit tensors abort the process inside the extension: those type pairs get no kernel
   (``kernel_op_type`` returns None and the session lowers such nodes instead).
 - Attributes can only be strings, ints or floats: the node carries ``odq_axes`` ("0,2") and
@@ -71,24 +74,32 @@ class KernelSpec:
     x: dtypes.DType
     out: dtypes.DType
     has_zero_point: bool
+    const_params: bool = False  # scale and zero point held by the session, not fed
+
+    @property
+    def inputs(self) -> int:
+        """How many inputs the op takes (the run token included)."""
+        return 2 if self.const_params else (4 if self.has_zero_point else 3)
 
 
-def kernel_op_type(x: Any, out: Any, has_zero_point: bool) -> str | None:
-    """The kernel op name for a node with these input and output types, or None when none can carry it."""
+def kernel_op_type(x: Any, out: Any, has_zero_point: bool, const_params: bool = False) -> str | None:
+    """The kernel op name for a node with these input and output types, or None when none can carry it.
+    ``const_params``: the session holds the node's scale and zero point (the op takes ``x`` and the token)."""
     xt, ot = dtypes.parse(x), dtypes.parse(out)
     if xt.name not in KERNEL_INPUT_TYPES or ot.name not in KERNEL_OUTPUT_TYPES:
         return None
-    return f"{OP_TYPE}_{xt.name}_{ot.name}" + ("" if has_zero_point else "_nozp")
+    suffix = "_const" if const_params else ("" if has_zero_point else "_nozp")
+    return f"{OP_TYPE}_{xt.name}_{ot.name}{suffix}"
 
 
 def _all_specs() -> list[KernelSpec]:
     specs = []
     for x in KERNEL_INPUT_TYPES:
         for out in KERNEL_OUTPUT_TYPES:
-            for zp in (True, False):
-                name = kernel_op_type(x, out, zp)
+            for zp, const in ((True, False), (False, False), (False, True)):
+                name = kernel_op_type(x, out, zp, const)
                 assert name is not None
-                specs.append(KernelSpec(name, dtypes.parse(x), dtypes.parse(out), zp))
+                specs.append(KernelSpec(name, dtypes.parse(x), dtypes.parse(out), zp, const))
     return specs
 
 
@@ -111,7 +122,7 @@ def _parse_axes(text: str) -> tuple[int, ...]:
 
 def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
     out_dtype = spec.out.numpy
-    n_inputs = 4 if spec.has_zero_point else 3
+    n_inputs = spec.inputs
 
     def body(*feed: Any, odq_axes: str = "", odq_node: str = "") -> np.ndarray:
         """Never raises: returns the result, or zeros of the declared dtype and records the error.
@@ -123,10 +134,13 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
         try:
             if len(feed) != n_inputs:
                 raise DequantizeError(f"kernel {spec.op_type} expects {n_inputs} inputs, got {len(feed)}")
-            zp = feed[2] if spec.has_zero_point else None
             run = runs.lookup(feed[-1])
+            if spec.const_params:
+                scale, zp = runs.params(run, odq_node)
+            else:
+                scale, zp = feed[1], (feed[2] if spec.has_zero_point else None)
             out = run.out_array(x.shape, out_dtype) if run is not None and isinstance(x, np.ndarray) else None
-            y = dequantize(x, feed[1], zp, axes=_parse_axes(odq_axes), dtype=spec.out, out=out)
+            y = dequantize(x, scale, zp, axes=_parse_axes(odq_axes), dtype=spec.out, out=out)
             if y.dtype != out_dtype or not y.flags.c_contiguous:  # the bridge copies raw bytes
                 y = np.ascontiguousarray(y, dtype=out_dtype)
             return y
@@ -236,9 +250,11 @@ def ensure_registered() -> None:
             body = _make_body(spec)
             opdef = existing.get(full)
             if opdef is None:
-                inputs = [onnx_to_pyop[spec.x.name], onnx_to_pyop[spec.out.name]]
-                if spec.has_zero_point:
-                    inputs.append(onnx_to_pyop[spec.x.name])
+                inputs = [onnx_to_pyop[spec.x.name]]
+                if not spec.const_params:
+                    inputs.append(onnx_to_pyop[spec.out.name])
+                    if spec.has_zero_point:
+                        inputs.append(onnx_to_pyop[spec.x.name])
                 inputs.append(P.dt_int64)  # the run token
                 opdef = _ocos.Opdef.create(
                     body,

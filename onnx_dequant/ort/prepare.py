@@ -4,7 +4,9 @@
 node against the contract with the element types and shapes that ONNX shape inference finds, lowers
 the nodes no kernel can carry (f16 / bf16 output, 4-bit input) with ``onnx_dequant.lower(only=...)``,
 and rewrites the others into kernel nodes: op name per type pair, ``axes`` bridged to the string
-attribute ``odq_axes``, and one extra graph input, the run token, fed to every kernel node.
+attribute ``odq_axes``, and one extra graph input, the run token, fed to every kernel node. A main-graph
+node whose scale (and zero point) are initializers the caller cannot override takes them from the
+session instead of as inputs (``Prepared.params``): the extension would copy them at every call.
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import onnx.inliner
 import onnx.shape_inference
-from onnx import ModelProto, NodeProto, TensorProto, helper
+from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
 from .. import modelio
 from ..contract import TensorType
 from ..errors import DequantizeError
-from ..graphs import FreshNames, dequantize_nodes, function_nodes, value_types, without_large_initializers
+from ..graphs import FreshNames, dequantize_nodes, function_nodes, iter_nodes, value_types, without_large_initializers
 from ..schema import OPSET_VERSION, check_node, is_dequantize, node_attributes
 from .kernels import KERNEL_DOMAIN, kernel_op_type
+from .runs import Params
 
 __all__ = ["Prepared", "prepare", "load_copy"]
 
@@ -41,6 +45,7 @@ class Prepared:
     lowered: dict[str, str] = field(default_factory=dict)  # node name -> why it was lowered
     token_input: str | None = None
     path: str | None = None
+    params: Params = field(default_factory=dict)  # node name -> its constant scale and zero point
 
 
 def load_copy(model: Any) -> tuple[ModelProto, str | None]:
@@ -81,17 +86,40 @@ def _infer_shapes(model: ModelProto, path: str | None) -> ModelProto:
 # ---- the pass ----
 
 
-def _route(node: NodeProto, types: dict[str, TensorType], path: str | None) -> tuple[str | None, str]:
-    """``(kernel op name, "")`` for a node a kernel can run, ``(None, reason)`` for one to lower."""
+def _route(node: NodeProto, types: dict[str, TensorType], path: str | None) -> tuple[tuple[Any, Any] | None, str]:
+    """``((input type, output type), "")`` for a node a kernel can run, ``(None, reason)`` for one to lower."""
     try:
         in_type, out = check_node(node, types)
     except DequantizeError as e:
         raise e.at(path=path) from None
-    has_zp = len(node.input) == 3 and bool(node.input[2])
-    op = kernel_op_type(in_type, out.elem_type, has_zp)
-    if op is None:
+    if kernel_op_type(in_type, out.elem_type, True) is None:
         return None, f"{in_type.name} -> {out.elem_type.name}: onnxruntime-extensions cannot carry this type pair"
-    return op, ""
+    return (in_type, out.elem_type), ""
+
+
+def _constants(model: ModelProto) -> dict[str, TensorProto]:
+    """The main graph's initializers that hold their data and that no graph input overrides."""
+    inputs = {i.name for i in model.graph.input}
+    return {
+        t.name: t for t in model.graph.initializer if t.name not in inputs and t.data_location != TensorProto.EXTERNAL
+    }
+
+
+def _array(t: TensorProto) -> np.ndarray:
+    """The initializer's data as a read-only contiguous array."""
+    a = numpy_helper.to_array(t)
+    a = a if a.flags.c_contiguous and a.flags.owndata else a.copy(order="C")  # not ascontiguousarray: 0-d stays 0-d
+    a.flags.writeable = False
+    return a
+
+
+def _drop_unused(model: ModelProto, names: set[str]) -> None:
+    """Remove the initializers among ``names`` that no node (subgraphs included) or output reads."""
+    used = {i for n in iter_nodes(model) for i in n.input} | {o.name for o in model.graph.output}
+    keep = [t for t in model.graph.initializer if t.name not in names or t.name in used]
+    if len(keep) < len(model.graph.initializer):
+        del model.graph.initializer[:]
+        model.graph.initializer.extend(keep)
 
 
 def _lower_nodes(model: ModelProto, names: set[str], path: str | None, opset: int | None) -> ModelProto:
@@ -131,14 +159,14 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
 
     inferred = _infer_shapes(copy, path)
     types = value_types(inferred.graph)
-    routes: dict[str, str] = {}
+    routes: dict[str, tuple[Any, Any]] = {}
     lowered: dict[str, str] = {}
     for node in nodes:
-        op, reason = _route(node, types, path)
-        if op is None:
+        pair, reason = _route(node, types, path)
+        if pair is None:
             lowered[node.name] = reason
         else:
-            routes[node.name] = op
+            routes[node.name] = pair
 
     if lowered:
         copy = _lower_nodes(copy, set(lowered), path, opset)
@@ -147,12 +175,25 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
 
     token = FreshNames.of(copy).fresh(TOKEN_INPUT, sep=".")
     done = set()
+    params: Params = {}
+    taken: set[str] = set()  # initializers now held by the session
+    constants = _constants(copy)
+    in_main = {id(n) for n in copy.graph.node}
     for node in dequantize_nodes(copy):
-        op = routes.get(node.name)
-        if op is None:
+        pair = routes.get(node.name)
+        if pair is None:
             raise DequantizeError("the lowering pass left a node it was asked to lower", node=node.name, path=path)
         axes, _ = node_attributes(node)
-        inputs = [i for i in node.input if i] + [token]
+        inputs = [i for i in node.input if i]
+        const = id(node) in in_main and all(i in constants for i in inputs[1:])
+        op = kernel_op_type(*pair, len(inputs) == 3, const)
+        assert op is not None  # the route checked the type pair
+        if const:
+            scale, *zp = (_array(constants[i]) for i in inputs[1:])
+            params[node.name] = (scale, zp[0] if zp else None)
+            taken.update(inputs[1:])
+            inputs = inputs[:1]
+        inputs.append(token)
         node.op_type = op
         node.domain = KERNEL_DOMAIN
         del node.input[:]
@@ -165,8 +206,9 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
     missing = set(routes) - done
     if missing:
         raise DequantizeError(f"the lowering pass dropped nodes {sorted(missing)}", path=path)
+    _drop_unused(copy, taken)
 
     copy.graph.input.append(helper.make_tensor_value_info(token, TensorProto.INT64, []))
     if not any(op.domain == KERNEL_DOMAIN for op in copy.opset_import):
         copy.opset_import.append(helper.make_opsetid(KERNEL_DOMAIN, OPSET_VERSION))
-    return Prepared(copy, tuple(routes), lowered, token, path)
+    return Prepared(copy, tuple(routes), lowered, token, path, params)

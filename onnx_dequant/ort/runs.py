@@ -1,5 +1,5 @@
-"""Per-run state the kernels share with ``KernelSession``: the errors they record and the output
-buffers they borrow.
+"""Per-run state the kernels share with ``KernelSession``: the errors they record, the output
+buffers they borrow, and the constant scales and zero points the session holds for them.
 
 A run token (an int64 scalar fed to every kernel node) names one run of one session. Kernels record
 their errors under it (the session raises them when the run is over) and borrow output buffers from
@@ -18,12 +18,15 @@ import numpy as np
 
 from ..errors import DequantizeError
 
-__all__ = ["SCRATCH_MAX_BYTES", "ScratchPool", "Run", "begin", "lookup", "record", "end"]
+__all__ = ["SCRATCH_MAX_BYTES", "Params", "ScratchPool", "Run", "begin", "lookup", "params", "record", "end"]
 
 log = logging.getLogger("onnx_dequant.ort")
 
 SCRATCH_MAX_BYTES = 256 << 20
 """Default for ``ScratchPool.max_bytes``: the most scratch a session keeps between runs."""
+
+Params = dict[str, tuple[np.ndarray, "np.ndarray | None"]]
+"""Constant scale and zero point (or None) by node name, for the kernels that are not fed them."""
 
 
 class ScratchPool:
@@ -77,8 +80,9 @@ class ScratchPool:
 class Run:
     """One run: the ``(node, error)`` pairs recorded so far and the buffers borrowed, by thread."""
 
-    def __init__(self, pool: ScratchPool | None) -> None:
+    def __init__(self, pool: ScratchPool | None, params: Params | None = None) -> None:
         self.errors: list[tuple[str, BaseException]] = []
+        self.params: Params = params or {}
         self._pool = pool
         self._lock = threading.Lock()
         self._current: dict[int, np.ndarray] = {}  # thread id -> the buffer its last kernel call used
@@ -121,11 +125,12 @@ _runs: dict[int, Run] = {}
 _lock = threading.Lock()
 
 
-def begin(pool: ScratchPool | None = None) -> int:
-    """A fresh run token; kernels fed it record errors and borrow from ``pool`` until ``end``."""
+def begin(pool: ScratchPool | None = None, params: Params | None = None) -> int:
+    """A fresh run token; kernels fed it record errors, borrow from ``pool`` and find their constant
+    scale and zero point in ``params`` until ``end``."""
     token = next(_counter)
     with _lock:
-        _runs[token] = Run(pool)
+        _runs[token] = Run(pool, params)
     return token
 
 
@@ -137,6 +142,18 @@ def lookup(token: Any) -> Run | None:
         return None
     with _lock:
         return _runs.get(key)
+
+
+def params(run: Run | None, node: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """The constant scale and zero point the session holds for ``node``; ``DequantizeError`` when the
+    kernel runs outside the session that prepared its model (the op then has no scale)."""
+    found = run.params.get(node) if run is not None else None
+    if found is None:
+        raise DequantizeError(
+            "this kernel's constant scale and zero point are held by the onnx_dequant.session that "
+            "prepared the model: run the original model through onnx_dequant.session"
+        )
+    return found
 
 
 def record(token: Any, node: str, error: BaseException) -> None:

@@ -111,6 +111,7 @@ class KernelSession(ort.InferenceSession):
         self.lowered = dict(prepared.lowered)
         self.lowered_nodes = tuple(prepared.lowered)
         self._token_input = prepared.token_input
+        self._params = prepared.params
         self._odq_path = prepared.path
         if self._token_input is not None:
             kernels.ensure_registered()
@@ -158,7 +159,7 @@ class KernelSession(ort.InferenceSession):
     def _checked(self, call: Callable[[int], Any]) -> Any:
         if self._token_input is None:
             return call(0)
-        token = runs.begin(self.scratch)
+        token = runs.begin(self.scratch, self._params)
         try:
             with signals.deferred():  # Ctrl-C inside a kernel would abort: raised once the run is over
                 result = call(token)
@@ -208,7 +209,7 @@ class KernelSession(ort.InferenceSession):
         """As ``InferenceSession.run_async``; a kernel's error reaches ``callback`` as its ``err`` string."""
         if self._token_input is None:
             return super().run_async(output_names, input_feed, callback, user_data, run_options)
-        token = runs.begin(self.scratch)
+        token = runs.begin(self.scratch, self._params)
         feed = dict(input_feed)
         feed[self._token_input] = self._token_value(token)
         path = self._odq_path
