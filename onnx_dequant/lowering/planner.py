@@ -79,28 +79,29 @@ def plan(info: NodeInfo, names: Sequence[str] | None = None) -> Plan:
 
 _PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED, _DQL_TILED = PerTensor(), PerAxis(), Merged(), Blocked(), DQLTiled()
 _CAST_SUB_MUL, _TILED, _DQL_EXPANDED = CastSubMul(), Tiled(), DQLExpanded()
+_DQL_FORMS = (_PER_TENSOR, _PER_AXIS, _MERGED, _DQL_EXPANDED, _BLOCKED, _DQL_TILED)
+
+
+def _guarded(exact: Sequence[Strategy[Any]]) -> Guarded:
+    """i32-guarded over the DequantizeLinear forms and the exact forms ``exact``."""
+    return Guarded(lambda i: choose(i, _DQL_FORMS), lambda i: choose(i, exact))
+
 
 ROW_STRATEGIES: tuple[Strategy[Any], ...] = (
-    _PER_TENSOR,
-    _PER_AXIS,
-    _MERGED,
-    _DQL_EXPANDED,
-    _BLOCKED,
-    _DQL_TILED,
+    *_DQL_FORMS,
+    _guarded((_CAST_SUB_MUL, _TILED)),  # a row's check and its DequantizeLinear read the row from cache
     _CAST_SUB_MUL,
     _TILED,
 )
 """The forms one row of a Scan can take: every strategy but the Scan itself."""
 
 _CHUNKED = Chunked(lambda row: choose(row, ROW_STRATEGIES))
-_DQL_FORMS = (_PER_TENSOR, _PER_AXIS, _MERGED, _DQL_EXPANDED, _BLOCKED, _DQL_TILED)
-_EXACT_I32_FORMS = (_CHUNKED, _CAST_SUB_MUL, _TILED)
 
 STRATEGIES: tuple[Strategy[Any], ...] = (
     Empty(),  # preferred where it applies: a form that computes nothing may cost as little (0 elements)
     Folded(),
     *_DQL_FORMS,
-    Guarded(lambda i: choose(i, _DQL_FORMS), lambda i: choose(i, _EXACT_I32_FORMS)),
+    _guarded((_CHUNKED, _CAST_SUB_MUL, _TILED)),
     _CHUNKED,
     _CAST_SUB_MUL,
     _TILED,

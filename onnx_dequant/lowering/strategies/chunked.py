@@ -16,6 +16,7 @@ from ...errors import DequantizeError
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import DQL_TYPE, Plan, Refusal, Strategy, dql_refusal
+from .guarded import Branches
 
 __all__ = ["Chunked", "RowPlan", "CHUNK_MIN", "CHUNK_MAX", "CACHED"]
 
@@ -35,9 +36,12 @@ def _exact_i32(info: NodeInfo) -> bool:
 def _intermediate_bytes(info: NodeInfo, row: Plan) -> float:
     """Bytes per element of the intermediates the row form writes and reads back: one f32 tensor for a
     DequantizeLinear and a Cast; for Cast/Sub/Mul the cast input, the difference and the product
-    (when a Cast to the output follows) in its work type."""
+    (when a Cast to the output follows) in its work type; for i32-guarded the input, which its check
+    reads twice before the DequantizeLinear reads it."""
     if isinstance(row.choice, dtypes.DType):  # cast-sub-mul: the choice is its work type
         return row.choice.bits / 8 * (1 + info.has_zp + (row.choice is not info.out_type))
+    if isinstance(row.choice, Branches):
+        return info.in_type.bits / 8
     return DQL_TYPE.bits / 8
 
 
