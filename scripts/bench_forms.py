@@ -8,13 +8,16 @@ form that refuses the node is shown as `-` (its reason in `--json`).
     python scripts/bench_forms.py 2048567,5:1:u8 --forms dql-blocked,dql-tiled --standalone --json f.json
     python scripts/bench_forms.py 764,14,137:0,1:u8 --forms all      # every form that applies
 
-A case is ``SHAPE:AXES:IN[:FLAGS]``, FLAGS a comma-separated subset of ``nozp`` (no zero point) and
-``input`` (scale and zero point fed as graph inputs, not initializers); the output is f32.
+A case is ``SHAPE:AXES:IN[:FLAGS]``, FLAGS a comma-separated subset of ``nozp`` (no zero point),
+``input`` (scale and zero point fed as graph inputs, not initializers) and one output type (``f16``,
+``bf16``, ``f64``; f32 when none is named). The baseline is ORT's per-tensor DequantizeLinear to f32
+either way (it has no bf16 or f64 output).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -26,18 +29,23 @@ import bench_sweep as bs  # noqa: E402
 
 from onnx_dequant.lowering import STRATEGIES, LowerOptions, lower_model  # noqa: E402
 
+OUTPUTS = ("f16", "bf16", "f64")
+
 
 def parse_case(text: str) -> bs.Case:
-    """``SHAPE:AXES:IN[:FLAGS]`` as a sweep case with f32 output."""
+    """``SHAPE:AXES:IN[:FLAGS]`` as a sweep case (f32 output unless FLAGS name another)."""
     parts = text.split(":")
     if len(parts) not in (3, 4):
         raise SystemExit(f"bench_forms: a case is SHAPE:AXES:IN[:FLAGS], not {text!r}")
     flags = set(parts[3].split(",")) if len(parts) == 4 else set()
-    if flags - {"nozp", "input"}:
-        raise SystemExit(f"bench_forms: unknown flags {sorted(flags - {'nozp', 'input'})} in {text!r}")
+    known = {"nozp", "input", *OUTPUTS}
+    outs = sorted(flags & set(OUTPUTS))
+    if flags - known or len(outs) > 1:
+        raise SystemExit(f"bench_forms: flags must be among {sorted(known)}, one output at most, not {text!r}")
     shape = tuple(int(v) for v in parts[0].split(",") if v)
     axes = tuple(int(v) for v in parts[1].split(",") if v)
-    return bs.Case(shape, axes, "forms", parts[2], "f32", "nozp" not in flags, "input" in flags)
+    out = outs[0] if outs else "f32"
+    return bs.Case(shape, axes, "forms", parts[2], out, "nozp" not in flags, "input" in flags)
 
 
 def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> dict:
@@ -49,11 +57,12 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> d
     planned = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), LowerOptions()).nodes[0]
     if forms == ["all"]:  # every form that applies to the node
         forms = [st.name for st in STRATEGIES if st.name not in planned.refused]
-    runners = {"per-tensor DQL": bs.Runner(bs.model(case, s, z, consumer=consumer, native=True), {"x": x}, "f32")}
+    f32 = dataclasses.replace(case, out_type="f32")
+    runners = {"per-tensor DQL": bs.Runner(bs.model(f32, s, z, consumer=consumer, native=True), {"x": x}, "f32")}
     refused = {name: planned.refused[name] for name in forms if name in planned.refused}
     for name in (f for f in forms if f not in refused):
         copy = onnx.ModelProto.FromString(m.SerializeToString())
-        runners[name] = bs.Runner(lower_model(copy, LowerOptions(strategies=[name])).model, feed, "f32")
+        runners[name] = bs.Runner(lower_model(copy, LowerOptions(strategies=[name])).model, feed, case.out_type)
     t = bs.timed(runners, repeat)
     base = t.pop("per-tensor DQL")
     return {

@@ -223,6 +223,40 @@ def test_i32_chunked_scan_exact(shape, axes, rt, consumer, const):
     assert same_bits(y, np.maximum(ref, 0) if consumer else ref)
 
 
+@pytest.mark.parametrize(
+    "shape,qt,rt,consumer",
+    [
+        ((196608,), "i32", "f32", "Relu"),  # rank 1: rows of 196608 after a Reshape (one Scan row)
+        ((3, 65536), "i32", "f32", None),  # axis-0 rows fit as they are: no Reshape
+        ((8, 3, 8192), "i8", "f16", None),  # axis-0 rows of 24576: reshaped to (1, 196608)
+        ((12, 3, 8192), "i32", "bf16", None),  # to rows of 98304: (3, 98304) is nearest to 256K
+    ],
+)
+def test_per_tensor_chunked_rows_reshaped_exact(shape, qt, rt, consumer):
+    """A per-tensor input whose rows along axis 0 do not fit 64K-4M elements is scanned in rows of the
+    divisor of its size nearest 256K (Reshape -> Scan -> Reshape), bit-identical to the reference (i32 to
+    bf16: within 1 ULP); an i32 row is guarded (the extremes in the first row take its float64 form)."""
+    rng = np.random.default_rng(len(shape) + shape[0])
+    x, s, z = random_case(rng, shape, (), qt, rt)
+    if qt == "i32":
+        x.reshape(-1)[:4] = [2**31 - 1, -(2**31), 0, 1]
+        z = np.array(-5, np.int32)
+    const = rt == "bf16"  # ORT takes no bf16 array as a feed
+    m = one_node_model(x, s, z, (), const=const, consumer=consumer)
+    result = lower_model(m)
+    assert result.nodes[0].strategy == "scan-chunked"
+    top = [n.op_type for n in result.model.graph.node if n.op_type != "Relu"]
+    reshaped = len(shape) == 1 or shape[1] * (shape[2] if len(shape) > 2 else 1) < 65536
+    assert top == (["Reshape", "Scan", "Reshape"] if reshaped else ["Scan"])
+    onnx.checker.check_model(result.model, full_check=True)
+    (y,) = run_ort(result.model, {"x": x} if const else {"x": x, "s": s, "z": z})
+    ref = odq.dequantize(x, s, z, axes=())
+    if qt == "i32" and rt == "bf16":  # ORT's Cast rounds f64 to bf16 twice (through f32), as precision.md allows
+        assert np.max(ulp_distance(y.astype(ref.dtype), ref)) <= 1
+        return
+    assert same_bits(y.astype(ref.dtype), np.maximum(ref, 0) if consumer else ref)
+
+
 def test_chunked_only_where_it_pays():
     rng = np.random.default_rng(3)
     for shape, rt, opset, why in (

@@ -152,7 +152,10 @@ def test_scan_chunked_for_exact_i32_inputs():
             assert row.strategy.name == "i32-guarded" and row.choice.fast.strategy.name == "dql-per-tensor"
             row = row.choice.exact
         assert row.strategy.name == "cast-sub-mul"
-    assert chosen(info((80550, 91), qt="i32", rt="f64")) == "cast-sub-mul"  # rows too small to chunk
+    assert chosen(info((80550, 91), axes=(1,), qt="i32", rt="f64")) == "cast-sub-mul"  # rows too small to chunk
+    # per tensor, rows that small are reshaped into rows of a divisor of the size (7330050 = 30 x 244335)
+    p = plan(info((80550, 91), qt="i32", rt="f64"))
+    assert p.strategy.name == "scan-chunked" and p.choice.shape == (30, 244335)
     assert chosen(info(rows, qt="i32", int32_wrap=True)) == "dql-per-tensor"  # ORT's own int32 semantics
 
 
@@ -229,12 +232,13 @@ def test_planner_refusals():
         (
             {"rt": "f16", "model_output": True, "shape": (4, None)},
             "scan-chunked",
-            "needs a known shape of rank 2 or more",
+            "needs a known shape",
         ),
         (
             {"rt": "f16", "model_output": True},
             "scan-chunked",
-            f"a row along axis 0 holds 128 elements (chunking pays from {CHUNK_MIN} to {CHUNK_MAX})",
+            f"a row along axis 0 holds 128 elements (chunking pays from {CHUNK_MIN} to {CHUNK_MAX}), "
+            "and 512 has no divisor in that range",
         ),
         ({"axes": (0,), "shape": None}, "cast-sub-mul", "the input's rank is unknown"),
         ({"qt": "u4", "opset": 20}, "cast-sub-mul", "Cast from u4 needs opset 21"),

@@ -1,12 +1,15 @@
 """Chunked: ``Scan`` over axis 0, each slice lowered by the best other form, so that the slice's
 intermediates stay in cache instead of crossing memory: the f32 intermediate of an f16 or bf16 model
-output (an f32 DequantizeLinear and a Cast), or the float64 intermediates of an exact i32 input
-(Cast/Sub/Mul in float64, 8 bytes an element each); the scale and zero point are scanned with the input
-when 0 is a quantization axis."""
+output (an f32 DequantizeLinear and a Cast), the float64 intermediates of an exact i32 input
+(Cast/Sub/Mul in float64, 8 bytes an element each), or an i32 row's run-time check (``i32-guarded``:
+its two reads of the row); the scale and zero point are scanned with the input when 0 is a
+quantization axis. A per-tensor input whose rows along axis 0 do not fit (a rank-1 input) is reshaped
+to rows that do, when its size has a divisor for them."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 from onnx import helper
@@ -16,14 +19,19 @@ from ...errors import DequantizeError
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import DQL_TYPE, Plan, Refusal, Strategy, dql_refusal
+from .costs import reshaped_output_cost
+from .dql import reshape
 from .guarded import Branches
 
-__all__ = ["Chunked", "RowPlan", "CHUNK_MIN", "CHUNK_MAX", "CACHED"]
+__all__ = ["Chunked", "RowPlan", "CHUNK_MIN", "CHUNK_MAX", "CHUNK_TARGET", "CACHED"]
 
 CHUNK_MIN = 64 << 10
 CHUNK_MAX = 4 << 20
 """Elements per slice where the Scan measured faster than one f32 DequantizeLinear and a Cast over the
 whole tensor (1.2-1.4x the f32 form at 256K-1M elements, 1.5-1.9x at 64K or 4M, against 2.0-2.3x)."""
+CHUNK_TARGET = 256 << 10
+"""The row a reshaped per-tensor input gets, or the divisor of its size nearest to it (a row of i32 and its
+f32 result then fit a core's 2 MB L2)."""
 CACHED = 0.5
 """The share of the f32 intermediate's memory traffic the cost model still charges when it is chunked."""
 
@@ -100,11 +108,18 @@ class Chunked(Strategy[RowPlan]):
         if info.out_type.name == "bf16" and info.opset < 16:
             return Refusal("Scan has no bf16 before opset 16")
         shape = info.known_shape
-        if shape is None or len(shape) < 2:
-            return Refusal("needs a known shape of rank 2 or more")
-        chunk = info.size() // max(1, shape[0])
+        if shape is None:
+            return Refusal("needs a known shape")
+        chunk = info.size() // max(1, shape[0]) if len(shape) >= 2 else 0
         if not CHUNK_MIN <= chunk <= CHUNK_MAX:
-            return Refusal(f"a row along axis 0 holds {chunk} elements (chunking pays from {CHUNK_MIN} to {CHUNK_MAX})")
+            rows = _rows(info.size()) if not info.axes else None
+            if rows is None:
+                why = f"a row along axis 0 holds {chunk} elements" if len(shape) >= 2 else "a rank-1 input has no rows"
+                return Refusal(
+                    f"{why} (chunking pays from {CHUNK_MIN} to {CHUNK_MAX})"
+                    + ("" if info.axes else f", and {info.size()} has no divisor in that range")
+                )
+            shape = (info.size() // rows, rows)
         try:  # the row's inputs get their names in emit (names do not change the choice)
             row = self.plan_row(self._row(info, shape, "x", "scale", "zero_point"))
         except DequantizeError as e:
@@ -113,12 +128,15 @@ class Chunked(Strategy[RowPlan]):
 
     def cost(self, info: NodeInfo, choice: RowPlan) -> float:
         saved = (1 - CACHED) * 2 * info.size() * _intermediate_bytes(info, choice.row)
-        return choice.row.cost * choice.shape[0] - saved
+        reshaped = reshaped_output_cost(info) if choice.shape != info.known_shape else 0.0
+        return choice.row.cost * choice.shape[0] - saved + reshaped
 
     def emit(self, info: NodeInfo, choice: RowPlan, em: Emitter) -> None:
         row = list(choice.shape[1:])
         xs = em.fresh("x_row")
-        outer, body_in = [info.x], [helper.make_tensor_value_info(xs, info.in_type.onnx, row)]
+        reshaped = choice.shape != info.known_shape
+        x = reshape(em, info, info.x, em.i64(list(choice.shape)), hint="rows") if reshaped else info.x
+        outer, body_in = [x], [helper.make_tensor_value_info(xs, info.in_type.onnx, row)]
         scale, zp = info.scale, info.zero_point
         if 0 in info.axes:  # the scale and zero point vary along axis 0: scan them too
             param_row = [choice.shape[a] for a in info.axes[1:]]
@@ -138,4 +156,13 @@ class Chunked(Strategy[RowPlan]):
             body_in,
             [helper.make_tensor_value_info(sub.output, info.out_type.onnx, row)],
         )
-        em.node("Scan", outer, info.output, hint="scan", body=body, num_scan_inputs=len(outer))
+        out = em.fresh("y_rows") if reshaped else info.output
+        em.node("Scan", outer, out, hint="scan", body=body, num_scan_inputs=len(outer))
+        if reshaped:
+            reshape(em, info, out, em.i64(list(info.known_shape or ())), info.output, hint="y")
+
+
+def _rows(n: int) -> int | None:
+    """The divisor of ``n`` from ``CHUNK_MIN`` to ``CHUNK_MAX`` nearest to ``CHUNK_TARGET`` (by ratio), or None."""
+    found = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0 for d in (d, n // d) if CHUNK_MIN <= d <= CHUNK_MAX]
+    return min(found, key=lambda d: max(d, CHUNK_TARGET) / min(d, CHUNK_TARGET), default=None)
