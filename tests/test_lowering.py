@@ -226,16 +226,19 @@ def test_i32_chunked_scan_exact(shape, axes, rt, consumer, const):
 @pytest.mark.parametrize(
     "shape,qt,rt,consumer",
     [
-        ((196608,), "i32", "f32", "Relu"),  # rank 1: rows of 196608 after a Reshape (one Scan row)
+        ((196608,), "i32", "f32", "Relu"),  # rank 1: reshaped to (2, 98304) (two rows at least)
         ((3, 65536), "i32", "f32", None),  # axis-0 rows fit as they are: no Reshape
-        ((8, 3, 8192), "i8", "f16", None),  # axis-0 rows of 24576: reshaped to (1, 196608)
+        ((8, 3, 8192), "i8", "f16", None),  # axis-0 rows of 24576: reshaped to (2, 98304)
         ((12, 3, 8192), "i32", "bf16", None),  # to rows of 98304: (3, 98304) is nearest to 256K
+        ((2, 4, 32768), "u8", "f64", None),  # f64: Cast/Sub/Mul in float64 per row, rows as they are
+        ((196608,), "i16", "f64", "Relu"),  # reshaped inside a graph (no copy there)
     ],
 )
 def test_per_tensor_chunked_rows_reshaped_exact(shape, qt, rt, consumer):
-    """A per-tensor input whose rows along axis 0 do not fit 64K-4M elements is scanned in rows of the
-    divisor of its size nearest 256K (Reshape -> Scan -> Reshape), bit-identical to the reference (i32 to
-    bf16: within 1 ULP); an i32 row is guarded (the extremes in the first row take its float64 form)."""
+    """A per-tensor input (to f16/bf16, or with float64 work: from i32, or to f64) whose rows along axis 0
+    do not fit 64K-4M elements is scanned in rows of the divisor of its size nearest 256K (Reshape -> Scan
+    -> Reshape), bit-identical to the reference (i32 to bf16: within 1 ULP); an i32 row is guarded (the
+    extremes in the first row take its float64 form)."""
     rng = np.random.default_rng(len(shape) + shape[0])
     x, s, z = random_case(rng, shape, (), qt, rt)
     if qt == "i32":
@@ -261,7 +264,7 @@ def test_chunked_only_where_it_pays():
     rng = np.random.default_rng(3)
     for shape, rt, opset, why in (
         ((4, 8, 8), "f16", 21, "holds 64 elements"),  # rows too small
-        ((2, 256, 256), "f32", 21, "only an f16 or bf16 output (an f32 intermediate) or an exact i32 input"),
+        ((2, 256, 256), "f32", 21, "only an f16 or bf16 output (an f32 intermediate), an f64 output"),
         ((2, 256, 256), "bf16", 13, "no bf16 before opset 16"),
     ):
         x, s, z = random_case(rng, shape, (), "u8", rt)

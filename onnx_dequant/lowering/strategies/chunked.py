@@ -1,10 +1,10 @@
 """Chunked: ``Scan`` over axis 0, each slice lowered by the best other form, so that the slice's
 intermediates stay in cache instead of crossing memory: the f32 intermediate of an f16 or bf16 model
-output (an f32 DequantizeLinear and a Cast), the float64 intermediates of an exact i32 input
-(Cast/Sub/Mul in float64, 8 bytes an element each), or an i32 row's run-time check (``i32-guarded``:
+output (an f32 DequantizeLinear and a Cast), the float64 intermediates of an exact i32 input or an f64
+output (Cast/Sub/Mul in float64, 8 bytes an element each), or an i32 row's run-time check (``i32-guarded``:
 its two reads of the row); the scale and zero point are scanned with the input when 0 is a
 quantization axis. A per-tensor input whose rows along axis 0 do not fit (a rank-1 input) is reshaped
-to rows that do, when its size has a divisor for them."""
+to two rows or more that do, when its size has a divisor for them."""
 
 from __future__ import annotations
 
@@ -36,9 +36,10 @@ CACHED = 0.5
 """The share of the f32 intermediate's memory traffic the cost model still charges when it is chunked."""
 
 
-def _exact_i32(info: NodeInfo) -> bool:
-    """An i32 input lowered exactly: Cast/Sub/Mul in float64 (no DequantizeLinear: it wraps)."""
-    return info.in_type.name == "i32" and not info.int32_wrap
+def _float64_work(info: NodeInfo) -> bool:
+    """Lowered with float64 intermediates: an exact i32 input (a DequantizeLinear wraps; Cast/Sub/Mul in
+    float64 or a guard before one), or an f64 output (no DequantizeLinear has one)."""
+    return (info.in_type.name == "i32" and not info.int32_wrap) or info.out_type.name == "f64"
 
 
 def _intermediate_bytes(info: NodeInfo, row: Plan) -> float:
@@ -92,11 +93,11 @@ class Chunked(Strategy[RowPlan]):
         )
 
     def check(self, info: NodeInfo) -> RowPlan | Refusal:
-        if not _exact_i32(info):  # an i32 chain pays in a graph too (measured: 1.0x DQL -> Relu, not 4x)
+        if not _float64_work(info):  # a float64 chain pays in a graph too (measured: 1.0x DQL -> Relu, not 4x)
             if info.out_type.name not in ("f16", "bf16"):
                 return Refusal(
-                    "only an f16 or bf16 output (an f32 intermediate) or an exact i32 input (float64 ones) "
-                    "has intermediates to keep in cache"
+                    "only an f16 or bf16 output (an f32 intermediate), an f64 output or an exact i32 input "
+                    "(float64 ones) has intermediates to keep in cache"
                 )
             if not info.model_output:
                 return Refusal("the output is not a model output (ORT runs a Scan that feeds other ops 1.5x slower)")
@@ -112,13 +113,19 @@ class Chunked(Strategy[RowPlan]):
             return Refusal("needs a known shape")
         chunk = info.size() // max(1, shape[0]) if len(shape) >= 2 else 0
         if not CHUNK_MIN <= chunk <= CHUNK_MAX:
-            rows = _rows(info.size()) if not info.axes else None
+            # the final Reshape of a graph output copies; an f64 one cost what the chunks saved, or more
+            # (standalone (2048,2048) u8 -> f64 1.02x Cast/Sub/Mul, (510063) 1.2x)
+            copies_f64 = info.graph_output and info.out_type.bits == 64
+            rows = _rows(info.size()) if not info.axes and not copies_f64 else None
             if rows is None:
                 why = f"a row along axis 0 holds {chunk} elements" if len(shape) >= 2 else "a rank-1 input has no rows"
-                return Refusal(
-                    f"{why} (chunking pays from {CHUNK_MIN} to {CHUNK_MAX})"
-                    + ("" if info.axes else f", and {info.size()} has no divisor in that range")
-                )
+                if info.axes:
+                    other = ""
+                elif copies_f64:
+                    other = ", and reshaping an f64 graph output to such rows copies it"
+                else:
+                    other = f", and {info.size()} has no divisor in that range that leaves two rows"
+                return Refusal(f"{why} (chunking pays from {CHUNK_MIN} to {CHUNK_MAX}){other}")
             shape = (info.size() // rows, rows)
         try:  # the row's inputs get their names in emit (names do not change the choice)
             row = self.plan_row(self._row(info, shape, "x", "scale", "zero_point"))
@@ -163,6 +170,8 @@ class Chunked(Strategy[RowPlan]):
 
 
 def _rows(n: int) -> int | None:
-    """The divisor of ``n`` from ``CHUNK_MIN`` to ``CHUNK_MAX`` nearest to ``CHUNK_TARGET`` (by ratio), or None."""
-    found = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0 for d in (d, n // d) if CHUNK_MIN <= d <= CHUNK_MAX]
+    """The divisor of ``n`` from ``CHUNK_MIN`` to ``CHUNK_MAX`` nearest to ``CHUNK_TARGET`` (by ratio) that
+    leaves two rows or more (one row would stay the whole tensor), or None."""
+    top = min(CHUNK_MAX, n // 2)
+    found = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0 for d in (d, n // d) if CHUNK_MIN <= d <= top]
     return min(found, key=lambda d: max(d, CHUNK_TARGET) / min(d, CHUNK_TARGET), default=None)
