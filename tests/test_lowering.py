@@ -260,6 +260,27 @@ def test_per_tensor_chunked_rows_reshaped_exact(shape, qt, rt, consumer):
     assert same_bits(y.astype(ref.dtype), np.maximum(ref, 0) if consumer else ref)
 
 
+@pytest.mark.parametrize("axes", [(0,), (2,), (0, 2)])
+@pytest.mark.parametrize("qt,rt,consumer", [("i32", "f32", "Relu"), ("i8", "f16", None)])
+def test_chunked_joins_short_rows_along_axis_0_exact(axes, qt, rt, consumer):
+    """Rows along axis 0 too short to chunk (200 elements) are joined ``k`` at a time: axis 0 split into
+    (rows, k) by a Reshape (the scale and zero point too when 0 is an axis, scanned with the input),
+    then the Scan, then a Reshape back; bit-identical to the reference."""
+    rng = np.random.default_rng(len(axes) * 7 + len(qt))
+    shape = (1200, 5, 40)
+    x, s, z = random_case(rng, shape, axes, qt, rt)
+    if qt == "i32":
+        x.reshape(-1)[:4] = [2**31 - 1, -(2**31), 0, 1]  # the first row takes its float64 form
+    result = lower_model(one_node_model(x, s, z, axes, const=False, consumer=consumer))
+    assert result.nodes[0].strategy == "scan-chunked"
+    (scan,) = [n for n in result.model.graph.node if n.op_type == "Scan"]
+    assert scan.attribute[0].g.input[0].type.tensor_type.shape.dim[0].dim_value == 600  # (2, 600, 5, 40)
+    onnx.checker.check_model(result.model, full_check=True)
+    (y,) = run_ort(result.model, {"x": x, "s": s, "z": z})
+    ref = odq.dequantize(x, s, z, axes=axes)
+    assert same_bits(y.astype(ref.dtype), np.maximum(ref, 0) if consumer else ref)
+
+
 def test_chunked_only_where_it_pays():
     rng = np.random.default_rng(3)
     for shape, rt, opset, why in (

@@ -12,6 +12,7 @@ from onnx_dequant import dtypes
 from onnx_dequant.lowering import NodeInfo, Refusal, plan
 from onnx_dequant.lowering.planner import ROW_STRATEGIES, STRATEGIES
 from onnx_dequant.lowering.strategies.chunked import CHUNK_MAX, CHUNK_MIN
+from onnx_dequant.lowering.strategies.costs import kernel_cost
 from onnx_dequant.lowering.strategies.dql import Layout, layout_cost
 
 
@@ -152,11 +153,28 @@ def test_scan_chunked_for_exact_i32_inputs():
             assert row.strategy.name == "i32-guarded" and row.choice.fast.strategy.name == "dql-per-tensor"
             row = row.choice.exact
         assert row.strategy.name == "cast-sub-mul"
-    assert chosen(info((80550, 91), axes=(1,), qt="i32", rt="f64")) == "cast-sub-mul"  # rows too small to chunk
+    # rows of 91 along axis 0 joined 2685 at a time: axis 0 split into (30, 2685)
+    p = plan(info((80550, 91), axes=(1,), qt="i32", rt="f64"))
+    assert p.strategy.name == "scan-chunked" and p.choice.shape == (30, 2685, 91)
+    assert chosen(info((1009, 7), axes=(1,), qt="i32", rt="f64")) == "cast-sub-mul"  # 1009 is prime: no join
     # per tensor, rows that small are reshaped into rows of a divisor of the size (7330050 = 30 x 244335)
     p = plan(info((80550, 91), qt="i32", rt="f64"))
     assert p.strategy.name == "scan-chunked" and p.choice.shape == (30, 244335)
     assert chosen(info(rows, qt="i32", int32_wrap=True)) == "dql-per-tensor"  # ORT's own int32 semantics
+
+
+def test_a_scanned_f16_scale_is_cast_at_run_time():
+    """A constant f16/bf16 scale is converted to f32 when lowering, but one the Scan slices (0 is an axis)
+    is a row input, converted at every run: as large as the input, that Cast costs what chunking saves
+    (standalone (321,1939) {0,1} u16 -> f16: dql-blocked 2.0-2.3x ORT's f32 DequantizeLinear, the Scan
+    2.9-3.4x)."""
+    facts = {"qt": "u16", "rt": "f16", "zp": False, "graph_output": True, "model_output": True}
+    p = plan(info((321, 1939), axes=(0, 1), **facts))
+    assert p.strategy.name == "dql-blocked" and "scan-chunked" in p.costs
+    fed = plan(info((321, 1939), axes=(0, 1), **{**facts, "scale_const": False}))
+    assert fed.costs["dql-blocked"] - p.costs["dql-blocked"] == pytest.approx(
+        321 * 1939 * 6 * kernel_cost("cast_to_f16") / 6
+    )
 
 
 def test_scan_chunked_for_f64_outputs():
@@ -171,7 +189,7 @@ def test_scan_chunked_for_f64_outputs():
     assert inside.strategy.name == "scan-chunked" and inside.choice.shape == (16, 262144)
     alone = plan(info((2048, 2048), qt="u8", rt="f64", graph_output=True, model_output=True))
     assert alone.strategy.name == "cast-sub-mul"
-    assert "reshaping an f64 graph output to such rows copies it" in alone.refused["scan-chunked"]
+    assert "reshaping an f64 graph output to other rows copies it" in alone.refused["scan-chunked"]
 
 
 def test_planner_refusals():
@@ -254,6 +272,12 @@ def test_planner_refusals():
             "scan-chunked",
             f"a row along axis 0 holds 128 elements (chunking pays from {CHUNK_MIN} to {CHUNK_MAX}), "
             "and 512 has no divisor in that range that leaves two rows",
+        ),
+        (
+            {"rt": "f16", "model_output": True, "axes": (1,)},
+            "scan-chunked",
+            f"a row along axis 0 holds 128 elements (chunking pays from {CHUNK_MIN} to {CHUNK_MAX}), "
+            "and 4 has no divisor that joins such rows into two or more in that range",
         ),
         ({"axes": (0,), "shape": None}, "cast-sub-mul", "the input's rank is unknown"),
         ({"qt": "u4", "opset": 20}, "cast-sub-mul", "Cast from u4 needs opset 21"),

@@ -3,8 +3,9 @@ intermediates stay in cache instead of crossing memory: the f32 intermediate of 
 output (an f32 DequantizeLinear and a Cast), the float64 intermediates of an exact i32 input or an f64
 output (Cast/Sub/Mul in float64, 8 bytes an element each), or an i32 row's run-time check (``i32-guarded``:
 its two reads of the row); the scale and zero point are scanned with the input when 0 is a
-quantization axis. A per-tensor input whose rows along axis 0 do not fit (a rank-1 input) is reshaped
-to two rows or more that do, when its size has a divisor for them."""
+quantization axis. Where the rows along axis 0 are too short or the input has rank 1, a per-tensor
+input is reshaped to two rows or more that fit (a divisor of its size), and otherwise ``k`` rows along
+axis 0 are joined into one (a divisor of its first dim; the scale and zero point reshaped to match)."""
 
 from __future__ import annotations
 
@@ -116,19 +117,24 @@ class Chunked(Strategy[RowPlan]):
             # the final Reshape of a graph output copies; an f64 one cost what the chunks saved, or more
             # (standalone (2048,2048) u8 -> f64 1.02x Cast/Sub/Mul, (510063) 1.2x)
             copies_f64 = info.graph_output and info.out_type.bits == 64
-            rows = _rows(info.size()) if not info.axes and not copies_f64 else None
-            if rows is None:
+            if copies_f64:
+                k = None
+            elif not info.axes:  # per tensor: rows of any divisor of the size
+                k = _divisor(info.size(), 1)
+            else:  # k rows along axis 0 joined into one
+                k = _divisor(shape[0], chunk) if 0 < chunk < CHUNK_MIN else None
+            if k is None:
                 why = f"a row along axis 0 holds {chunk} elements" if len(shape) >= 2 else "a rank-1 input has no rows"
-                if info.axes:
-                    other = ""
-                elif copies_f64:
-                    other = ", and reshaping an f64 graph output to such rows copies it"
-                else:
+                if copies_f64:
+                    other = ", and reshaping an f64 graph output to other rows copies it"
+                elif not info.axes:
                     other = f", and {info.size()} has no divisor in that range that leaves two rows"
+                else:
+                    other = f", and {shape[0]} has no divisor that joins such rows into two or more in that range"
                 return Refusal(f"{why} (chunking pays from {CHUNK_MIN} to {CHUNK_MAX}){other}")
-            shape = (info.size() // rows, rows)
+            shape = (info.size() // k, k) if not info.axes else (shape[0] // k, k, *shape[1:])
         try:  # the row's inputs get their names in emit (names do not change the choice)
-            row = self.plan_row(self._row(info, shape, "x", "scale", "zero_point"))
+            row = self.plan_row(self._row(_viewed(info, shape), shape, "x", "scale", "zero_point"))
         except DequantizeError as e:
             return Refusal(f"no form for a row ({e.rule})")
         return RowPlan(shape, row)
@@ -142,19 +148,20 @@ class Chunked(Strategy[RowPlan]):
         row = list(choice.shape[1:])
         xs = em.fresh("x_row")
         reshaped = choice.shape != info.known_shape
+        view = _viewed(info, choice.shape)
         x = reshape(em, info, info.x, em.i64(list(choice.shape)), hint="rows") if reshaped else info.x
         outer, body_in = [x], [helper.make_tensor_value_info(xs, info.in_type.onnx, row)]
         scale, zp = info.scale, info.zero_point
-        if 0 in info.axes:  # the scale and zero point vary along axis 0: scan them too
-            param_row = [choice.shape[a] for a in info.axes[1:]]
+        if 0 in view.axes:  # the scale and zero point vary along axis 0: scan them too
+            dims = [choice.shape[a] for a in view.axes]
             scale = em.fresh("scale_row")
-            outer.append(info.scale)
-            body_in.append(helper.make_tensor_value_info(scale, info.out_type.onnx, param_row))
+            outer.append(_param_view(em, info, info.scale, dims) if reshaped else info.scale)
+            body_in.append(helper.make_tensor_value_info(scale, info.out_type.onnx, dims[1:]))
             if info.has_zp and info.zero_point is not None:
                 zp = em.fresh("zero_point_row")
-                outer.append(info.zero_point)
-                body_in.append(helper.make_tensor_value_info(zp, info.in_type.onnx, param_row))
-        sub = dataclasses.replace(self._row(info, choice.shape, xs, scale, zp), output=em.fresh("y_row"))
+                outer.append(_param_view(em, info, info.zero_point, dims) if reshaped else info.zero_point)
+                body_in.append(helper.make_tensor_value_info(zp, info.in_type.onnx, dims[1:]))
+        sub = dataclasses.replace(self._row(view, choice.shape, xs, scale, zp), output=em.fresh("y_row"))
         body_em = em.child(f"{em.prefix}_row")
         choice.row.emit(sub, body_em)
         body = helper.make_graph(
@@ -169,9 +176,29 @@ class Chunked(Strategy[RowPlan]):
             reshape(em, info, out, em.i64(list(info.known_shape or ())), info.output, hint="y")
 
 
-def _rows(n: int) -> int | None:
-    """The divisor of ``n`` from ``CHUNK_MIN`` to ``CHUNK_MAX`` nearest to ``CHUNK_TARGET`` (by ratio) that
-    leaves two rows or more (one row would stay the whole tensor), or None."""
-    top = min(CHUNK_MAX, n // 2)
-    found = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0 for d in (d, n // d) if CHUNK_MIN <= d <= top]
-    return min(found, key=lambda d: max(d, CHUNK_TARGET) / min(d, CHUNK_TARGET), default=None)
+def _viewed(info: NodeInfo, shape: tuple[int, ...]) -> NodeInfo:
+    """The node over the view the Scan slices: the input as it is, a per-tensor input as rows, or axis 0
+    split into (rows, the ``k`` rows each joins)."""
+    if shape == info.known_shape or not info.axes:
+        return dataclasses.replace(info, shape=shape)
+    head = (0, 1) if 0 in info.axes else ()
+    return dataclasses.replace(info, shape=shape, axes=head + tuple(a + 1 for a in info.axes if a))
+
+
+def _param_view(em: Emitter, info: NodeInfo, tensor: str, dims: list[int]) -> str:
+    """A scale or zero point reshaped to the view's ``dims`` (a new constant when it is one)."""
+    return em.redim(tensor, dims, "param_rows") or reshape(em, info, tensor, em.i64(dims), hint="param_rows")
+
+
+def _divisor(n: int, unit: int) -> int | None:
+    """The divisor ``d`` of ``n`` that makes rows of ``d * unit`` elements from ``CHUNK_MIN`` to ``CHUNK_MAX``,
+    nearest to ``CHUNK_TARGET`` (by ratio), leaving two rows or more (one row would stay the whole
+    tensor); or None."""
+    found = [
+        d
+        for f in range(1, math.isqrt(n) + 1)
+        if n % f == 0
+        for d in (f, n // f)
+        if CHUNK_MIN <= d * unit <= CHUNK_MAX and n // d >= 2
+    ]
+    return min(found, key=lambda d: max(d * unit, CHUNK_TARGET) / min(d * unit, CHUNK_TARGET), default=None)

@@ -117,6 +117,8 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
     cost *= (in_bytes + dql_bytes) / 5  # the table's kernels read int8 (5 bytes per element with f32 out)
     if dql_t is not info.out_type:
         cost += n * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6
+        if not info.scale_const:  # the scale's own Cast to f32 runs with the model (a constant one is folded)
+            cost += info.scale_size * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6
     if layout.reshapes:
         cost += reshaped_output_cost(info)
     scale_elements = layout.scale_elements(info)
