@@ -109,30 +109,11 @@ class Chunked(Strategy[RowPlan]):
             return Refusal("ORT's Scan does not slice 4-bit tensors")
         if info.out_type.name == "bf16" and info.opset < 16:
             return Refusal("Scan has no bf16 before opset 16")
-        shape = info.known_shape
-        if shape is None:
+        if info.known_shape is None:
             return Refusal("needs a known shape")
-        chunk = info.size() // max(1, shape[0]) if len(shape) >= 2 else 0
-        if not CHUNK_MIN <= chunk <= CHUNK_MAX:
-            # the final Reshape of a graph output copies; an f64 one cost what the chunks saved, or more
-            # (standalone (2048,2048) u8 -> f64 1.02x Cast/Sub/Mul, (510063) 1.2x)
-            copies_f64 = info.graph_output and info.out_type.bits == 64
-            if copies_f64:
-                k = None
-            elif not info.axes:  # per tensor: rows of any divisor of the size
-                k = _divisor(info.size(), 1)
-            else:  # k rows along axis 0 joined into one
-                k = _divisor(shape[0], chunk) if 0 < chunk < CHUNK_MIN else None
-            if k is None:
-                why = f"a row along axis 0 holds {chunk} elements" if len(shape) >= 2 else "a rank-1 input has no rows"
-                if copies_f64:
-                    other = ", and reshaping an f64 graph output to other rows copies it"
-                elif not info.axes:
-                    other = f", and {info.size()} has no divisor in that range that leaves two rows"
-                else:
-                    other = f", and {shape[0]} has no divisor that joins such rows into two or more in that range"
-                return Refusal(f"{why} (chunking pays from {CHUNK_MIN} to {CHUNK_MAX}){other}")
-            shape = (info.size() // k, k) if not info.axes else (shape[0] // k, k, *shape[1:])
+        shape = _scanned_shape(info, info.known_shape)
+        if isinstance(shape, Refusal):
+            return shape
         try:  # the row's inputs get their names in emit (names do not change the choice)
             row = self.plan_row(self._row(_viewed(info, shape), shape, "x", "scale", "zero_point"))
         except DequantizeError as e:
@@ -174,6 +155,32 @@ class Chunked(Strategy[RowPlan]):
         em.node("Scan", outer, out, hint="scan", body=body, num_scan_inputs=len(outer))
         if reshaped:
             reshape(em, info, out, em.i64(list(info.known_shape or ())), info.output, hint="y")
+
+
+def _scanned_shape(info: NodeInfo, shape: tuple[int, ...]) -> tuple[int, ...] | Refusal:
+    """The view the Scan slices along axis 0: the input itself where its rows hold ``CHUNK_MIN`` to
+    ``CHUNK_MAX`` elements; else a per-tensor input as rows of a divisor of its size, or ``k`` short rows
+    along axis 0 joined (a divisor of the first dim); or why none fits."""
+    chunk = info.size() // max(1, shape[0]) if len(shape) >= 2 else 0
+    if CHUNK_MIN <= chunk <= CHUNK_MAX:
+        return shape
+    why = f"a row along axis 0 holds {chunk} elements" if len(shape) >= 2 else "a rank-1 input has no rows"
+    why += f" (chunking pays from {CHUNK_MIN} to {CHUNK_MAX})"
+    if info.graph_output and info.out_type.bits == 64:
+        # the final Reshape of a graph output copies; an f64 one cost what the chunks saved, or more
+        # (standalone (2048,2048) u8 -> f64 1.02x Cast/Sub/Mul, (510063) 1.2x)
+        return Refusal(f"{why}, and reshaping an f64 graph output to other rows copies it")
+    if not info.axes:  # per tensor: rows of any divisor of the size
+        d = _divisor(info.size(), 1)
+        if d is None:
+            return Refusal(f"{why}, and {info.size()} has no divisor in that range that leaves two rows")
+        return (info.size() // d, d)
+    if not 0 < chunk < CHUNK_MIN:
+        return Refusal(why)
+    k = _divisor(shape[0], chunk)  # k rows along axis 0 joined into one
+    if k is None:
+        return Refusal(f"{why}, and {shape[0]} has no divisor that joins such rows into two or more in that range")
+    return (shape[0] // k, k, *shape[1:])
 
 
 def _viewed(info: NodeInfo, shape: tuple[int, ...]) -> NodeInfo:
