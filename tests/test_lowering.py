@@ -6,7 +6,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from helpers import domain_nodes, one_node_model, random_case, run_ort
+from helpers import domain_nodes, model_of, one_node_model, random_case, run_ort, vi
+from onnx import helper, numpy_helper
 
 import onnx_dequant as odq
 from onnx_dequant.compare import same_bits, ulp_distance
@@ -279,6 +280,55 @@ def test_chunked_joins_short_rows_along_axis_0_exact(axes, qt, rt, consumer):
     (y,) = run_ort(result.model, {"x": x, "s": s, "z": z})
     ref = odq.dequantize(x, s, z, axes=axes)
     assert same_bits(y.astype(ref.dtype), np.maximum(ref, 0) if consumer else ref)
+
+
+def test_chunked_rows_ignore_model_constants_named_like_the_row():
+    """The Scan's row inputs are never the model's constants, whatever those are named: an unrelated
+    initializer called ``x`` once decided the rows' i32 guard when lowering (its values, not the row's), so
+    a row beyond 2**23 took the DequantizeLinear and wrapped."""
+    shape = (4, 65536)
+    q = np.random.default_rng(21).integers(-1000, 1000, shape).astype(np.int32)
+    q[1, :2] = [2**31 - 1, -(2**31)]
+    s, z = np.array(0.37, np.float32), np.array(3, np.int32)
+    nodes = [odq.make_node(["q", "s", "z"], ["y"], axes=(), name="dq"), helper.make_node("Identity", ["x"], ["o"])]
+    inits = [numpy_helper.from_array(v, n) for n, v in (("s", s), ("z", z), ("x", np.zeros(2, np.int32)))]
+    m = model_of(nodes, [vi("q", "i32", shape)], [vi("y", "f32", shape), vi("o", "i32", (2,))], inits)
+    result = lower_model(m)
+    assert result.nodes[0].strategy == "scan-chunked"
+    (scan,) = [n for n in result.model.graph.node if n.op_type == "Scan"]
+    assert "If" in {n.op_type for n in scan.attribute[0].g.node}  # each row checked when the model runs
+    y, _ = run_ort(result.model, {"q": q})
+    assert same_bits(y, odq.dequantize(q, s, z, axes=()))
+
+
+def test_an_initializer_the_caller_may_override_is_not_a_constant():
+    """An initializer that is also a graph input is a default: the lowering neither decides the i32 guard
+    from it nor folds it into a new constant, so what the caller feeds is what is computed."""
+    shape = (4096,)
+    s, z = np.array(0.37, np.float32), np.array(-5, np.int32)
+    inits = [numpy_helper.from_array(np.zeros(shape, np.int32), "x"), numpy_helper.from_array(s, "s")]
+    inits.append(numpy_helper.from_array(z, "z"))
+    m = model_of(
+        [odq.make_node(["x", "s", "z"], ["y"], name="dq")], [vi("x", "i32", shape)], [vi("y", "f32", shape)], inits
+    )
+    result = lower_model(m)
+    assert result.nodes[0].strategy == "i32-guarded" and "If" in _op_types(result.model.graph)
+    fed = np.full(shape, 2**31 - 1, np.int32)
+    (y,) = run_ort(result.model, {"x": fed})
+    assert same_bits(y, odq.dequantize(fed, s, z))
+    # a per-axis scale that is also an input: a blocked form would fold it into a constant of its view
+    x = np.random.default_rng(22).integers(-128, 128, (6, 5, 4)).astype(np.int8)
+    s2 = np.linspace(0.5, 2, 30, dtype=np.float32).reshape(6, 5)
+    m = model_of(
+        [odq.make_node(["x", "s"], ["y"], axes=(0, 1), name="dq")],
+        [vi("x", "i8", (6, 5, 4)), vi("s", "f32", (6, 5))],
+        [vi("y", "f32", (6, 5, 4))],
+        [numpy_helper.from_array(s2, "s")],
+    )
+    lowered = lower_model(m).model
+    other = (s2 * 3).astype(np.float32)
+    (y,) = run_ort(lowered, {"x": x, "s": other})
+    assert same_bits(y, odq.dequantize(x, other, axes=(0, 1)))
 
 
 def test_chunked_only_where_it_pays():

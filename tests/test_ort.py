@@ -685,3 +685,19 @@ def test_a_held_params_kernel_outside_its_session_gives_zeros_and_logs(caplog):
         (y,) = plain.run(None, {"x": x, prepared.token_input: np.array(-1, np.int64)})
     assert y.dtype == np.float32 and y.shape == SHAPE and not y.any()
     assert any("held by the onnx_dequant.session" in r.getMessage() for r in caplog.records)
+
+
+def test_a_constant_shared_by_nodes_is_held_once():
+    rng = np.random.default_rng(18)
+    s, z = scales(rng, "f32", (SHAPE[1],)), ints(rng, "u8", (SHAPE[1],))
+    nodes = [odq.make_node(["x", "s", "z"], [f"y{k}"], axes=[1], name=f"dq{k}") for k in range(2)]
+    inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
+    model = model_of(nodes, [vi("x", "u8", SHAPE)], [vi(f"y{k}", "f32", SHAPE) for k in range(2)], inits)
+    prepared = prepare(model)
+    assert (
+        prepared.params["dq0"][0] is prepared.params["dq1"][0]
+        and prepared.params["dq0"][1] is prepared.params["dq1"][1]
+    )
+    x = ints(rng, "u8", SHAPE)
+    for y in odq.session(model).run(None, {"x": x}):
+        assert same_bits(y, odq.dequantize(x, s, z, axes=[1]))

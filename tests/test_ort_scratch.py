@@ -143,24 +143,25 @@ def test_every_kernel_returns_exactly_its_declared_dtype(spec, caplog):
     s = scales(rng, spec.out.name, (3, 5))
     zp = [ints(rng, spec.x.name, (3, 5))] if spec.has_zero_point or spec.const_params else []
 
-    def call(s, zp, token, node):  # a constant-params kernel finds them in its run, under its node
-        if not spec.const_params:
-            return body(x, s, *zp, token, odq_axes="0,2", odq_node=node)
-        run = runs.lookup(token)
-        if run is not None:
-            run.params[node] = (s, zp[0])
-        return body(x, token, odq_axes="0,2", odq_node=node)
+    bad_s, bad_zp = s[:, :2].copy(), [z[:, :2].copy() for z in zp]
+    # a constant-params kernel is fed no scale: it finds its node's in the run (held by the session)
+    held = {"n": (s, zp[0]), "bad": (bad_s, bad_zp[0])} if spec.const_params else None
 
-    token = np.array(runs.begin(runs.ScratchPool(1 << 20)), np.int64)
+    def call(s, zp, token, node):
+        if spec.const_params:
+            return body(x, token, odq_axes="0,2", odq_node=node)
+        return body(x, s, *zp, token, odq_axes="0,2", odq_node=node)
+
+    token = np.array(runs.begin(runs.ScratchPool(1 << 20), held), np.int64)
     try:
         y = call(s, zp, token, "n")
         assert y.dtype == spec.out.numpy and y.shape == SHAPE and y.flags.c_contiguous
         assert same_bits(y, odq.dequantize(x, s, *zp, axes=(0, 2)))
-        bad = call(s[:, :2].copy(), [z[:, :2].copy() for z in zp], token, "n")
+        bad = call(bad_s, bad_zp, token, "bad")
         assert bad.dtype == spec.out.numpy and bad.shape == SHAPE and not bad.any()
     finally:
         errors = runs.end(int(token), reuse=True)
-    assert [n for n, _ in errors] == ["n"] and isinstance(errors[0][1], odq.DequantizeError)
+    assert [n for n, _ in errors] == ["bad"] and isinstance(errors[0][1], odq.DequantizeError)
     # a token no run is waiting for: the error is logged, the result still has the declared dtype
     lost = call(s[:1].copy(), [z[:1].copy() for z in zp], np.array(-1, np.int64), "lost")
     assert lost.dtype == spec.out.numpy and any("lost" in r.getMessage() for r in caplog.records)

@@ -106,9 +106,13 @@ class Constants:
         self.tensors: dict[str, TensorProto] = dict(tensors or {})
 
     def scope(self, graph: Any) -> Constants:
-        """What ``graph`` (nested in this scope) sees: these constants and its own."""
+        """What ``graph`` (nested in this scope) sees: these constants and its own, less the names it takes
+        as inputs (an initializer that is also a graph input is a default the caller may override, and a
+        subgraph's input hides an outer constant of its name)."""
         inner = Constants(self.base_dir, self.tensors)
         inner.tensors.update(constants(graph))
+        for i in getattr(graph, "input", ()):
+            inner.tensors.pop(i.name if hasattr(i, "name") else i, None)  # FunctionProto inputs are names
         return inner
 
     def is_const(self, name: str | None) -> bool:

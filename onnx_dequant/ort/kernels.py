@@ -46,6 +46,7 @@ __all__ = [
     "KERNEL_DOMAIN",
     "SUPPORTED_EXTENSIONS",
     "KernelSpec",
+    "kernel_carries",
     "kernel_op_type",
     "ensure_registered",
     "fast_bridge_installed",
@@ -82,12 +83,17 @@ class KernelSpec:
         return 2 if self.const_params else (4 if self.has_zero_point else 3)
 
 
+def kernel_carries(x: Any, out: Any) -> bool:
+    """Whether the extension can carry a kernel with these input and output types."""
+    return dtypes.parse(x).name in KERNEL_INPUT_TYPES and dtypes.parse(out).name in KERNEL_OUTPUT_TYPES
+
+
 def kernel_op_type(x: Any, out: Any, has_zero_point: bool, const_params: bool = False) -> str | None:
     """The kernel op name for a node with these input and output types, or None when none can carry it.
     ``const_params``: the session holds the node's scale and zero point (the op takes ``x`` and the token)."""
-    xt, ot = dtypes.parse(x), dtypes.parse(out)
-    if xt.name not in KERNEL_INPUT_TYPES or ot.name not in KERNEL_OUTPUT_TYPES:
+    if not kernel_carries(x, out):
         return None
+    xt, ot = dtypes.parse(x), dtypes.parse(out)
     suffix = "_const" if const_params else ("" if has_zero_point else "_nozp")
     return f"{OP_TYPE}_{xt.name}_{ot.name}{suffix}"
 

@@ -27,7 +27,7 @@ from ..contract import TensorType
 from ..errors import DequantizeError
 from ..graphs import FreshNames, dequantize_nodes, function_nodes, iter_nodes, value_types, without_large_initializers
 from ..schema import OPSET_VERSION, check_node, is_dequantize, node_attributes
-from .kernels import KERNEL_DOMAIN, kernel_op_type
+from .kernels import KERNEL_DOMAIN, kernel_carries, kernel_op_type
 from .runs import Params
 
 __all__ = ["Prepared", "prepare", "load_copy"]
@@ -92,7 +92,7 @@ def _route(node: NodeProto, types: dict[str, TensorType], path: str | None) -> t
         in_type, out = check_node(node, types)
     except DequantizeError as e:
         raise e.at(path=path) from None
-    if kernel_op_type(in_type, out.elem_type, True) is None:
+    if not kernel_carries(in_type, out.elem_type):
         return None, f"{in_type.name} -> {out.elem_type.name}: onnxruntime-extensions cannot carry this type pair"
     return (in_type, out.elem_type), ""
 
@@ -176,7 +176,7 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
     token = FreshNames.of(copy).fresh(TOKEN_INPUT, sep=".")
     done = set()
     params: Params = {}
-    taken: set[str] = set()  # initializers now held by the session
+    arrays: dict[str, np.ndarray] = {}  # the initializers now held by the session, by name
     constants = _constants(copy)
     in_main = {id(n) for n in copy.graph.node}
     for node in dequantize_nodes(copy):
@@ -189,9 +189,10 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
         op = kernel_op_type(*pair, len(inputs) == 3, const)
         assert op is not None  # the route checked the type pair
         if const:
-            scale, *zp = (_array(constants[i]) for i in inputs[1:])
-            params[node.name] = (scale, zp[0] if zp else None)
-            taken.update(inputs[1:])
+            for i in inputs[1:]:  # one array per initializer, however many nodes read it
+                if i not in arrays:
+                    arrays[i] = _array(constants[i])
+            params[node.name] = (arrays[inputs[1]], arrays[inputs[2]] if len(inputs) == 3 else None)
             inputs = inputs[:1]
         inputs.append(token)
         node.op_type = op
@@ -206,7 +207,7 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
     missing = set(routes) - done
     if missing:
         raise DequantizeError(f"the lowering pass dropped nodes {sorted(missing)}", path=path)
-    _drop_unused(copy, taken)
+    _drop_unused(copy, set(arrays))
 
     copy.graph.input.append(helper.make_tensor_value_info(token, TensorProto.INT64, []))
     if not any(op.domain == KERNEL_DOMAIN for op in copy.opset_import):

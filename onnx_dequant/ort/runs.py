@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -78,11 +80,12 @@ class ScratchPool:
 
 
 class Run:
-    """One run: the ``(node, error)`` pairs recorded so far and the buffers borrowed, by thread."""
+    """One run: the ``(node, error)`` pairs recorded so far, the buffers borrowed, by thread, and (read
+    only) the session's constant scales and zero points by node."""
 
     def __init__(self, pool: ScratchPool | None, params: Params | None = None) -> None:
         self.errors: list[tuple[str, BaseException]] = []
-        self.params: Params = params or {}
+        self.params: Mapping[str, tuple[np.ndarray, np.ndarray | None]] = MappingProxyType(params or {})
         self._pool = pool
         self._lock = threading.Lock()
         self._current: dict[int, np.ndarray] = {}  # thread id -> the buffer its last kernel call used

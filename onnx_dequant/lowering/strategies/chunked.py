@@ -3,9 +3,10 @@ intermediates stay in cache instead of crossing memory: the f32 intermediate of 
 output (an f32 DequantizeLinear and a Cast), the float64 intermediates of an exact i32 input or an f64
 output (Cast/Sub/Mul in float64, 8 bytes an element each), or an i32 row's run-time check (``i32-guarded``:
 its two reads of the row); the scale and zero point are scanned with the input when 0 is a
-quantization axis. Where the rows along axis 0 are too short or the input has rank 1, a per-tensor
-input is reshaped to two rows or more that fit (a divisor of its size), and otherwise ``k`` rows along
-axis 0 are joined into one (a divisor of its first dim; the scale and zero point reshaped to match)."""
+quantization axis. Where the rows along axis 0 do not fit (too short, too long, or a rank-1 input), a
+per-tensor input is reshaped to two rows or more that do (a divisor of its size); with quantization
+axes, ``k`` short rows along axis 0 are joined into one (a divisor of its first dim; the scale and zero
+point reshaped to match)."""
 
 from __future__ import annotations
 
@@ -50,8 +51,8 @@ def _intermediate_bytes(info: NodeInfo, row: Plan) -> float:
     reads twice before the DequantizeLinear reads it."""
     if isinstance(row.choice, dtypes.DType):  # cast-sub-mul: the choice is its work type
         return row.choice.bits / 8 * (1 + info.has_zp + (row.choice is not info.out_type))
-    if isinstance(row.choice, Branches):
-        return info.in_type.bits / 8
+    if isinstance(row.choice, Branches):  # and, to f16/bf16, the DequantizeLinear branch's f32 product
+        return info.in_type.bits / 8 + (DQL_TYPE.bits / 8 if info.out_type is not DQL_TYPE else 0)
     return DQL_TYPE.bits / 8
 
 
@@ -74,10 +75,14 @@ class Chunked(Strategy[RowPlan]):
 
     def _row(self, info: NodeInfo, shape: tuple[int, ...], x: str, scale: str, zero_point: str | None) -> NodeInfo:
         """The node as the Scan body sees it: one row along axis 0, its inputs named ``x``/``scale``/
-        ``zero_point`` (the scale and zero point are rows too when 0 is an axis)."""
+        ``zero_point`` (the scale and zero point are rows too when 0 is an axis). Those are body inputs,
+        never constants, whatever the model's constants of those names hold."""
         scanned = 0 in info.axes
+        rows = {x} | ({scale, zero_point} if scanned else set())
+        outer = info.read
         return dataclasses.replace(
             info,
+            read=None if outer is None else (lambda name: None if name in rows else outer(name)),
             x=x,
             scale=scale if scanned else info.scale,
             zero_point=(zero_point if scanned else info.zero_point) if info.has_zp else None,
