@@ -11,7 +11,7 @@ import onnx_dequant as odq
 from onnx_dequant import dtypes
 from onnx_dequant.lowering import NodeInfo, Refusal, plan
 from onnx_dequant.lowering.planner import ROW_STRATEGIES, STRATEGIES
-from onnx_dequant.lowering.strategies.chunked import CHUNK_MAX, CHUNK_MIN
+from onnx_dequant.lowering.strategies.chunked import CACHE_BYTES, CHUNK_MAX, CHUNK_MIN
 from onnx_dequant.lowering.strategies.costs import kernel_cost
 from onnx_dequant.lowering.strategies.dql import Layout, layout_cost
 
@@ -175,6 +175,17 @@ def test_a_scanned_f16_scale_is_cast_at_run_time():
     assert fed.costs["dql-blocked"] - p.costs["dql-blocked"] == pytest.approx(
         321 * 1939 * 6 * kernel_cost("cast_to_f16") / 6
     )
+
+
+def test_rows_reshaped_only_where_the_intermediate_leaves_the_cache():
+    """A view that reshapes the input into other rows pays a final Reshape (a copy, as a graph output);
+    where the whole f32 intermediate fits a core's cache (``CACHE_BYTES``) chunking saves nothing to pay
+    it with: (3455,122) {0} i8 -> bf16 (1.7 MB) stays one per-axis DequantizeLinear; 8x as many rows are joined."""
+    facts = {"qt": "i8", "rt": "bf16", "zp": False, "graph_output": True, "model_output": True}
+    small = plan(info((3455, 122), axes=(0,), **facts))
+    assert small.strategy.name == "dql-per-axis" and 3455 * 122 * 4 <= CACHE_BYTES
+    large = plan(info((8 * 3455, 122), axes=(0,), **facts))
+    assert large.strategy.name == "scan-chunked" and large.choice.shape == (10, 2764, 122)
 
 
 def test_scan_chunked_for_f64_outputs():
