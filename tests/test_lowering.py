@@ -417,6 +417,44 @@ def test_per_tensor_scale_gets_the_inputs_rank(const):
     assert same_bits(y, odq.dequantize(x, s, z, axes=()))
 
 
+@pytest.mark.parametrize(
+    "qt,shape,const,consumer",
+    [
+        ("i8", (3, 4, 5, 6), True, None),
+        ("u16", (3, 4, 5, 6), False, "Relu"),
+        ("i32", (4, 5, 19, 5, 6, 8), True, "Relu"),  # guarded: the fast branch reshapes nothing
+        ("i4", (3, 4, 5), True, None),  # a 4-bit input: no Reshape needed, so the form applies
+        ("u4", (2, 3, 4, 6), True, None),
+    ],
+)
+def test_full_size_scale_blocked_in_the_inputs_own_shape(qt, shape, const, consumer):
+    """A scale (and zero point) as large as the input: a blocked DequantizeLinear with one-element blocks
+    along axis 0 of the input as it is (no Reshape of x or of the result), the reference's bits."""
+    rng = np.random.default_rng(len(shape) + len(qt))
+    axes = tuple(range(len(shape)))
+    x, s, z = random_case(rng, shape, axes, qt, "f32")
+    if qt == "i32":  # within the guard's bound: the DequantizeLinear branch runs
+        x, z = (x % 100000).astype(np.int32), (z % 1000).astype(np.int32)
+    four_bit = qt in ("i4", "u4")  # ORT's Python API takes no 4-bit array: a constant input
+    result = lower_model(one_node_model(x, s, z, axes, const=const, consumer=consumer, x_const=four_bit))
+    assert result.nodes[0].strategy == ("i32-guarded" if qt == "i32" else "dql-blocked")
+    dqls = [n for n in _nodes(result.model.graph) if n.op_type == "DequantizeLinear"]
+    assert len(dqls) == 1 and {a.name: onnx.helper.get_attribute_value(a) for a in dqls[0].attribute} == {
+        "axis": 0,
+        "block_size": 1,
+    }
+    assert dqls[0].input[0] == "x"  # no Reshape of the input (nor, so, of the result)
+    onnx.checker.check_model(result.model, full_check=True)
+    feeds = {} if four_bit else {"x": x}
+    if not const:
+        feeds |= {"s": s, "z": z}
+    (y,) = run_ort(result.model, feeds)
+    ref = odq.dequantize(x, s, z, axes=axes)
+    if consumer:  # ORT's Relu keeps -0.0
+        y, ref = np.abs(y), np.maximum(ref, 0)
+    assert same_bits(y, ref)
+
+
 @pytest.mark.parametrize("n", [96, 4099 * 4, 40000])
 @pytest.mark.parametrize("const", [True, False])
 @pytest.mark.parametrize("consumer", [None, "Relu"])
@@ -593,6 +631,17 @@ def test_reshaping_forms_keep_a_dim_of_zero():
     assert any(n.op_type == "Shape" for n in result.model.graph.node)
     (y,) = run_ort(result.model, {"x": x})
     assert y.shape == (0, 4, 5)
+
+
+def _nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """Every node of ``graph`` and its subgraphs."""
+    out = []
+    for n in graph.node:
+        out.append(n)
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                out.extend(_nodes(a.g))
+    return out
 
 
 def _op_types(graph: onnx.GraphProto) -> list[str]:

@@ -1,8 +1,8 @@
 """Blocked: ``DequantizeLinear(x, s', zp', axis=r, block_size=dim r)`` (opset 21+), a whole-axis block
 on one broadcast axis r, the scale expanded along the other broadcast axes; adjacent axes optionally
-merged by Reshape first; or, for a scale as large as the input, ``block_size=1`` along axis 0 of a 2-D
-view (a 1-D input reshaped to rows, its scale and zero point with it). Picks the cheapest such layout
-(ORT's fast path: r not the last axis)."""
+merged by Reshape first; or, for a scale as large as the input, ``block_size=1`` along axis 0 of the
+input as it is or of a 2-D view (a 1-D input reshaped to rows, its scale and zero point with it). Picks
+the cheapest such layout (ORT's fast path: r not the last axis)."""
 
 from __future__ import annotations
 
@@ -44,10 +44,13 @@ class Blocked(DQLStrategy):
                     continue  # Expand has no 4-bit types
                 out.append(Layout(view, quant, "blocked", r, expand))
         rank = info.rank or 0
-        if len(info.axes) == rank >= 2 and (rank == 2 or not four_bit):
-            # a scale as large as the input: blocks of one element along axis 0 of a 2-D view, where
-            # ORT's kernel streams the scale (its per-axis form walks one-element rows)
-            out.append(Layout(((0,), tuple(range(1, rank))), (True, True), "blocked", 0))
+        if len(info.axes) == rank >= 2:
+            # a scale as large as the input: blocks of one element along axis 0, where ORT's kernel
+            # streams the scale (its per-axis form walks one-element rows); in the input's own shape (no
+            # Reshape, which copies a graph output) or, for another kernel walk, a 2-D view
+            out.append(Layout(tuple((a,) for a in range(rank)), (True,) * rank, "blocked", 0))
+            if rank == 2 or not four_bit:
+                out.append(Layout(((0,), tuple(range(1, rank))), (True, True), "blocked", 0))
         n = info.known_shape
         if rank == 1 and info.axes == (0,) and n is not None and not four_bit:
             # the same for a 1-D input, cut into rows (Reshape) by the largest divisor of its length
