@@ -26,11 +26,18 @@ PATTERNS = [
 ]
 
 
-def _check(model, x, s, z, axes, *, ulps=0):
+def _check(model, x, s, z, axes, *, fed=False, consumer=None, x_fed=True, ulps=0):
+    """``model`` passes ONNX's full check and computes the reference in ORT: the same bits (``ulps``: at
+    most that far). ``fed``: the scale and zero point are graph inputs; ``x_fed=False``: x is a constant;
+    ``consumer="Relu"``: the reference through Relu (ORT's keeps -0.0, so signs of zeros are not compared)."""
+    onnx.checker.check_model(model, full_check=True)
+    feeds = ({"x": x} if x_fed else {}) | ({"s": s} | ({"z": z} if z is not None else {}) if fed else {})
     ref = odq.dequantize(x, s, z, axes=axes)
-    (y,) = run_ort(model, {"x": x})
+    (y,) = run_ort(model, feeds)
     if ref.dtype != y.dtype:  # bf16 read through a Cast to f32 (exact)
         ref = ref.astype(np.float32)
+    if consumer == "Relu":
+        y, ref = np.abs(y), np.maximum(ref, 0)
     if ulps == 0:
         assert same_bits(y, ref), f"max ULP {np.max(ulp_distance(y, ref)) if y.size else 0}"
     else:
@@ -217,11 +224,7 @@ def test_i32_chunked_scan_exact(shape, axes, rt, consumer, const):
     (scan,) = [n for n in result.model.graph.node if n.op_type == "Scan"]
     guarded = "If" in {n.op_type for n in scan.attribute[0].g.node}
     assert guarded if rt == "f32" and not const else (not guarded or rt == "f32")  # f64: DQL has no f64
-    onnx.checker.check_model(result.model, full_check=True)
-    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
-    (y,) = run_ort(result.model, feeds)
-    ref = odq.dequantize(x, s, z, axes=axes)
-    assert same_bits(y, np.maximum(ref, 0) if consumer else ref)
+    _check(result.model, x, s, z, axes, fed=not const, consumer=consumer)
 
 
 @pytest.mark.parametrize(
@@ -252,13 +255,8 @@ def test_per_tensor_chunked_rows_reshaped_exact(shape, qt, rt, consumer):
     top = [n.op_type for n in result.model.graph.node if n.op_type != "Relu"]
     reshaped = len(shape) == 1 or shape[1] * (shape[2] if len(shape) > 2 else 1) < 65536
     assert top == (["Reshape", "Scan", "Reshape"] if reshaped else ["Scan"])
-    onnx.checker.check_model(result.model, full_check=True)
-    (y,) = run_ort(result.model, {"x": x} if const else {"x": x, "s": s, "z": z})
-    ref = odq.dequantize(x, s, z, axes=())
-    if qt == "i32" and rt == "bf16":  # ORT's Cast rounds f64 to bf16 twice (through f32), as precision.md allows
-        assert np.max(ulp_distance(y.astype(ref.dtype), ref)) <= 1
-        return
-    assert same_bits(y.astype(ref.dtype), np.maximum(ref, 0) if consumer else ref)
+    # i32 to bf16: ORT's Cast rounds f64 to bf16 twice (through f32), as precision.md allows
+    _check(result.model, x, s, z, (), fed=not const, consumer=consumer, ulps=int(qt == "i32" and rt == "bf16"))
 
 
 @pytest.mark.parametrize("axes", [(0,), (2,), (0, 2)])
@@ -277,10 +275,7 @@ def test_chunked_joins_short_rows_along_axis_0_exact(axes, qt, rt, consumer):
     assert result.nodes[0].strategy == "scan-chunked"
     (scan,) = [n for n in result.model.graph.node if n.op_type == "Scan"]
     assert scan.attribute[0].g.input[0].type.tensor_type.shape.dim[0].dim_value == 300  # (4, 300, 5, 160)
-    onnx.checker.check_model(result.model, full_check=True)
-    (y,) = run_ort(result.model, {"x": x, "s": s, "z": z})
-    ref = odq.dequantize(x, s, z, axes=axes)
-    assert same_bits(y.astype(ref.dtype), np.maximum(ref, 0) if consumer else ref)
+    _check(result.model, x, s, z, axes, fed=True, consumer=consumer)
 
 
 def test_chunked_rows_ignore_model_constants_named_like_the_row():
@@ -385,11 +380,7 @@ def _check_tiled(strategy, rng, shape, axes, qt, rt, const):
     consts = {t.name: onnx.numpy_helper.to_array(t) for t in g.initializer}
     row = int(consts[g.node[0].input[1]][-1])
     assert row > shape[-1] and row % shape[-1] == 0  # k runs joined into each row
-    onnx.checker.check_model(result.model, full_check=True)
-    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
-    (y,) = run_ort(result.model, feeds)
-    ref = odq.dequantize(x, s, z, axes=axes)
-    assert same_bits(y.astype(ref.dtype), ref)  # bf16 is read through an exact Cast to f32
+    _check(result.model, x, s, z, axes, fed=not const)
 
 
 @pytest.mark.parametrize("const", [True, False])
@@ -412,9 +403,7 @@ def test_per_tensor_scale_gets_the_inputs_rank(const):
                 assert shapes[operand] == [1, 1, 1]
             else:
                 assert made[operand].op_type == "Reshape" and shapes[made[operand].input[1]] == [3]
-    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
-    (y,) = run_ort(result.model, feeds)
-    assert same_bits(y, odq.dequantize(x, s, z, axes=()))
+    _check(result.model, x, s, z, (), fed=not const)
 
 
 @pytest.mark.parametrize(
@@ -444,15 +433,7 @@ def test_full_size_scale_blocked_in_the_inputs_own_shape(qt, shape, const, consu
         "block_size": 1,
     }
     assert dqls[0].input[0] == "x"  # no Reshape of the input (nor, so, of the result)
-    onnx.checker.check_model(result.model, full_check=True)
-    feeds = {} if four_bit else {"x": x}
-    if not const:
-        feeds |= {"s": s, "z": z}
-    (y,) = run_ort(result.model, feeds)
-    ref = odq.dequantize(x, s, z, axes=axes)
-    if consumer:  # ORT's Relu keeps -0.0
-        y, ref = np.abs(y), np.maximum(ref, 0)
-    assert same_bits(y, ref)
+    _check(result.model, x, s, z, axes, fed=not const, consumer=consumer, x_fed=not four_bit)
 
 
 @pytest.mark.parametrize("n", [96, 4099 * 4, 40000])
@@ -469,13 +450,7 @@ def test_one_dimensional_full_scale_as_rows(n, const, consumer):
     assert result.nodes[0].strategy == "dql-blocked" and "DequantizeLinear" in ops
     dql = next(node for node in result.model.graph.node if node.op_type == "DequantizeLinear")
     assert {a.name: onnx.helper.get_attribute_value(a) for a in dql.attribute} == {"axis": 0, "block_size": 1}
-    onnx.checker.check_model(result.model, full_check=True)
-    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
-    (y,) = run_ort(result.model, feeds)
-    ref = odq.dequantize(x, s, z, axes=(0,))
-    if consumer:  # ORT's Relu keeps -0.0
-        y, ref = np.abs(y), np.maximum(ref, 0)
-    assert same_bits(y, ref)
+    _check(result.model, x, s, z, (0,), fed=not const, consumer=consumer)
 
 
 @pytest.mark.parametrize(
@@ -517,12 +492,7 @@ def test_quantization_axes_of_size_one_are_dropped(shape, axes, want, form, qt, 
             assert dims[scale] == [shape[a] for a in want] and "Squeeze" not in ops
         else:
             assert ops.count("Squeeze") == 2
-    onnx.checker.check_model(result.model, full_check=True)
-    feeds = {} if small else {"x": x}
-    if not const:
-        feeds |= {"s": s, "z": z}
-    (y,) = run_ort(result.model, feeds)
-    assert same_bits(y, odq.dequantize(x, s, z, axes=axes))
+    _check(result.model, x, s, z, axes, fed=not const, x_fed=not small)
 
 
 @pytest.mark.parametrize(
@@ -571,11 +541,7 @@ def test_expanded_per_axis_dequantizelinear_exact(shape, axes, view, axis, qt, r
     assert consts[g.node[0].input[1]].tolist() == view
     (dql,) = [n for n in g.node if n.op_type == "DequantizeLinear"]
     assert [(a.name, a.i) for a in dql.attribute] == [("axis", axis)]
-    onnx.checker.check_model(result.model, full_check=True)
-    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
-    (y,) = run_ort(result.model, feeds)
-    ref = odq.dequantize(x, s, z, axes=axes)
-    assert same_bits(y.astype(ref.dtype), ref)  # bf16 is read through an exact Cast to f32
+    _check(result.model, x, s, z, axes, fed=not const)
 
 
 @pytest.mark.parametrize("const", [True, False])
@@ -589,9 +555,7 @@ def test_expanded_rows_in_a_scan(const):
     (scan,) = result.model.graph.node
     body = [n.op_type for n in next(a.g for a in scan.attribute if a.name == "body").node]
     assert result.nodes[0].strategy == "scan-chunked" and "Expand" in body and "DequantizeLinear" in body
-    feeds = {"x": x} if const else {"x": x, "s": s, "z": z}
-    (y,) = run_ort(result.model, feeds)
-    assert same_bits(y, odq.dequantize(x, s, z, axes=axes))
+    _check(result.model, x, s, z, axes, fed=not const)
 
 
 @pytest.mark.parametrize(
