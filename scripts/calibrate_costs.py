@@ -21,6 +21,7 @@ The figures are machine- and version-specific: rerun after an ORT upgrade and co
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -28,6 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -36,6 +38,7 @@ from onnx import helper, numpy_helper
 
 TABLE = Path(__file__).resolve().parent.parent / "onnx_dequant" / "lowering" / "strategies" / "ort_costs.py"
 COPY_BYTES = 5  # int8 in, f32 out
+BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
 def graph(node: onnx.NodeProto, x_type: int, x_shape, y_type: int, inits) -> onnx.ModelProto:
@@ -85,6 +88,7 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
         "dql_blocked_last": (dql(shape_n, (shape_n[0], 1), axis=1, block_size=narrow), i8, shape_n, f32),
         "dql_blocked_last@wide": (dql(shape_w, (shape_w[0], 1), axis=1, block_size=wide), i8, shape_w, f32),
         "cast_to_f16": (unary("Cast", TP.FLOAT, (n,), TP.FLOAT16, to=TP.FLOAT16), f32, (n,), np.dtype(np.float16)),
+        "cast_to_bf16": (unary("Cast", TP.FLOAT, (n,), TP.BFLOAT16, to=TP.BFLOAT16), f32, (n,), BF16),
         "cast_int_to_f32": (unary("Cast", TP.INT8, (n,), TP.FLOAT, to=TP.FLOAT), i8, (n,), f32),
         "binary_f32": (unary("Mul", TP.FLOAT, shape_w, TP.FLOAT, [row], ["c"]), f32, shape_w, f32),
         # a broadcast operand that repeats every 8 elements: ORT's Mul runs its inner loop once per run
@@ -107,7 +111,11 @@ class Runner:
         self.sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
         self.b = self.sess.io_binding()
         self.b.bind_cpu_input("x", x)
-        self.b.bind_output("y", "cpu", 0, y.dtype, y.shape, y.ctypes.data)
+        if y.dtype == BF16:  # ORT's NumPy bridge has no bf16: ORT allocates it (reused from its arena)
+            self.b.bind_output("y", "cpu")
+        else:
+            self.y = y  # ORT writes into this memory: it lives as long as the binding
+            self.b.bind_output("y", "cpu", 0, y.dtype, y.shape, y.ctypes.data)
 
     def __call__(self) -> None:
         self.sess.run_with_iobinding(self.b)
@@ -126,16 +134,23 @@ def timed(fns: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
 
 
 def measure(n: int, repeat: int, threads: int) -> dict[str, float]:
-    """Each form's cost in copy bytes per element at ``threads`` ORT threads."""
+    """Each form's cost in copy bytes per element at ``threads`` ORT threads; a form and its variants
+    (``name@variant``, whose differences the table derives) side by side in the same rounds."""
     rng = np.random.default_rng(1)
+    groups: dict[str, dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...], np.dtype]]] = {}
+    for name, form in forms(n).items():
+        groups.setdefault(name.split("@")[0], {})[name] = form
     out: dict[str, float] = {}
-    for name, (m, xt, shape, yt) in forms(n).items():
-        x = rng.integers(-100, 100, shape).astype(xt)
-        y = np.empty(_out_shape(name, shape), yt)
+    for group in groups.values():
+        shape = next(iter(group.values()))[2]
+        xi8 = rng.integers(-100, 100, shape).astype(np.int8)
         copy_out = np.empty(shape, np.float32)
-        xi8 = x.astype(np.int8)
-        t = timed({"copy": lambda: np.copyto(copy_out, xi8, casting="unsafe"), name: Runner(m, x, y, threads)}, repeat)
-        out[name] = t[name] / t["copy"] * COPY_BYTES
+        fns: dict[str, Callable[[], None]] = {"copy": lambda: np.copyto(copy_out, xi8, casting="unsafe")}
+        for name, (m, xt, shape, yt) in group.items():
+            x = rng.integers(-100, 100, shape).astype(xt)
+            fns[name] = Runner(m, x, np.empty(_out_shape(name, shape), yt), threads)
+        t = timed(fns, repeat)
+        out.update({name: t[name] / t["copy"] * COPY_BYTES for name in group})
     return out
 
 
@@ -168,11 +183,28 @@ def literal(table: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines + ["}"])
 
 
+def merged(measured: dict[str, dict[str, float]], only: list[str]) -> dict[str, dict[str, float]]:
+    """The committed table with the entries ``only`` replaced by their ``measured`` figures."""
+    spec = importlib.util.spec_from_file_location("ort_costs", TABLE)
+    assert spec is not None and spec.loader is not None
+    current = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(current)
+    unknown = sorted(set(only) - set(next(iter(measured.values()))))
+    if unknown or set(current.COSTS) != set(measured):
+        raise SystemExit(f"calibrate_costs: cannot merge {unknown or 'another machine’s thread counts'} into the table")
+    return {t: {**current.COSTS[t], **{k: measured[t][k] for k in only}} for t in measured}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--elements", default="4M", help="elements per kernel (default 4M)")
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--dry-run", action="store_true", help="print the table, do not write it")
+    p.add_argument(
+        "--only",
+        metavar="NAMES",
+        help="comma-separated entries to write (a kernel added to the model); the table's others stay as they are",
+    )
     args = p.parse_args(argv)
     e = args.elements.upper()
     n = int(e[:-1]) << {"K": 10, "M": 20}[e[-1]] if e[-1] in "KM" else int(e)
@@ -187,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k:<24}" + "".join(f"{table[t][k]:>10.3f}" for t in table))
     if args.dry_run:
         return 0
+    if args.only:
+        table = merged(table, args.only.split(","))
     text = (
         '"""ONNX Runtime kernel costs for the lowering planner, in copy bytes per element (per row for\n'
         "``*_row``), by ORT intra-op thread count. Generated by ``scripts/calibrate_costs.py``: do not edit by\n"

@@ -12,7 +12,7 @@ from onnx_dequant import dtypes
 from onnx_dequant.lowering import NodeInfo, Refusal, plan
 from onnx_dequant.lowering.planner import ROW_STRATEGIES, STRATEGIES
 from onnx_dequant.lowering.strategies.chunked import CACHE_BYTES, CHUNK_MAX, CHUNK_MIN
-from onnx_dequant.lowering.strategies.costs import kernel_cost
+from onnx_dequant.lowering.strategies.costs import kernel_cost, memory_bound_share
 from onnx_dequant.lowering.strategies.dql import Layout, layout_cost
 
 
@@ -180,12 +180,32 @@ def test_a_scanned_f16_scale_is_cast_at_run_time():
 def test_rows_reshaped_only_where_the_intermediate_leaves_the_cache():
     """A view that reshapes the input into other rows pays a final Reshape (a copy, as a graph output);
     where the whole f32 intermediate fits a core's cache (``CACHE_BYTES``) chunking saves nothing to pay
-    it with: (3455,122) {0} i8 -> bf16 (1.7 MB) stays one per-axis DequantizeLinear; 8x as many rows are joined."""
-    facts = {"qt": "i8", "rt": "bf16", "zp": False, "graph_output": True, "model_output": True}
+    it with: (3455,122) {0} i8 -> f16 (1.7 MB) stays one per-axis DequantizeLinear; 8x as many rows are joined."""
+    facts = {"qt": "i8", "rt": "f16", "zp": False, "graph_output": True, "model_output": True}
     small = plan(info((3455, 122), axes=(0,), **facts))
     assert small.strategy.name == "dql-per-axis" and 3455 * 122 * 4 <= CACHE_BYTES
     large = plan(info((8 * 3455, 122), axes=(0,), **facts))
     assert large.strategy.name == "scan-chunked" and large.choice.shape == (10, 2764, 122)
+
+
+def test_a_compute_bound_cast_to_bf16_saves_little_in_cache():
+    """ORT's Cast to bf16 runs at about twice its Cast to f16's cost (element by element, calibrated): it
+    reads its f32 input no faster from cache, so chunking saves that input's traffic at the Cast's
+    memory-bound share only, which pays no final Reshape (standalone, over ORT's f32 DequantizeLinear,
+    AMD EPYC: (4096,4096) {} i8 -> bf16 dql-per-tensor 3.3-3.4x, the Scan in reshaped rows 3.9-4.0x;
+    (27640,122) {0} 4.6x and 5.1-5.2x). A fed bf16 scale as large as the input is cast to f32 in cache
+    too: there the Scan saves that Cast's f32 output as well ((4864,306,15) {0,1,2}: the Scan 4.35x,
+    dql-blocked 5.1x)."""
+    facts = {"qt": "i8", "zp": False, "graph_output": True, "model_output": True}
+    share = memory_bound_share(dtypes.parse("bf16"))
+    assert share == pytest.approx(kernel_cost("cast_to_f16") / kernel_cost("cast_to_bf16")) and share < 1
+    assert memory_bound_share(dtypes.parse("f16")) == 1
+    assert chosen(info((4096, 4096), rt="bf16", **facts)) == "dql-per-tensor"
+    assert chosen(info((8 * 3455, 122), axes=(0,), rt="bf16", **facts)) == "dql-per-axis"
+    fed = plan(info((4864, 306, 15), axes=(0, 1, 2), rt="bf16", **facts, scale_const=False))
+    assert fed.strategy.name == "scan-chunked"
+    const = plan(info((4864, 306, 15), axes=(0, 1, 2), rt="bf16", **facts))
+    assert const.strategy.name != "scan-chunked"
 
 
 def test_scan_chunked_for_f64_outputs():

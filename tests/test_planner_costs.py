@@ -86,12 +86,20 @@ def test_costs_come_from_the_calibrated_table():
         values = [by_threads[name] for by_threads in ort_costs.COSTS.values()]
         assert kernel_cost(name) == pytest.approx(sum(values) / len(values)) and kernel_cost(name) > 0
     assert kernel_cost("dql_axis_last") > kernel_cost("dql_axis")  # the slow path the planner avoids
+    assert kernel_cost("cast_to_bf16") > kernel_cost("cast_to_f16")  # ORT rounds to bf16 element by element
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
     try:
         import calibrate_costs
     finally:
         sys.path.pop(0)
     assert eval(calibrate_costs.literal(ort_costs.COSTS)) == ort_costs.COSTS
+    # --only: the named entries from a new measurement, every other one as committed
+    measured = {t: {k: v + 1 for k, v in by_name.items()} for t, by_name in ort_costs.COSTS.items()}
+    merged = calibrate_costs.merged(measured, ["cast_to_bf16"])
+    for t, by_name in merged.items():
+        assert by_name == {**ort_costs.COSTS[t], "cast_to_bf16": ort_costs.COSTS[t]["cast_to_bf16"] + 1}
+    with pytest.raises(SystemExit, match="cannot merge"):
+        calibrate_costs.merged(measured, ["no_such_kernel"])
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (3, 4, 5), (2, 3, 4, 5)])

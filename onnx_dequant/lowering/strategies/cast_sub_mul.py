@@ -9,7 +9,7 @@ from ...exactness import work_type
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy, openvino_refusal
-from .costs import kernel_cost
+from .costs import kernel_cost, narrowing_cast_cost
 from .shapes import groups
 
 __all__ = ["BARRIER", "CastSubMul"]
@@ -50,7 +50,7 @@ class CastSubMul(Strategy[dtypes.DType]):
         if info.has_zp:
             cost += params * kernel_cost("cast_int_to_f32") * (in_bytes + work_bytes) / 5
         if choice is not info.out_type:
-            cost += n * kernel_cost("cast_to_f16") * (work_bytes + out_bytes) / 6
+            cost += n * narrowing_cast_cost(info.out_type) * (work_bytes + out_bytes) / 6
         return cost
 
     @staticmethod

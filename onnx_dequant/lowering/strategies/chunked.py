@@ -21,7 +21,7 @@ from ...errors import DequantizeError
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import DQL_TYPE, Plan, Refusal, Strategy, dql_refusal
-from .costs import reshaped_output_cost
+from .costs import memory_bound_share, reshaped_output_cost
 from .dql import reshape
 from .guarded import Branches
 
@@ -35,7 +35,8 @@ CHUNK_TARGET = 256 << 10
 """The row a reshaped per-tensor input gets, or the divisor of its size nearest to it (a row of i32 and its
 f32 result then fit a core's 2 MB L2)."""
 CACHED = 0.5
-"""The share of the f32 intermediate's memory traffic the cost model still charges when it is chunked."""
+"""The share of the float64 intermediates' (and a guarded row's input's) memory traffic the cost model
+still charges when they are chunked (an f32 intermediate before a Cast has its calibrated saving)."""
 CACHE_BYTES = 2 << 20
 """Intermediates of at most this many bytes stay in a core's cache whole (the Xeon's L2 is 2 MB): a view
 that reshapes the input into other rows, whose final Reshape may copy, is not charged as saving them
@@ -52,16 +53,29 @@ def _float64_work(info: NodeInfo) -> bool:
     return (info.in_type.name == "i32" and not info.int32_wrap) or info.out_type.name == "f64"
 
 
+def _saved(info: NodeInfo, row: Plan) -> float:
+    """What keeping a row's intermediates in cache saves, per element: ``1 - CACHED`` of their write and
+    read-back traffic, the product that the final Cast reads counted at that Cast's memory-bound share
+    (``costs.memory_bound_share``: a compute-bound Cast to bf16 gains little from reading it from cache)."""
+    product = row.choice.bits / 8 if isinstance(row.choice, dtypes.DType) else DQL_TYPE.bits / 8
+    hidden = product * (1 - memory_bound_share(info.out_type))  # 0 without a Cast slower than memory
+    return (1 - CACHED) * 2 * (_intermediate_bytes(info, row) - hidden)
+
+
 def _intermediate_bytes(info: NodeInfo, row: Plan) -> float:
     """Bytes per element of the intermediates the row form writes and reads back: one f32 tensor for a
-    DequantizeLinear and a Cast; for Cast/Sub/Mul the cast input, the difference and the product
-    (when a Cast to the output follows) in its work type; for i32-guarded the input, which its check
-    reads twice before the DequantizeLinear reads it."""
+    DequantizeLinear and a Cast (and a fed f16/bf16 scale's Cast to f32, per element of the input); for
+    Cast/Sub/Mul the cast input, the difference and the product (when a Cast to the output follows) in
+    its work type; for i32-guarded the input, which its check reads twice before the DequantizeLinear
+    reads it."""
     if isinstance(row.choice, dtypes.DType):  # cast-sub-mul: the choice is its work type
         return row.choice.bits / 8 * (1 + info.has_zp + (row.choice is not info.out_type))
-    if isinstance(row.choice, Branches):  # and, to f16/bf16, the DequantizeLinear branch's f32 product
-        return info.in_type.bits / 8 + (DQL_TYPE.bits / 8 if info.out_type is not DQL_TYPE else 0)
-    return DQL_TYPE.bits / 8
+    narrowed = info.out_type is not DQL_TYPE
+    scale = DQL_TYPE.bits / 8 * info.scale_size / max(1, info.size()) if narrowed and not info.scale_const else 0.0
+    product = DQL_TYPE.bits / 8 if narrowed else 0.0
+    if isinstance(row.choice, Branches):  # and the input, which the check reads
+        return info.in_type.bits / 8 + product + scale
+    return DQL_TYPE.bits / 8 + scale
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +150,7 @@ class Chunked(Strategy[RowPlan]):
     def cost(self, info: NodeInfo, choice: RowPlan) -> float:
         traffic = info.size() * _intermediate_bytes(info, choice.row)
         reshaped = choice.shape != info.known_shape
-        saved = 0.0 if reshaped and traffic <= CACHE_BYTES else (1 - CACHED) * 2 * traffic
+        saved = 0.0 if reshaped and traffic <= CACHE_BYTES else info.size() * _saved(info, choice.row)
         copy = reshaped_output_cost(info) if reshaped else 0.0
         return (choice.row.cost + SCAN_ROW_COST) * choice.shape[0] - saved + copy
 

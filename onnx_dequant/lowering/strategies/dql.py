@@ -11,7 +11,7 @@ import numpy as np
 from ..emitter import Emitter
 from ..facts import UNKNOWN_DIM, NodeInfo
 from .base import DQL_TYPE, PROPAGATING_OPS, Refusal, Strategy, dql_refusal
-from .costs import kernel_cost, reshaped_output_cost
+from .costs import kernel_cost, narrowing_cast_cost, reshaped_output_cost
 from .shapes import merged_dims, merged_shape_tensor, shape_tensor
 
 __all__ = [
@@ -116,7 +116,7 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
         cost += _rows(info, layout) * kernel_cost("dql_blocked_row")  # and runs its inner loop once per row
     cost *= (in_bytes + dql_bytes) / 5  # the table's kernels read int8 (5 bytes per element with f32 out)
     if dql_t is not info.out_type:
-        cost += n * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6
+        cost += n * narrowing_cast_cost(info.out_type) * (dql_bytes + out_bytes) / 6
         if not info.scale_const:  # the scale's own Cast to f32 runs with the model (a constant one is folded)
             cost += info.scale_size * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6
     if layout.reshapes:
