@@ -63,6 +63,24 @@ def dql(x_shape, s_shape, **attrs) -> onnx.ModelProto:
     return graph(node, TP.INT8, x_shape, TP.FLOAT, inits)
 
 
+def check(n: int, as_f32: bool) -> onnx.ModelProto:
+    """The i32 guard's check of an int32 input of ``n`` elements: its ReduceMax and ReduceMin (over the input
+    cast to f32 where ``as_f32``)."""
+    nodes = [helper.make_node("Cast", ["x"], ["v"], to=TP.FLOAT)] if as_f32 else []
+    v = "v" if as_f32 else "x"
+    nodes += [helper.make_node(op, [v], [y], keepdims=0) for op, y in (("ReduceMax", "y"), ("ReduceMin", "y_min"))]
+    t = TP.FLOAT if as_f32 else TP.INT32
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TP.INT32, [n])],
+        [helper.make_tensor_value_info("y", t, []), helper.make_tensor_value_info("y_min", t, [])],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    m.ir_version = 10
+    return m
+
+
 def unary(op: str, x_type: int, x_shape, y_type: int, inits=(), extra=(), **attrs) -> onnx.ModelProto:
     return graph(helper.make_node(op, ["x", *extra], ["y"], **attrs), x_type, x_shape, y_type, list(inits))
 
@@ -71,7 +89,7 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
     """name: (model, input dtype, input shape, output dtype)."""
     wide, narrow = 4096, 8
     f32 = np.dtype(np.float32)
-    i8 = np.dtype(np.int8)
+    i8, i32 = np.dtype(np.int8), np.dtype(np.int32)
     shape_w, shape_n = (n // wide, wide), (n // narrow, narrow)
     row = numpy_helper.from_array(np.full((1, wide), 0.5, np.float32), "c")
     row_n = numpy_helper.from_array(np.full((1, narrow), 0.5, np.float32), "c")
@@ -90,6 +108,9 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
         "cast_to_f16": (unary("Cast", TP.FLOAT, (n,), TP.FLOAT16, to=TP.FLOAT16), f32, (n,), np.dtype(np.float16)),
         "cast_to_bf16": (unary("Cast", TP.FLOAT, (n,), TP.BFLOAT16, to=TP.BFLOAT16), f32, (n,), BF16),
         "cast_int_to_f32": (unary("Cast", TP.INT8, (n,), TP.FLOAT, to=TP.FLOAT), i8, (n,), f32),
+        # the i32 guard's check: ReduceMax and ReduceMin over the input, or over it cast to f32
+        "check_i32": (check(n, as_f32=False), i32, (n,), i32),
+        "check_f32": (check(n, as_f32=True), i32, (n,), f32),
         "binary_f32": (unary("Mul", TP.FLOAT, shape_w, TP.FLOAT, [row], ["c"]), f32, shape_w, f32),
         # a broadcast operand that repeats every 8 elements: ORT's Mul runs its inner loop once per run
         "binary_f32@narrow": (unary("Mul", TP.FLOAT, shape_n, TP.FLOAT, [row_n], ["c"]), f32, shape_n, f32),
@@ -116,6 +137,8 @@ class Runner:
         else:
             self.y = y  # ORT writes into this memory: it lives as long as the binding
             self.b.bind_output("y", "cpu", 0, y.dtype, y.shape, y.ctypes.data)
+        for other in self.sess.get_outputs()[1:]:  # every output is computed (the check's ReduceMin)
+            self.b.bind_output(other.name, "cpu")
 
     def __call__(self) -> None:
         self.sess.run_with_iobinding(self.b)
@@ -155,6 +178,8 @@ def measure(n: int, repeat: int, threads: int) -> dict[str, float]:
 
 
 def _out_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+    if name.startswith("check"):
+        return ()
     return (int(np.prod(shape)) // 4096, 4096) if name == "copy_f32" else shape
 
 

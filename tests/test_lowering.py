@@ -12,6 +12,7 @@ from onnx import helper, numpy_helper
 import onnx_dequant as odq
 from onnx_dequant.compare import same_bits, ulp_distance
 from onnx_dequant.lowering import LowerOptions, lower_model
+from onnx_dequant.lowering.strategies import guarded
 
 PATTERNS = [
     ((4, 5, 6), ()),
@@ -633,7 +634,7 @@ B = 1 << 23
 )
 @pytest.mark.parametrize("shape,axes", [((3, 70, 50), ()), ((64, 129), (1,)), ((8, 26, 10), (0, 2))])
 def test_i32_guard_exact_on_both_branches(shape, axes, x_range, zp_range, fast):
-    """The run-time guard (ReduceMax/ReduceMin of x and of the fed zero point, an If): where both lie within
+    """The run-time guard (ReduceMax/ReduceMin of x and of the fed zero point cast to f32, an If): where both lie within
     +-2**23 ORT's int32 DequantizeLinear runs, where not the float64 form; the reference's bits either way
     (near the bound an int32 subtraction cast to f32 would round, beyond it wrap)."""
     rng = np.random.default_rng(len(shape) + int(fast))
@@ -650,6 +651,44 @@ def test_i32_guard_exact_on_both_branches(shape, axes, x_range, zp_range, fast):
     wrapped = lower_model(one_node_model(x, s, z, axes, const=False), LowerOptions(wrap_int32=True))
     (w,) = run_ort(wrapped.model, {"x": x, "s": s, "z": z})
     assert same_bits(w, odq.dequantize(x, s, z, axes=axes)) or not fast
+
+
+@pytest.mark.parametrize(
+    "x_edge,zp_edge,within",
+    [
+        ((-(B - 1), B - 1), 0, True),
+        ((0, B), 0, False),
+        ((-B, 0), 0, False),
+        ((0, 2**24 + 1), 0, False),  # float32 rounds it to 2**24: still not below 2**23
+        ((0, 2**31 - 1), 0, False),
+        ((0, 1), B, False),  # the fed zero point
+        ((0, 1), -(B - 1), True),
+    ],
+)
+@pytest.mark.parametrize("as_f32", [True, False])
+def test_i32_guard_checks_the_bound_as_int32_or_through_float32(x_edge, zp_edge, within, as_f32, monkeypatch):
+    """The guard reduces the input as it is or cast to float32, whichever the calibrated table says is
+    cheaper (ORT reduces float32 with vector instructions, int32 an element at a time): the cast rounds
+    monotonically and 2**23 is a float32, so either way the If takes the DequantizeLinear branch exactly
+    where every value lies strictly within +-2**23."""
+    monkeypatch.setattr(guarded, "check_as_f32", lambda: as_f32)
+    rng = np.random.default_rng(9)
+    shape, axes = (16, 300), (1,)
+    x, s, z = random_case(rng, shape, axes, "i32", "f32")
+    x = rng.integers(-1000, 1000, size=shape).astype(np.int32)
+    x.reshape(-1)[[7, 4000]] = x_edge
+    z = np.full(z.shape, 5, np.int32)
+    z[3] = zp_edge
+    result = lower_model(one_node_model(x, s, z, axes, const=False))
+    g = result.model.graph
+    (guard,) = [n for n in g.node if n.op_type == "If"]
+    reduced = {n.input[0] for n in g.node if n.op_type in ("ReduceMax", "ReduceMin")}
+    casts = {n.output[0] for n in g.node if n.op_type == "Cast"}
+    assert reduced <= casts if as_f32 else reduced == {"x", "z"}
+    g.output.append(helper.make_tensor_value_info(guard.input[0], onnx.TensorProto.BOOL, []))
+    y, cond = run_ort(result.model, {"x": x, "s": s, "z": z})
+    assert bool(cond) == within
+    assert same_bits(y, odq.dequantize(x, s, z, axes=axes))
 
 
 @pytest.mark.parametrize("fast", [True, False])

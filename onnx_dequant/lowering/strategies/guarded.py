@@ -4,8 +4,12 @@ by a DequantizeLinear as the float64 form computes it: the int32 difference then
 (f16/bf16 outputs: the Cast after it rounds again, as the float64 form's Cast does, to the same bits).
 ``ReduceMax`` and ``ReduceMin`` of the input (and of a fed zero point) check that when the model runs, and
 an ``If`` runs the best DequantizeLinear form (then) or the best exact float64 form (else), at the cost of
-the DequantizeLinear and two reads of the input where the values are small, as quantized int32 tensors
-(biases, accumulators) are."""
+the DequantizeLinear and the check where the values are small, as quantized int32 tensors (biases,
+accumulators) are. The check reduces the input as it is or cast to float32, whichever the calibrated table
+says is cheaper (``check_i32``, ``check_f32``: ORT 1.32 reduces float32 with vector instructions, int32
+an element at a time, and a machine may run that loop slower than a Cast and two vector passes). The
+Cast rounds, but monotonically, and 2**23 is a float32: ``max(float32(x)) < 2**23`` exactly when
+``max(x) < 2**23``."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
-from onnx import helper
+from onnx import TensorProto, helper
 
 from ...errors import DequantizeError
 from ..emitter import Emitter
@@ -21,7 +25,7 @@ from ..facts import NodeInfo
 from .base import Plan, Refusal, Strategy
 from .costs import kernel_cost
 
-__all__ = ["Guarded", "Branches", "BOUND", "GUARD_MIN"]
+__all__ = ["Guarded", "Branches", "BOUND", "GUARD_MIN", "check_as_f32"]
 
 BOUND = 1 << 23
 """Inputs and zero points strictly within +-BOUND take the DequantizeLinear branch."""
@@ -30,6 +34,11 @@ GUARD_MIN = 2048
 """Inputs of fewer elements keep the float64 form: there the check's five to ten nodes cost ORT more than
 the float64 work they save (in a graph, per tensor: 512 elements 1.57x ORT's DequantizeLinear against
 1.18x, 2048 even, 8192 1.97x against 2.93x; ``bench_forms.py 2048::i32 --forms i32-guarded,cast-sub-mul``)."""
+
+
+def check_as_f32() -> bool:
+    """Whether the check reduces the input cast to float32 (the calibrated table's cheaper check)."""
+    return kernel_cost("check_f32") < kernel_cost("check_i32")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,19 +102,23 @@ class Guarded(Strategy[Branches]):
     def cost(self, info: NodeInfo, choice: Branches) -> float:
         if choice.known is not None:
             return choice.fast.cost
-        # the DequantizeLinear form, and ReduceMax and ReduceMin each reading the input's 4 bytes an element:
-        # the bytes of one f32 copy (which reads and writes 4)
-        guard = (info.size() + (info.scale_size if choice.check_zp else 0)) * kernel_cost("copy_f32")
-        return choice.fast.cost + guard
+        # the DequantizeLinear form, and the check: ReduceMax and ReduceMin of the input (or of it cast to f32)
+        checked = info.size() + (info.scale_size if choice.check_zp else 0)
+        return choice.fast.cost + checked * kernel_cost("check_f32" if check_as_f32() else "check_i32")
 
     def emit(self, info: NodeInfo, choice: Branches, em: Emitter) -> None:
         if choice.known is not None:
             choice.fast.emit(dataclasses.replace(info, int32_wrap=choice.known), em)
             return
-        hi, lo = em.const(np.array(BOUND, np.int32), hint="bound"), em.const(np.array(-BOUND, np.int32), hint="bound")
+        as_f32 = check_as_f32()
+        bound_type = np.float32 if as_f32 else np.int32
+        hi = em.const(np.array(BOUND, bound_type), hint="bound")
+        lo = em.const(np.array(-BOUND, bound_type), hint="bound")
         checks = [info.x] + ([info.zero_point] if choice.check_zp and info.zero_point is not None else [])
         cond = None
         for t in checks:
+            if as_f32:
+                t = em.node("Cast", [t], hint="as_f32", to=TensorProto.FLOAT)
             top = em.node("Less", [em.node("ReduceMax", [t], hint="max", keepdims=0), hi], hint="below")
             bottom = em.node("Greater", [em.node("ReduceMin", [t], hint="min", keepdims=0), lo], hint="above")
             within = em.node("And", [top, bottom], hint="within")
