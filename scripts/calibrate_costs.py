@@ -4,10 +4,13 @@
     python scripts/calibrate_costs.py            # measure, print, write onnx_dequant/lowering/strategies/ort_costs.py
     python scripts/calibrate_costs.py --dry-run  # measure and print only
     python scripts/calibrate_costs.py --elements 1M --repeat 5
+    python scripts/calibrate_costs.py --only cast_to_f16,cast_to_bf16   # write these entries, keep the rest
 
-Each kernel runs alone in a one-node graph (int8 input, f32 scale and output, input and output bound to
-preallocated buffers), side by side with a casting copy int8 -> f32 (``np.copyto``) timed in the same
-rounds; its median time over the copy's, times the copy's 5 bytes per element, is its cost in
+Each kernel runs alone in a graph of its own (a one-node graph of the kernel, int8 input and f32 output
+for the DequantizeLinear ones; the i32 guard's checks, ``check_i32`` and ``check_f32``, are their two or
+three nodes over an int32 input), input and output bound to preallocated buffers, side by side with a
+casting copy int8 -> f32 (``np.copyto``) timed in the same rounds (a form and its ``@`` variants in the
+same rounds too); its median time over the copy's, times the copy's 5 bytes per element, is its cost in
 *copy bytes per element*: what the planner charges per element of the tensor (scale and zero-point
 bytes are added by the planner as bytes). Per-row overheads (a DequantizeLinear walking rows of 8
 elements instead of 4096, a broadcasting Mul whose operand repeats every 8 elements) come from the
@@ -16,6 +19,8 @@ thread and at every core; the table keeps both and the planner charges their mea
 runs single-threaded (the blocked DequantizeLinear) costs more than a threaded one.
 
 The figures are machine- and version-specific: rerun after an ORT upgrade and commit the table.
+``--only`` measures everything and writes only the named entries (a kernel added to the model): they
+must name partners together (``PARTNERS``), and the table records them in ``MERGED``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -198,6 +204,12 @@ def derive(raw: dict[str, float], n: int) -> dict[str, float]:
     return d
 
 
+def names_literal(names: tuple[str, ...]) -> str:
+    """``names`` as a tuple literal in the repository's format (double quotes)."""
+    inner = ", ".join(f'"{k}"' for k in names)
+    return f"({inner},)" if len(names) == 1 else f"({inner})"
+
+
 def literal(table: dict[str, dict[str, float]]) -> str:
     """``table`` as a Python literal in the repository's format (ruff format leaves it as it is)."""
     lines = ["{"]
@@ -208,16 +220,50 @@ def literal(table: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines + ["}"])
 
 
-def merged(measured: dict[str, dict[str, float]], only: list[str]) -> dict[str, dict[str, float]]:
-    """The committed table with the entries ``only`` replaced by their ``measured`` figures."""
+PARTNERS = ({"cast_to_f16", "cast_to_bf16"}, {"check_i32", "check_f32"})
+"""Entries the planner weighs against each other (a ratio, or the cheaper of two): merged together or not
+at all, so that both come from one machine."""
+
+
+def committed() -> Any:
+    """The committed table's module (``ort_costs.py``), read from its file."""
     spec = importlib.util.spec_from_file_location("ort_costs", TABLE)
     assert spec is not None and spec.loader is not None
-    current = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(current)
-    unknown = sorted(set(only) - set(next(iter(measured.values()))))
-    if unknown or set(current.COSTS) != set(measured):
-        raise SystemExit(f"calibrate_costs: cannot merge {unknown or 'another machine’s thread counts'} into the table")
-    return {t: {**current.COSTS[t], **{k: measured[t][k] for k in only}} for t in measured}
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def merged(
+    measured: dict[str, dict[str, float]], only: list[str], current: Any, n: int, version: str
+) -> tuple[dict[str, dict[str, float]], tuple[str, ...]]:
+    """The ``current`` table with the entries ``only`` replaced by their ``measured`` figures, and the
+    names of every entry merged so far (``MERGED``); ``SystemExit`` where the result would not be one
+    table: an unknown or missing entry, a partner left out (``PARTNERS``), another machine's thread
+    counts, ORT version or kernel size."""
+
+    def refuse(why: str) -> SystemExit:
+        return SystemExit(f"calibrate_costs: --only {','.join(only) or '(nothing)'}: {why}")
+
+    names = set(next(iter(measured.values())))
+    if not only:
+        raise refuse("name the entries to write")
+    if set(only) - names:
+        raise refuse(f"no such entries {sorted(set(only) - names)}")
+    if set(current.COSTS) != set(measured):
+        raise refuse(f"the table has thread counts {sorted(current.COSTS)}, this machine {sorted(measured)}")
+    if (current.ORT_VERSION, current.ELEMENTS) != (version, n):
+        raise refuse(
+            f"the table was measured with ORT {current.ORT_VERSION} on {current.ELEMENTS} elements: recalibrate all"
+        )
+    for t, by_name in current.COSTS.items():
+        if names - set(by_name) - set(only):
+            raise refuse(f"the table lacks {sorted(names - set(by_name) - set(only))}: name them too")
+    for pair in PARTNERS:
+        if pair & set(only) and not pair <= set(only):
+            raise refuse(f"{sorted(pair)} are weighed against each other: merge them together")
+    table = {t: {**current.COSTS[t], **{k: measured[t][k] for k in only}} for t in measured}
+    return table, tuple(sorted(set(getattr(current, "MERGED", ())) | set(only)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,15 +290,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{k:<24}" + "".join(f"{table[t][k]:>10.3f}" for t in table))
     if args.dry_run:
         return 0
-    if args.only:
-        table = merged(table, args.only.split(","))
+    merged_names: tuple[str, ...] = ()
+    if args.only is not None:
+        only = [k for k in args.only.split(",") if k]
+        table, merged_names = merged(table, only, committed(), n, ort.__version__)
     text = (
         '"""ONNX Runtime kernel costs for the lowering planner, in copy bytes per element (per row for\n'
         "``*_row``), by ORT intra-op thread count. Generated by ``scripts/calibrate_costs.py``: do not edit by\n"
-        'hand; rerun it after an ORT upgrade."""\n\n'
-        '__all__ = ["COSTS", "ELEMENTS", "ORT_VERSION"]\n\n'
+        "hand; rerun it after an ORT upgrade. ``MERGED``: the entries measured later than the others\n"
+        '(``--only``), on the machine the docs name."""\n\n'
+        '__all__ = ["COSTS", "ELEMENTS", "MERGED", "ORT_VERSION"]\n\n'
         f'ORT_VERSION = "{ort.__version__}"\n'
         f"ELEMENTS = {n}\n"
+        f"MERGED = {names_literal(merged_names)}\n"
         f"COSTS = {literal(table)}\n"
     )
     TABLE.write_text(text)

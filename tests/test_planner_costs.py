@@ -4,6 +4,7 @@ each is the form that measured fastest beside the others, chosen from the calibr
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -93,13 +94,27 @@ def test_costs_come_from_the_calibrated_table():
     finally:
         sys.path.pop(0)
     assert eval(calibrate_costs.literal(ort_costs.COSTS)) == ort_costs.COSTS
-    # --only: the named entries from a new measurement, every other one as committed
+    # --only: the named entries from a new measurement, every other one as committed, partners together
     measured = {t: {k: v + 1 for k, v in by_name.items()} for t, by_name in ort_costs.COSTS.items()}
-    merged = calibrate_costs.merged(measured, ["cast_to_bf16"])
-    for t, by_name in merged.items():
-        assert by_name == {**ort_costs.COSTS[t], "cast_to_bf16": ort_costs.COSTS[t]["cast_to_bf16"] + 1}
-    with pytest.raises(SystemExit, match="cannot merge"):
-        calibrate_costs.merged(measured, ["no_such_kernel"])
+    n, version = ort_costs.ELEMENTS, ort_costs.ORT_VERSION
+    pair = ["cast_to_f16", "cast_to_bf16"]
+    table, names = calibrate_costs.merged(measured, pair, ort_costs, n, version)
+    for t, by_name in table.items():
+        assert by_name == {**ort_costs.COSTS[t], **{k: ort_costs.COSTS[t][k] + 1 for k in pair}}
+    assert set(names) == set(ort_costs.MERGED) | set(pair)
+    refusals = [
+        ([], n, version, "name the entries"),
+        (["no_such_kernel"], n, version, "no such entries"),
+        (["cast_to_bf16"], n, version, "merge them together"),  # its share is a ratio to cast_to_f16
+        (pair, n // 2, version, "recalibrate all"),
+        (pair, n, "0.0.0", "recalibrate all"),
+    ]
+    for only, elements, ort_version, why in refusals:
+        with pytest.raises(SystemExit, match=why):
+            calibrate_costs.merged(measured, only, ort_costs, elements, ort_version)
+    lacking = types.SimpleNamespace(**{**vars(ort_costs), "COSTS": {t: {} for t in ort_costs.COSTS}})
+    with pytest.raises(SystemExit, match="the table lacks"):  # a kernel measured now that the table never had
+        calibrate_costs.merged(measured, pair, lacking, n, version)
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (3, 4, 5), (2, 3, 4, 5)])

@@ -35,8 +35,8 @@ CHUNK_TARGET = 256 << 10
 """The row a reshaped per-tensor input gets, or the divisor of its size nearest to it (a row of i32 and its
 f32 result then fit a core's 2 MB L2)."""
 CACHED = 0.5
-"""The share of the float64 intermediates' (and a guarded row's input's) memory traffic the cost model
-still charges when they are chunked (an f32 intermediate before a Cast has its calibrated saving)."""
+"""The share of a row's intermediates' memory traffic the cost model still charges when they are chunked
+(``_saved``; the part of the f32 product that a compute-bound Cast to bf16 hides is not saved at all)."""
 CACHE_BYTES = 2 << 20
 """Intermediates of at most this many bytes stay in a core's cache whole (the Xeon's L2 is 2 MB): a view
 that reshapes the input into other rows, whose final Reshape may copy, is not charged as saving them

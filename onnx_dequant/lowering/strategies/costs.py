@@ -29,7 +29,7 @@ def reshaped_output_cost(info: NodeInfo) -> float:
 
 def narrowing_cast_cost(out: dtypes.DType) -> float:
     """The calibrated cost of ORT's Cast to ``out`` from a wider float, per element moving 6 bytes (f32 ->
-    16 bits): to bf16 its own (ORT 1.32 rounds to bf16 element by element, about twice f16's cost), to any
+    16 bits): to bf16 its own (ORT 1.32 rounds to bf16 element by element, about three times f16's cost), to any
     other type the f16 one."""
     return kernel_cost("cast_to_bf16" if out.name == "bf16" else "cast_to_f16")
 

@@ -31,9 +31,12 @@ BOUND = 1 << 23
 """Inputs and zero points strictly within +-BOUND take the DequantizeLinear branch."""
 
 GUARD_MIN = 2048
-"""Inputs of fewer elements keep the float64 form: there the check's five to ten nodes cost ORT more than
-the float64 work they save (in a graph, per tensor: 512 elements 1.57x ORT's DequantizeLinear against
-1.18x, 2048 even, 8192 1.97x against 2.93x; ``bench_forms.py 2048::i32 --forms i32-guarded,cast-sub-mul``)."""
+"""Inputs of fewer elements keep the float64 form: there the check's six to thirteen nodes cost ORT more
+than the float64 work they save (in a graph, per tensor, with the int32 check on an Intel Xeon: 512
+elements 1.57x ORT's DequantizeLinear against 1.18x, 2048 even, 8192 1.97x against 2.93x; with the
+float32 check on an AMD EPYC znver5: 2048 1.81x against 1.56x, 4096 even with a zero point and 1.87x
+against 1.57x without, 8192 1.92x against 2.21x with and even without;
+``bench_forms.py 2048::i32 --forms i32-guarded,cast-sub-mul``)."""
 
 
 def check_as_f32() -> bool:
@@ -77,6 +80,8 @@ class Guarded(Strategy[Branches]):
             return Refusal("only an exact i32 input (wrap_int32 takes a DequantizeLinear as it is)")
         if info.out_type.name == "f64":
             return Refusal("DequantizeLinear has no f64 output")
+        if info.out_type.name == "bf16" and info.opset < 16:
+            return Refusal("If has no bf16 output before opset 16")
         check_zp = info.has_zp
         if info.has_zp and info.zp_const and info.read is not None and info.zero_point is not None:
             zp = info.read(info.zero_point)
