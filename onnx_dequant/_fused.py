@@ -8,7 +8,7 @@ rounded once in the loop (float64 through float32 rounded to odd), so no interme
 f16/bf16 scales are read as their bits. The loop order comes from the layout (see ``reference._layout``):
 the input is seen as outer dims over a *tile*, the innermost merged dims whose elements are contiguous.
 
-The loop runs one of five layouts (``reference._loop_layout``), each compiled alone:
+The loop runs one of six layouts (``reference._loop_layout``), each compiled alone:
 
 - Wide rows (the tile is one row of ``width`` elements), the scale one value for the row ("rows
   held": computed in fixed-size blocks, the last one overlapping, so that no scalar remainder runs) or
@@ -23,7 +23,11 @@ The loop runs one of five layouts (``reference._loop_layout``), each compiled al
   sign-extended a run at a time) then run a row at a time: the row's one value held ("tiles held")
   or its run read from the window ("tiles varying"). Narrower rows, and tiles that all read one
   window, have the window spread over the tile's rows into a small buffer (rows wider than 8 in
-  16-element blocks), so that the inner loop is contiguous over the whole tile ("tiles spread").
+  16-element blocks), so that the inner loop is contiguous over the whole tile ("tiles spread"), except
+  rows of 2-8 elements of one value each whose values are consecutive and change every tile (a
+  per-row scale over narrow rows, a tiny trailing dim under the axes): those are computed from the
+  scale itself, the row's width a constant so that LLVM vectorizes across rows ("tiles narrow", in
+  tiles of up to 16K elements).
 
 No index array of the input's size is ever materialized.
 """

@@ -248,6 +248,7 @@ def test_fused_tiles(monkeypatch, fresh_plans, tile_max, shape, axes, zero_point
     gathered as bits (8-bit inputs: the exact product rounded once; 16-bit: rounded to odd first; i32:
     the float64 product rounded to odd in float32), and 4-bit inputs read as their bytes."""
     monkeypatch.setattr(reference, "TILE_MAX", tile_max)
+    monkeypatch.setattr(reference, "TILE_NARROW", 4 * tile_max)  # "tiles narrow": many tiles too
     monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)  # ranges start in the middle of tiles
     monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
     rng = np.random.default_rng(1)
@@ -418,6 +419,30 @@ def test_fused_reads_every_half_scale_exactly(out):
             with np.errstate(invalid="ignore"):  # infinity times zero: the NaN expected
                 want = (x.astype(np.float64).reshape(2, -1) * inf.astype(np.float64)[:, None]).astype(out)
             assert same_bits(got, want), xt
+
+
+def test_narrow_held_rows_are_computed_from_the_scale():
+    """Rows of 2-8 elements of one value each, consecutive values, a new window every tile: "tiles
+    narrow", in tiles of up to ``TILE_NARROW``; rows of 9 or more, a repeated window, or rows whose values
+    are not consecutive are spread."""
+    layout, plan = reference._loop_layout, reference._plan
+    for shape, axes, want in [
+        ((165870, 6), (0,), "tiles narrow"),
+        ((19, 2910, 3, 6), (0, 1, 2), "tiles narrow"),  # the axes merged: consecutive values
+        ((1 << 20, 2), (0,), "tiles narrow"),
+        ((1 << 20, 8), (0,), "tiles narrow"),
+        ((1 << 20, 9), (0,), "tiles spread"),  # wider than NARROW_MAX
+        ((165870, 6), (1,), "tiles spread"),  # runs of the scale, the same window every tile
+        ((4096, 3, 5), (0, 2), "tiles spread"),  # rows of 5 varying along the last axis
+        ((4096, 5, 3), (0,), "tiles spread"),  # the non-axis dims merged: rows of 15
+    ]:
+        got = plan(reference._layout(shape, axes))
+        assert layout(got) == want, (shape, axes)
+        if want == "tiles narrow":
+            assert reference.TILE_MAX < got[2] <= 2 * reference.TILE_NARROW
+    # joined rows whose values are not consecutive (an axis dim under a broadcast one) stay spread
+    lay = reference._layout((4096, 3, 7, 4), (0, 2))
+    assert layout(plan(lay)) == "tiles spread"
 
 
 def test_tile_plans():
