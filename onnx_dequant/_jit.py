@@ -685,10 +685,12 @@ def fused(  # pragma: no cover - compiled
         span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
     spread_tile = is_layout(mode, "tiles spread")
     span += SPREAD_BLOCK if spread_tile else 0  # the spare elements ``spread`` reads
+    span = 0 if is_layout(mode, "tiles narrow") else span  # it reads the scale itself: no window
     sw, zw = work_zeros(wkind, span), z_zeros(xkind, z, span if given(zkind) else 0)
     sb = work_zeros(wkind, tile + SPREAD_BLOCK if spread_tile else 0)
     zb = z_zeros(xkind, z, tile + SPREAD_BLOCK if spread_tile and given(zkind) else 0)
-    rv, rz = work_zeros(wkind, rows), work_zeros(wkind, rows if given(zkind) else 0)
+    held = 0 if is_layout(mode, "tiles narrow") else rows
+    rv, rz = work_zeros(wkind, held), work_zeros(wkind, held if given(zkind) else 0)
     rzv = z_zeros(xkind, z, rows if spread_tile and given(zkind) else 0)
     scratch = np.empty(min(tile, e1 - e0) if is_int4(xkind) else 0, np.int8)  # a run of int4 inputs
     cached = -1
