@@ -4,7 +4,8 @@ One pass over a flat element range computes ``(x - z) * s`` in the work precisio
 their integer type, ``s`` read in its own type and converted to the work type in the loop), the same
 operations in the same order as the NumPy path, so the bits are the same (no zero point: ``x * s``, the
 same bits as ``(x - 0) * s``), and stores the result in the output type: f32/f64 by a cast, f16/bf16
-rounded once in the loop (float64 through float32 rounded to odd), so no intermediate array is written.
+rounded once in the loop (float64 products in float64's own bits, float32 ones of 16-bit inputs to f16
+through rounding to odd), so no intermediate array is written.
 f16/bf16 scales are read as their bits. The loop order comes from the layout (see ``reference._layout``):
 the input is seen as outer dims over a *tile*, the innermost merged dims whose elements are contiguous.
 

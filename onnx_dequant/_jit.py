@@ -6,7 +6,8 @@ over a compiled function is keyed by a per-process id and would be compiled agai
 The software conversions are branch-free, so that the loops calling them vectorize (Numba widens
 integer arithmetic to 64 bits: every intermediate is cast back to uint32, so the lanes stay 32 bits
 wide): f16/bf16 bits -> f32 (exact), f32 -> f16/bf16 bits (round to nearest even), f64 -> f16/bf16
-bits rounded once (through float32 rounded to odd), and a float32 product rounded to odd from its
+bits rounded once (through float32 rounded to odd; the loop's float64 products, of an integer and a
+scale of the output type, rounded in float64's own bits), and a float32 product rounded to odd from its
 exact error (a fused multiply-add), so that 16-bit inputs reach f16 in float32 work (8-bit inputs'
 float32 products, and 16-bit inputs' with bf16 scales, are exact, and are rounded once as they are).
 Where the CPU has F16C, its f16 conversions replace the software ones (``HARDWARE_F16``): LLVM does
@@ -83,6 +84,16 @@ def bits_f32(typingctx, u):  # pragma: no cover - compiled
         return builder.bitcast(args[0], ir.FloatType())
 
     return types.float32(types.uint32), codegen
+
+
+@intrinsic
+def bits_f64(typingctx, u):  # pragma: no cover - compiled
+    """uint64 bits as a float64."""
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.uint64), codegen
 
 
 @intrinsic
@@ -194,6 +205,37 @@ def odd_product_f32(d, s):  # pragma: no cover - compiled
     return odd if _u32(ea - _u32(1)) < _u32(0x7F7FFFFF) else pb
 
 
+@_jit
+def f64_to_bits_of(b, drop):  # pragma: no cover - compiled
+    """float64 bits ``b`` rounded to nearest even at bit ``drop`` (the low ``drop`` bits cleared), as a
+    float64: a mantissa carry moves into the exponent, as rounding up a power of two does."""
+    half = _u64(_u64(_u64(1) << _u64(drop - 1)) - _u64(1))
+    r = _u64(_u64(b + half) + _u64(_u64(b >> _u64(drop)) & _u64(1)))
+    return bits_f64(_u64(r & ~_u64(_u64(_u64(1) << _u64(drop)) - _u64(1))))
+
+
+@_jit
+def bf16_from_f64_product(v):  # pragma: no cover - compiled
+    """A float64 product of an integer and a bf16 scale rounded once to bf16, as bits: rounded to 8
+    significant bits in float64 itself (integer arithmetic on its bits), which float32 then holds exactly
+    (or overflows to infinity, the rounding's own result past bf16's largest value). Only for the loop's
+    products: one below 2**-126 (bf16's subnormal range, where fewer bits are kept) is an integer times
+    a subnormal scale, a multiple of 2**-133 that bf16 holds, so rounding it to 8 bits leaves it as it
+    is. NaNs keep their payload's top bits (a bf16 scale's, or the default NaN). Against
+    ``odd_f32`` and ``bf16_from_product``: 0.26 -> 0.13 ns an element, i32 -> bf16, loops alone."""
+    t = np.float32(f64_to_bits_of(f64_bits(v), 45))
+    return np.uint16(_u32(f32_bits(t) >> _u32(16)))
+
+
+@_jit
+def f16_from_f64_product(v):  # pragma: no cover - compiled
+    """A float64 product of an integer and an f16 scale rounded once to f16, as bits, as
+    ``bf16_from_f64_product`` rounds to bf16: to 11 significant bits in float64, exact in float32 and
+    then in f16 (a product below 2**-14 is a multiple of 2**-24, which f16 holds; one rounded past f16's
+    largest value is at least 2**16, which ``f16_from_f32`` makes infinite). 0.24 -> 0.13 ns an element."""
+    return f16_from_f32(f32_bits(np.float32(f64_to_bits_of(f64_bits(v), 42))))
+
+
 @intrinsic
 def f32_from_f16_hw(typingctx, h):  # pragma: no cover - compiled
     """f16 bits ``h`` as float32 (exact), by the CPU (F16C's ``vcvtph2ps``)."""
@@ -299,7 +341,9 @@ def _store(kind, d, s, exact):  # pragma: no cover - compiled
         to_bits = f16_from_f32 if kind == types.uint16 else bf16_from_product
         if d == types.float32:  # float32 holds the difference: its product, rounded to odd unless exact
             return lambda kind, d, s, exact: to_bits(f32_bits(d * s) if exact else odd_product_f32(d, s))
-        return lambda kind, d, s, exact: to_bits(odd_f32(d * s))  # float64: the product is exact
+        # float64: the product is exact, and rounded once in float64 itself
+        wide = f16_from_f64_product if kind == types.uint16 else bf16_from_f64_product
+        return lambda kind, d, s, exact: wide(d * s)
     return lambda kind, d, s, exact: d * s
 
 

@@ -377,6 +377,42 @@ def test_fused_16bit_to_half_rounds_once(in_t, out):
                 assert same_bits(odq.dequantize(x, s, z, axes=axes), want), (axes, kind)
 
 
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
+def test_fused_i32_to_half_rounds_once(out):
+    """i32 inputs to f16/bf16 run in float64 (the product of a 33-bit difference and an 11-bit scale is
+    exact) and the fused loop rounds that product once in float64's own bits: products exactly on a
+    rounding tie and one unit either side of it, differences across the whole int32 range, and scales
+    from every part of the type's range (subnormal: products below the smallest normal; near overflow:
+    products rounded up to infinity; specials) give the exact product rounded once, in both loops."""
+    rng = np.random.default_rng(7)
+    keep = 11 if out is np.float16 else 8  # significant bits
+    ties = [(1 << j) + (1 << (j - keep)) + e for j in range(keep, 31) for e in (-1, 0, 1)]
+    ties += [(3 << (j - 1)) + (1 << (j - keep)) for j in range(keep + 1, 31)]  # odd last bit: ties go up
+    x = np.array(ties + [-t for t in ties], np.int64)
+    x = np.concatenate([x, rng.integers(-(1 << 31), 1 << 31, 256 - x.size % 256 + 512, dtype=np.int64)])
+    x = x[: x.size - x.size % 256].astype(np.int32).reshape(-1, 256)
+    bits = rng.integers(0, 1 << 16, 256, dtype=np.int64).astype(np.uint16)
+    if out is np.float16:  # subnormal, largest subnormal, smallest normal, largest, inf, NaN, -subnormal, 1
+        bits[:10] = [0x0001, 0x03FF, 0x0400, 0x7BFF, 0x7C00, 0x7E00, 0x8001, 0x3C00, 0x0000, 0x1400]
+    else:  # subnormal, largest subnormal, smallest normal, largest, inf, NaN, -subnormal, 1, 0, 2**-100
+        bits[:10] = [0x0001, 0x007F, 0x0080, 0x7F7F, 0x7F80, 0x7FC0, 0x8001, 0x3F80, 0x0000, 0x0D80]
+    scale = bits.view(out)
+    zp = rng.integers(-(1 << 31), 1 << 31, 256, dtype=np.int64).astype(np.int32)
+    for z in (None, zp):
+        d = x.astype(np.float64) - (0.0 if z is None else z.astype(np.float64))
+        with np.errstate(all="ignore"):
+            exact = d * scale.astype(np.float64)  # exact: 33 + 11 bits
+            if out is np.float16:
+                want = exact.astype(np.float16)  # NumPy rounds float64 -> f16 once
+            else:
+                want = np.empty(x.shape, out)
+                reference.round_f64_to_bf16(exact, want)
+        for kind in ("numpy", "fused"):
+            with loop_kind(kind):
+                assert same_bits(odq.dequantize(x, scale, z, axes=[1]), want), (z is None, kind)
+
+
 def test_f32_work_exactness_rule():
     """f32 work is exact where the rule says: the f32 product of every 16-bit difference and every bf16
     significand (normal, and each subnormal scale) is the exact (float64) one; with f16 significands it
