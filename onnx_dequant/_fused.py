@@ -1,4 +1,4 @@
-"""The reference's fused loop, compiled with Numba when it is installed (``pip install onnx-dequant[fast]``).
+"""The reference's fused loop, compiled with Numba (a dependency; the NumPy loop runs where it cannot be imported).
 
 One pass over a flat element range computes ``(x - z) * s`` in the work precision (``x`` and ``z`` in
 their integer type, ``s`` read in its own type and converted to the work type in the loop), the same
