@@ -9,7 +9,7 @@ through rounding to odd), so no intermediate array is written.
 f16/bf16 scales are read as their bits. The loop order comes from the layout (see ``reference._layout``):
 the input is seen as outer dims over a *tile*, the innermost merged dims whose elements are contiguous.
 
-The loop runs one of six layouts (``reference._loop_layout``), each compiled alone:
+The loop runs one of four layouts (``reference._loop_layout``), each compiled alone:
 
 - Wide rows (the tile is one row of ``width`` elements), the scale one value for the row ("rows
   held": computed in fixed-size blocks, the last one overlapping, so that no scalar remainder runs) or
@@ -20,10 +20,8 @@ The loop runs one of six layouts (``reference._loop_layout``), each compiled alo
   instead of once per row. When the tile's scale offset changes (once for the whole input when the
   scale repeats, as a per-channel scale over narrow rows does), the window of the scale the tile
   reads is converted to the work type, each value once (the zero point's is kept in its own type,
-  int4's sign-extended). Rows of 64 elements or more (in a tile only for int4 inputs, which are
-  sign-extended a run at a time) then run a row at a time: the row's one value held ("tiles held")
-  or its run read from the window ("tiles varying"). Narrower rows, and tiles that all read one
-  window, have the window spread over the tile's rows into a small buffer (rows wider than 8 in
+  int4's biased). Rows narrower than 64 elements, and tiles that all read one window, have the
+  window spread over the tile's rows into a small buffer (rows wider than 8 in
   16-element blocks), so that the inner loop is contiguous over the whole tile ("tiles spread"), except
   rows of 2-8 elements of one value each whose values are consecutive and change every tile (a
   per-row scale over narrow rows, a tiny trailing dim under the axes): those are computed from the
@@ -64,7 +62,7 @@ def available() -> bool:
 
 def bits_type(t: np.dtype) -> np.dtype | None:
     """The type the loop reads or writes arrays of type ``t`` as: f16/bf16 as their 16-bit patterns,
-    int4/uint4 as the bytes ml_dtypes keeps them in (the loop sign-extends int4's); None for the types
+    int4/uint4 as the bytes ml_dtypes keeps them in (the loop biases int4's: ``_jit.int4_biased``); None for the types
     it reads as they are."""
     if t in _HALF:
         return np.dtype(np.uint16)

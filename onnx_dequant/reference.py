@@ -247,8 +247,7 @@ def _layout(shape: tuple[int, ...], axes: tuple[int, ...]) -> Layout:
 
 ROW_MIN = 128
 """Rows at least this wide run as contiguous rows; narrower ones are gathered in tiles (``_tile``), those
-of ``HELD_MIN`` or more only where a tile saves more than a row costs (int4 inputs, runs that every tile
-reads alike)."""
+of ``HELD_MIN`` or more only where every tile reads the same run of the scale (spread once a call)."""
 TILE_MAX = 2048
 """The most elements in a gathered tile (its spread scale and zero point stay in the L1 cache: 4096
 measured up to 1.5x slower on a 32 KB one), or twice that where no divisor of a dim gives half of it."""
@@ -271,7 +270,7 @@ def _divisor(d: int, limit: int) -> int:
     return next(k for k in range(min(limit, d), 0, -1) if d % k == 0)
 
 
-def _tile(layout: Layout, unpacked: bool = False, tile_max: int | None = None) -> Plan:
+def _tile(layout: Layout, tile_max: int | None = None) -> Plan:
     """The loop order for ``layout``: wide rows as they are; narrow rows joined with the innermost outer
     dims (split where one is too large) into a tile of about ``TILE_MAX`` elements, each row's scale
     offset in the tile's pattern (a row's elements follow it: one value, or a contiguous run).
@@ -279,12 +278,11 @@ def _tile(layout: Layout, unpacked: bool = False, tile_max: int | None = None) -
     A row costs the loop a fixed overhead (advancing the odometer), so narrow rows (per-row scales
     over 8 columns, a per-channel scale on 3 channels, a tiny axis under a huge one) would otherwise
     run at a few elements per overhead. Rows of ``HELD_MIN`` or more run as they are too, unless every
-    tile would read one run of the scale (spread once a call), or the input is ``unpacked`` a run at a
-    time (int4, sign-extended into a buffer: a cost per row).
+    tile would read one run of the scale (spread once a call).
     """
     dims, strides, width, inner_varies = layout
     none = np.zeros(0, np.uint32)
-    rows = width >= HELD_MIN and not unpacked and not (inner_varies and not strides.any())
+    rows = width >= HELD_MIN and not (inner_varies and not strides.any())
     if width >= ROW_MIN or not len(dims) or rows:
         return dims, strides, width, none, inner_varies
     dims, strides = list(dims), list(strides)
@@ -318,17 +316,16 @@ def _tile(layout: Layout, unpacked: bool = False, tile_max: int | None = None) -
 
 
 HELD_MIN = 64
-"""Rows at least this wide run as they are (``_tile``) or, in a tile (int4 inputs), a row at a time, one
-value held or a run of the tile's scale window; narrower ones, and rows of runs that every tile reads
-alike, have the tile's window spread over it."""
+"""Rows at least this wide run as they are (``_tile``); narrower ones, and rows of runs that every tile
+reads alike, have the tile's window spread over it."""
 
 
-def _plan(layout: Layout, unpacked: bool = False) -> Plan:
+def _plan(layout: Layout) -> Plan:
     """``_tile``'s plan, in tiles of up to ``TILE_NARROW`` elements where it runs "tiles narrow" so too
     (nothing is spread there, so no buffer needs to stay in the L1 cache)."""
-    plan = _tile(layout, unpacked)
+    plan = _tile(layout)
     if _loop_layout(plan) == "tiles narrow":
-        wide = _tile(layout, unpacked, TILE_NARROW)
+        wide = _tile(layout, TILE_NARROW)
         if _loop_layout(wide) == "tiles narrow":
             return wide
     return plan
@@ -357,13 +354,8 @@ def _loop_layout(plan: Plan) -> str:
     width = tile // len(pattern)
     if not inner_varies and 2 <= width <= NARROW_MAX and strides.any() and _consecutive(pattern):
         return "tiles narrow"
-    if width < HELD_MIN:
-        return "tiles spread"
-    if not inner_varies:
-        return "tiles held"
-    # rows of runs: read from the tile's converted window a row at a time where the window changes
-    # from tile to tile; spread once where every tile reads the same one (all strides zero)
-    return "tiles varying" if strides.any() else "tiles spread"
+    # rows of HELD_MIN or more are tiled only where every tile reads one window, spread once (``_tile``)
+    return "tiles spread"
 
 
 KernelPlan = tuple[int, np.ndarray, bool, np.ndarray, np.ndarray]
@@ -380,7 +372,7 @@ def _fused_setup(
     input's and the output's arrays as (``_fused.bits_type``) and the zero point passed when there is
     none (one zero, which the loop compiled for ``has_z`` false never reads), kept for the next call of
     the same types: its arrays are read-only."""
-    plan = _plan(_layout(shape, axes), unpacked=np.dtype(x) == np.dtype(ml_dtypes.int4))
+    plan = _plan(_layout(shape, axes))
     x_bits = _fused.bits_type(x)
     no_z = _fused.flat(np.zeros(1, x), x_bits)
     for a in (plan[0], plan[1], plan[3], no_z):

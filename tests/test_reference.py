@@ -413,6 +413,36 @@ def test_fused_i32_to_half_rounds_once(out):
                 assert same_bits(odq.dequantize(x, scale, z, axes=[1]), want), (z is None, kind)
 
 
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize(
+    "shape, axes, layout",
+    [
+        ((64, 256), (0,), "rows held"),
+        ((4, 16, 256), (0, 2), "rows varying"),
+        ((256, 4, 16), (0, 2), "tiles spread"),
+        ((1024, 16), (0,), "tiles spread"),
+        ((2048, 8), (0,), "tiles narrow"),
+    ],
+)
+def test_fused_int4_differences_in_every_layout(shape, axes, layout):
+    """The fused loop subtracts int4's biased bytes (``_jit.int4_biased``): every int4 input value
+    against every int4 zero point value, and without a zero point, in each layout, gives the exact
+    product (f32: one rounding of an exact 5-bit difference times the scale)."""
+    assert reference._loop_layout(reference._plan(reference._layout(shape, axes))) == layout
+    sshape = tuple(shape[a] for a in axes)
+    n = int(np.prod(shape))
+    x = np.resize(np.arange(-8, 8, dtype=np.int64), n)
+    x = x.reshape(shape).astype(ml_dtypes.int4)
+    zp = np.resize(np.arange(-8, 8, dtype=np.int64)[::-1], int(np.prod(sshape))).reshape(sshape)
+    scale = np.random.default_rng(8).standard_normal(sshape).astype(np.float32)
+    bshape = tuple(shape[i] if i in axes else 1 for i in range(len(shape)))
+    for z in (None, zp.astype(ml_dtypes.int4)):
+        d = x.astype(np.float64) - (0.0 if z is None else z.astype(np.float64).reshape(bshape))
+        want = (d * scale.astype(np.float64).reshape(bshape)).astype(np.float32)  # exact, rounded once
+        with loop_kind("fused"):
+            assert same_bits(odq.dequantize(x, scale, z, axes=axes), want), z is None
+
+
 def test_f32_work_exactness_rule():
     """f32 work is exact where the rule says: the f32 product of every 16-bit difference and every bf16
     significand (normal, and each subnormal scale) is the exact (float64) one; with f16 significands it
@@ -483,17 +513,15 @@ def test_narrow_held_rows_are_computed_from_the_scale():
 
 def test_tile_plans():
     """Narrow rows are joined into tiles (outer dims split where one is too large); wide rows are not."""
-    # rows of 64-127: as they are, unless every tile reads one run of the scale or int4 is unpacked a row
-    # at a time
+    # rows of 64-127: as they are, unless every tile reads one run of the scale
     layout = reference._loop_layout
-    for shape, axes, rows, unpacked in [
-        ((1031, 100), (0,), "rows held", "tiles held"),
-        ((1031, 3, 100), (0, 2), "rows varying", "tiles varying"),
-        ((300, 100), (1,), "tiles spread", "tiles spread"),
-        ((4, 50, 80), (0, 2), "rows varying", "tiles varying"),
+    for shape, axes, rows in [
+        ((1031, 100), (0,), "rows held"),
+        ((1031, 3, 100), (0, 2), "rows varying"),
+        ((300, 100), (1,), "tiles spread"),
+        ((4, 50, 80), (0, 2), "rows varying"),
     ]:
-        lay = reference._layout(shape, axes)
-        assert (layout(reference._tile(lay)), layout(reference._tile(lay, unpacked=True))) == (rows, unpacked)
+        assert layout(reference._tile(reference._layout(shape, axes))) == rows
     lay = reference._layout((1 << 20, 8), (0,))
     dims, strides, tile, pattern, varies = reference._tile(lay)
     assert tile == reference.TILE_MAX and not varies
