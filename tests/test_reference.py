@@ -346,6 +346,18 @@ def test_software_f16_conversions_match_numpy():
         assert same_bits(f16_out.view(np.float16), u.view(np.float32).astype(np.float16))
 
 
+def rounded_once(d: np.ndarray, s: np.ndarray, out: type) -> np.ndarray:
+    """The float64 product of ``d`` and the scale ``s`` (exact where the test says so) rounded once to f16
+    (NumPy's cast) or bf16 (``round_f64_to_bf16``)."""
+    with np.errstate(all="ignore"):  # infinity times zero, NaN payloads, overflow: expected
+        exact = d * s.astype(np.float64)
+        if out is np.float16:
+            return exact.astype(np.float16)
+        want = np.empty(exact.shape, out)
+        reference.round_f64_to_bf16(exact, want)
+        return want
+
+
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
 @pytest.mark.parametrize("in_t", [np.int16, np.uint16], ids=["i16", "u16"])
 @pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
@@ -365,13 +377,7 @@ def test_fused_16bit_to_half_rounds_once(in_t, out):
     for axes, s, z in (((0,), scale, zp), ((1,), scale, None)):
         b = (-1, 1) if axes == (0,) else (1, -1)
         d = x.astype(np.float64) - (0.0 if z is None else z.astype(np.float64).reshape(b))
-        with np.errstate(all="ignore"):
-            exact = d * s.astype(np.float64).reshape(b)  # exact: 17 + 11 bits
-            if out is np.float16:
-                want = exact.astype(np.float16)  # NumPy rounds float64 -> f16 once
-            else:
-                want = np.empty(x.shape, out)
-                reference.round_f64_to_bf16(exact, want)
+        want = rounded_once(d, s.reshape(b), out)  # exact: 17 + 11 bits
         for kind in ("numpy", "fused"):
             with loop_kind(kind):
                 assert same_bits(odq.dequantize(x, s, z, axes=axes), want), (axes, kind)
@@ -401,13 +407,7 @@ def test_fused_i32_to_half_rounds_once(out):
     zp = rng.integers(-(1 << 31), 1 << 31, 256, dtype=np.int64).astype(np.int32)
     for z in (None, zp):
         d = x.astype(np.float64) - (0.0 if z is None else z.astype(np.float64))
-        with np.errstate(all="ignore"):
-            exact = d * scale.astype(np.float64)  # exact: 33 + 11 bits
-            if out is np.float16:
-                want = exact.astype(np.float16)  # NumPy rounds float64 -> f16 once
-            else:
-                want = np.empty(x.shape, out)
-                reference.round_f64_to_bf16(exact, want)
+        want = rounded_once(d, scale, out)  # exact: 33 + 11 bits
         for kind in ("numpy", "fused"):
             with loop_kind(kind):
                 assert same_bits(odq.dequantize(x, scale, z, axes=[1]), want), (z is None, kind)
