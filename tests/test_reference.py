@@ -95,11 +95,11 @@ def loop_kind(kind: str):
 
 @pytest.fixture
 def fresh_plans():
-    """The fused loop's kept plans (``_fused_setup``) dropped before and after a test that changes the
+    """The fused loop's kept plans (``_checked``'s) dropped before and after a test that changes the
     constants they are derived from."""
-    reference._fused_setup.cache_clear()
+    reference._checked.cache_clear()
     yield
-    reference._fused_setup.cache_clear()
+    reference._checked.cache_clear()
 
 
 KINDS = ["numpy", pytest.param("fused", marks=pytest.mark.skipif(not _fused.available(), reason="no numba"))]
@@ -316,6 +316,33 @@ def test_hardware_f16_follows_numbas_target(monkeypatch):
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_wide_vectors_only_where_the_loop_writes_f16_or_bf16():
+    """The loops that write f16/bf16 carry LLVM's ``prefer-vector-width=512`` attribute
+    (``_jit.wide_vectors``); those writing f32/f64 are compiled as Numba compiles any function."""
+    import numba
+
+    from onnx_dequant import _jit
+
+    @numba.njit
+    def loop(x, kind):  # pragma: no cover - compiled
+        _jit.wide_vectors(kind)
+        t = 0.0
+        for v in x:
+            t += v
+        return t
+
+    x = np.arange(8.0)
+    for name, marker, wide in [
+        ("f16", _jit.MARKERS["float16"], True),
+        ("bf16", _jit.MARKERS["bfloat16"], True),
+        ("f32", _jit.PLAIN, False),
+    ]:
+        assert loop(x, marker) == 28.0
+        ir = loop.inspect_llvm(loop.signatures[-1])
+        assert ('"prefer-vector-width"="512"' in ir) == wide, name
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
 def test_software_f16_conversions_match_numpy():
     """The branch-free f16 conversions a CPU without F16C uses (``_jit.HARDWARE_F16`` false) give
     NumPy's values: every f16 bit pattern to float32, and float32 patterns (random, every rounding
@@ -374,13 +401,21 @@ def test_fused_16bit_to_half_rounds_once(in_t, out):
     if out is ml_dtypes.bfloat16:
         bits[8:12] = [0x0001, 0x7F7F, 0x0080, 0x3F80]  # bf16: subnormal, largest, smallest normal, one
     scale = bits.view(out)
-    for axes, s, z in (((0,), scale, zp), ((1,), scale, None)):
+    narrow = x.reshape(4096, 16)  # rows of 16: the scale and the zero point spread over tiles
+    for x_, axes, s, z in (
+        (x, (0,), scale, zp),  # rows held
+        (x, (1,), scale, None),  # rows varying
+        (x, (1,), scale, zp),
+        (narrow, (0,), np.tile(scale, 16), np.tile(zp, 16)),  # tiles spread, a window a tile
+        (narrow, (1,), scale[:16], zp[:16]),  # tiles spread, one window
+    ):
         b = (-1, 1) if axes == (0,) else (1, -1)
-        d = x.astype(np.float64) - (0.0 if z is None else z.astype(np.float64).reshape(b))
+        d = x_.astype(np.float64) - (0.0 if z is None else z.astype(np.float64).reshape(b))
         want = rounded_once(d, s.reshape(b), out)  # exact: 17 + 11 bits
         for kind in ("numpy", "fused"):
             with loop_kind(kind):
-                assert same_bits(odq.dequantize(x, s, z, axes=axes), want), (axes, kind)
+                got = odq.dequantize(x_, s, z, axes=axes)
+                assert same_bits(got, want), (x_.shape, axes, z is None, kind)
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
