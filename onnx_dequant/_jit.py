@@ -110,19 +110,21 @@ def fma32(typingctx, a, b, c):  # pragma: no cover - compiled
 
 @intrinsic
 def wide_vectors(typingctx, kind):  # pragma: no cover - compiled
-    """Lets LLVM vectorize the calling function's loops at 512 bits where they write f16/bf16 (``kind``
-    a marker of ``MARKERS``): the function attribute ``prefer-vector-width=512``, which LLVM's tuning
+    """Lets LLVM vectorize the calling function's loops at 512 bits where they write f16 (``kind`` the
+    f16 marker of ``MARKERS``): the function attribute ``prefer-vector-width=512``, which LLVM's tuning
     for most AVX-512 Intel CPUs otherwise holds at 256 bits. An attribute of the function alone (other
     Numba code is compiled as it was), set on each compiled function with such a loop; a no-op without
-    AVX-512. Those loops are compute-bound (the conversion and the rounding), and measured 1.03-1.4x
-    faster so (i16 -> f16 through rounding to odd: 220 -> 150 ps an element, loop alone) on a Granite
-    Rapids VM (LLVM's ``rocketlake`` target); f32 outputs, bound by their stores, measured up to 1.29x
-    slower (``(4096,4,4)`` ``{0,2}`` i8 -> f32), and keep 256 bits."""
+    AVX-512. Those loops are compute-bound (the conversion, and 16-bit inputs' rounding to odd) and
+    measured 1.04-1.4x faster so on a Granite Rapids VM (LLVM's ``rocketlake`` target: i16 -> f16 220 ->
+    150 ps an element, loop alone; ``(336960,)`` per tensor 0.84x the time, ``(330,1021)`` ``{1}``
+    0.84x). bf16's (integer rounding) measured 0.96-1.08x (per tensor slower: ``(2,168480)`` ``{0}``
+    i16 -> bf16 1.08x) and f32's up to 1.29x slower (``(4096,4,4)`` ``{0,2}`` i8 -> f32, bound by
+    stores that a 64-byte vector splits across cache lines); both keep 256 bits."""
 
-    half = kind in (types.uint16, types.int16)
+    f16 = kind == types.uint16
 
     def codegen(context, builder, sig, args):
-        if not half:
+        if not f16:
             return context.get_dummy_value()
         # llvmlite's attribute set knows LLVM's keyword attributes alone: a key-value (string) one is
         # added to the set as it is, and printed so (``"key"="value"``) in the function's definition
