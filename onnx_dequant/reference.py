@@ -125,9 +125,9 @@ def dequantize(
     zp = None if zero_point is None else _array(zero_point, "Zero point")
     key = (x.dtype, x.shape, scale.dtype, scale.shape, None if zp is None else (zp.dtype, zp.shape))
     try:
-        out_t, axes_t, work, bshape, setup = _checked(*key, _hashable(axes), dtype)
+        out_t, axes_t, work, bshape, setup = _checked(*key, _hashable(axes), dtype, x.size >= FUSED_MIN_ELEMENTS)
     except TypeError:  # axes or dtype that cannot be a cache key (a NumPy array, say): checked afresh
-        out_t, axes_t, work, bshape, setup = _checked.__wrapped__(*key, axes, dtype)
+        out_t, axes_t, work, bshape, setup = _checked.__wrapped__(*key, axes, dtype, x.size >= FUSED_MIN_ELEMENTS)
     out_np = out_t.elem_type.numpy
     if out is None:
         out = np.empty(x.shape, out_np)
@@ -138,7 +138,7 @@ def dequantize(
         )
     if x.size == 0:
         return out
-    if setup is not None and x.size >= FUSED_MIN_ELEMENTS:
+    if setup is not None:
         # a zero point of zeros costs the loop one exact subtraction, less than looking for one
         has_z = zp is not None
         kernel, plan, ranges, x_bits, out_bits, no_z = setup
@@ -189,10 +189,12 @@ def _checked(
     z: tuple[np.dtype, tuple[int, ...]] | None,
     axes: Any,
     dtype: Any,
+    fused: bool,
 ) -> tuple[TensorType, tuple[int, ...], type, tuple[int, ...], FusedSetup | None]:
     """The contract's checks of a call with these argument types (``infer``), and what the call derives
     from them: (output type, sorted axes, the NumPy loop's work type, the scale's broadcast shape, the
-    fused loop's ``_fused_setup`` or None where Numba cannot be imported). Kept for the next call with the
+    fused loop's ``_fused_setup`` where ``fused`` (the input has ``FUSED_MIN_ELEMENTS`` or more) and Numba
+    can be imported, else None: Numba is not imported for smaller inputs). Kept for the next call with the
     same types: a call's fixed cost is most of it on inputs of tens of thousands of elements (one kept
     lookup, not two: 10.5 -> 9.5 us a call, ``(65536,)`` ``{0}`` u8 -> f16). A call that breaks the
     contract raises, and is not kept."""
@@ -203,7 +205,7 @@ def _checked(
     work = work_type(xt.elem_type, out_t.elem_type).numpy
     bshape = tuple(x_shape[i] if i in axes_t else 1 for i in range(len(x_shape)))
     setup = None
-    if _fused.available() and all(x_shape):  # a kernel is compiled at its first call, not here
+    if fused and all(x_shape) and _fused.available():  # empty inputs run no loop; a kernel compiles at its first call
         fused_work = fused_work_type(xt.elem_type, out_t.elem_type).numpy
         setup = _fused_setup(x_shape, axes_t, fused_work, out_t.elem_type.numpy, x_dtype, z is not None)
     return out_t, axes_t, work, bshape, setup

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import subprocess
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -688,6 +690,21 @@ def test_bad_input_is_a_dequantize_error(call, message):
     with pytest.raises(odq.DequantizeError) as e:
         call()
     assert message in str(e.value)
+
+
+def test_small_inputs_never_import_numba():
+    """Inputs under ``FUSED_MIN_ELEMENTS`` run the NumPy loop, and a process that only dequantizes such
+    inputs never imports Numba (its import and the loop's first compilation are the large one-off
+    costs)."""
+    code = (
+        "import sys, numpy as np, onnx_dequant as odq\n"
+        "from onnx_dequant import reference\n"
+        "x = np.arange(reference.FUSED_MIN_ELEMENTS - 1, dtype=np.int64).astype(np.int8)\n"
+        "odq.dequantize(x, np.float32(0.5), np.int8(1))\n"
+        "print('numba' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False"]
 
 
 def test_checks_are_kept_per_argument_types_and_errors_are_not():
