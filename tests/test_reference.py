@@ -302,8 +302,9 @@ def test_compiled_narrowing_rounds_once(out):
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
 def test_hardware_f16_follows_numbas_target(monkeypatch):
-    """The F16C conversions are used only where Numba compiles for a CPU that has them: a named target
-    (a portable cache's ``generic``) or explicit features without ``+f16c`` get the software ones."""
+    """The F16C conversions (and AVX512-BF16's) are used only where Numba compiles for a CPU that has
+    them: a named target (a portable cache's ``generic``) or explicit features without ``+f16c``
+    (``+avx512bf16``) get the software ones."""
     import numba
 
     from onnx_dequant import _jit
@@ -315,6 +316,12 @@ def test_hardware_f16_follows_numbas_target(monkeypatch):
     assert not _jit._hardware_f16()
     monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx2,+f16c")
     assert _jit._hardware_f16()
+    assert not _jit._hardware_bf16()
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "+avx512f,+avx512bf16")
+    assert _jit._hardware_bf16()
+    monkeypatch.setattr(numba.config, "CPU_FEATURES", "")
+    monkeypatch.setattr(numba.config, "CPU_NAME", "generic")
+    assert not _jit._hardware_bf16()
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
@@ -385,6 +392,25 @@ def rounded_once(d: np.ndarray, s: np.ndarray, out: type) -> np.ndarray:
         want = np.empty(exact.shape, out)
         reference.round_f64_to_bf16(exact, want)
         return want
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("in_t", [np.int8, np.uint8, ml_dtypes.int4, ml_dtypes.uint4, np.int16], ids=str)
+@pytest.mark.parametrize("zero_point", [False, True], ids=["no zp", "zp"])
+def test_held_bf16_rows_with_every_scale(in_t, zero_point):
+    """Rows held under one bf16 scale value each (where the CPU has AVX512-BF16, rounded by it:
+    ``_jit.bf16_run``, except under subnormal scales): every bf16 bit pattern as a row's scale, each
+    row's 67 inputs spread over the type's range, give the exact product rounded once."""
+    info = ml_dtypes.iinfo(in_t) if in_t in (ml_dtypes.int4, ml_dtypes.uint4) else np.iinfo(in_t)
+    rng = np.random.default_rng(7)
+    x = rng.integers(int(info.min), int(info.max) + 1, (1 << 16, 67)).astype(in_t)
+    x[:, :2] = [int(info.min), int(info.max)]
+    s = np.arange(1 << 16, dtype=np.int64).astype(np.uint16).view(ml_dtypes.bfloat16)
+    z = rng.integers(int(info.min), int(info.max) + 1, 1 << 16).astype(in_t) if zero_point else None
+    d = x.astype(np.float64) - (0.0 if z is None else z.astype(np.float64)[:, None])
+    want = rounded_once(d, s[:, None], ml_dtypes.bfloat16)  # exact: 17 + 8 bits at most
+    with loop_kind("fused"):
+        assert same_bits(odq.dequantize(x, s, z, axes=(0,)), want)
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
