@@ -11,7 +11,9 @@ scale of the output type, rounded in float64's own bits), and a float32 product 
 exact error (a fused multiply-add), so that 16-bit inputs reach f16 in float32 work (8-bit inputs'
 float32 products, and 16-bit inputs' with bf16 scales, are exact, and are rounded once as they are).
 Where the CPU has F16C, its f16 conversions replace the software ones (``HARDWARE_F16``): LLVM does
-not always vectorize them, and they are still faster.
+not always vectorize them, and they are still faster. Where it has AVX512-BF16, held bf16 runs are
+rounded by it, in explicit vectors (``HARDWARE_BF16``, ``bf16_run``); the f16 loops are vectorized at
+512 bits (``wide_vectors``).
 
 Everything the loop does not compute reaches it as a marker argument whose Numba type selects the code
 at compile time: the output type (``MARKERS``: the conversions ``load`` and ``store``), int4 inputs
@@ -692,7 +694,8 @@ def advance(idx, dims, strides, off):  # pragma: no cover - compiled
 @_part
 def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """``orow = (xr - zv) * sv``, a run under one scale value, in ``HELD_BLOCK`` blocks (slices from 0:
-    the loops' indexes are known non-negative, so no wraparound check stops vectorizing)."""
+    the loops' indexes are known non-negative, so no wraparound check stops vectorizing), or to bf16 by
+    ``bf16_run`` (``hardware_bf16``)."""
     n = xr.shape[0]
     # bf16 by the CPU, a vector a step (the last one overlapping), where the scale is not subnormal
     if hardware_bf16(kind, wkind) and n >= BF16_RUN and not (np.float32(0) < abs(sv) < np.float32(2.0**-126)):
