@@ -214,19 +214,6 @@ BF16_RUN = 16
 """Elements a ``bf16_run`` computes: one 512-bit vector of float32."""
 
 
-class _BFloat(ir.types.Type):
-    """LLVM's ``bfloat``, which llvmlite has no type for (the conversion's result, bitcast to i16 lanes)."""
-
-    def _to_string(self) -> str:
-        return "bfloat"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _BFloat)
-
-    def __hash__(self) -> int:
-        return hash("bfloat")
-
-
 @intrinsic
 def bf16_run(typingctx, x, o, k, zv, sv, xkind):  # pragma: no cover - compiled
     """``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` rounded to bf16 bits by the CPU
@@ -258,10 +245,11 @@ def bf16_run(typingctx, x, o, k, zv, sv, xkind):  # pragma: no cover - compiled
             v = builder.xor(v, ir.Constant(vin, [8] * lanes))
         f = builder.sitofp(v, vf) if signed else builder.uitofp(v, vf)
         f = builder.fmul(builder.fsub(f, splat(args[3])), splat(args[4]))
+        # declared with i16 lanes, its type in older LLVMs (llvmlite 0.43's LLVM 14), which newer ones upgrade
         convert = builder.module.declare_intrinsic(
-            "llvm.x86.avx512bf16.cvtneps2bf16.512", (), ir.FunctionType(ir.VectorType(_BFloat(), lanes), [vf])
+            "llvm.x86.avx512bf16.cvtneps2bf16.512", (), ir.FunctionType(vh, [vf])
         )
-        h = builder.bitcast(builder.call(convert, [f]), vh)
+        h = builder.call(convert, [f])
         builder.store(h, builder.bitcast(builder.gep(oa.data, [args[2]]), vh.as_pointer()), align=1)
         return context.get_dummy_value()
 
