@@ -852,7 +852,6 @@ def fused(  # pragma: no cover - compiled
     """
     wide_vectors(kind)
     idx, off, col = start(e0, tile, dims, strides)
-    exact = product_exact(kind, x)
     rows = max(pattern.shape[0], 1)
     width = tile // rows
     span = 0  # a tile's scale window: its rows' offsets and a row's run
@@ -861,11 +860,77 @@ def fused(  # pragma: no cover - compiled
     spread_tile = is_layout(mode, "tiles spread")
     span += SPREAD_BLOCK if spread_tile else 0  # the spare elements ``spread`` reads
     span = 0 if is_layout(mode, "tiles narrow") else span  # it reads the scale itself: no window
-    sw, zw = work_zeros(wkind, span), z_zeros(xkind, z, span if given(zkind) else 0)
-    sb = work_zeros(wkind, tile + SPREAD_BLOCK if spread_tile else 0)
-    zb = z_zeros(xkind, z, tile + SPREAD_BLOCK if spread_tile and given(zkind) else 0)
-    rv = work_zeros(wkind, rows if spread_tile else 0)  # spread's gathered values of held rows
-    rzv = z_zeros(xkind, z, rows if spread_tile and given(zkind) else 0)
+    # the spread tile, the window and spread's gathered values of held rows, of the scale in one array
+    # and of the zero point in another (an allocation costs about 40 ns)
+    nb, nv = tile + SPREAD_BLOCK if spread_tile else 0, rows if spread_tile else 0
+    wb = work_zeros(wkind, nb + span + nv)
+    zs = z_zeros(xkind, z, nb + span + nv if given(zkind) else 0)
+    sb, sw, rv = wb[:nb], wb[nb : nb + span], wb[nb + span :]
+    zb, zw, rzv = zs[:nb], zs[nb : nb + span], zs[nb + span :]
+    tiles(
+        x,
+        z,
+        s,
+        out,
+        e0,
+        e1,
+        tile,
+        pattern,
+        inner_varies,
+        dims,
+        strides,
+        idx,
+        off,
+        col,
+        width,
+        sw,
+        zw,
+        sb,
+        zb,
+        rv,
+        rzv,
+        kind,
+        xkind,
+        zkind,
+        wkind,
+        mode,
+    )
+
+
+@_bare
+def tiles(  # pragma: no cover - compiled
+    x,
+    z,
+    s,
+    out,
+    e0,
+    e1,
+    tile,
+    pattern,
+    inner_varies,
+    dims,
+    strides,
+    idx,
+    off,
+    col,
+    width,
+    sw,
+    zw,
+    sb,
+    zb,
+    rv,
+    rzv,
+    kind,
+    xkind,
+    zkind,
+    wkind,
+    mode,
+):
+    """``fused``'s walk over its tiles from odometer ``idx`` (scale offset ``off``, column ``col``), in the
+    buffers ``fused`` allocated: compiled without reference counting, as every tile slices its arrays (a
+    slice's reference counted, atomically, in and out: about 22 ns a tile)."""
+    wide_vectors(kind)
+    exact = product_exact(kind, x)
     cached = -1
     e = e0
     while e < e1:
