@@ -968,15 +968,19 @@ def overlaps(out, a):  # pragma: no cover - compiled
 
 
 def fused_for(kind, xkind, zkind, wkind, mode):
-    """``fused`` with its markers fixed: a loop called with the eleven array and index arguments alone,
-    which returns False, writing nothing, where ``out`` overlaps an input. Numba types every argument
+    """``fused`` with its markers fixed: a loop called with the seven array and index arguments alone
+    (the tile, pattern, outer dims and strides in one array, ``reference._kernel_plan``'s), which
+    returns False, writing nothing, where ``out`` overlaps an input. Numba types every argument
     of every call; a NumPy scalar marker costs about 0.25 us of it (five: a third of a call's fixed
     cost), a closure's cells are compile-time constants (and part of the cache's key)."""
 
     @_loop
-    def loop(x, z, s, out, e0, e1, tile, pattern, inner_varies, dims, strides):  # pragma: no cover - compiled
+    def loop(x, z, s, out, e0, e1, plan):  # pragma: no cover - compiled
         if overlaps(out, x) or overlaps(out, s) or overlaps(out, z):
             return False
+        tile, inner_varies, rows, m = plan[0], plan[1] != 0, plan[2], plan[3]
+        a, b = 4 + rows, 4 + rows + m
+        pattern, dims, strides = plan[4:a], plan[a:b], plan[b : b + m]
         fused(x, z, s, out, e0, e1, tile, pattern, inner_varies, dims, strides, kind, xkind, zkind, wkind, mode)
         return True
 
