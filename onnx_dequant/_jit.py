@@ -552,8 +552,73 @@ def _spread_values_blocks(dst, values, width):  # pragma: no cover - compiled
             fill_block(dst, o + k, v)
 
 
+def _repeat_fill(width):
+    """An intrinsic ``(dst, o, src, p)``: ``dst[o : o + SPREAD_BLOCK]`` = the ``width`` elements of
+    ``src`` from ``p``, repeated (one load, a shuffle in registers, one vector store)."""
+
+    @intrinsic
+    def fill(typingctx, dst, o, src, p):  # pragma: no cover - compiled
+        def codegen(context, builder, sig, args):
+            d = context.make_array(sig.args[0])(context, builder, args[0])
+            a = context.make_array(sig.args[2])(context, builder, args[2])
+            elem = context.get_data_type(sig.args[0].dtype)
+            run = builder.load(
+                builder.bitcast(builder.gep(a.data, [args[3]]), ir.VectorType(elem, width).as_pointer()), align=1
+            )
+            i32 = ir.IntType(32)
+            mask = ir.Constant(ir.VectorType(i32, SPREAD_BLOCK), [k % width for k in range(SPREAD_BLOCK)])
+            block = builder.shuffle_vector(run, ir.Constant(ir.VectorType(elem, width), ir.Undefined), mask)
+            ptr = builder.bitcast(builder.gep(d.data, [args[1]]), ir.VectorType(elem, SPREAD_BLOCK).as_pointer())
+            builder.store(block, ptr, align=1)
+            return context.get_dummy_value()
+
+        return types.void(dst, types.int64, src, types.int64), codegen
+
+    return fill
+
+
+fill_repeat2, fill_repeat4, fill_repeat8 = _repeat_fill(2), _repeat_fill(4), _repeat_fill(8)
+
+
 @_bare
-def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - compiled
+def _spread_groups(dst, src, pattern, width, group):  # pragma: no cover - compiled
+    """``_spread_runs`` where the rows come in groups of ``group`` consecutive rows reading one run of
+    ``width`` elements (2, 4 or 8, a constant: a divisor of ``SPREAD_BLOCK``): the run repeated over
+    ``SPREAD_BLOCK`` elements in registers and stored over the group's rows, one vector store for
+    ``SPREAD_BLOCK // width`` rows. A group's last block runs into the next group, which overwrites
+    it, and past the last into the spare elements."""
+    n = group * width
+    for g in range(0, pattern.shape[0], group):
+        p, o = np.int64(pattern[g]), g * width
+        for b in range(o, o + n, SPREAD_BLOCK):
+            if width == 2:
+                fill_repeat2(dst, b, src, p)
+            elif width == 4:
+                fill_repeat4(dst, b, src, p)
+            else:
+                fill_repeat8(dst, b, src, p)
+
+
+@_jit
+def run_group(pattern, width, varies):  # pragma: no cover - compiled
+    """How many consecutive rows of ``pattern`` read each run, where every run is read by that many
+    (``_spread_groups``: rows of 2, 4 or 8 along the scale, two or more a group), else 1."""
+    rows = pattern.shape[0]
+    if not varies or width not in (2, 4, 8) or rows < 2:
+        return 1
+    g = 1
+    while g < rows and pattern[g] == pattern[0]:
+        g += 1
+    if g < 2 or rows % g:
+        return 1
+    for r in range(rows):
+        if pattern[r] != pattern[r - r % g]:
+            return 1
+    return g
+
+
+@_bare
+def spread(dst, src, pattern, width, varies, values, group):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements from ``src`` at each row's ``pattern`` offset: a contiguous run
     (``varies``) or one value repeated (gathered into ``values`` first, so that the spreading loop reads
     contiguously). Widths of 2-8 are constants: LLVM unrolls a row of one value and vectorizes across
@@ -565,6 +630,14 @@ def spread(dst, src, pattern, width, varies, values):  # pragma: no cover - comp
     one chain taking the row function as an argument makes the loop uncacheable (Numba keeps no
     function argument on disk), and one through a marker-selected overload or ``literal_unroll``
     measured 1.1-1.3x slower (a layer LLVM no longer inlines through) or unspecialized."""
+    if varies and group > 1:
+        if width == 2:
+            _spread_groups(dst, src, pattern, 2, group)
+        elif width == 4:
+            _spread_groups(dst, src, pattern, 4, group)
+        else:
+            _spread_groups(dst, src, pattern, 8, group)
+        return
     if varies:
         if width == 2:
             _spread_runs(dst, src, pattern, 2, 2)
@@ -867,6 +940,7 @@ def fused(  # pragma: no cover - compiled
     zs = z_zeros(xkind, z, nb + span + nv if given(zkind) else 0)
     sb, sw, rv = wb[:nb], wb[nb : nb + span], wb[nb + span :]
     zb, zw, rzv = zs[:nb], zs[nb : nb + span], zs[nb + span :]
+    group = run_group(pattern, width, inner_varies) if spread_tile else 1
     tiles(
         x,
         z,
@@ -889,6 +963,7 @@ def fused(  # pragma: no cover - compiled
         zb,
         rv,
         rzv,
+        group,
         kind,
         xkind,
         zkind,
@@ -920,6 +995,7 @@ def tiles(  # pragma: no cover - compiled
     zb,
     rv,
     rzv,
+    group,
     kind,
     xkind,
     zkind,
@@ -948,9 +1024,9 @@ def tiles(  # pragma: no cover - compiled
         else:
             if off != cached:
                 window(s, z, off, sw, zw, kind, xkind, zkind, wkind)
-                spread(sb, sw, pattern, width, inner_varies, rv)
+                spread(sb, sw, pattern, width, inner_varies, rv, group)
                 if given(zkind):
-                    spread(zb, zw, pattern, width, inner_varies, rzv)
+                    spread(zb, zw, pattern, width, inner_varies, rzv, group)
                 cached = off
             zt = zb[col : col + n] if given(zkind) else zb
             run_spread(xr, orow, zt, sb[col : col + n], kind, xkind, zkind, wkind, exact)

@@ -236,6 +236,10 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
         ((300, 100), (1,)),  # rows of 64-127 of runs that every tile reads alike: in tiles, spread once
         ((1500, 2, 97), (0, 2)),  # a range (and a thread's share) starting in the middle of a row
         ((300, 3, 8), (0, 2)),  # runs of 8 (a constant width, as 2-7)
+        ((40, 59, 4), (0, 2)),  # groups of rows reading one run of 2, 4 or 8 (``_spread_groups``):
+        ((61, 5, 2), (0, 2)),  # 59, 5 and 3 rows a group, a group's last block into the next group
+        ((23, 3, 8), (0, 2)),
+        ((2, 9, 4, 7, 4), (0, 2, 4)),  # runs of rows of 4 under two axes
         ((300, 3, 16), (0, 2)),  # spread in blocks: runs of exactly one block, and values
         ((300, 16), (0,)),
         ((101, 3, 63), (0, 2)),  # runs of 63 and 12, the last block into the next row (and the spare)
@@ -749,3 +753,24 @@ def test_checks_are_kept_per_argument_types_and_errors_are_not():
         messages.add(str(e.value))
     assert len(messages) == 1 and "(AxisSet{2})" in messages.pop()
     assert same_bits(odq.dequantize(x, s, axes=(1,)), want)  # the good types still check out
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize(
+    ("pattern", "width", "varies", "want"),
+    [
+        ([0, 0, 0, 4, 4, 4], 4, True, 3),
+        ([0, 0, 2, 2, 4, 4], 2, True, 2),
+        ([0, 0, 0, 4, 4], 4, True, 1),  # uneven groups
+        ([0, 0, 4, 4, 0, 4], 4, True, 1),  # a run read by rows that are not consecutive
+        ([0, 0, 0, 0], 6, True, 1),  # rows of 6: no block holds a whole number of them
+        ([0, 0, 0, 0], 8, False, 1),  # one value a row: spread as values
+        ([0, 4, 8], 4, True, 1),  # one row a run
+    ],
+)
+def test_spread_groups_found_only_where_they_hold(pattern, width, varies, want):
+    """``_jit.run_group``: the rows per group that ``_spread_groups`` fills, 1 (the row-by-row spread)
+    wherever a group's block would not repeat one run over whole rows."""
+    from onnx_dequant import _jit
+
+    assert _jit.run_group(np.array(pattern, np.int64), width, varies) == want
