@@ -599,24 +599,6 @@ def _spread_groups(dst, src, pattern, width, group):  # pragma: no cover - compi
                 fill_repeat8(dst, b, src, p)
 
 
-@_jit
-def run_group(pattern, width, varies):  # pragma: no cover - compiled
-    """How many consecutive rows of ``pattern`` read each run, where every run is read by that many
-    (``_spread_groups``: rows of 2, 4 or 8 along the scale, two or more a group), else 1."""
-    rows = pattern.shape[0]
-    if not varies or width not in (2, 4, 8) or rows < 2:
-        return 1
-    g = 1
-    while g < rows and pattern[g] == pattern[0]:
-        g += 1
-    if g < 2 or rows % g:
-        return 1
-    for r in range(rows):
-        if pattern[r] != pattern[r - r % g]:
-            return 1
-    return g
-
-
 @_bare
 def spread(dst, src, pattern, width, varies, values, group):  # pragma: no cover - compiled
     """``dst``'s rows of ``width`` elements from ``src`` at each row's ``pattern`` offset: a contiguous run
@@ -912,7 +894,7 @@ def _is_layout(mode, name):  # pragma: no cover - compiled
 
 @_loop
 def fused(  # pragma: no cover - compiled
-    x, z, s, out, e0, e1, tile, pattern, inner_varies, dims, strides, kind, xkind, zkind, wkind, mode
+    x, z, s, out, e0, e1, tile, pattern, inner_varies, dims, strides, group, kind, xkind, zkind, wkind, mode
 ):
     """``out[0 : e1 - e0] = (x[e] - z[j]) * s[j]`` for the flat elements ``e0 <= e < e1``.
 
@@ -940,7 +922,6 @@ def fused(  # pragma: no cover - compiled
     zs = z_zeros(xkind, z, nb + span + nv if given(zkind) else 0)
     sb, sw, rv = wb[:nb], wb[nb : nb + span], wb[nb + span :]
     zb, zw, rzv = zs[:nb], zs[nb : nb + span], zs[nb + span :]
-    group = run_group(pattern, width, inner_varies) if spread_tile else 1
     tiles(
         x,
         z,
@@ -1054,10 +1035,10 @@ def fused_for(kind, xkind, zkind, wkind, mode):
     def loop(x, z, s, out, e0, e1, plan):  # pragma: no cover - compiled
         if overlaps(out, x) or overlaps(out, s) or overlaps(out, z):
             return False
-        tile, inner_varies, rows, m = plan[0], plan[1] != 0, plan[2], plan[3]
-        a, b = 4 + rows, 4 + rows + m
-        pattern, dims, strides = plan[4:a], plan[a:b], plan[b : b + m]
-        fused(x, z, s, out, e0, e1, tile, pattern, inner_varies, dims, strides, kind, xkind, zkind, wkind, mode)
+        tile, inner_varies, rows, m, group = plan[0], plan[1] != 0, plan[2], plan[3], plan[4]
+        a, b = 5 + rows, 5 + rows + m
+        pattern, dims, strides = plan[5:a], plan[a:b], plan[b : b + m]
+        fused(x, z, s, out, e0, e1, tile, pattern, inner_varies, dims, strides, group, kind, xkind, zkind, wkind, mode)
         return True
 
     return loop

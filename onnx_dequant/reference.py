@@ -367,12 +367,33 @@ def _loop_layout(plan: Plan) -> str:
 
 def _kernel_plan(plan: Plan) -> np.ndarray:
     """``plan`` as the fused loop takes it, one int64 array (``_jit.fused_for``'s ``plan``): tile,
-    whether the scale runs along rows, the pattern's and the outer dims' lengths, then the pattern, the
-    outer dims and their scale strides. One argument, not five: the loop's call types each argument
-    (about 45 ns each)."""
+    whether the scale runs along rows, the pattern's and the outer dims' lengths, the rows of a spread
+    group (``_spread_group``), then the pattern, the outer dims and their scale strides. One argument,
+    not five: the loop's call types each argument (about 45 ns each)."""
     dims, strides, tile, pattern, inner_varies = plan
-    head = [tile, int(inner_varies), len(pattern), len(dims)]
+    group = (
+        _spread_group(pattern, tile // max(len(pattern), 1), inner_varies)
+        if _loop_layout(plan) == "tiles spread"
+        else 1
+    )
+    head = [tile, int(inner_varies), len(pattern), len(dims), group]
     return np.concatenate([np.array(head, np.int64), pattern, dims, strides]).astype(np.int64)
+
+
+def _spread_group(pattern: np.ndarray, width: int, varies: bool) -> int:
+    """How many consecutive rows of ``pattern`` read each run of the scale, where every run is read by
+    that many and the rows are 2, 4 or 8 elements along the scale (``_jit._spread_groups`` then
+    spreads a group a vector store at a time), else 1. Found once a plan, not in the loop (a pass over
+    a pattern of thousands of rows is a call's whole fixed cost)."""
+    rows = len(pattern)
+    if not varies or width not in (2, 4, 8) or rows < 2:
+        return 1
+    change = np.flatnonzero(np.diff(pattern.astype(np.int64)))
+    group = int(change[0]) + 1 if len(change) else rows
+    if group < 2 or rows % group:
+        return 1
+    runs = pattern.reshape(rows // group, group)
+    return group if bool((runs == runs[:, :1]).all()) else 1
 
 
 FusedSetup = tuple[Any, np.ndarray, list[tuple[int, int]], np.dtype | None, np.dtype | None, np.ndarray]

@@ -755,7 +755,6 @@ def test_checks_are_kept_per_argument_types_and_errors_are_not():
     assert same_bits(odq.dequantize(x, s, axes=(1,)), want)  # the good types still check out
 
 
-@pytest.mark.skipif(not _fused.available(), reason="no numba")
 @pytest.mark.parametrize(
     ("pattern", "width", "varies", "want"),
     [
@@ -769,8 +768,6 @@ def test_checks_are_kept_per_argument_types_and_errors_are_not():
     ],
 )
 def test_spread_groups_found_only_where_they_hold(pattern, width, varies, want):
-    """``_jit.run_group``: the rows per group that ``_spread_groups`` fills, 1 (the row-by-row spread)
-    wherever a group's block would not repeat one run over whole rows."""
-    from onnx_dequant import _jit
-
-    assert _jit.run_group(np.array(pattern, np.int64), width, varies) == want
+    """``reference._spread_group``: the rows per group that ``_jit._spread_groups`` fills, 1 (the
+    row-by-row spread) wherever a group's block would not repeat one run over whole rows."""
+    assert reference._spread_group(np.array(pattern, np.uint32), width, varies) == want
