@@ -892,100 +892,67 @@ def _is_layout(mode, name):  # pragma: no cover - compiled
     return lambda mode, name: same
 
 
+@_part
+def unplan(plan):  # pragma: no cover - compiled
+    """``reference._kernel_plan``'s array as (tile, whether the scale runs along rows, the rows of a spread
+    group, the pattern, the outer dims, their scale strides)."""
+    rows, m = plan[2], plan[3]
+    a, b = 5 + rows, 5 + rows + m
+    return plan[0], plan[1] != 0, plan[4], plan[5:a], plan[a:b], plan[b : b + m]
+
+
+def spread_buffers(mode, tile, rows, span):  # pragma: no cover - compiled by its overload
+    """Where ``fused``'s scratch arrays hold the spread tile, the window and spread's gathered values of
+    held rows: (spread tile's length, window's, values'); only "tiles spread" spreads a tile."""
+
+
+@overload(spread_buffers, jit_options={"nogil": True})
+def _spread_buffers(mode, tile, rows, span):  # pragma: no cover - compiled
+    if numba.typeof(LAYOUTS["tiles spread"]) == mode:
+        return lambda mode, tile, rows, span: (tile + SPREAD_BLOCK, span, rows)
+    return lambda mode, tile, rows, span: (0, span, 0)
+
+
 @_loop
-def fused(  # pragma: no cover - compiled
-    x, z, s, out, e0, e1, tile, pattern, inner_varies, dims, strides, group, kind, xkind, zkind, wkind, mode
-):
+def fused(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind, mode):  # pragma: no cover - compiled
     """``out[0 : e1 - e0] = (x[e] - z[j]) * s[j]`` for the flat elements ``e0 <= e < e1``.
 
-    ``tile``: elements per innermost unit; ``pattern`` (tiles) the scale offset of each of the tile's
-    rows (of ``tile // len(pattern)`` elements); ``inner_varies`` says whether the scale runs along a
-    row (or is one value). ``dims``/``strides``: the outer dims and their scale strides. The markers:
-    ``kind`` the output's (``MARKERS``), ``xkind`` the input's (``INT4`` for int4 bytes, else
-    ``PLAIN``), ``zkind`` whether a zero point is given (``ZP``, else ``PLAIN``: ``z`` is not read),
-    ``wkind`` a zero of the work type and ``mode`` the layout (``LAYOUTS``).
+    ``plan`` (``reference._kernel_plan``'s, ``unplan``): ``tile`` elements per innermost unit;
+    ``pattern`` (tiles) the scale offset of each of the tile's rows (of ``tile // len(pattern)``
+    elements); whether the scale runs along a row (or is one value); the outer dims and their scale
+    strides; the rows of a spread group (``_spread_groups``). The markers: ``kind`` the output's
+    (``MARKERS``), ``xkind`` the input's (``INT4`` for int4 bytes, else ``PLAIN``), ``zkind`` whether a
+    zero point is given (``ZP``, else ``PLAIN``: ``z`` is not read), ``wkind`` a zero of the work type
+    and ``mode`` the layout (``LAYOUTS``). Allocates the odometer and the scratch, which ``tiles`` walks.
     """
-    wide_vectors(kind)
+    tile, inner_varies, group, pattern, dims, strides = unplan(plan)
     idx, off, col = start(e0, tile, dims, strides)
     rows = max(pattern.shape[0], 1)
     width = tile // rows
     span = 0  # a tile's scale window: its rows' offsets and a row's run
     for r in range(pattern.shape[0]):
         span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
-    spread_tile = is_layout(mode, "tiles spread")
-    span += SPREAD_BLOCK if spread_tile else 0  # the spare elements ``spread`` reads
+    span += SPREAD_BLOCK if is_layout(mode, "tiles spread") else 0  # the spare elements ``spread`` reads
     span = 0 if is_layout(mode, "tiles narrow") else span  # it reads the scale itself: no window
-    # the spread tile, the window and spread's gathered values of held rows, of the scale in one array
-    # and of the zero point in another (an allocation costs about 40 ns)
-    nb, nv = tile + SPREAD_BLOCK if spread_tile else 0, rows if spread_tile else 0
-    wb = work_zeros(wkind, nb + span + nv)
-    zs = z_zeros(xkind, z, nb + span + nv if given(zkind) else 0)
-    sb, sw, rv = wb[:nb], wb[nb : nb + span], wb[nb + span :]
-    zb, zw, rzv = zs[:nb], zs[nb : nb + span], zs[nb + span :]
-    tiles(
-        x,
-        z,
-        s,
-        out,
-        e0,
-        e1,
-        tile,
-        pattern,
-        inner_varies,
-        dims,
-        strides,
-        idx,
-        off,
-        col,
-        width,
-        sw,
-        zw,
-        sb,
-        zb,
-        rv,
-        rzv,
-        group,
-        kind,
-        xkind,
-        zkind,
-        wkind,
-        mode,
-    )
+    # the scale's scratch in one array and the zero point's in another (an allocation costs about 40 ns)
+    nb, nw, nv = spread_buffers(mode, tile, rows, span)
+    n = nb + nw + nv
+    wb, zs = work_zeros(wkind, n), z_zeros(xkind, z, n if given(zkind) else 0)
+    tiles(x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode)
 
 
 @_bare
-def tiles(  # pragma: no cover - compiled
-    x,
-    z,
-    s,
-    out,
-    e0,
-    e1,
-    tile,
-    pattern,
-    inner_varies,
-    dims,
-    strides,
-    idx,
-    off,
-    col,
-    width,
-    sw,
-    zw,
-    sb,
-    zb,
-    rv,
-    rzv,
-    group,
-    kind,
-    xkind,
-    zkind,
-    wkind,
-    mode,
-):
+def tiles(
+    x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
+):  # pragma: no cover - compiled
     """``fused``'s walk over its tiles from odometer ``idx`` (scale offset ``off``, column ``col``), in the
-    buffers ``fused`` allocated: compiled without reference counting, as every tile slices its arrays (a
-    slice's reference counted, atomically, in and out: about 22 ns a tile)."""
+    scratch ``fused`` allocated (``spread_buffers``): compiled without reference counting, as every tile
+    slices its arrays (a slice's reference counted, atomically, in and out: about 22 ns a tile)."""
+    tile, inner_varies, group, pattern, dims, strides = unplan(plan)
+    width = tile // max(pattern.shape[0], 1)
+    nb, nw, nv = spread_buffers(mode, tile, max(pattern.shape[0], 1), span)
+    sb, sw, rv = wb[:nb], wb[nb : nb + nw], wb[nb + nw : nb + nw + nv]
+    zb, zw, rzv = zs[:nb], zs[nb : nb + nw], zs[nb + nw : nb + nw + nv]
     wide_vectors(kind)
     exact = product_exact(kind, x)
     cached = -1
@@ -1035,10 +1002,7 @@ def fused_for(kind, xkind, zkind, wkind, mode):
     def loop(x, z, s, out, e0, e1, plan):  # pragma: no cover - compiled
         if overlaps(out, x) or overlaps(out, s) or overlaps(out, z):
             return False
-        tile, inner_varies, rows, m, group = plan[0], plan[1] != 0, plan[2], plan[3], plan[4]
-        a, b = 5 + rows, 5 + rows + m
-        pattern, dims, strides = plan[5:a], plan[a:b], plan[b : b + m]
-        fused(x, z, s, out, e0, e1, tile, pattern, inner_varies, dims, strides, group, kind, xkind, zkind, wkind, mode)
+        fused(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind, mode)
         return True
 
     return loop
