@@ -15,6 +15,7 @@ output plus a few hundred kilobytes.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 from collections.abc import Iterator
@@ -69,7 +70,7 @@ def _bf16_from_products(src: np.ndarray, dst: np.ndarray) -> None:
 
 def _blocks(shape: tuple[int, ...]) -> Iterator[tuple[Any, ...]]:
     """Index tuples that cut an array of ``shape`` into blocks of about ``BLOCK_ELEMENTS`` elements."""
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     if size <= BLOCK_ELEMENTS:
         if size:
             yield (Ellipsis,)
@@ -129,7 +130,8 @@ def dequantize(
     except TypeError:  # axes or dtype that cannot be a cache key (a NumPy array, say): checked afresh
         out_t, axes_t, work, bshape, setup = _checked.__wrapped__(*key, axes, dtype, x.size >= FUSED_MIN_ELEMENTS)
     out_np = out_t.elem_type.numpy
-    if out is None:
+    fresh = out is None  # a fresh array overlaps no input
+    if fresh:
         out = np.empty(x.shape, out_np)
     elif not (isinstance(out, np.ndarray) and out.shape == x.shape and out.dtype == out_np and _writeable(out.flags)):
         raise DequantizeError(
@@ -156,12 +158,18 @@ def dequantize(
         elif not _overlaps(out_flat, x_flat, s_flat, z_flat):
             _parallel(_run_fused, ranges, kernel, x_flat, z_flat, s_flat, out_flat, plan)
             return out
-    elif not _overlaps(out, x, scale, zp):
+    elif fresh or not _overlaps(out, x, scale, zp):
         has_z = zp is not None and bool(zp.any())
-        with np.errstate(invalid="ignore"):  # ml_dtypes warns on some bf16 NaN payloads; NaN stays NaN
-            s = scale.astype(work, copy=False).reshape(bshape)
+        if scale.dtype == work:
+            s = scale.reshape(bshape)
+        else:
+            with np.errstate(invalid="ignore"):  # ml_dtypes warns on some bf16 NaN payloads; NaN stays NaN
+                s = scale.astype(work).reshape(bshape)
         z = zp.astype(work).reshape(bshape) if has_z else None
-        _parallel(_run_blocks, list(_blocks(x.shape)), x, s, z, out, work, bshape)
+        if x.size <= BLOCK_ELEMENTS:  # one block (a small call's fixed cost: no pool, no block list)
+            _run_blocks([(Ellipsis,)], x, s, z, out, work, bshape)
+        else:
+            _parallel(_run_blocks, list(_blocks(x.shape)), x, s, z, out, work, bshape)
         return out
     # ``out`` overlaps an input, and nothing was written: every input read before out is written
     np.copyto(out, dequantize(x, scale, zp, axes=axes_t, dtype=dtype))
