@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # the public names for readers and type checkers; at run time
     from .contract import TensorType, infer
     from .errors import DequantizeError
     from .lowering import lower
-    from .ort import KernelSession, session
+    from .ort import KernelIOBinding, KernelSession, session
     from .reference import DequantizeOp, dequantize
     from .schema import DOMAIN, OP_TYPE, make_node
     from .validation import Policy, Report, validate
@@ -31,6 +31,7 @@ _WHERE = {
     "infer": "contract",
     "DequantizeError": "errors",
     "lower": "lowering",
+    "KernelIOBinding": "ort",
     "KernelSession": "ort",
     "session": "ort",
     "DequantizeOp": "reference",
@@ -71,6 +72,7 @@ __all__ = [
     "OP_TYPE",
     "DequantizeError",
     "DequantizeOp",
+    "KernelIOBinding",
     "KernelSession",
     "Policy",
     "Report",

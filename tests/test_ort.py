@@ -23,8 +23,9 @@ from onnx import helper, numpy_helper
 import onnx_dequant as odq
 from onnx_dequant import dtypes
 from onnx_dequant.compare import same_bits
-from onnx_dequant.ort import KernelSession, kernels
+from onnx_dequant.ort import KernelSession, kernels, runs
 from onnx_dequant.ort.prepare import prepare
+from onnx_dequant.ort.runs import Fed
 from onnx_dequant.reference import DequantizeOp
 
 KERNEL_INPUTS = ["i8", "u8", "i16", "u16", "i32"]
@@ -523,7 +524,7 @@ def test_many_and_repeated_sessions_in_one_process():
     from onnxruntime_extensions import _ocos
 
     names = [od.op_type for od in _ocos.Opdef._odlist.values() if od.op_type.startswith(odq.DOMAIN + "::")]
-    assert len(names) == len(set(names)) == 30  # 5 input types x 2 outputs x (zero point, none, constant)
+    assert len(names) == len(set(names)) == 40  # 5 input types x 2 outputs x the inputs each takes (OP_INPUTS)
 
 
 def test_caller_session_options_are_used_and_reusable():
@@ -604,6 +605,114 @@ def test_fallback_in_an_opset_lowering_cannot_emit_needs_opset():
     assert same_bits(sess.run(None, {"x": x, "s": s, "z": z})[0], odq.dequantize(x, s, z, axes=[0]))
 
 
+# ---- graph inputs read from the caller's arrays (the extension would copy each at every call) ----
+
+
+def _fed_case(seed=30):
+    rng = np.random.default_rng(seed)
+    x, s, z = ints(rng, "i16", SHAPE), scales(rng, "f32", (3, 5)), ints(rng, "i16", (3, 5))
+    return single_node_model("i16", "f32", (0, 2)), x, s, z, odq.dequantize(x, s, z, axes=(0, 2))
+
+
+def test_kernels_read_graph_inputs_from_the_callers_arrays(monkeypatch):
+    model, x, s, z, want = _fed_case()
+    seen = []
+    real = kernels.dequantize
+
+    def spy(x, scale, zero_point=None, **kw):
+        seen.append((x, scale, zero_point))
+        return real(x, scale, zero_point, **kw)
+
+    monkeypatch.setattr(kernels, "dequantize", spy)
+    sess = odq.session(model)
+    assert sess.get_inputs()[0].name == "x" and [i.name for i in sess.get_inputs()] == ["x", "s", "z"]
+    (y,) = sess.run(None, {"x": x, "s": s, "z": z})
+    assert same_bits(y, want)
+    assert seen[-1][0] is x and seen[-1][1] is s and seen[-1][2] is z  # no copy of any input
+    (y,) = odq.session(model, read_feeds=False).run(None, {"x": x, "s": s, "z": z})
+    assert same_bits(y, want) and not any(np.shares_memory(a, b) for a, b in zip(seen[-1], (x, s, z)))
+
+
+def test_every_run_path_hands_the_kernel_the_inputs_it_reads():
+    model, x, s, z, want = _fed_case(31)
+    sess = odq.session(model)
+    # a list is converted to the input's declared type, as ONNX Runtime converts it
+    assert same_bits(sess.run(None, {"x": x.tolist(), "s": s, "z": z})[0], want)
+    assert same_bits(sess.run(None, {"x": np.asfortranarray(x), "s": s, "z": z})[0], want)  # not C-contiguous
+    ovs = {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in (("x", x), ("s", s), ("z", z))}
+    assert same_bits(sess.run_with_ort_values(None, ovs)[0].numpy(), want)
+    assert same_bits(sess.run(None, ovs)[0], want)  # OrtValues in run's feed
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", x)
+    binding.bind_ortvalue_input("s", ovs["s"])
+    binding.bind_input("z", "cpu", 0, np.int16, list(z.shape), z.ctypes.data)
+    binding.bind_output("y")
+    sess.run_with_iobinding(binding)
+    assert same_bits(binding.copy_outputs_to_cpu()[0], want)
+    other = ints(np.random.default_rng(32), "i16", SHAPE)
+    binding.clear_binding_inputs()
+    for k, v in (("x", other), ("s", s), ("z", z)):
+        binding.bind_cpu_input(k, v)
+    sess.run_with_iobinding(binding)
+    assert same_bits(binding.copy_outputs_to_cpu()[0], odq.dequantize(other, s, z, axes=(0, 2)))
+    results, done = [], threading.Event()
+    sess.run_async(
+        None, {"x": x, "s": s, "z": z}, lambda res, data, err: (results.append((res, err)), done.set()), None
+    )
+    assert done.wait(30) and not results[0][1] and same_bits(results[0][0][0], want)
+    with pytest.raises(Exception, match="data type"):  # ONNX Runtime still checks what it is fed
+        sess.run(None, {"x": x.astype(np.int32), "s": s, "z": z})
+
+
+def test_a_binding_the_session_did_not_make_is_refused_with_the_remedy():
+    model, x, s, z, want = _fed_case(33)
+
+    def bound(sess):
+        binding = ort.IOBinding(sess)  # not sess.io_binding(): nothing keeps the inputs where kernels read them
+        for k, v in (("x", x), ("s", s), ("z", z)):
+            binding.bind_cpu_input(k, v)
+        binding.bind_output("y")
+        return binding
+
+    sess = odq.session(model)
+    with pytest.raises(odq.DequantizeError, match=r"io_binding\(\), or create the session with read_feeds=False"):
+        sess.run_with_iobinding(bound(sess))
+    plain = odq.session(model, read_feeds=False)
+    binding = bound(plain)
+    plain.run_with_iobinding(binding)
+    assert same_bits(binding.copy_outputs_to_cpu()[0], want)
+
+
+def test_an_input_bound_off_the_cpu_is_not_read():
+    from onnx_dequant.ort.session import _cpu_view
+
+    a = np.arange(6, dtype=np.int16).reshape(2, 3)
+    assert same_bits(_cpu_view("cpu", np.int16, [2, 3], a.ctypes.data), a)
+    assert same_bits(_cpu_view("cpu", TP.INT16, (2, 3), a.ctypes.data), a)
+    assert _cpu_view("cuda", np.int16, [2, 3], a.ctypes.data) is None
+
+
+def test_concurrent_runs_each_read_their_own_feed():
+    model, x, s, z, _ = _fed_case(34)
+    sess = odq.session(model)
+    rng = np.random.default_rng(35)
+    feeds = [{"x": ints(rng, "i16", SHAPE), "s": scales(rng, "f32", (3, 5)), "z": z} for _ in range(4)]
+    failures = []
+
+    def worker(k):
+        for _ in range(25):
+            (y,) = sess.run(None, feeds[k])
+            if not same_bits(y, odq.dequantize(feeds[k]["x"], feeds[k]["s"], z, axes=(0, 2))):
+                failures.append(k)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not failures
+
+
 # ---- constant scales and zero points: held by the session, not fed to the kernel ----
 
 
@@ -620,20 +729,27 @@ def _const_model(x_elem="u16", out_elem="f32", axes=(0, 2), *, zero_point=True, 
     return model_of([node], ins, outs, inits), s, (z if zero_point else None)
 
 
+@pytest.mark.parametrize("read_feeds", [True, False], ids=["x-read", "x-fed"])
 @pytest.mark.parametrize("zero_point", [True, False], ids=["zp", "nozp"])
 @pytest.mark.parametrize("x_elem,out_elem,axes", [("u16", "f32", (0, 2)), ("i8", "f64", ()), ("i32", "f32", (0, 1, 2))])
-def test_constant_params_are_held_by_the_session_not_fed(x_elem, out_elem, axes, zero_point):
+def test_constant_params_are_held_by_the_session_not_fed(x_elem, out_elem, axes, zero_point, read_feeds):
     model, s, z = _const_model(x_elem, out_elem, axes, zero_point=zero_point)
     before = model.SerializeToString()
-    sess = odq.session(model)
-    prepared = prepare(model)
+    sess = odq.session(model, read_feeds=read_feeds)
+    prepared = prepare(model, read_feeds=read_feeds)
     (kernel,) = prepared.model.graph.node
-    assert kernel.op_type == f"Dequantize_{x_elem}_{out_elem}_const"
-    assert list(kernel.input) == ["x", prepared.token_input]
+    if read_feeds:  # x is a graph input: the kernel reads it from the caller's feed, and takes the token alone
+        assert kernel.op_type == f"Dequantize_{x_elem}_{out_elem}_token"
+        assert list(kernel.input) == [prepared.token_input]
+        assert prepared.params["dq"].x == Fed("x") and set(prepared.fed) == {"x"}
+    else:
+        assert kernel.op_type == f"Dequantize_{x_elem}_{out_elem}_x"
+        assert list(kernel.input) == ["x", prepared.token_input]
+        assert prepared.params["dq"].x is None and prepared.fed == {}
     assert [t.name for t in prepared.model.graph.initializer] == []  # the session holds them instead
-    held_s, held_z = prepared.params["dq"]
-    assert same_bits(held_s, s) and (held_z is None if z is None else same_bits(held_z, z))
-    assert not held_s.flags.writeable
+    held = prepared.params["dq"]
+    assert same_bits(held.scale, s) and (held.zero_point is None if z is None else same_bits(held.zero_point, z))
+    assert not held.scale.flags.writeable
     x = ints(np.random.default_rng(13), x_elem, SHAPE)
     for _ in range(2):
         (y,) = sess.run(None, {"x": x})
@@ -661,21 +777,27 @@ def test_a_held_initializer_another_reader_needs_stays_in_the_model():
     assert same_bits(y, odq.dequantize(x, s, z, axes=(0, 2))) and same_bits(s_out, s)
 
 
-def test_a_constant_scale_with_a_fed_zero_point_stays_fed():
+def test_a_constant_scale_with_a_fed_zero_point():
     model, s, z = _const_model()
     model.graph.input.append(vi("z", "u16", z.shape))
     del model.graph.initializer[1]
-    prepared = prepare(model)
-    assert prepared.params == {} and list(prepared.model.graph.node[0].input)[:3] == ["x", "s", "z"]
     x = ints(np.random.default_rng(16), "u16", SHAPE)
+    # read from the feed: the kernel takes the token alone, the scale held, x and z the caller's arrays
+    prepared = prepare(model)
+    assert prepared.params["dq"] == runs.NodeInputs(Fed("x"), prepared.params["dq"].scale, Fed("z"))
     assert same_bits(odq.session(model).run(None, {"x": x, "z": z})[0], odq.dequantize(x, s, z, axes=(0, 2)))
+    # every input through ONNX Runtime: a fed zero point keeps the scale fed too (one op takes both)
+    prepared = prepare(model, read_feeds=False)
+    assert prepared.params == {} and list(prepared.model.graph.node[0].input)[:3] == ["x", "s", "z"]
+    sess = odq.session(model, read_feeds=False)
+    assert same_bits(sess.run(None, {"x": x, "z": z})[0], odq.dequantize(x, s, z, axes=(0, 2)))
 
 
 def test_a_held_params_kernel_outside_its_session_gives_zeros_and_logs(caplog):
     import onnxruntime_extensions as ox
 
     model, _, _ = _const_model()
-    prepared = prepare(model)
+    prepared = prepare(model, read_feeds=False)
     kernels.ensure_registered()
     so = ort.SessionOptions()
     so.register_custom_ops_library(ox.get_library_path())
@@ -684,7 +806,7 @@ def test_a_held_params_kernel_outside_its_session_gives_zeros_and_logs(caplog):
     with caplog.at_level(logging.ERROR, logger="onnx_dequant.ort"):
         (y,) = plain.run(None, {"x": x, prepared.token_input: np.array(-1, np.int64)})
     assert y.dtype == np.float32 and y.shape == SHAPE and not y.any()
-    assert any("held by the onnx_dequant.session" in r.getMessage() for r in caplog.records)
+    assert any("handed to it by the onnx_dequant.session" in r.getMessage() for r in caplog.records)
 
 
 def test_a_constant_shared_by_nodes_is_held_once():
@@ -695,8 +817,8 @@ def test_a_constant_shared_by_nodes_is_held_once():
     model = model_of(nodes, [vi("x", "u8", SHAPE)], [vi(f"y{k}", "f32", SHAPE) for k in range(2)], inits)
     prepared = prepare(model)
     assert (
-        prepared.params["dq0"][0] is prepared.params["dq1"][0]
-        and prepared.params["dq0"][1] is prepared.params["dq1"][1]
+        prepared.params["dq0"].scale is prepared.params["dq1"].scale
+        and prepared.params["dq0"].zero_point is prepared.params["dq1"].zero_point
     )
     x = ints(rng, "u8", SHAPE)
     for y in odq.session(model).run(None, {"x": x}):

@@ -141,18 +141,24 @@ def test_every_kernel_returns_exactly_its_declared_dtype(spec, caplog):
     rng = np.random.default_rng(10)
     x = ints(rng, spec.x.name, SHAPE)
     s = scales(rng, spec.out.name, (3, 5))
-    zp = [ints(rng, spec.x.name, (3, 5))] if spec.has_zero_point or spec.const_params else []
+    zp = [ints(rng, spec.x.name, (3, 5))] if spec.takes != "nozp" else []
 
     bad_s, bad_zp = s[:, :2].copy(), [z[:, :2].copy() for z in zp]
-    # a constant-params kernel is fed no scale: it finds its node's in the run (held by the session)
-    held = {"n": (s, zp[0]), "bad": (bad_s, bad_zp[0])} if spec.const_params else None
+    # a kernel fed no scale finds its node's in the run (held by the session, or read from the feed:
+    # the "token" kernels read x from the feed too)
+    x_from = runs.Fed("x") if spec.takes == "token" else None
+    held = None
+    if spec.takes in ("x", "token"):
+        held = {"n": runs.NodeInputs(x_from, s, zp[0]), "bad": runs.NodeInputs(x_from, runs.Fed("bs"), bad_zp[0])}
 
     def call(s, zp, token, node):
-        if spec.const_params:
+        if spec.takes == "token":
+            return body(token, odq_axes="0,2", odq_node=node)
+        if spec.takes == "x":
             return body(x, token, odq_axes="0,2", odq_node=node)
         return body(x, s, *zp, token, odq_axes="0,2", odq_node=node)
 
-    token = np.array(runs.begin(runs.ScratchPool(1 << 20), held), np.int64)
+    token = np.array(runs.begin(runs.ScratchPool(1 << 20), held, {"x": x, "bs": bad_s}), np.int64)
     try:
         y = call(s, zp, token, "n")
         assert y.dtype == spec.out.numpy and y.shape == SHAPE and y.flags.c_contiguous

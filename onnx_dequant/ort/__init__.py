@@ -8,6 +8,6 @@ lowered to standard ONNX. See ``kernels`` for how the extension's sharp edges ar
 from __future__ import annotations
 
 from .kernels import SUPPORTED_EXTENSIONS, fast_bridge_installed
-from .session import KernelSession, session
+from .session import KernelIOBinding, KernelSession, session
 
-__all__ = ["session", "KernelSession", "SUPPORTED_EXTENSIONS", "fast_bridge_installed"]
+__all__ = ["session", "KernelSession", "KernelIOBinding", "SUPPORTED_EXTENSIONS", "fast_bridge_installed"]

@@ -6,9 +6,11 @@ they are handled:
 - The extension cannot tell two kernels of one op name apart by output type, so each type pair gets
   its own op name: ``Dequantize_i8_f32`` (inputs ``x, scale, zero_point, run_token``) and
   ``Dequantize_i8_f32_nozp`` (``x, scale, run_token``); every input of a Python op is required.
-- The extension copies every input into a new NumPy array at every call. A node whose scale (and zero
-  point) are constants gets ``Dequantize_i8_f32_const`` (``x, run_token``): the session holds the
-  arrays and hands them to the kernel through its run (``runs.Run.params``, keyed by ``odq_node``).
+- The extension copies every input into a new NumPy array at every call. A main-graph node whose
+  scale and zero point are constants or graph inputs gets ``Dequantize_i8_f32_x`` (``x, run_token``):
+  the session holds the constants, and reads graph inputs from the caller's feed, and hands them to
+  the kernel through its run (``runs.Run.params`` and ``runs.Run.feeds``, keyed by ``odq_node``); where
+  ``x`` is a graph input too, ``Dequantize_i8_f32_token`` (``run_token`` alone) reads it so as well.
 - f16, bf16 and 4-bit tensors abort the process inside the extension: those type pairs get no kernel
   (``kernel_op_type`` returns None and the session lowers such nodes instead).
 - Attributes can only be strings, ints or floats: the node carries ``odq_axes`` ("0,2") and
@@ -27,6 +29,7 @@ they are handled:
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -67,20 +70,26 @@ KERNEL_OUTPUT_TYPES = ("f32", "f64")
 """Output types the extension can carry (f16 and bf16 abort the process)."""
 
 
+OP_INPUTS = {"all": "", "nozp": "_nozp", "x": "_x", "token": "_token"}
+"""What a kernel op takes as inputs, and the suffix of its name: ``all`` (``x, scale, zero_point, token``),
+``nozp`` (``x, scale, token``), ``x`` (``x, token``: the scale and zero point reach the kernel through the
+session) and ``token`` (the token alone: ``x`` too)."""
+
+
 @dataclass(frozen=True)
 class KernelSpec:
-    """One registered op: its name in ``KERNEL_DOMAIN``, the types it carries, whether it has a zero point."""
+    """One registered op: its name in ``KERNEL_DOMAIN``, the types it carries, and which inputs it takes
+    (``OP_INPUTS``)."""
 
     op_type: str
     x: dtypes.DType
     out: dtypes.DType
-    has_zero_point: bool
-    const_params: bool = False  # scale and zero point held by the session, not fed
+    takes: str = "all"
 
     @property
     def inputs(self) -> int:
         """How many inputs the op takes (the run token included)."""
-        return 2 if self.const_params else (4 if self.has_zero_point else 3)
+        return {"all": 4, "nozp": 3, "x": 2, "token": 1}[self.takes]
 
 
 def kernel_carries(x: Any, out: Any) -> bool:
@@ -88,24 +97,23 @@ def kernel_carries(x: Any, out: Any) -> bool:
     return dtypes.parse(x).name in KERNEL_INPUT_TYPES and dtypes.parse(out).name in KERNEL_OUTPUT_TYPES
 
 
-def kernel_op_type(x: Any, out: Any, has_zero_point: bool, const_params: bool = False) -> str | None:
-    """The kernel op name for a node with these input and output types, or None when none can carry it.
-    ``const_params``: the session holds the node's scale and zero point (the op takes ``x`` and the token)."""
+def kernel_op_type(x: Any, out: Any, takes: str) -> str | None:
+    """The kernel op name for a node with these input and output types taking the inputs ``takes``
+    names (``OP_INPUTS``), or None when no kernel can carry the types."""
     if not kernel_carries(x, out):
         return None
     xt, ot = dtypes.parse(x), dtypes.parse(out)
-    suffix = "_const" if const_params else ("" if has_zero_point else "_nozp")
-    return f"{OP_TYPE}_{xt.name}_{ot.name}{suffix}"
+    return f"{OP_TYPE}_{xt.name}_{ot.name}{OP_INPUTS[takes]}"
 
 
 def _all_specs() -> list[KernelSpec]:
     specs = []
     for x in KERNEL_INPUT_TYPES:
         for out in KERNEL_OUTPUT_TYPES:
-            for zp, const in ((True, False), (False, False), (False, True)):
-                name = kernel_op_type(x, out, zp, const)
+            for takes in OP_INPUTS:
+                name = kernel_op_type(x, out, takes)
                 assert name is not None
-                specs.append(KernelSpec(name, dtypes.parse(x), dtypes.parse(out), zp, const))
+                specs.append(KernelSpec(name, dtypes.parse(x), dtypes.parse(out), takes))
     return specs
 
 
@@ -121,6 +129,7 @@ def stats() -> dict[str, int]:
 # ---- the kernel body ----
 
 
+@functools.lru_cache(maxsize=256)
 def _parse_axes(text: str) -> tuple[int, ...]:
     text = text.strip()
     return tuple(int(a) for a in text.split(",")) if text else ()
@@ -136,15 +145,17 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
         The result may live in a buffer the run lends this thread: valid until the thread's next call.
         """
         _stats["calls"] += 1
-        x = feed[0] if feed else None
+        x = feed[0] if feed and spec.takes != "token" else None
         try:
             if len(feed) != n_inputs:
                 raise DequantizeError(f"kernel {spec.op_type} expects {n_inputs} inputs, got {len(feed)}")
             run = runs.lookup(feed[-1])
-            if spec.const_params:
-                scale, zp = runs.params(run, odq_node)
+            if spec.takes == "token":
+                x, scale, zp = runs.inputs(run, odq_node)
+            elif spec.takes == "x":
+                _, scale, zp = runs.inputs(run, odq_node)
             else:
-                scale, zp = feed[1], (feed[2] if spec.has_zero_point else None)
+                scale, zp = feed[1], (feed[2] if spec.takes == "all" else None)
             out = run.out_array(x.shape, out_dtype) if run is not None and isinstance(x, np.ndarray) else None
             y = dequantize(x, scale, zp, axes=_parse_axes(odq_axes), dtype=spec.out, out=out)
             if y.dtype != out_dtype or not y.flags.c_contiguous:  # the bridge copies raw bytes
@@ -256,10 +267,10 @@ def ensure_registered() -> None:
             body = _make_body(spec)
             opdef = existing.get(full)
             if opdef is None:
-                inputs = [onnx_to_pyop[spec.x.name]]
-                if not spec.const_params:
+                inputs = [onnx_to_pyop[spec.x.name]] if spec.takes != "token" else []
+                if spec.takes in ("all", "nozp"):
                     inputs.append(onnx_to_pyop[spec.out.name])
-                    if spec.has_zero_point:
+                    if spec.takes == "all":
                         inputs.append(onnx_to_pyop[spec.x.name])
                 inputs.append(P.dt_int64)  # the run token
                 opdef = _ocos.Opdef.create(

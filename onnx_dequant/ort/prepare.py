@@ -4,9 +4,11 @@
 node against the contract with the element types and shapes that ONNX shape inference finds, lowers
 the nodes no kernel can carry (f16 / bf16 output, 4-bit input) with ``onnx_dequant.lower(only=...)``,
 and rewrites the others into kernel nodes: op name per type pair, ``axes`` bridged to the string
-attribute ``odq_axes``, and one extra graph input, the run token, fed to every kernel node. A main-graph
-node whose scale (and zero point) are initializers the caller cannot override takes them from the
-session instead of as inputs (``Prepared.params``): the extension would copy them at every call.
+attribute ``odq_axes``, and one extra graph input, the run token, fed to every kernel node. The
+extension copies every op input at every call, so a main-graph node takes from the session instead
+(``Prepared.params``) a scale and zero point that are initializers the caller cannot override (held
+by the session) or graph inputs (read from the caller's feed), and its ``x`` too where that is a graph
+input (``read_feeds``; ``Prepared.fed``: the graph inputs so read).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..errors import DequantizeError
 from ..graphs import FreshNames, dequantize_nodes, function_nodes, iter_nodes, value_types, without_large_initializers
 from ..schema import OPSET_VERSION, check_node, is_dequantize, node_attributes
 from .kernels import KERNEL_DOMAIN, kernel_carries, kernel_op_type
-from .runs import Params
+from .runs import Fed, NodeInputs, Params, Source
 
 __all__ = ["Prepared", "prepare", "load_copy"]
 
@@ -45,7 +47,8 @@ class Prepared:
     lowered: dict[str, str] = field(default_factory=dict)  # node name -> why it was lowered
     token_input: str | None = None
     path: str | None = None
-    params: Params = field(default_factory=dict)  # node name -> its constant scale and zero point
+    params: Params = field(default_factory=dict)  # node name -> the inputs the session hands its kernel
+    fed: dict[str, np.dtype] = field(default_factory=dict)  # graph inputs kernels read from the feed -> dtype
 
 
 def load_copy(model: Any) -> tuple[ModelProto, str | None]:
@@ -105,6 +108,30 @@ def _constants(model: ModelProto) -> dict[str, TensorProto]:
     }
 
 
+def _fed_inputs(model: ModelProto) -> dict[str, np.dtype]:
+    """The main graph's inputs that no initializer gives a default, with their element types as NumPy
+    dtypes (those a kernel can read: 8/16/32-bit integers, f32, f64)."""
+    defaults = {t.name for t in model.graph.initializer}
+    found = {}
+    for i in model.graph.input:
+        elem = i.type.tensor_type.elem_type if i.type.HasField("tensor_type") else 0
+        if i.name not in defaults and elem in _READABLE:
+            found[i.name] = np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+    return found
+
+
+_READABLE = {
+    TensorProto.INT8,
+    TensorProto.UINT8,
+    TensorProto.INT16,
+    TensorProto.UINT16,
+    TensorProto.INT32,
+    TensorProto.FLOAT,
+    TensorProto.DOUBLE,
+}
+"""Element types of graph inputs a kernel may read from the feed (the types kernels carry)."""
+
+
 def _array(t: TensorProto) -> np.ndarray:
     """The initializer's data as a read-only contiguous array."""
     a = numpy_helper.to_array(t)
@@ -141,10 +168,12 @@ def _lower_nodes(model: ModelProto, names: set[str], path: str | None, opset: in
         ) from None
 
 
-def prepare(model: Any, *, opset: int | None = None) -> Prepared:
+def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) -> Prepared:
     """The model, copied and rewritten so ONNX Runtime runs every Dequantize node (see module doc).
 
     ``opset``: the default-domain opset to convert to when some nodes must be lowered (None: keep).
+    ``read_feeds``: kernels read the graph inputs they take from the caller's feed (not op inputs,
+    which the extension copies); False: every input but a held constant goes through ONNX Runtime.
     """
     copy, path = load_copy(model)
     if any(is_dequantize(n) for n in function_nodes(copy)):  # the kernels run in the main graph only
@@ -178,22 +207,32 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
     params: Params = {}
     arrays: dict[str, np.ndarray] = {}  # the initializers now held by the session, by name
     constants = _constants(copy)
+    fed_inputs = _fed_inputs(copy) if read_feeds else {}
+    fed: dict[str, np.dtype] = {}
     in_main = {id(n) for n in copy.graph.node}
+
+    def source(name: str) -> Source:
+        if name in fed_inputs:
+            fed[name] = fed_inputs[name]
+            return Fed(name)
+        if name not in arrays:  # one array per initializer, however many nodes read it
+            arrays[name] = _array(constants[name])
+        return arrays[name]
+
     for node in dequantize_nodes(copy):
         pair = routes.get(node.name)
         if pair is None:
             raise DequantizeError("the lowering pass left a node it was asked to lower", node=node.name, path=path)
         axes, _ = node_attributes(node)
         inputs = [i for i in node.input if i]
-        const = id(node) in in_main and all(i in constants for i in inputs[1:])
-        op = kernel_op_type(*pair, len(inputs) == 3, const)
+        takes = "all" if len(inputs) == 3 else "nozp"
+        if id(node) in in_main and all(i in constants or i in fed_inputs for i in inputs[1:]):
+            x = source(inputs[0]) if inputs[0] in fed_inputs else None
+            zp = source(inputs[2]) if len(inputs) == 3 else None
+            params[node.name] = NodeInputs(x, source(inputs[1]), zp)  # type: ignore[arg-type]
+            takes, inputs = ("token", []) if x is not None else ("x", inputs[:1])
+        op = kernel_op_type(*pair, takes)
         assert op is not None  # the route checked the type pair
-        if const:
-            for i in inputs[1:]:  # one array per initializer, however many nodes read it
-                if i not in arrays:
-                    arrays[i] = _array(constants[i])
-            params[node.name] = (arrays[inputs[1]], arrays[inputs[2]] if len(inputs) == 3 else None)
-            inputs = inputs[:1]
         inputs.append(token)
         node.op_type = op
         node.domain = KERNEL_DOMAIN
@@ -212,4 +251,4 @@ def prepare(model: Any, *, opset: int | None = None) -> Prepared:
     copy.graph.input.append(helper.make_tensor_value_info(token, TensorProto.INT64, []))
     if not any(op.domain == KERNEL_DOMAIN for op in copy.opset_import):
         copy.opset_import.append(helper.make_opsetid(KERNEL_DOMAIN, OPSET_VERSION))
-    return Prepared(copy, tuple(routes), lowered, token, path, params)
+    return Prepared(copy, tuple(routes), lowered, token, path, params, fed)

@@ -1,5 +1,7 @@
 """Per-run state the kernels share with ``KernelSession``: the errors they record, the output
-buffers they borrow, and the constant scales and zero points the session holds for them.
+buffers they borrow, and the inputs that reach them through the session rather than through ONNX
+Runtime: constant scales and zero points the session holds, and graph inputs read from the caller's
+feed (``Params``).
 
 A run token (an int64 scalar fed to every kernel node) names one run of one session. Kernels record
 their errors under it (the session raises them when the run is over) and borrow output buffers from
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -20,15 +24,55 @@ import numpy as np
 
 from ..errors import DequantizeError
 
-__all__ = ["SCRATCH_MAX_BYTES", "Params", "ScratchPool", "Run", "begin", "lookup", "params", "record", "end"]
+__all__ = [
+    "SCRATCH_MAX_BYTES",
+    "Fed",
+    "Feeds",
+    "NodeInputs",
+    "Params",
+    "Source",
+    "ScratchPool",
+    "Run",
+    "begin",
+    "lookup",
+    "inputs",
+    "record",
+    "end",
+]
 
 log = logging.getLogger("onnx_dequant.ort")
 
 SCRATCH_MAX_BYTES = 256 << 20
 """Default for ``ScratchPool.max_bytes``: the most scratch a session keeps between runs."""
 
-Params = dict[str, tuple[np.ndarray, "np.ndarray | None"]]
-"""Constant scale and zero point (or None) by node name, for the kernels that are not fed them."""
+
+@dataclass(frozen=True)
+class Fed:
+    """A graph input a kernel reads from the run's feed (the caller's array), not as an op input."""
+
+    name: str
+
+
+Source = np.ndarray | Fed
+"""Where a kernel finds an input the session hands it: a constant the session holds (read-only), or a
+graph input of the run's feed."""
+
+
+@dataclass(frozen=True)
+class NodeInputs:
+    """The inputs one kernel node finds through the session: ``x`` (None: an op input, as ONNX Runtime
+    hands it over), its scale and its zero point (None: the node has none)."""
+
+    x: Fed | None
+    scale: Source
+    zero_point: Source | None
+
+
+Params = dict[str, NodeInputs]
+"""By node name, the inputs of the kernels that are not fed them by ONNX Runtime."""
+
+Feeds = Mapping[str, np.ndarray]
+"""A run's graph inputs as the kernels read them, by name (the caller's arrays, not copies)."""
 
 
 class ScratchPool:
@@ -81,11 +125,12 @@ class ScratchPool:
 
 class Run:
     """One run: the ``(node, error)`` pairs recorded so far, the buffers borrowed, by thread, and (read
-    only) the session's constant scales and zero points by node."""
+    only) the session's inputs by node and the run's feed."""
 
-    def __init__(self, pool: ScratchPool | None, params: Params | None = None) -> None:
+    def __init__(self, pool: ScratchPool | None, params: Params | None = None, feeds: Feeds | None = None) -> None:
         self.errors: list[tuple[str, BaseException]] = []
-        self.params: Mapping[str, tuple[np.ndarray, np.ndarray | None]] = MappingProxyType(params or {})
+        self.params: Mapping[str, NodeInputs] = MappingProxyType(params or {})
+        self.feeds: Feeds = MappingProxyType(dict(feeds or {}))
         self._pool = pool
         self._lock = threading.Lock()
         self._current: dict[int, np.ndarray] = {}  # thread id -> the buffer its last kernel call used
@@ -100,7 +145,7 @@ class Run:
         """
         if self._pool is None:
             return None
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         me = threading.get_ident()
         with self._lock:
             buf = self._current.get(me)
@@ -128,35 +173,45 @@ _runs: dict[int, Run] = {}
 _lock = threading.Lock()
 
 
-def begin(pool: ScratchPool | None = None, params: Params | None = None) -> int:
-    """A fresh run token; kernels fed it record errors, borrow from ``pool`` and find their constant
-    scale and zero point in ``params`` until ``end``."""
+def begin(pool: ScratchPool | None = None, params: Params | None = None, feeds: Feeds | None = None) -> int:
+    """A fresh run token; kernels fed it record errors, borrow from ``pool`` and find the inputs
+    ``params`` names for them (held, or in ``feeds``) until ``end``."""
     token = next(_counter)
     with _lock:
-        _runs[token] = Run(pool, params)
+        _runs[token] = Run(pool, params, feeds)
     return token
 
 
 def lookup(token: Any) -> Run | None:
     """The run a kernel's token input names (an int64 scalar array), or None. Never raises."""
     try:
-        key = int(np.asarray(token).reshape(-1)[0])
+        key = int(token.item()) if isinstance(token, np.ndarray) else int(np.asarray(token).reshape(-1)[0])
     except Exception:  # noqa: BLE001 - called from kernels, which must never raise
         return None
     with _lock:
         return _runs.get(key)
 
 
-def params(run: Run | None, node: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """The constant scale and zero point the session holds for ``node``; ``DequantizeError`` when the
-    kernel runs outside the session that prepared its model (the op then has no scale)."""
+def inputs(run: Run | None, node: str) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
+    """``(x, scale, zero_point)`` as the session hands them to ``node``'s kernel (x None: an op input);
+    ``DequantizeError`` when the kernel runs outside the session that prepared its model (the op then has
+    no scale), or when a graph input it reads is missing from the run's feed."""
     found = run.params.get(node) if run is not None else None
-    if found is None:
+    if found is None or run is None:
         raise DequantizeError(
-            "this kernel's constant scale and zero point are held by the onnx_dequant.session that "
-            "prepared the model: run the original model through onnx_dequant.session"
+            "this kernel's inputs are handed to it by the onnx_dequant.session that prepared the model: "
+            "run the original model through onnx_dequant.session"
         )
-    return found
+
+    def get(source: Source | None) -> np.ndarray | None:
+        if not isinstance(source, Fed):
+            return source
+        value = run.feeds.get(source.name)
+        if value is None:
+            raise DequantizeError(f"graph input '{source.name}' was not fed where the kernel can read it")
+        return value
+
+    return get(found.x), get(found.scale), get(found.zero_point)  # type: ignore[return-value]
 
 
 def record(token: Any, node: str, error: BaseException) -> None:

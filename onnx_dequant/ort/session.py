@@ -4,12 +4,15 @@
 ``prepare``). Its run methods feed the hidden run token and raise the errors the kernels recorded
 under it: a bad scale fed at run time surfaces as a ``DequantizeError`` naming the node, never as a
 crashed interpreter. ``get_inputs`` leaves the token out, so the session looks like the model. The
-session owns the scratch buffers its kernels compute into (``runs.ScratchPool``).
+session owns the scratch buffers its kernels compute into (``runs.ScratchPool``), and hands its
+kernels the graph inputs they read from the caller's feed (``Prepared.fed``): the caller's arrays,
+which ONNX Runtime validates as it validates any input, and which the extension would otherwise copy.
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -18,12 +21,13 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 from google.protobuf.message import EncodeError
+from onnx import helper
 
 from ..errors import DequantizeError
 from . import kernels, runs, signals
 from .prepare import Prepared, prepare
 
-__all__ = ["session", "KernelSession"]
+__all__ = ["session", "KernelSession", "KernelIOBinding"]
 
 log = logging.getLogger("onnx_dequant.ort")
 
@@ -82,6 +86,64 @@ def _raise_recorded(errors: list[tuple[str, BaseException]], cause: BaseExceptio
     raise RuntimeError(f"node '{node}': the Dequantize kernel failed: {type(first).__name__}: {first}") from first
 
 
+def _as_array(value: Any, dtype: np.dtype) -> np.ndarray | None:
+    """A fed value as the array ONNX Runtime reads: a NumPy array (a subclass viewed as a plain one), an
+    ``OrtValue``'s host data, or a list or scalar converted to the input's type as ORT converts it; None
+    where it cannot be read here (ORT then decides, and the kernel reports it)."""
+    try:
+        if isinstance(value, np.ndarray):
+            return np.asarray(value)
+        if isinstance(value, ort.OrtValue):
+            return value.numpy()
+        return np.asarray(value, dtype=dtype)
+    except Exception:  # noqa: BLE001 - ORT's own conversion reports what is wrong with the value
+        return None
+
+
+class KernelIOBinding(ort.IOBinding):
+    """``KernelSession.io_binding()``: an ``IOBinding`` that also keeps, by name, the inputs it binds on
+    the CPU (arrays, ``OrtValue``s, CPU pointers), which the session's kernels read directly."""
+
+    def __init__(self, session: KernelSession) -> None:
+        super().__init__(session)
+        self.odq_inputs: dict[str, Any] = {}  # name -> array, OrtValue, or None (bound where not readable)
+
+    def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
+        super().bind_cpu_input(name, arr_on_cpu)
+        self.odq_inputs[name] = arr_on_cpu
+
+    def bind_ortvalue_input(self, name: str, ortvalue: Any) -> None:
+        super().bind_ortvalue_input(name, ortvalue)
+        self.odq_inputs[name] = ortvalue
+
+    def bind_input(
+        self, name: str, device_type: str, device_id: int, element_type: Any, shape: Any, buffer_ptr: int
+    ) -> None:
+        super().bind_input(name, device_type, device_id, element_type, shape, buffer_ptr)
+        self.odq_inputs[name] = _cpu_view(device_type, element_type, shape, buffer_ptr)
+
+    def clear_binding_inputs(self) -> None:
+        super().clear_binding_inputs()
+        self.odq_inputs.clear()
+
+
+def _cpu_view(device_type: str, element_type: Any, shape: Any, buffer_ptr: int) -> np.ndarray | None:
+    """The array at a CPU pointer bound as an input (None: another device, or a type NumPy lacks)."""
+    try:
+        if str(device_type).lower() != "cpu":
+            return None
+        onnx_type = isinstance(element_type, int) and not isinstance(element_type, bool)
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(element_type) if onnx_type else element_type)
+        dims = tuple(int(d) for d in shape)
+        count = int(np.prod(dims, dtype=np.int64))
+        if count == 0:
+            return np.empty(dims, dtype)
+        raw = (ctypes.c_char * (count * dtype.itemsize)).from_address(int(buffer_ptr))
+        return np.frombuffer(raw, dtype, count).reshape(dims)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 class KernelSession(ort.InferenceSession):
     """An ``InferenceSession`` running Dequantize nodes with the Python kernel (others lowered).
 
@@ -112,6 +174,7 @@ class KernelSession(ort.InferenceSession):
         self.lowered_nodes = tuple(prepared.lowered)
         self._token_input = prepared.token_input
         self._params = prepared.params
+        self._fed = prepared.fed
         self._odq_path = prepared.path
         if self._token_input is not None:
             kernels.ensure_registered()
@@ -146,20 +209,63 @@ class KernelSession(ort.InferenceSession):
         """The model's inputs (the hidden run token left out)."""
         return [i for i in super().get_inputs() if i.name != self._token_input]
 
+    def io_binding(self) -> KernelIOBinding:
+        """An ``IOBinding`` whose CPU inputs the kernels can read (``KernelIOBinding``)."""
+        return KernelIOBinding(self)
+
     # ---- runs ----
 
     def _token_value(self, token: int) -> np.ndarray:
         return np.array(token, dtype=np.int64)
+
+    def _reads(self, feed: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The graph inputs the kernels read, as arrays, from ``feed``; a value ORT would convert (a list)
+        is replaced in ``feed`` by its array, so that ORT validates what the kernels read."""
+        reads = {}
+        for name, dtype in self._fed.items():
+            if name in feed:
+                array = _as_array(feed[name], dtype)
+                if array is not None:
+                    reads[name] = array
+                    if not isinstance(feed[name], (np.ndarray, ort.OrtValue)):
+                        feed[name] = array
+        return reads
+
+    def _bound_reads(self, iobinding: Any) -> dict[str, np.ndarray]:
+        """The graph inputs the kernels read, from a ``KernelIOBinding``'s CPU inputs; ``DequantizeError``
+        for another binding, or an input bound where the kernels cannot read it."""
+        if not self._fed:
+            return {}
+        bound = getattr(iobinding, "odq_inputs", None)
+        if not isinstance(iobinding, KernelIOBinding) or bound is None:
+            raise DequantizeError(
+                f"graph input(s) {sorted(self._fed)} feed Dequantize kernels that read them directly: bind "
+                "inputs with this session's io_binding(), or create the session with read_feeds=False",
+                path=self._odq_path,
+            )
+        reads = {}
+        for name, dtype in self._fed.items():
+            if name in bound:
+                array = None if bound[name] is None else _as_array(bound[name], dtype)
+                if array is None:
+                    raise DequantizeError(
+                        f"graph input '{name}' feeds a Dequantize kernel that reads it directly, and is bound "
+                        "where the kernel cannot read it (not on the CPU): bind it with bind_cpu_input, or "
+                        "create the session with read_feeds=False",
+                        path=self._odq_path,
+                    )
+                reads[name] = array
+        return reads
 
     def _finish(self, token: int, cause: BaseException | None) -> None:
         errors = runs.end(token, reuse=cause is None)
         if errors:
             _raise_recorded(errors, cause, self._odq_path)
 
-    def _checked(self, call: Callable[[int], Any]) -> Any:
+    def _checked(self, call: Callable[[int], Any], reads: dict[str, np.ndarray] | None = None) -> Any:
         if self._token_input is None:
             return call(0)
-        token = runs.begin(self.scratch, self._params)
+        token = runs.begin(self.scratch, self._params, reads)
         try:
             with signals.deferred():  # Ctrl-C inside a kernel would abort: raised once the run is over
                 result = call(token)
@@ -172,36 +278,42 @@ class KernelSession(ort.InferenceSession):
     def run(self, output_names: Any, input_feed: dict[str, Any], run_options: Any = None) -> Any:
         """As ``InferenceSession.run``; a kernel's error raises (``DequantizeError`` naming the node)."""
 
+        feed = dict(input_feed)
+        reads = self._reads(feed)
+
         def call(token: int) -> Any:
-            feed = dict(input_feed)
             if self._token_input is not None:
                 feed[self._token_input] = self._token_value(token)
             return super(KernelSession, self).run(output_names, feed, run_options)
 
-        return self._checked(call)
+        return self._checked(call, reads)
 
     def run_with_ort_values(
         self, output_names: Any, input_dict_ort_values: dict[str, Any], run_options: Any = None
     ) -> Any:
         """As ``InferenceSession.run_with_ort_values``, with the kernel errors raised."""
 
+        feed = dict(input_dict_ort_values)
+        reads = self._reads(feed)
+
         def call(token: int) -> Any:
-            feed = dict(input_dict_ort_values)
             if self._token_input is not None:
                 feed[self._token_input] = ort.OrtValue.ortvalue_from_numpy(self._token_value(token))
             return super(KernelSession, self).run_with_ort_values(output_names, feed, run_options)
 
-        return self._checked(call)
+        return self._checked(call, reads)
 
     def run_with_iobinding(self, iobinding: Any, run_options: Any = None) -> Any:
         """As ``InferenceSession.run_with_iobinding`` (the token is bound here), with the kernel errors raised."""
+
+        reads = self._bound_reads(iobinding)
 
         def call(token: int) -> Any:
             if self._token_input is not None:
                 iobinding.bind_cpu_input(self._token_input, self._token_value(token))
             return super(KernelSession, self).run_with_iobinding(iobinding, run_options)
 
-        return self._checked(call)
+        return self._checked(call, reads)
 
     def run_async(
         self, output_names: Any, input_feed: dict[str, Any], callback: Any, user_data: Any, run_options: Any = None
@@ -209,8 +321,8 @@ class KernelSession(ort.InferenceSession):
         """As ``InferenceSession.run_async``; a kernel's error reaches ``callback`` as its ``err`` string."""
         if self._token_input is None:
             return super().run_async(output_names, input_feed, callback, user_data, run_options)
-        token = runs.begin(self.scratch, self._params)
         feed = dict(input_feed)
+        token = runs.begin(self.scratch, self._params, self._reads(feed))
         feed[self._token_input] = self._token_value(token)
         path = self._odq_path
 
@@ -247,6 +359,7 @@ def session(
     *,
     opset: int | None = None,
     scratch_bytes: int = runs.SCRATCH_MAX_BYTES,
+    read_feeds: bool = True,
     **ort_options: Any,
 ) -> KernelSession:
     """An ONNX Runtime session that runs ``model`` with its Dequantize nodes (domain ``ngraph``) kept.
@@ -258,10 +371,13 @@ def session(
     ``sess_options`` get the extensions library registered (once). ``providers`` defaults to CPU.
     ``opset``: convert the model to this default-domain opset when nodes must be lowered (None keeps
     it; lowering needs 13 to 27). ``scratch_bytes``: the most output-buffer memory the session keeps
-    between runs for its kernels to reuse (0: a fresh array per kernel call). Raises
-    ``DequantizeError`` for a model that breaks the op's contract.
+    between runs for its kernels to reuse (0: a fresh array per kernel call). ``read_feeds``: kernels
+    read the graph inputs they take (``x``, scale, zero point) from the caller's arrays, where the
+    extension would copy each at every call; ``run_with_iobinding`` then needs bindings made by the
+    session's ``io_binding()``, with those inputs on the CPU (False: every input goes through ONNX
+    Runtime). Raises ``DequantizeError`` for a model that breaks the op's contract.
     """
-    prepared = prepare(model, opset=opset)
+    prepared = prepare(model, opset=opset, read_feeds=read_feeds)
     for name, reason in prepared.lowered.items():
         log.info("Dequantize node '%s' lowered to standard ONNX: %s", name, reason)
     return KernelSession(
