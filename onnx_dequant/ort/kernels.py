@@ -51,6 +51,7 @@ __all__ = [
     "KernelSpec",
     "kernel_carries",
     "kernel_op_type",
+    "kernel_reads",
     "ensure_registered",
     "fast_bridge_installed",
     "stats",
@@ -95,6 +96,14 @@ class KernelSpec:
 def kernel_carries(x: Any, out: Any) -> bool:
     """Whether the extension can carry a kernel with these input and output types."""
     return dtypes.parse(x).name in KERNEL_INPUT_TYPES and dtypes.parse(out).name in KERNEL_OUTPUT_TYPES
+
+
+def kernel_reads(elem: Any) -> bool:
+    """Whether a kernel reads tensors of this element type (one of its input or output types)."""
+    try:
+        return dtypes.parse(elem).name in (*KERNEL_INPUT_TYPES, *KERNEL_OUTPUT_TYPES)
+    except DequantizeError:
+        return False
 
 
 def kernel_op_type(x: Any, out: Any, takes: str) -> str | None:

@@ -24,12 +24,12 @@ import onnx.inliner
 import onnx.shape_inference
 from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 
-from .. import modelio
+from .. import dtypes, modelio
 from ..contract import TensorType
 from ..errors import DequantizeError
 from ..graphs import FreshNames, dequantize_nodes, function_nodes, iter_nodes, value_types, without_large_initializers
 from ..schema import OPSET_VERSION, check_node, is_dequantize, node_attributes
-from .kernels import KERNEL_DOMAIN, kernel_carries, kernel_op_type
+from .kernels import KERNEL_DOMAIN, kernel_carries, kernel_op_type, kernel_reads
 from .runs import Fed, NodeInputs, Params, Source
 
 __all__ = ["Prepared", "prepare", "load_copy"]
@@ -109,27 +109,15 @@ def _constants(model: ModelProto) -> dict[str, TensorProto]:
 
 
 def _fed_inputs(model: ModelProto) -> dict[str, np.dtype]:
-    """The main graph's inputs that no initializer gives a default, with their element types as NumPy
-    dtypes (those a kernel can read: 8/16/32-bit integers, f32, f64)."""
+    """The main graph's inputs that no initializer gives a default and whose element type a kernel can
+    read (``kernel_reads``), with that type's NumPy dtype."""
     defaults = {t.name for t in model.graph.initializer}
     found = {}
     for i in model.graph.input:
         elem = i.type.tensor_type.elem_type if i.type.HasField("tensor_type") else 0
-        if i.name not in defaults and elem in _READABLE:
-            found[i.name] = np.dtype(helper.tensor_dtype_to_np_dtype(elem))
+        if i.name not in defaults and kernel_reads(elem):
+            found[i.name] = np.dtype(dtypes.parse(elem).numpy)
     return found
-
-
-_READABLE = {
-    TensorProto.INT8,
-    TensorProto.UINT8,
-    TensorProto.INT16,
-    TensorProto.UINT16,
-    TensorProto.INT32,
-    TensorProto.FLOAT,
-    TensorProto.DOUBLE,
-}
-"""Element types of graph inputs a kernel may read from the feed (the types kernels carry)."""
 
 
 def _array(t: TensorProto) -> np.ndarray:
