@@ -465,7 +465,9 @@ def test_kernel_errors_never_abort_the_interpreter():
 
 
 def test_threads_running_concurrently_get_their_own_results_and_errors():
-    sess = odq.session(single_node_model("i16", "f32", (0, 2), scale_shape=None))
+    model = single_node_model("i16", "f32", (0, 2), scale_shape=None)
+    assert set(prepare(model).fed) == {"x", "s", "z"}  # each run's kernel reads that run's own arrays
+    sess = odq.session(model)
     errors: list[BaseException] = []
 
     def worker(seed: int) -> None:
@@ -690,27 +692,6 @@ def test_an_input_bound_off_the_cpu_is_not_read():
     assert same_bits(_cpu_view("cpu", np.int16, [2, 3], a.ctypes.data), a)
     assert same_bits(_cpu_view("cpu", TP.INT16, (2, 3), a.ctypes.data), a)
     assert _cpu_view("cuda", np.int16, [2, 3], a.ctypes.data) is None
-
-
-def test_concurrent_runs_each_read_their_own_feed():
-    model, x, s, z, _ = _fed_case(34)
-    sess = odq.session(model)
-    rng = np.random.default_rng(35)
-    feeds = [{"x": ints(rng, "i16", SHAPE), "s": scales(rng, "f32", (3, 5)), "z": z} for _ in range(4)]
-    failures = []
-
-    def worker(k):
-        for _ in range(25):
-            (y,) = sess.run(None, feeds[k])
-            if not same_bits(y, odq.dequantize(feeds[k]["x"], feeds[k]["s"], z, axes=(0, 2))):
-                failures.append(k)
-
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not failures
 
 
 # ---- constant scales and zero points: held by the session, not fed to the kernel ----
