@@ -738,6 +738,26 @@ def test_constant_params_are_held_by_the_session_not_fed(x_elem, out_elem, axes,
     assert model.SerializeToString() == before  # the caller's model keeps its initializers
 
 
+def test_a_constant_weight_is_held_too():
+    """Dequantize(W, s, zp) of constants (a weight, as nGraph's quantized models have): the kernel takes
+    the token alone and the session holds W, so the extension copies nothing at each run."""
+    rng = np.random.default_rng(19)
+    w, s, z = ints(rng, "i8", SHAPE), scales(rng, "f32", (SHAPE[1],)), ints(rng, "i8", (SHAPE[1],))
+    inits = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (s, "s"), (z, "z"))]
+    nodes = [odq.make_node(["w", "s", "z"], ["d"], axes=[1], name="dq"), helper.make_node("Add", ["d", "b"], ["y"])]
+    model = model_of(nodes, [vi("b", "f32", SHAPE)], [vi("y", "f32", SHAPE)], inits)
+    prepared = prepare(model)
+    (kernel, _) = prepared.model.graph.node
+    assert kernel.op_type == "Dequantize_i8_f32_token" and list(kernel.input) == [prepared.token_input]
+    held = prepared.params["dq"]
+    assert same_bits(held.x, w) and not held.x.flags.writeable and prepared.fed == {}
+    assert [t.name for t in prepared.model.graph.initializer] == []
+    b = scales(rng, "f32", SHAPE)
+    for _ in range(2):
+        (y,) = odq.session(model).run(None, {"b": b})
+        assert same_bits(y, odq.dequantize(w, s, z, axes=[1]) + b)
+
+
 def test_a_scale_the_caller_may_override_stays_fed():
     model, s, z = _const_model(overridable=True)
     prepared = prepare(model)

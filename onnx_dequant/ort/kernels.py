@@ -10,7 +10,8 @@ they are handled:
   scale and zero point are constants or graph inputs gets ``Dequantize_i8_f32_x`` (``x, run_token``):
   the session holds the constants, and reads graph inputs from the caller's feed, and hands them to
   the kernel through its run (``runs.Run.params`` and ``runs.Run.feeds``, keyed by ``odq_node``); where
-  ``x`` is a graph input too, ``Dequantize_i8_f32_token`` (``run_token`` alone) reads it so as well.
+  ``x`` is a graph input or a constant too, ``Dequantize_i8_f32_token`` (``run_token`` alone) gets it
+  so as well.
 - f16, bf16 and 4-bit tensors abort the process inside the extension: those type pairs get no kernel
   (``kernel_op_type`` returns None and the session lowers such nodes instead).
 - Attributes can only be strings, ints or floats: the node carries ``odq_axes`` ("0,2") and

@@ -7,8 +7,8 @@ and rewrites the others into kernel nodes: op name per type pair, ``axes`` bridg
 attribute ``odq_axes``, and one extra graph input, the run token, fed to every kernel node. The
 extension copies every op input at every call, so a main-graph node takes from the session instead
 (``Prepared.params``) a scale and zero point that are initializers the caller cannot override (held
-by the session) or graph inputs (read from the caller's feed), and its ``x`` too where that is a graph
-input (``read_feeds``; ``Prepared.fed``: the graph inputs so read).
+by the session) or graph inputs (read from the caller's feed), and its ``x`` too where that is either
+(a constant weight, say); ``read_feeds`` (``Prepared.fed``: the graph inputs so read).
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
         inputs = [i for i in node.input if i]
         takes = "all" if len(inputs) == 3 else "nozp"
         if id(node) in in_main and all(i in constants or i in fed_inputs for i in inputs[1:]):
-            x = source(inputs[0]) if inputs[0] in fed_inputs else None
+            x = source(inputs[0]) if inputs[0] in fed_inputs or inputs[0] in constants else None
             zp = source(inputs[2]) if len(inputs) == 3 else None
             params[node.name] = NodeInputs(x, source(inputs[1]), zp)  # type: ignore[arg-type]
             takes, inputs = ("token", []) if x is not None else ("x", inputs[:1])

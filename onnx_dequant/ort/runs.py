@@ -63,7 +63,7 @@ class NodeInputs:
     """The inputs one kernel node finds through the session: ``x`` (None: an op input, as ONNX Runtime
     hands it over), its scale and its zero point (None: the node has none)."""
 
-    x: Fed | None
+    x: Source | None
     scale: Source
     zero_point: Source | None
 
