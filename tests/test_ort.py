@@ -685,6 +685,90 @@ def test_a_binding_the_session_did_not_make_is_refused_with_the_remedy():
     assert same_bits(binding.copy_outputs_to_cpu()[0], want)
 
 
+_PREALLOCATED = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import onnxruntime as ort
+    import onnxruntime_extensions as ox
+    sys.path.insert(0, sys.argv[1])
+    from helpers import ints, scales, single_node_model
+    import onnx_dequant as odq
+    from onnx_dequant.ort import kernels
+    from onnx_dequant.ort.prepare import prepare
+
+    rng = np.random.default_rng(36)
+    model = single_node_model("i8", "f32", (1,), x_shape=(3, 4, 5))
+    x, s, z = ints(rng, "i8", (3, 4, 5)), scales(rng, "f32", (4,)), ints(rng, "i8", (4,))
+    # 1. an input left unbound (after clear_binding_inputs), the output preallocated: refused, no abort
+    sess = odq.session(model)
+    b = sess.io_binding()
+    b.bind_cpu_input("s", s)
+    b.bind_cpu_input("z", z)
+    b.bind_ortvalue_output("y", ort.OrtValue.ortvalue_from_shape_and_type([3, 4, 5], np.float32))
+    try:
+        sess.run_with_iobinding(b)
+    except odq.DequantizeError as e:
+        print("REFUSED", e)
+    # 2. the rewritten model in a plain session, the output preallocated: zeros of its shape, logged
+    kernels.ensure_registered()
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(ox.get_library_path())
+    so.log_severity_level = 3
+    prepared = prepare(model)
+    plain = ort.InferenceSession(prepared.model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    b = plain.io_binding()
+    for k, v in {"x": x, "s": s, "z": z, prepared.token_input: np.array(0, np.int64)}.items():
+        b.bind_cpu_input(k, v)
+    y = ort.OrtValue.ortvalue_from_shape_and_type([3, 4, 5], np.float32)
+    b.bind_ortvalue_output("y", y)
+    plain.run_with_iobinding(b)
+    print("ZEROS", y.numpy().shape, bool(y.numpy().any()))
+    # 3. None fed to an input a kernel takes as an op input (read_feeds=False): refused, no abort
+    try:
+        odq.session(model, read_feeds=False).run(None, {"x": None, "s": s, "z": z})
+    except odq.DequantizeError as e:
+        print("NONE", e)
+    """
+)
+
+
+def test_inputs_a_kernel_cannot_read_never_abort_the_process():
+    tests = os.path.dirname(__file__)
+    proc = subprocess.run([sys.executable, "-c", _PREALLOCATED, tests], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "REFUSED input(s) ['x'] not bound: bind every model input" in proc.stdout
+    assert "ZEROS (3, 4, 5) False" in proc.stdout
+    assert "NONE input(s) ['x'] fed None" in proc.stdout
+
+
+def test_what_onnx_runtime_would_refuse_or_copy_the_kernel_reads_the_same_way():
+    model, x, s, z, want = _fed_case(37)
+    sess = odq.session(model)
+    # values ORT refuses for a typed input stay refused: not cast to the input's type on the way
+    for bad in (np.int64(3), 2.5, (1, 2, 3)):
+        with pytest.raises(Exception) as caught:
+            sess.run(None, {"x": bad, "s": s, "z": z})
+        assert not isinstance(caught.value, AssertionError)
+    # a big-endian array is read by its values, by ORT and the kernel alike
+    assert same_bits(sess.run(None, {"x": x.astype(">i2"), "s": s.astype(">f4"), "z": z})[0], want)
+    # an array ORT would copy (not C-contiguous) is copied once, before the run: a write to the
+    # caller's array after binding (or after run_async returns) reaches neither ORT nor the kernel
+    xf = np.asfortranarray(x)
+    binding = sess.io_binding()
+    binding.bind_cpu_input("x", xf)
+    binding.bind_cpu_input("s", s)
+    binding.bind_cpu_input("z", z)
+    binding.bind_output("y")
+    xf[...] = 0
+    sess.run_with_iobinding(binding)
+    assert same_bits(binding.copy_outputs_to_cpu()[0], want)
+    # run_with_ort_values takes OrtValues; a list there is ORT's to refuse, unchanged by the session
+    with pytest.raises(Exception, match="list"):
+        ovs = {"s": ort.OrtValue.ortvalue_from_numpy(s), "z": ort.OrtValue.ortvalue_from_numpy(z)}
+        sess.run_with_ort_values(None, {"x": x.tolist(), **ovs})
+
+
 def test_an_input_bound_off_the_cpu_is_not_read():
     from onnx_dequant.ort.session import _cpu_view
 
@@ -718,12 +802,15 @@ def test_constant_params_are_held_by_the_session_not_fed(x_elem, out_elem, axes,
     before = model.SerializeToString()
     sess = odq.session(model, read_feeds=read_feeds)
     prepared = prepare(model, read_feeds=read_feeds)
-    (kernel,) = prepared.model.graph.node
-    if read_feeds:  # x is a graph input: the kernel reads it from the caller's feed, and takes the token alone
-        assert kernel.op_type == f"Dequantize_{x_elem}_{out_elem}_token"
-        assert list(kernel.input) == [prepared.token_input]
+    kernel = prepared.model.graph.node[-1]
+    if read_feeds:  # x is a graph input: the kernel reads it from the caller's feed, and takes its shape
+        (shape,) = prepared.model.graph.node[:-1]
+        assert shape.op_type == "Shape" and list(shape.input) == ["x"]
+        assert kernel.op_type == f"Dequantize_{x_elem}_{out_elem}_shape"
+        assert list(kernel.input) == [shape.output[0], prepared.token_input]
         assert prepared.params["dq"].x == Fed("x") and set(prepared.fed) == {"x"}
     else:
+        assert len(prepared.model.graph.node) == 1
         assert kernel.op_type == f"Dequantize_{x_elem}_{out_elem}_x"
         assert list(kernel.input) == ["x", prepared.token_input]
         assert prepared.params["dq"].x is None and prepared.fed == {}
@@ -740,7 +827,7 @@ def test_constant_params_are_held_by_the_session_not_fed(x_elem, out_elem, axes,
 
 def test_a_constant_weight_is_held_too():
     """Dequantize(W, s, zp) of constants (a weight, as nGraph's quantized models have): the kernel takes
-    the token alone and the session holds W, so the extension copies nothing at each run."""
+    W's shape and the token, and the session holds W, so the extension copies nothing at each run."""
     rng = np.random.default_rng(19)
     w, s, z = ints(rng, "i8", SHAPE), scales(rng, "f32", (SHAPE[1],)), ints(rng, "i8", (SHAPE[1],))
     inits = [numpy_helper.from_array(a, n) for a, n in ((w, "w"), (s, "s"), (z, "z"))]
@@ -748,10 +835,11 @@ def test_a_constant_weight_is_held_too():
     model = model_of(nodes, [vi("b", "f32", SHAPE)], [vi("y", "f32", SHAPE)], inits)
     prepared = prepare(model)
     (kernel, _) = prepared.model.graph.node
-    assert kernel.op_type == "Dequantize_i8_f32_token" and list(kernel.input) == [prepared.token_input]
+    (shape,) = prepared.model.graph.initializer  # the weight's shape, where the weight was
+    assert kernel.op_type == "Dequantize_i8_f32_shape" and list(kernel.input) == [shape.name, prepared.token_input]
+    assert list(numpy_helper.to_array(shape)) == list(SHAPE)
     held = prepared.params["dq"]
     assert same_bits(held.x, w) and not held.x.flags.writeable and prepared.fed == {}
-    assert [t.name for t in prepared.model.graph.initializer] == []
     b = scales(rng, "f32", SHAPE)
     for _ in range(2):
         (y,) = odq.session(model).run(None, {"b": b})

@@ -145,15 +145,15 @@ def test_every_kernel_returns_exactly_its_declared_dtype(spec, caplog):
 
     bad_s, bad_zp = s[:, :2].copy(), [z[:, :2].copy() for z in zp]
     # a kernel fed no scale finds its node's in the run (held by the session, or read from the feed:
-    # the "token" kernels read x from the feed too)
-    x_from = runs.Fed("x") if spec.takes == "token" else None
+    # the "shape" kernels read x from the feed too, and are fed its shape)
+    x_from = runs.Fed("x") if spec.takes == "shape" else None
     held = None
-    if spec.takes in ("x", "token"):
+    if spec.takes in ("x", "shape"):
         held = {"n": runs.NodeInputs(x_from, s, zp[0]), "bad": runs.NodeInputs(x_from, runs.Fed("bs"), bad_zp[0])}
 
     def call(s, zp, token, node):
-        if spec.takes == "token":
-            return body(token, odq_axes="0,2", odq_node=node)
+        if spec.takes == "shape":
+            return body(np.array(SHAPE, np.int64), token, odq_axes="0,2", odq_node=node)
         if spec.takes == "x":
             return body(x, token, odq_axes="0,2", odq_node=node)
         return body(x, s, *zp, token, odq_axes="0,2", odq_node=node)

@@ -10,8 +10,8 @@ they are handled:
   scale and zero point are constants or graph inputs gets ``Dequantize_i8_f32_x`` (``x, run_token``):
   the session holds the constants, and reads graph inputs from the caller's feed, and hands them to
   the kernel through its run (``runs.Run.params`` and ``runs.Run.feeds``, keyed by ``odq_node``); where
-  ``x`` is a graph input or a constant too, ``Dequantize_i8_f32_token`` (``run_token`` alone) gets it
-  so as well.
+  ``x`` is a graph input or a constant too, ``Dequantize_i8_f32_shape`` (``x``'s shape, a few int64s,
+  and ``run_token``) gets it so as well: the shape gives its output's even where the kernel fails.
 - f16, bf16 and 4-bit tensors abort the process inside the extension: those type pairs get no kernel
   (``kernel_op_type`` returns None and the session lowers such nodes instead).
 - Attributes can only be strings, ints or floats: the node carries ``odq_axes`` ("0,2") and
@@ -72,10 +72,10 @@ KERNEL_OUTPUT_TYPES = ("f32", "f64")
 """Output types the extension can carry (f16 and bf16 abort the process)."""
 
 
-OP_INPUTS = {"all": "", "nozp": "_nozp", "x": "_x", "token": "_token"}
+OP_INPUTS = {"all": "", "nozp": "_nozp", "x": "_x", "shape": "_shape"}
 """What a kernel op takes as inputs, and the suffix of its name: ``all`` (``x, scale, zero_point, token``),
 ``nozp`` (``x, scale, token``), ``x`` (``x, token``: the scale and zero point reach the kernel through the
-session) and ``token`` (the token alone: ``x`` too)."""
+session) and ``shape`` (``x``'s shape and the token: ``x`` too reaches it through the session)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class KernelSpec:
     @property
     def inputs(self) -> int:
         """How many inputs the op takes (the run token included)."""
-        return {"all": 4, "nozp": 3, "x": 2, "token": 1}[self.takes]
+        return {"all": 4, "nozp": 3, "x": 2, "shape": 2}[self.takes]
 
 
 def kernel_carries(x: Any, out: Any) -> bool:
@@ -145,6 +145,11 @@ def _parse_axes(text: str) -> tuple[int, ...]:
     return tuple(int(a) for a in text.split(",")) if text else ()
 
 
+def _declared_shape(shape: Any) -> tuple[int, ...]:
+    """The shape a ``shape`` op's first input gives (``x``'s, from the model: a Shape node or a constant)."""
+    return tuple(int(d) for d in np.asarray(shape).reshape(-1))
+
+
 def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
     out_dtype = spec.out.numpy
     n_inputs = spec.inputs
@@ -155,13 +160,15 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
         The result may live in a buffer the run lends this thread: valid until the thread's next call.
         """
         _stats["calls"] += 1
-        x = feed[0] if feed and spec.takes != "token" else None
+        x = feed[0] if feed and spec.takes != "shape" else None
         try:
             if len(feed) != n_inputs:
                 raise DequantizeError(f"kernel {spec.op_type} expects {n_inputs} inputs, got {len(feed)}")
             run = runs.lookup(feed[-1])
-            if spec.takes == "token":
+            if spec.takes == "shape":
                 x, scale, zp = runs.inputs(run, odq_node)
+                if x.shape != _declared_shape(feed[0]):
+                    raise DequantizeError(f"x has shape {x.shape}, the model's is {_declared_shape(feed[0])}")
             elif spec.takes == "x":
                 _, scale, zp = runs.inputs(run, odq_node)
             else:
@@ -176,8 +183,11 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
             if isinstance(e, DequantizeError):
                 e = e.at(node=odq_node or None)
             runs.record(feed[-1] if feed else None, odq_node, e)
-            try:
-                shape = x.shape if isinstance(x, np.ndarray) else (0,)
+            try:  # the output's shape: x's, as ONNX Runtime expects it (a preallocated output must match)
+                if spec.takes == "shape":
+                    shape = _declared_shape(feed[0])
+                else:
+                    shape = x.shape if isinstance(x, np.ndarray) else (0,)
                 return np.zeros(shape, out_dtype)
             except BaseException:  # noqa: BLE001
                 return np.zeros((0,), out_dtype)
@@ -277,7 +287,7 @@ def ensure_registered() -> None:
             body = _make_body(spec)
             opdef = existing.get(full)
             if opdef is None:
-                inputs = [onnx_to_pyop[spec.x.name]] if spec.takes != "token" else []
+                inputs = [onnx_to_pyop[spec.x.name] if spec.takes != "shape" else P.dt_int64]
                 if spec.takes in ("all", "nozp"):
                     inputs.append(onnx_to_pyop[spec.out.name])
                     if spec.takes == "all":

@@ -190,8 +190,10 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     if not routes:
         return Prepared(copy, (), lowered, None, path)
 
-    token = FreshNames.of(copy).fresh(TOKEN_INPUT, sep=".")
+    names = FreshNames.of(copy)
+    token = names.fresh(TOKEN_INPUT, sep=".")
     done = set()
+    shape_nodes: dict[int, NodeProto] = {}  # kernel node id -> the Shape node its x's shape comes from
     params: Params = {}
     arrays: dict[str, np.ndarray] = {}  # the initializers now held by the session, by name
     constants = _constants(copy)
@@ -218,7 +220,15 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
             x = source(inputs[0]) if inputs[0] in fed_inputs or inputs[0] in constants else None
             zp = source(inputs[2]) if len(inputs) == 3 else None
             params[node.name] = NodeInputs(x, source(inputs[1]), zp)  # type: ignore[arg-type]
-            takes, inputs = ("token", []) if x is not None else ("x", inputs[:1])
+            if x is None:
+                takes, inputs = "x", inputs[:1]
+            else:  # the op takes x's shape (a few int64s): the kernel knows its output's shape even in error
+                takes, shape = "shape", names.fresh(f"{node.name}.x_shape", sep=".")
+                if isinstance(x, Fed):
+                    shape_nodes[id(node)] = helper.make_node("Shape", [inputs[0]], [shape], name=shape)
+                else:
+                    copy.graph.initializer.append(numpy_helper.from_array(np.array(x.shape, np.int64), shape))
+                inputs = [shape]
         op = kernel_op_type(*pair, takes)
         assert op is not None  # the route checked the type pair
         inputs.append(token)
@@ -234,6 +244,10 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     missing = set(routes) - done
     if missing:
         raise DequantizeError(f"the lowering pass dropped nodes {sorted(missing)}", path=path)
+    if shape_nodes:
+        ordered = [m for n in copy.graph.node for m in ((shape_nodes[id(n)], n) if id(n) in shape_nodes else (n,))]
+        del copy.graph.node[:]
+        copy.graph.node.extend(ordered)
     _drop_unused(copy, set(arrays))
 
     copy.graph.input.append(helper.make_tensor_value_info(token, TensorProto.INT64, []))

@@ -86,18 +86,33 @@ def _raise_recorded(errors: list[tuple[str, BaseException]], cause: BaseExceptio
     raise RuntimeError(f"node '{node}': the Dequantize kernel failed: {type(first).__name__}: {first}") from first
 
 
+def _settled(value: Any) -> Any:
+    """An array fed or bound as ONNX Runtime reads it in place: C-contiguous, aligned, in native byte
+    order. Where it is not, ORT makes its own copy when it is fed or bound (and takes a non-native
+    array's bytes as they are): the copy is made here instead, once, so that ORT and the kernels read
+    one buffer, and the caller's later writes to the original reach neither. Other values as they are."""
+    if not isinstance(value, np.ndarray):
+        return value
+    a = np.asarray(value)  # a subclass (np.matrix, a masked array) viewed as a plain array
+    if a.flags.c_contiguous and a.flags.aligned and a.dtype.isnative:
+        return a
+    return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+
+
 def _as_array(value: Any, dtype: np.dtype) -> np.ndarray | None:
-    """A fed value as the array ONNX Runtime reads: a NumPy array (a subclass viewed as a plain one), an
-    ``OrtValue``'s host data, or a list or scalar converted to the input's type as ORT converts it; None
-    where it cannot be read here (ORT then decides, and the kernel reports it)."""
+    """A fed value as the array ONNX Runtime reads: an array (``_settled``), an ``OrtValue``'s host data,
+    or a list converted to the input's type as ORT converts a list; None for anything else, which ORT
+    accepts or refuses on its own (a kernel then reports that it could not read it)."""
     try:
         if isinstance(value, np.ndarray):
-            return np.asarray(value)
+            return value
         if isinstance(value, ort.OrtValue):
             return value.numpy()
-        return np.asarray(value, dtype=dtype)
+        if isinstance(value, list):
+            return np.asarray(value, dtype=dtype)
     except Exception:  # noqa: BLE001 - ORT's own conversion reports what is wrong with the value
         return None
+    return None
 
 
 class KernelIOBinding(ort.IOBinding):
@@ -109,6 +124,7 @@ class KernelIOBinding(ort.IOBinding):
         self.odq_inputs: dict[str, Any] = {}  # name -> array, OrtValue, or None (bound where not readable)
 
     def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
+        arr_on_cpu = _settled(arr_on_cpu)
         super().bind_cpu_input(name, arr_on_cpu)
         self.odq_inputs[name] = arr_on_cpu
 
@@ -218,25 +234,35 @@ class KernelSession(ort.InferenceSession):
     def _token_value(self, token: int) -> np.ndarray:
         return np.array(token, dtype=np.int64)
 
-    def _reads(self, feed: dict[str, Any]) -> dict[str, np.ndarray]:
-        """The graph inputs the kernels read, as arrays, from ``feed``; a value ORT would convert (a list)
-        is replaced in ``feed`` by its array, so that ORT validates what the kernels read."""
+    def _feed(self, given: dict[str, Any], *, convert: bool = True) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The feed to hand ONNX Runtime, and the graph inputs the kernels read from it, as arrays. Arrays
+        are ``_settled``; a list the kernels read is converted (``convert``) and ORT is fed the result,
+        so that ORT validates what they read. ``DequantizeError`` for an input fed None (ORT takes it as
+        a tensor with no data, and a kernel handed that aborts the process)."""
+        empty = sorted(k for k, v in given.items() if v is None)
+        if empty:
+            raise DequantizeError(f"input(s) {empty} fed None: feed each an array", path=self._odq_path)
+        feed = {k: _settled(v) for k, v in given.items()}
         reads = {}
         for name, dtype in self._fed.items():
             if name in feed:
                 array = _as_array(feed[name], dtype)
                 if array is not None:
                     reads[name] = array
-                    if not isinstance(feed[name], (np.ndarray, ort.OrtValue)):
+                    if convert and isinstance(feed[name], list):
                         feed[name] = array
-        return reads
+        return feed, reads
 
     def _bound_reads(self, iobinding: Any) -> dict[str, np.ndarray]:
         """The graph inputs the kernels read, from a ``KernelIOBinding``'s CPU inputs; ``DequantizeError``
         for another binding, or an input bound where the kernels cannot read it."""
+        bound = getattr(iobinding, "odq_inputs", None)
+        if isinstance(iobinding, KernelIOBinding) and bound is not None:
+            unbound = sorted(i.name for i in self.get_inputs() if i.name not in bound)
+            if unbound:  # ORT checks none of them; a kernel handed no tensor aborts the process
+                raise DequantizeError(f"input(s) {unbound} not bound: bind every model input", path=self._odq_path)
         if not self._fed:
             return {}
-        bound = getattr(iobinding, "odq_inputs", None)
         if not isinstance(iobinding, KernelIOBinding) or bound is None:
             raise DequantizeError(
                 f"graph input(s) {sorted(self._fed)} feed Dequantize kernels that read them directly: bind "
@@ -246,7 +272,7 @@ class KernelSession(ort.InferenceSession):
         reads = {}
         for name, dtype in self._fed.items():
             if name in bound:
-                array = None if bound[name] is None else _as_array(bound[name], dtype)
+                array = _as_array(bound[name], dtype)
                 if array is None:
                     raise DequantizeError(
                         f"graph input '{name}' feeds a Dequantize kernel that reads it directly, and is bound "
@@ -278,8 +304,7 @@ class KernelSession(ort.InferenceSession):
     def run(self, output_names: Any, input_feed: dict[str, Any], run_options: Any = None) -> Any:
         """As ``InferenceSession.run``; a kernel's error raises (``DequantizeError`` naming the node)."""
 
-        feed = dict(input_feed)
-        reads = self._reads(feed)
+        feed, reads = self._feed(input_feed)
 
         def call(token: int) -> Any:
             if self._token_input is not None:
@@ -293,8 +318,7 @@ class KernelSession(ort.InferenceSession):
     ) -> Any:
         """As ``InferenceSession.run_with_ort_values``, with the kernel errors raised."""
 
-        feed = dict(input_dict_ort_values)
-        reads = self._reads(feed)
+        feed, reads = self._feed(input_dict_ort_values, convert=False)
 
         def call(token: int) -> Any:
             if self._token_input is not None:
@@ -321,8 +345,8 @@ class KernelSession(ort.InferenceSession):
         """As ``InferenceSession.run_async``; a kernel's error reaches ``callback`` as its ``err`` string."""
         if self._token_input is None:
             return super().run_async(output_names, input_feed, callback, user_data, run_options)
-        feed = dict(input_feed)
-        token = runs.begin(self.scratch, self._params, self._reads(feed))
+        feed, reads = self._feed(input_feed)
+        token = runs.begin(self.scratch, self._params, reads)
         feed[self._token_input] = self._token_value(token)
         path = self._odq_path
 
