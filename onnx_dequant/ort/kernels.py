@@ -147,7 +147,7 @@ def _parse_axes(text: str) -> tuple[int, ...]:
 
 def _declared_shape(shape: Any) -> tuple[int, ...]:
     """The shape a ``shape`` op's first input gives (``x``'s, from the model: a Shape node or a constant)."""
-    return tuple(int(d) for d in np.asarray(shape).reshape(-1))
+    return tuple(np.asarray(shape, np.int64).reshape(-1).tolist())
 
 
 def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
@@ -167,8 +167,9 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
             run = runs.lookup(feed[-1])
             if spec.takes == "shape":
                 x, scale, zp = runs.inputs(run, odq_node)
-                if x.shape != _declared_shape(feed[0]):
-                    raise DequantizeError(f"x has shape {x.shape}, the model's is {_declared_shape(feed[0])}")
+                declared = _declared_shape(feed[0])
+                if x.shape != declared:
+                    raise DequantizeError(f"x has shape {x.shape}, the model's is {declared}")
             elif spec.takes == "x":
                 _, scale, zp = runs.inputs(run, odq_node)
             else:

@@ -94,7 +94,8 @@ def _settled(value: Any) -> Any:
     if not isinstance(value, np.ndarray):
         return value
     a = np.asarray(value)  # a subclass (np.matrix, a masked array) viewed as a plain array
-    if a.flags.c_contiguous and a.flags.aligned and a.dtype.isnative:
+    flags = a.flags
+    if flags.c_contiguous and flags.aligned and a.dtype.isnative:
         return a
     return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
 
