@@ -729,6 +729,23 @@ _PREALLOCATED = textwrap.dedent(
         odq.session(model, read_feeds=False).run(None, {"x": None, "s": s, "z": z})
     except odq.DequantizeError as e:
         print("NONE", e)
+    # 4. a binding the session did not make, x unbound, the kernel in an If branch (nothing read from
+    # the feed): refused, no abort
+    from onnx import helper, numpy_helper
+    from helpers import model_of, vi
+    then = helper.make_graph([odq.make_node(["x", "s", "z"], ["t"], axes=[1])], "then", [], [vi("t", "f32", [3, 4])])
+    other = helper.make_graph([helper.make_node("Cast", ["x"], ["e"], to=1)], "else", [], [vi("e", "f32", [3, 4])])
+    inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
+    branch = helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)
+    ins = [vi("c", "bool", []), vi("x", "i8", [3, 4])]
+    sess = odq.session(model_of([branch], ins, [vi("y", "f32", [3, 4])], inits))
+    b = ort.IOBinding(sess)
+    b.bind_cpu_input("c", np.array(True))
+    b.bind_output("y")
+    try:
+        sess.run_with_iobinding(b)
+    except odq.DequantizeError as e:
+        print("FOREIGN", e)
     """
 )
 
@@ -740,6 +757,7 @@ def test_inputs_a_kernel_cannot_read_never_abort_the_process():
     assert "REFUSED input(s) ['x'] not bound: bind every model input" in proc.stdout
     assert "ZEROS (3, 4, 5) False" in proc.stdout
     assert "NONE input(s) ['x'] fed None" in proc.stdout
+    assert "FOREIGN input(s) ['x'] not bound: bind every model input" in proc.stdout
 
 
 def test_what_onnx_runtime_would_refuse_or_copy_the_kernel_reads_the_same_way():
@@ -763,6 +781,16 @@ def test_what_onnx_runtime_would_refuse_or_copy_the_kernel_reads_the_same_way():
     xf[...] = 0
     sess.run_with_iobinding(binding)
     assert same_bits(binding.copy_outputs_to_cpu()[0], want)
+    # a 0-d input ORT would copy (unaligned, big-endian) stays 0-d
+    model0 = single_node_model("i16", "f32", (), x_shape=())
+    buf = np.zeros(3, np.uint8)
+    unaligned = buf[1:3].view(np.int16).reshape(())
+    unaligned[()] = -5
+    s0, z0 = np.array(0.5, np.float32), np.array(3, np.int16)
+    for read_feeds in (True, False):
+        for x0 in (unaligned, np.array(-5, ">i2")):
+            (y0,) = odq.session(model0, read_feeds=read_feeds).run(None, {"x": x0, "s": s0, "z": z0})
+            assert y0.shape == () and same_bits(y0, odq.dequantize(np.array(-5, np.int16), s0, z0))
     # run_with_ort_values takes OrtValues; a list there is ORT's to refuse, unchanged by the session
     with pytest.raises(Exception, match="list"):
         ovs = {"s": ort.OrtValue.ortvalue_from_numpy(s), "z": ort.OrtValue.ortvalue_from_numpy(z)}
@@ -774,6 +802,7 @@ def test_an_input_bound_off_the_cpu_is_not_read():
 
     a = np.arange(6, dtype=np.int16).reshape(2, 3)
     assert same_bits(_cpu_view("cpu", np.int16, [2, 3], a.ctypes.data), a)
+    assert same_bits(_cpu_view("cpu", np.dtype(">i2"), [2, 3], a.ctypes.data), a)  # the bytes as ORT reads them
     assert same_bits(_cpu_view("cpu", TP.INT16, (2, 3), a.ctypes.data), a)
     assert _cpu_view("cuda", np.int16, [2, 3], a.ctypes.data) is None
 

@@ -69,6 +69,21 @@ def test_symbolic_dims_and_kernel_paths():
     assert statuses(report) == {"kernel/default": "pass", "kernel/off": "pass"}
 
 
+def test_a_0d_input_validates_on_every_path():
+    s0 = numpy_helper.from_array(np.array(0.5, np.float32), "s0")
+    z0 = numpy_helper.from_array(np.array(3, np.int8), "z0")
+    nodes = [odq.make_node(["x", "s0", "z0"], ["y"], name="dq"), helper.make_node("Relu", ["y"], ["r"])]
+    x = helper.make_tensor_value_info("x", TensorProto.INT8, [])
+    r = helper.make_tensor_value_info("r", TensorProto.FLOAT, [])
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", [x], [r], [s0, z0]),
+        opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()],
+    )
+    report = validate(model)
+    assert report.ok, report.to_text()  # the bound 0-d input stays 0-d (ascontiguousarray made it (1,))
+    assert set(statuses(report).values()) == {"pass"}
+
+
 def test_model_without_dequantize_runs_ort_against_the_reference():
     report = validate(plain_model())
     assert statuses(report) == {"ort/default": "pass", "ort/off": "pass"}

@@ -97,7 +97,7 @@ def _settled(value: Any) -> Any:
     flags = a.flags
     if flags.c_contiguous and flags.aligned and a.dtype.isnative:
         return a
-    return np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))
+    return np.array(a, dtype=a.dtype.newbyteorder("="), order="C")  # not ascontiguousarray: 0-d stays 0-d
 
 
 def _as_array(value: Any, dtype: np.dtype) -> np.ndarray | None:
@@ -150,7 +150,9 @@ def _cpu_view(device_type: str, element_type: Any, shape: Any, buffer_ptr: int) 
         if str(device_type).lower() != "cpu":
             return None
         onnx_type = isinstance(element_type, int) and not isinstance(element_type, bool)
+        # ORT reads the bytes in the machine's order, whatever order the type says: so does the kernel
         dtype = np.dtype(helper.tensor_dtype_to_np_dtype(element_type) if onnx_type else element_type)
+        dtype = dtype.newbyteorder("=")
         dims = tuple(int(d) for d in shape)
         count = int(np.prod(dims, dtype=np.int64))
         if count == 0:
@@ -257,14 +259,25 @@ class KernelSession(ort.InferenceSession):
     def _bound_reads(self, iobinding: Any) -> dict[str, np.ndarray]:
         """The graph inputs the kernels read, from a ``KernelIOBinding``'s CPU inputs; ``DequantizeError``
         for another binding, or an input bound where the kernels cannot read it."""
-        bound = getattr(iobinding, "odq_inputs", None)
-        if isinstance(iobinding, KernelIOBinding) and bound is not None:
-            unbound = sorted(i.name for i in self.get_inputs() if i.name not in bound)
-            if unbound:  # ORT checks none of them; a kernel handed no tensor aborts the process
+        ours = isinstance(iobinding, KernelIOBinding)
+        bound = iobinding.odq_inputs if ours else None
+        if self._token_input is not None:
+            # a kernel handed an unbound input (no tensor) aborts the process, and ORT checks none that no
+            # node of its graph reads: every model input must be bound. Another binding is checked by the
+            # names ORT 1.32's IOBinding keeps (private, so only used to refuse); without them it is refused
+            names = bound if ours else getattr(iobinding, "_bound_inputs", None)
+            if not isinstance(names, dict):
+                raise DequantizeError(
+                    "bind inputs with this session's io_binding(): a binding made otherwise cannot be checked "
+                    "for unbound inputs, which abort the Dequantize kernel",
+                    path=self._odq_path,
+                )
+            unbound = sorted(i.name for i in self.get_inputs() if i.name not in names)
+            if unbound:
                 raise DequantizeError(f"input(s) {unbound} not bound: bind every model input", path=self._odq_path)
         if not self._fed:
             return {}
-        if not isinstance(iobinding, KernelIOBinding) or bound is None:
+        if bound is None:
             raise DequantizeError(
                 f"graph input(s) {sorted(self._fed)} feed Dequantize kernels that read them directly: bind "
                 "inputs with this session's io_binding(), or create the session with read_feeds=False",

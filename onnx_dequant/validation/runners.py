@@ -250,7 +250,7 @@ class OrtRunner:
     ) -> dict[str, np.ndarray]:
         binding = self.session.io_binding()
         for name, value in fed.items():
-            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+            binding.bind_cpu_input(name, np.asarray(value, order="C"))  # not ascontiguousarray: 0-d stays 0-d
         for name in self.output_names:
             if name not in bound:
                 binding.bind_output(name, "cpu")
