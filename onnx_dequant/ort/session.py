@@ -257,8 +257,10 @@ class KernelSession(ort.InferenceSession):
         return feed, reads
 
     def _bound_reads(self, iobinding: Any) -> dict[str, np.ndarray]:
-        """The graph inputs the kernels read, from a ``KernelIOBinding``'s CPU inputs; ``DequantizeError``
-        for another binding, or an input bound where the kernels cannot read it."""
+        """The graph inputs the kernels read, from a ``KernelIOBinding``'s CPU inputs. ``DequantizeError``
+        for a model input left unbound, a binding that cannot be checked for one or whose inputs the
+        kernels cannot read (not a ``KernelIOBinding``, where they read the feed), or an input bound where
+        the kernels cannot read it."""
         ours = isinstance(iobinding, KernelIOBinding)
         bound = iobinding.odq_inputs if ours else None
         if self._token_input is not None:
