@@ -245,6 +245,10 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
         ((101, 3, 63), (0, 2)),  # runs of 63 and 12, the last block into the next row (and the spare)
         ((129, 5, 12), (0, 2)),
         ((257, 3, 9), (0, 1)),  # values in rows of 9 under a prime dim
+        ((211, 5, 37), (0, 2)),  # f32: rows of runs in vector blocks (a new window every tile), the last
+        ((97, 2, 3, 16), (0, 3)),  # block of a row overlapping the one before; rows of exactly one block
+        ((400, 2, 127), (0, 2)),  # rows of 64-127 in tiles too
+        ((30, 3, 1000, 3, 17), (1, 2, 4)),  # two tiles a window
     ],
 )
 @pytest.mark.parametrize("zero_point", [True, False])
@@ -259,7 +263,7 @@ def test_fused_tiles(monkeypatch, fresh_plans, tile_max, shape, axes, zero_point
     monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
     rng = np.random.default_rng(1)
     sshape = tuple(shape[a] for a in axes)
-    pairs = ((np.int8, np.float32), (np.int32, np.float32), (np.uint16, np.float64))
+    pairs = ((np.int8, np.float32), (np.uint16, np.float32), (np.int32, np.float32), (np.uint16, np.float64))
     bf16 = ml_dtypes.bfloat16
     pairs += ((np.uint8, np.float16), (np.int16, np.float16), (np.int8, bf16), (np.uint16, bf16))
     pairs += ((np.int32, np.float16), (np.int32, bf16))  # float64 work, rounded to odd through float32
@@ -486,16 +490,18 @@ def test_fused_i32_to_half_rounds_once(out):
     [
         ((64, 256), (0,), "rows held"),
         ((4, 16, 256), (0, 2), "rows varying"),
-        ((256, 4, 16), (0, 2), "tiles spread"),
+        ((256, 4, 12), (0, 2), "tiles spread"),
         ((1024, 16), (0,), "tiles spread"),
         ((2048, 8), (0,), "tiles narrow"),
+        ((256, 4, 16), (0, 2), "tiles blocks"),
     ],
 )
 def test_fused_int4_differences_in_every_layout(shape, axes, layout):
     """The fused loop subtracts int4's biased bytes (``_jit.int4_biased``): every int4 input value
     against every int4 zero point value, and without a zero point, in each layout, gives the exact
     product (f32: one rounding of an exact 5-bit difference times the scale)."""
-    assert reference._loop_layout(reference._plan(reference._layout(shape, axes))) == layout
+    blocks = reference._blocks_for(np.float32, np.float32)
+    assert reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks) == layout
     sshape = tuple(shape[a] for a in axes)
     n = int(np.prod(shape))
     x = np.resize(np.arange(-8, 8, dtype=np.int64), n)
@@ -576,6 +582,39 @@ def test_narrow_held_rows_are_computed_from_the_scale():
     # joined rows whose values are not consecutive (an axis dim under a broadcast one) stay spread
     lay = reference._layout((4096, 3, 7, 4), (0, 2))
     assert layout(plan(lay)) == "tiles spread"
+
+
+def test_runs_in_blocks_where_tiles_read_new_windows():
+    """Rows of 16 or more elements beside runs of the scale, where every tile (or every other) reads a
+    new window, are computed in vector blocks from the scale itself ("tiles blocks", rows of 64-127
+    joined too) for float32 work and output alone; where more tiles read one window, or the rows are
+    narrower or of one value, or the types are others, the layouts are as they were."""
+    blocks = reference._blocks_for(np.float32, np.float32)
+    assert blocks
+    if _fused.available():
+        from onnx_dequant import _jit
+
+        assert reference.BLOCK_MIN == _jit.BLOCK_RUN
+    assert not reference._blocks_for(np.float64, np.float32)  # i32 inputs
+    assert not reference._blocks_for(np.float32, np.float16)
+    assert not reference._blocks_for(np.float64, np.float64)
+    layout, plan = reference._loop_layout, reference._plan
+    for shape, axes, want in [
+        ((13457, 5, 37), (0, 2), "tiles blocks"),  # five rows a window
+        ((3000, 60, 37), (0, 2), "tiles blocks"),  # two tiles a window
+        ((400, 8, 100), (0, 2), "tiles blocks"),  # rows of 64-127, which ran as rows
+        ((1031, 2, 16), (0, 2), "tiles blocks"),
+        ((300, 200, 37), (0, 2), "tiles spread"),  # four tiles a window: spread once for them
+        ((1031, 2, 15), (0, 2), "tiles spread"),  # narrower than a block
+        ((65536, 37), (0,), "tiles spread"),  # one value a row
+        ((300, 100), (1,), "tiles spread"),  # every tile reads one window
+        ((4, 16, 256), (0, 2), "rows varying"),  # wide rows
+    ]:
+        got = plan(reference._layout(shape, axes), blocks)
+        assert layout(got, blocks) == want, (shape, axes)
+        if want == "tiles blocks":
+            assert reference.TILE_MAX < got[2] <= 2 * reference.TILE_NARROW
+            assert layout(plan(reference._layout(shape, axes))) != want  # not for other types
 
 
 def test_tile_plans():
