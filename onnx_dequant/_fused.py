@@ -9,7 +9,7 @@ through rounding to odd), so no intermediate array is written.
 f16/bf16 scales are read as their bits. The loop order comes from the layout (see ``reference._layout``):
 the input is seen as outer dims over a *tile*, the innermost merged dims whose elements are contiguous.
 
-The loop runs one of four layouts (``reference._loop_layout``), each compiled alone:
+The loop runs one of five layouts (``reference._loop_layout``), each compiled alone:
 
 - Wide rows (the tile is one row of ``width`` elements), the scale one value for the row ("rows
   held": computed in fixed-size blocks, the last one overlapping, so that no scalar remainder runs) or
@@ -26,7 +26,10 @@ The loop runs one of four layouts (``reference._loop_layout``), each compiled al
   rows of 2-8 elements of one value each whose values are consecutive and change every tile (a
   per-row scale over narrow rows, a tiny trailing dim under the axes): those are computed from the
   scale itself, the row's width a constant so that LLVM vectorizes across rows ("tiles narrow", in
-  tiles of up to 16K elements).
+  tiles of up to 16K elements), and rows of 16 or more elements in float32 work and output where at
+  most two consecutive tiles read one window (rows of runs of 64-127 joined too): those are computed
+  from the scale itself, each row in 16-element vector blocks, the last one overlapping the one before
+  ("tiles blocks", in tiles of up to 16K elements).
 
 No index array of the input's size is ever materialized.
 """

@@ -257,55 +257,74 @@ def bf16_run(typingctx, x, o, k, zv, sv, xkind):  # pragma: no cover - compiled
 
 
 BLOCK_RUN = 16
-"""Elements a ``block_run`` computes: one 512-bit vector of float32."""
+"""Elements a ``block_run`` or ``block_held`` computes: one 512-bit vector of float32."""
 
 
-@intrinsic
-def block_run(typingctx, x, xo, z, zo, s, so, out, xkind, zkind):  # pragma: no cover - compiled
-    """``out[xo : xo + BLOCK_RUN]`` = ``(x[xo :] - z[zo :]) * s[so :]`` over ``BLOCK_RUN`` elements in
-    float32, one explicit vector each (``x`` and ``out`` share an offset; ``z`` and ``s``, a run beside
-    them, another): 8/16-bit or 4-bit inputs, whose float32 products are the single rounding. The
-    difference is taken in int32 and converted once; int4 bytes (``xkind`` ``INT4``) are biased
-    (``int4_biased``), the zero point's alike, or less the bias where there is none (``zkind``
-    ``PLAIN``: ``z`` is not read). A block of a row's runtime width written as a Numba loop of a
-    constant 16 is unrolled into scalar code (LLVM cannot tell ``out`` from the inputs), and one of the
+def _block(held: bool):
+    """An intrinsic ``(x, xo, z, zo, s, so, out, xkind, zkind)``: ``out[xo : xo + BLOCK_RUN]`` =
+    ``(x[xo :] - z[zo :]) * s[so :]`` over ``BLOCK_RUN`` elements in float32, one explicit vector each
+    (``x`` and ``out`` share an offset; ``z`` and ``s`` a run beside them, or where ``held``, the one
+    value at ``zo`` and ``so``, repeated): 8/16-bit or 4-bit inputs, whose float32 products are the
+    single rounding. The difference is taken in int32 and converted once; int4 bytes (``xkind``
+    ``INT4``) are biased (``int4_biased``), the zero point's alike, or less the bias where there is none
+    (``zkind`` ``PLAIN``: ``z`` is not read). A block of a row's runtime width written as a Numba loop of
+    a constant 16 is unrolled into scalar code (LLVM cannot tell ``out`` from the inputs), and one of the
     row's own width runs its last 1-31 elements one at a time: ``(13457,5,37)`` ``{0,2}`` i16 -> f32
     4.3x a casting copy spread, 3.1x as such rows, 2.1x in these blocks (``tiles blocks``). Only for a
-    float32 scale and output: other types lower to a trap (the branch of a layout their loop never runs)."""
-    biased = xkind == types.int8
-    has_z = zkind == types.int8
-    f32 = s.dtype == types.float32 and out.dtype == types.float32
+    float32 scale and output: other types lower to a trap (the branch of a layout their loop never
+    runs)."""
 
-    def codegen(context, builder, sig, args):
-        if not f32:  # a layout's loop lowers every layout's branch: this one never runs for other types
-            trap = builder.module.declare_intrinsic("llvm.trap", (), ir.FunctionType(ir.VoidType(), []))
-            builder.call(trap, [])
+    @intrinsic
+    def block(typingctx, x, xo, z, zo, s, so, out, xkind, zkind):  # pragma: no cover - compiled
+        biased = xkind == types.int8
+        has_z = zkind == types.int8
+        f32 = s.dtype == types.float32 and out.dtype == types.float32
+
+        def codegen(context, builder, sig, args):
+            if not f32:  # a layout's loop lowers every layout's branch: this one never runs for other types
+                trap = builder.module.declare_intrinsic("llvm.trap", (), ir.FunctionType(ir.VoidType(), []))
+                builder.call(trap, [])
+                return context.get_dummy_value()
+            lanes, i32 = BLOCK_RUN, ir.IntType(32)
+            vi, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)
+
+            def pointer(k, offset, vector):
+                a = context.make_array(sig.args[k])(context, builder, args[k])
+                elem = context.get_data_type(sig.args[k].dtype)
+                p = builder.gep(a.data, [args[offset]])
+                return builder.bitcast(p, ir.VectorType(elem, lanes).as_pointer()) if vector else p
+
+            def splat(v):
+                one = builder.insert_element(ir.Constant(ir.VectorType(v.type, lanes), ir.Undefined), v, i32(0))
+                return builder.shuffle_vector(one, one, ir.Constant(vi, [0] * lanes))
+
+            def load(k, offset, repeated):
+                if repeated:
+                    return splat(builder.load(pointer(k, offset, False)))
+                return builder.load(pointer(k, offset, True), align=1)
+
+            def as_i32(k, offset, repeated):
+                v = load(k, offset, repeated)
+                if biased:
+                    v = builder.xor(v, ir.Constant(v.type, [8] * lanes))
+                signed = sig.args[k].dtype.signed and not biased
+                return builder.sext(v, vi) if signed else builder.zext(v, vi)
+
+            d = as_i32(0, 1, False)
+            if has_z:
+                d = builder.sub(d, as_i32(2, 3, held))
+            elif biased:
+                d = builder.sub(d, ir.Constant(vi, [8] * lanes))
+            p = builder.fmul(builder.sitofp(d, vf), load(4, 5, held))
+            builder.store(p, pointer(6, 1, True), align=1)
             return context.get_dummy_value()
-        lanes, i32 = BLOCK_RUN, ir.IntType(32)
-        vi, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)
 
-        def vector(k, offset):
-            a = context.make_array(sig.args[k])(context, builder, args[k])
-            vt = ir.VectorType(context.get_data_type(sig.args[k].dtype), lanes)
-            return builder.bitcast(builder.gep(a.data, [args[offset]]), vt.as_pointer())
+        return types.void(x, types.int64, z, types.int64, s, types.int64, out, xkind, zkind), codegen
 
-        def as_i32(k, offset):
-            v = builder.load(vector(k, offset), align=1)
-            if biased:
-                v = builder.xor(v, ir.Constant(v.type, [8] * lanes))
-            signed = sig.args[k].dtype.signed and not biased
-            return builder.sext(v, vi) if signed else builder.zext(v, vi)
+    return block
 
-        d = as_i32(0, 1)
-        if has_z:
-            d = builder.sub(d, as_i32(2, 3))
-        elif biased:
-            d = builder.sub(d, ir.Constant(vi, [8] * lanes))
-        p = builder.fmul(builder.sitofp(d, vf), builder.load(vector(4, 5), align=1))
-        builder.store(p, vector(6, 1), align=1)
-        return context.get_dummy_value()
 
-    return types.void(x, types.int64, z, types.int64, s, types.int64, out, xkind, zkind), codegen
+block_run, block_held = _block(False), _block(True)
 
 
 def bias(xkind):  # pragma: no cover - compiled by its overload
@@ -921,30 +940,44 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
         _held_row(xr[a:n], orow[a:n], z, s, off + r, kind, xkind, zkind, wkind, exact)
 
 
+@_part
+def _blocks(xr, orow, z, s, a, so, m, varies, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
+    """``m`` elements of a row from ``a``, beside the run of the scale (and zero point) at ``so`` where
+    ``varies``, else under their one value there: in ``BLOCK_RUN`` blocks, the last one overlapping the
+    one before, or fewer than a block as ``run_varies`` or ``_held_row`` computes them."""
+    if m >= BLOCK_RUN:
+        last = m - BLOCK_RUN
+        if varies:
+            for k in range(0, last, BLOCK_RUN):
+                block_run(xr, a + k, z, so + k, s, so + k, orow, xkind, zkind)
+            block_run(xr, a + last, z, so + last, s, so + last, orow, xkind, zkind)
+        else:
+            for k in range(0, last, BLOCK_RUN):
+                block_held(xr, a + k, z, so, s, so, orow, xkind, zkind)
+            block_held(xr, a + last, z, so, s, so, orow, xkind, zkind)
+    elif varies:
+        zr = z[so : so + m] if given(zkind) else z
+        run_varies(xr[a : a + m], orow[a : a + m], zr, s[so : so + m], kind, xkind, zkind, wkind, exact)
+    else:
+        _held_row(xr[a : a + m], orow[a : a + m], z, s, so, kind, xkind, zkind, wkind, exact)
+
+
 @_bare
 def block_rows(
-    xr, orow, z, s, off, col, pattern, width, kind, xkind, zkind, wkind, exact
+    xr, orow, z, s, off, col, pattern, width, varies, kind, xkind, zkind, wkind, exact
 ):  # pragma: no cover - compiled
     """The tile's rows from its column ``col``, row r beside the run of the scale (and zero point) at
-    ``off + pattern[r]``, read where they are (float32 output: the scale is the work type): each row
-    (or the part the range holds) in ``block_run`` blocks, the last one overlapping the one before, so
-    that no element runs alone; a part shorter than a block (where a range cuts a row) by
-    ``run_varies``. Nothing is converted or spread."""
+    ``off + pattern[r]`` where ``varies``, else under the one value there, read where they are (float32
+    output: the scale is the work type): each row (or the part the range holds) in ``_blocks``, so that
+    no element runs alone. Nothing is converted or spread."""
     n = xr.shape[0]
     r = col // width
     c = col - r * width  # the column in row r
     a = 0
     while a < n:
         m = min(width - c, n - a)
-        so = off + np.int64(pattern[r]) + c
-        if m >= BLOCK_RUN:
-            last = m - BLOCK_RUN
-            for k in range(0, last, BLOCK_RUN):
-                block_run(xr, a + k, z, so + k, s, so + k, orow, xkind, zkind)
-            block_run(xr, a + last, z, so + last, s, so + last, orow, xkind, zkind)
-        else:
-            zr = z[so : so + m] if given(zkind) else z
-            run_varies(xr[a : a + m], orow[a : a + m], zr, s[so : so + m], kind, xkind, zkind, wkind, exact)
+        so = off + np.int64(pattern[r]) + (c if varies else 0)
+        _blocks(xr, orow, z, s, a, so, m, varies, kind, xkind, zkind, wkind, exact)
         a += m
         r += 1
         c = 0
@@ -961,8 +994,9 @@ LAYOUTS = {
 value each, or each beside a run of the scale; tiles of narrow rows (and tiles that all read one
 window), the tile's window spread over it; tiles of rows of 2-8
 elements of one value each, consecutive values, a new window every tile, computed from the scale
-itself (``held_narrow``); tiles of rows of 16-127 elements beside runs of a float32 scale, float32
-work, a new window every tile, computed from the scale itself in vector blocks (``block_rows``)."""
+itself (``held_narrow``); tiles of rows of 16 or more elements (runs: up to 127) under a float32
+scale, float32 work, a new window every tile or every other, computed from the scale itself in vector
+blocks (``block_rows``)."""
 
 
 def is_layout(mode, name):  # pragma: no cover - compiled by its overload
@@ -1054,7 +1088,7 @@ def tiles(
         elif is_layout(mode, "tiles narrow"):
             held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact)
         elif is_layout(mode, "tiles blocks"):
-            block_rows(xr, orow, z, s, off, col, pattern, width, kind, xkind, zkind, wkind, exact)
+            block_rows(xr, orow, z, s, off, col, pattern, width, inner_varies, kind, xkind, zkind, wkind, exact)
         else:
             if off != cached:
                 window(s, z, off, sw, zw, kind, xkind, zkind, wkind)

@@ -383,8 +383,9 @@ def _loop_layout(plan: Plan, blocks: bool = False) -> str:
     width = tile // len(pattern)
     if not inner_varies and 2 <= width <= NARROW_MAX and strides.any() and _consecutive(pattern):
         return "tiles narrow"
-    if blocks and inner_varies and width >= BLOCK_MIN and strides.any() and _tiles_a_window(plan) <= BLOCKS_SHARED:
-        # runs read where they are: spreading them costs more than the product where tiles read new ones
+    if blocks and width >= BLOCK_MIN and strides.any() and _tiles_a_window(plan) <= BLOCKS_SHARED:
+        # rows read beside the scale where it is: spreading it costs more than the product where tiles
+        # read new windows
         return "tiles blocks"
     # rows of HELD_MIN or more are tiled only where every tile reads one window, spread once (``_tile``)
     return "tiles spread"

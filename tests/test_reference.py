@@ -249,6 +249,8 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
         ((97, 2, 3, 16), (0, 3)),  # block of a row overlapping the one before; rows of exactly one block
         ((400, 2, 127), (0, 2)),  # rows of 64-127 in tiles too
         ((30, 3, 1000, 3, 17), (1, 2, 4)),  # two tiles a window
+        ((1031, 37), (0,)),  # rows of one value each in blocks
+        ((7, 150, 16), (0, 1)),
     ],
 )
 @pytest.mark.parametrize("zero_point", [True, False])
@@ -491,9 +493,10 @@ def test_fused_i32_to_half_rounds_once(out):
         ((64, 256), (0,), "rows held"),
         ((4, 16, 256), (0, 2), "rows varying"),
         ((256, 4, 12), (0, 2), "tiles spread"),
-        ((1024, 16), (0,), "tiles spread"),
+        ((1024, 15), (0,), "tiles spread"),
         ((2048, 8), (0,), "tiles narrow"),
         ((256, 4, 16), (0, 2), "tiles blocks"),
+        ((1024, 16), (0,), "tiles blocks"),
     ],
 )
 def test_fused_int4_differences_in_every_layout(shape, axes, layout):
@@ -584,11 +587,11 @@ def test_narrow_held_rows_are_computed_from_the_scale():
     assert layout(plan(lay)) == "tiles spread"
 
 
-def test_runs_in_blocks_where_tiles_read_new_windows():
-    """Rows of 16 or more elements beside runs of the scale, where every tile (or every other) reads a
-    new window, are computed in vector blocks from the scale itself ("tiles blocks", rows of 64-127
-    joined too) for float32 work and output alone; where more tiles read one window, or the rows are
-    narrower or of one value, or the types are others, the layouts are as they were."""
+def test_rows_in_blocks_where_tiles_read_new_windows():
+    """Rows of 16 or more elements beside runs of the scale or of one value each, where every tile (or
+    every other) reads a new window, are computed in vector blocks from the scale itself ("tiles
+    blocks", rows of runs of 64-127 joined too) for float32 work and output alone; where more tiles
+    read one window, or the rows are narrower, or the types are others, the layouts are as they were."""
     blocks = reference._blocks_for(np.float32, np.float32)
     assert blocks
     if _fused.available():
@@ -604,9 +607,12 @@ def test_runs_in_blocks_where_tiles_read_new_windows():
         ((3000, 60, 37), (0, 2), "tiles blocks"),  # two tiles a window
         ((400, 8, 100), (0, 2), "tiles blocks"),  # rows of 64-127, which ran as rows
         ((1031, 2, 16), (0, 2), "tiles blocks"),
+        ((65536, 37), (0,), "tiles blocks"),  # one value a row
+        ((20000, 5, 37), (0, 1), "tiles blocks"),
         ((300, 200, 37), (0, 2), "tiles spread"),  # four tiles a window: spread once for them
         ((1031, 2, 15), (0, 2), "tiles spread"),  # narrower than a block
-        ((65536, 37), (0,), "tiles spread"),  # one value a row
+        ((65536, 15), (0,), "tiles spread"),
+        ((1031, 100), (0,), "rows held"),  # rows of 64 or more of one value: as they are
         ((300, 100), (1,), "tiles spread"),  # every tile reads one window
         ((4, 16, 256), (0, 2), "rows varying"),  # wide rows
     ]:
