@@ -26,10 +26,11 @@ The loop runs one of five layouts (``reference._loop_layout``), each compiled al
   rows of 2-8 elements of one value each whose values are consecutive and change every tile (a
   per-row scale over narrow rows, a tiny trailing dim under the axes): those are computed from the
   scale itself, the row's width a constant so that LLVM vectorizes across rows ("tiles narrow", in
-  tiles of up to 16K elements), and rows of 16 or more elements in float32 work and output where at
-  most two consecutive tiles read one window (rows of runs of 64-127 joined too): those are computed
-  from the scale itself, each row in 16-element vector blocks, the last one overlapping the one before
-  ("tiles blocks", in tiles of up to 16K elements).
+  tiles of up to 16K elements), and rows of 16 or more elements whose float32 products are exact
+  (f16/bf16 outputs: rows whose blocks compute at most a third more than the row) where at most two
+  consecutive tiles read one window (rows of runs of 64-127 joined too): those are computed from the
+  scale itself, each row in 16-element vector blocks, the last one overlapping the one before ("tiles
+  blocks", in tiles of up to 16K elements).
 
 No index array of the input's size is ever materialized.
 """
@@ -42,7 +43,10 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-__all__ = ["kernel", "available", "narrow", "bits_type", "flat"]
+from . import dtypes
+from .exactness import f32_work_exact
+
+__all__ = ["kernel", "available", "blocks", "narrow", "bits_type", "flat"]
 
 _KERNELS: dict[Any, Callable[..., None]] = {}
 _NUMBA: Any = None
@@ -91,6 +95,17 @@ def narrow(src: np.ndarray, dst: np.ndarray) -> None:
     from . import _jit
 
     _jit.narrow(src, flat(dst, bits_type(dst.dtype)), _marker(dst.dtype))
+
+
+def blocks(x: np.dtype, out: np.dtype) -> bool:
+    """Whether the compiled loop computes rows of input type ``x`` and output ``out`` in vector blocks
+    ("tiles blocks", ``_jit.block_run``): where the float32 product is exact (``f32_work_exact``), f16
+    where the CPU converts it (``_jit.HARDWARE_F16``). Needs ``available()``."""
+    from . import _jit
+
+    if np.dtype(out) == np.float16 and not _jit.HARDWARE_F16:
+        return False
+    return f32_work_exact(dtypes.parse(np.dtype(x)), dtypes.parse(np.dtype(out)))
 
 
 def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str) -> Callable[..., bool]:

@@ -261,27 +261,30 @@ BLOCK_RUN = 16
 
 
 def _block(held: bool):
-    """An intrinsic ``(x, xo, z, zo, s, so, out, xkind, zkind)``: ``out[xo : xo + BLOCK_RUN]`` =
+    """An intrinsic ``(x, xo, z, zo, s, so, out, kind, xkind, zkind)``: ``out[xo : xo + BLOCK_RUN]`` =
     ``(x[xo :] - z[zo :]) * s[so :]`` over ``BLOCK_RUN`` elements in float32, one explicit vector each
     (``x`` and ``out`` share an offset; ``z`` and ``s`` a run beside them, or where ``held``, the one
-    value at ``zo`` and ``so``, repeated): 8/16-bit or 4-bit inputs, whose float32 products are the
-    single rounding. The difference is taken in int32 and converted once; int4 bytes (``xkind``
-    ``INT4``) are biased (``int4_biased``), the zero point's alike, or less the bias where there is none
-    (``zkind`` ``PLAIN``: ``z`` is not read). A block of a row's runtime width written as a Numba loop of
-    a constant 16 is unrolled into scalar code (LLVM cannot tell ``out`` from the inputs), and one of the
+    value at ``zo`` and ``so``, repeated), for products that float32 holds exactly (``product_exact``):
+    8/16-bit or 4-bit inputs to f32, 8-bit and 4-bit ones to f16 and bf16, 16-bit ones to bf16. The
+    difference is taken in int32 and converted once; int4 bytes (``xkind`` ``INT4``) are biased
+    (``int4_biased``), the zero point's alike, or less the bias where there is none (``zkind``
+    ``PLAIN``: ``z`` is not read). f16/bf16 scales (``kind``, ``MARKERS``) are read as bits and
+    converted, the product rounded once to nearest even: f16 by the CPU (F16C, ``HARDWARE_F16``), bf16
+    as ``bf16_from_product`` rounds. A block of a row's runtime width written as a Numba loop of a
+    constant 16 is unrolled into scalar code (LLVM cannot tell ``out`` from the inputs), and one of the
     row's own width runs its last 1-31 elements one at a time: ``(13457,5,37)`` ``{0,2}`` i16 -> f32
-    4.3x a casting copy spread, 3.1x as such rows, 2.1x in these blocks (``tiles blocks``). Only for a
-    float32 scale and output: other types lower to a trap (the branch of a layout their loop never
-    runs)."""
+    4.3x a casting copy spread, 3.1x as such rows, 2.1x in these blocks (``tiles blocks``). Other types
+    lower to a trap (the branch of a layout their loop never runs: ``_fused.blocks``)."""
 
     @intrinsic
-    def block(typingctx, x, xo, z, zo, s, so, out, xkind, zkind):  # pragma: no cover - compiled
+    def block(typingctx, x, xo, z, zo, s, so, out, kind, xkind, zkind):  # pragma: no cover - compiled
         biased = xkind == types.int8
         has_z = zkind == types.int8
-        f32 = s.dtype == types.float32 and out.dtype == types.float32
+        half = {types.uint16: "f16", types.int16: "bf16"}.get(kind)
+        runs = s.dtype == out.dtype and (s.dtype == types.float32 or half == "bf16" or (half and HARDWARE_F16))
 
         def codegen(context, builder, sig, args):
-            if not f32:  # a layout's loop lowers every layout's branch: this one never runs for other types
+            if not runs:  # a layout's loop lowers every layout's branch: this one never runs for other types
                 trap = builder.module.declare_intrinsic("llvm.trap", (), ir.FunctionType(ir.VoidType(), []))
                 builder.call(trap, [])
                 return context.get_dummy_value()
@@ -310,16 +313,36 @@ def _block(held: bool):
                 signed = sig.args[k].dtype.signed and not biased
                 return builder.sext(v, vi) if signed else builder.zext(v, vi)
 
+            def scale():
+                v = load(4, 5, held)
+                if half == "f16":
+                    return builder.fpext(builder.bitcast(v, ir.VectorType(ir.HalfType(), lanes)), vf)
+                if half == "bf16":
+                    return builder.bitcast(builder.shl(builder.zext(v, vi), ir.Constant(vi, [16] * lanes)), vf)
+                return v
+
+            def rounded(p):
+                if half == "f16":
+                    return builder.bitcast(builder.fptrunc(p, ir.VectorType(ir.HalfType(), lanes)), v16)
+                if half == "bf16":  # bf16_from_product's rounding to nearest even
+                    u = builder.bitcast(p, vi)
+                    odd = builder.and_(builder.lshr(u, ir.Constant(vi, [16] * lanes)), ir.Constant(vi, [1] * lanes))
+                    u = builder.add(builder.add(u, ir.Constant(vi, [0x7FFF] * lanes)), odd)
+                    return builder.trunc(builder.lshr(u, ir.Constant(vi, [16] * lanes)), v16)
+                return p
+
+            v16 = ir.VectorType(ir.IntType(16), lanes)
             d = as_i32(0, 1, False)
             if has_z:
                 d = builder.sub(d, as_i32(2, 3, held))
             elif biased:
                 d = builder.sub(d, ir.Constant(vi, [8] * lanes))
-            p = builder.fmul(builder.sitofp(d, vf), load(4, 5, held))
-            builder.store(p, pointer(6, 1, True), align=1)
+            p = builder.fmul(builder.sitofp(d, vf), scale())
+            builder.store(rounded(p), pointer(6, 1, True), align=1)
             return context.get_dummy_value()
 
-        return types.void(x, types.int64, z, types.int64, s, types.int64, out, xkind, zkind), codegen
+        sig = types.void(x, types.int64, z, types.int64, s, types.int64, out, kind, xkind, zkind)
+        return sig, codegen
 
     return block
 
@@ -949,12 +972,12 @@ def _blocks(xr, orow, z, s, a, so, m, varies, kind, xkind, zkind, wkind, exact):
         last = m - BLOCK_RUN
         if varies:
             for k in range(0, last, BLOCK_RUN):
-                block_run(xr, a + k, z, so + k, s, so + k, orow, xkind, zkind)
-            block_run(xr, a + last, z, so + last, s, so + last, orow, xkind, zkind)
+                block_run(xr, a + k, z, so + k, s, so + k, orow, kind, xkind, zkind)
+            block_run(xr, a + last, z, so + last, s, so + last, orow, kind, xkind, zkind)
         else:
             for k in range(0, last, BLOCK_RUN):
-                block_held(xr, a + k, z, so, s, so, orow, xkind, zkind)
-            block_held(xr, a + last, z, so, s, so, orow, xkind, zkind)
+                block_held(xr, a + k, z, so, s, so, orow, kind, xkind, zkind)
+            block_held(xr, a + last, z, so, s, so, orow, kind, xkind, zkind)
     elif varies:
         zr = z[so : so + m] if given(zkind) else z
         run_varies(xr[a : a + m], orow[a : a + m], zr, s[so : so + m], kind, xkind, zkind, wkind, exact)
@@ -967,9 +990,9 @@ def block_rows(
     xr, orow, z, s, off, col, pattern, width, varies, kind, xkind, zkind, wkind, exact
 ):  # pragma: no cover - compiled
     """The tile's rows from its column ``col``, row r beside the run of the scale (and zero point) at
-    ``off + pattern[r]`` where ``varies``, else under the one value there, read where they are (float32
-    output: the scale is the work type): each row (or the part the range holds) in ``_blocks``, so that
-    no element runs alone. Nothing is converted or spread."""
+    ``off + pattern[r]`` where ``varies``, else under the one value there, read where they are: each
+    row (or the part the range holds) in ``_blocks``, so that no element runs alone. No window is
+    converted and nothing is spread."""
     n = xr.shape[0]
     r = col // width
     c = col - r * width  # the column in row r
@@ -994,8 +1017,8 @@ LAYOUTS = {
 value each, or each beside a run of the scale; tiles of narrow rows (and tiles that all read one
 window), the tile's window spread over it; tiles of rows of 2-8
 elements of one value each, consecutive values, a new window every tile, computed from the scale
-itself (``held_narrow``); tiles of rows of 16 or more elements (runs: up to 127) under a float32
-scale, float32 work, a new window every tile or every other, computed from the scale itself in vector
+itself (``held_narrow``); tiles of rows of 16 or more elements (runs: up to 127) whose float32
+products are exact, a new window every tile or every other, computed from the scale itself in vector
 blocks (``block_rows``)."""
 
 

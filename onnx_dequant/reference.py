@@ -285,7 +285,7 @@ def _divisor(d: int, limit: int) -> int:
     return next(k for k in range(min(limit, d), 0, -1) if d % k == 0)
 
 
-def _tile(layout: Layout, tile_max: int | None = None, blocks: bool = False) -> Plan:
+def _tile(layout: Layout, tile_max: int | None = None, blocks: float = 0.0) -> Plan:
     """The loop order for ``layout``: wide rows as they are; narrow rows joined with the innermost outer
     dims (split where one is too large) into a tile of about ``TILE_MAX`` elements, each row's scale
     offset in the tile's pattern (a row's elements follow it: one value, or a contiguous run).
@@ -336,16 +336,16 @@ HELD_MIN = 64
 reads alike, have the tile's window spread over it."""
 
 
-def _plan(layout: Layout, blocks: bool = False) -> Plan:
-    """``_tile``'s plan (``blocks``: where the loop can compute runs in vector blocks, rows of runs up to
-    ``ROW_MIN`` joined where that gives "tiles blocks"), in tiles of up to ``TILE_NARROW`` elements where
-    it runs "tiles narrow" or "tiles blocks" so too (nothing is spread there, so no buffer needs to stay
-    in the L1 cache)."""
+def _plan(layout: Layout, blocks: float = 0.0) -> Plan:
+    """``_tile``'s plan (``blocks``: where the loop can compute rows in vector blocks, ``_loop_layout``'s;
+    rows of runs up to ``ROW_MIN`` joined where that gives "tiles blocks"), in tiles of up to
+    ``TILE_NARROW`` elements where it runs "tiles narrow" or "tiles blocks" so too (nothing is spread
+    there, so no buffer needs to stay in the L1 cache)."""
     plan = _tile(layout)
     kind = _loop_layout(plan, blocks)
     if blocks and kind != "tiles blocks":
-        joined = _tile(layout, blocks=True)
-        if _loop_layout(joined, True) == "tiles blocks":
+        joined = _tile(layout, blocks=blocks)
+        if _loop_layout(joined, blocks) == "tiles blocks":
             plan, kind = joined, "tiles blocks"
     if kind in ("tiles narrow", "tiles blocks"):
         wide = _tile(layout, TILE_NARROW, blocks)
@@ -374,16 +374,18 @@ BLOCK_MIN = 16
 loop can compute blocks (``_loop_layout``)."""
 
 
-def _loop_layout(plan: Plan, blocks: bool = False) -> str:
-    """Which of the fused loop's layouts (``_jit.LAYOUTS``) runs ``plan``; ``blocks``: whether the loop
-    can compute runs in vector blocks for the call's types (``_blocks_for``)."""
+def _loop_layout(plan: Plan, blocks: float = 0.0) -> str:
+    """Which of the fused loop's layouts (``_jit.LAYOUTS``) runs ``plan``; ``blocks``: the most elements a
+    row's vector blocks may compute per element of the row (``_blocks_for``; 0: the loop has no blocks
+    for the call's types)."""
     dims, strides, tile, pattern, inner_varies = plan
     if not len(pattern):
         return "rows varying" if inner_varies else "rows held"
     width = tile // len(pattern)
     if not inner_varies and 2 <= width <= NARROW_MAX and strides.any() and _consecutive(pattern):
         return "tiles narrow"
-    if blocks and width >= BLOCK_MIN and strides.any() and _tiles_a_window(plan) <= BLOCKS_SHARED:
+    computed = -(-width // BLOCK_MIN) * BLOCK_MIN  # the last block overlaps the one before
+    if width >= BLOCK_MIN and computed <= blocks * width and strides.any() and _tiles_a_window(plan) <= BLOCKS_SHARED:
         # rows read beside the scale where it is: spreading it costs more than the product where tiles
         # read new windows
         return "tiles blocks"
@@ -410,13 +412,22 @@ def _tiles_a_window(plan: Plan) -> int:
     return shared
 
 
-def _blocks_for(work: type, out: np.dtype) -> bool:
-    """Whether the fused loop computes runs in vector blocks (``_jit.block_rows``) for these types:
-    float32 work and output (8/16-bit and 4-bit inputs), whose scale is the work type."""
-    return np.dtype(work) == np.float32 and np.dtype(out) == np.float32
+def _blocks_for(x: np.dtype, out: np.dtype) -> float:
+    """``_loop_layout``'s ``blocks`` for these types: where the loop computes rows in blocks
+    (``_fused.blocks``), any width for float32 outputs (bound by memory), ``BLOCK_WASTE`` for f16/bf16."""
+    if not _fused.blocks(x, out):
+        return 0.0
+    return math.inf if np.dtype(out) == np.float32 else BLOCK_WASTE
 
 
-def _kernel_plan(plan: Plan, blocks: bool = False) -> np.ndarray:
+BLOCK_WASTE = 4 / 3
+"""The most elements a row's blocks compute per element of it for "tiles blocks" where the loop is bound
+by its arithmetic (f16/bf16 outputs): rows of 16, 24, 36-48, 61-64 elements... (``(300,500,16)`` ``{0,1}``
+u8 -> f16 6.7x a casting copy spread, 4.9x in blocks; ``(13457,5,37)`` ``{0,2}`` 6.2x -> 4.8x; but
+``(300,500,20)`` i8 -> f16, its blocks computing 32 elements a row of 20, 6.8x -> 10.3x)."""
+
+
+def _kernel_plan(plan: Plan, blocks: float = 0.0) -> np.ndarray:
     """``plan`` as the fused loop takes it, one int64 array (``_jit.fused_for``'s ``plan``): tile,
     whether the scale runs along rows, the pattern's and the outer dims' lengths, the rows of a spread
     group (``_spread_group``), then the pattern, the outer dims and their scale strides. One argument,
@@ -460,7 +471,7 @@ def _fused_setup(
     input's and the output's arrays as (``_fused.bits_type``) and the zero point passed when there is
     none (one zero, which the loop compiled for ``has_z`` false never reads); ``_checked`` keeps it for
     the next call of the same types: its arrays are read-only."""
-    blocks = _blocks_for(work, out)
+    blocks = _blocks_for(x, out)
     plan = _plan(_layout(shape, axes), blocks)
     x_bits = _fused.bits_type(x)
     no_z = _fused.flat(np.zeros(1, x), x_bits)

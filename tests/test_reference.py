@@ -503,7 +503,7 @@ def test_fused_int4_differences_in_every_layout(shape, axes, layout):
     """The fused loop subtracts int4's biased bytes (``_jit.int4_biased``): every int4 input value
     against every int4 zero point value, and without a zero point, in each layout, gives the exact
     product (f32: one rounding of an exact 5-bit difference times the scale)."""
-    blocks = reference._blocks_for(np.float32, np.float32)
+    blocks = reference._blocks_for(ml_dtypes.int4, np.float32)
     assert reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks) == layout
     sshape = tuple(shape[a] for a in axes)
     n = int(np.prod(shape))
@@ -554,6 +554,12 @@ def test_fused_reads_every_half_scale_exactly(out):
     with loop_kind("fused"):
         for x in (np.ones(1 << 16, np.uint8), np.ones(1 << 16, np.int32)):
             assert same_bits(odq.dequantize(x, scale, axes=[0]), scale), x.dtype
+        # in vector blocks ("tiles blocks"): rows of 16 beside runs of the scale, and of one value each
+        runs = scale.reshape(4096, 16)
+        got = odq.dequantize(np.ones((4096, 2, 16), np.uint8), runs, axes=[0, 2])
+        assert same_bits(got, np.broadcast_to(runs[:, None, :], got.shape))
+        got = odq.dequantize(np.ones((1 << 16, 16), np.int8), scale, axes=[0])
+        assert same_bits(got, np.broadcast_to(scale[:, None], got.shape))
         x = np.tile(np.array([1, 0, -1, 2], np.int32), 1 << 14)
         inf = np.array([np.inf, -np.inf], out)
         for xt in (np.int8, np.int16, np.int32):
@@ -590,17 +596,24 @@ def test_narrow_held_rows_are_computed_from_the_scale():
 def test_rows_in_blocks_where_tiles_read_new_windows():
     """Rows of 16 or more elements beside runs of the scale or of one value each, where every tile (or
     every other) reads a new window, are computed in vector blocks from the scale itself ("tiles
-    blocks", rows of runs of 64-127 joined too) for float32 work and output alone; where more tiles
-    read one window, or the rows are narrower, or the types are others, the layouts are as they were."""
-    blocks = reference._blocks_for(np.float32, np.float32)
-    assert blocks
+    blocks", rows of runs of 64-127 joined too) where the loop can (exact float32 products: f16 where
+    the CPU converts it); where more tiles read one window, or the rows are narrower, or the types are
+    others, the layouts are as they were."""
     if _fused.available():
         from onnx_dequant import _jit
 
         assert reference.BLOCK_MIN == _jit.BLOCK_RUN
-    assert not reference._blocks_for(np.float64, np.float32)  # i32 inputs
-    assert not reference._blocks_for(np.float32, np.float16)
-    assert not reference._blocks_for(np.float64, np.float64)
+        bf16 = ml_dtypes.bfloat16
+        for x, out in [(np.int8, np.float32), (np.uint16, np.float32), (ml_dtypes.int4, np.float32)]:
+            assert _fused.blocks(x, out)
+        for x, out in [(np.uint8, bf16), (np.int16, bf16), (ml_dtypes.uint4, bf16)]:
+            assert _fused.blocks(x, out)
+        for x, out in [(np.int32, np.float32), (np.int16, np.float16), (np.int32, bf16), (np.int8, np.float64)]:
+            assert not _fused.blocks(x, out)  # float64 work, or products rounded to odd first
+        assert _fused.blocks(np.int8, np.float16) == _jit.HARDWARE_F16
+        assert reference._blocks_for(np.int8, np.float32) == math.inf
+        assert reference._blocks_for(np.uint8, bf16) == reference.BLOCK_WASTE
+        assert reference._blocks_for(np.int32, np.float32) == 0
     layout, plan = reference._loop_layout, reference._plan
     for shape, axes, want in [
         ((13457, 5, 37), (0, 2), "tiles blocks"),  # five rows a window
@@ -616,11 +629,21 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((300, 100), (1,), "tiles spread"),  # every tile reads one window
         ((4, 16, 256), (0, 2), "rows varying"),  # wide rows
     ]:
-        got = plan(reference._layout(shape, axes), blocks)
-        assert layout(got, blocks) == want, (shape, axes)
+        got = plan(reference._layout(shape, axes), math.inf)
+        assert layout(got, math.inf) == want, (shape, axes)
         if want == "tiles blocks":
             assert reference.TILE_MAX < got[2] <= 2 * reference.TILE_NARROW
             assert layout(plan(reference._layout(shape, axes))) != want  # not for other types
+    # f16/bf16 outputs (bound by their arithmetic): only rows whose blocks compute little more than the row
+    half = reference.BLOCK_WASTE
+    for shape, axes, want in [
+        ((300, 500, 16), (0, 1), "tiles blocks"),
+        ((300, 500, 24), (0, 1), "tiles blocks"),  # 32 elements for 24
+        ((13457, 5, 37), (0, 2), "tiles blocks"),  # 48 for 37
+        ((300, 500, 20), (0, 1), "tiles spread"),  # 32 for 20
+        ((3000, 5, 17), (0, 2), "tiles spread"),
+    ]:
+        assert layout(plan(reference._layout(shape, axes), half), half) == want, (shape, axes)
 
 
 def test_tile_plans():
