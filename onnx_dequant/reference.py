@@ -370,8 +370,8 @@ def _consecutive(pattern: np.ndarray) -> bool:
 
 
 BLOCK_MIN = 16
-"""Rows of runs at least this wide (``_jit.BLOCK_RUN``, one vector block) run in "tiles blocks" where the
-loop can compute blocks (``_loop_layout``)."""
+"""Rows at least this wide (``_jit.BLOCK_RUN``, one vector block) run in "tiles blocks" where the loop
+can compute blocks (``_loop_layout``)."""
 
 
 def _loop_layout(plan: Plan, blocks: float = 0.0) -> str:
