@@ -261,27 +261,31 @@ BLOCK_RUN = 16
 
 
 def _block(held: bool):
-    """An intrinsic ``(x, xo, z, zo, s, so, out, kind, xkind, zkind)``: ``out[xo : xo + BLOCK_RUN]`` =
-    ``(x[xo :] - z[zo :]) * s[so :]`` over ``BLOCK_RUN`` elements in float32, one explicit vector each
-    (``x`` and ``out`` share an offset; ``z`` and ``s`` a run beside them, or where ``held``, the one
-    value at ``zo`` and ``so``, repeated), for products that float32 holds exactly (``product_exact``):
-    8/16-bit or 4-bit inputs to f32, 8-bit and 4-bit ones to f16 and bf16, 16-bit ones to bf16. The
-    difference is taken in int32 and converted once; int4 bytes (``xkind`` ``INT4``) are biased
-    (``int4_biased``), the zero point's alike, or less the bias where there is none (``zkind``
-    ``PLAIN``: ``z`` is not read). f16/bf16 scales (``kind``, ``MARKERS``) are read as bits and
-    converted, the product rounded once to nearest even: f16 by the CPU (F16C, ``HARDWARE_F16``), bf16
-    as ``bf16_from_product`` rounds. A block of a row's runtime width written as a Numba loop of a
-    constant 16 is unrolled into scalar code (LLVM cannot tell ``out`` from the inputs), and one of the
-    row's own width runs its last 1-31 elements one at a time: ``(13457,5,37)`` ``{0,2}`` i16 -> f32
-    4.3x a casting copy spread, 3.1x as such rows, 2.1x in these blocks (``tiles blocks``). Other types
-    lower to a trap (the branch of a layout their loop never runs: ``_fused.blocks``)."""
+    """An intrinsic ``(x, xo, z, zo, s, so, out, kind, xkind, zkind)``: ``out[xo : xo + BLOCK_RUN]`` = ``(x[xo :] -
+    z[zo :]) * s[so :]`` over ``BLOCK_RUN`` elements in float32, one explicit vector each (``x`` and ``out``
+    share an offset; ``z`` and ``s`` a run beside them, or where ``held``, the one value at ``zo`` and ``so``,
+    repeated), where the float32 product is the one rounding (``product_exact``, ``f32_work_exact``): 8/16-bit
+    or 4-bit inputs to f32 (rounded once), 8-bit and 4-bit ones to f16 and bf16, 16-bit ones to bf16 (exact,
+    then rounded once). The difference is taken in int32 and converted once; int4 bytes (``xkind`` ``INT4``) are
+    biased as ``int4_biased`` biases them (the byte with its sign bit flipped, as an int8), the zero point's
+    alike, or less the bias where there is none (``zkind`` ``PLAIN``: ``z`` is not read). f16/bf16 scales
+    (``kind``, ``MARKERS``) are read as bits and converted, the product rounded once to nearest even: f16 by the
+    CPU (F16C, ``HARDWARE_F16``), bf16 as ``bf16_from_product`` rounds. A block of a row's runtime width written
+    as a Numba loop of a constant 16 is unrolled into scalar code (LLVM cannot tell ``out`` from the inputs),
+    and one of the row's own width runs its last 1-31 elements one at a time: ``(13457,5,37)`` ``{0,2}`` i16 ->
+    f32 4.3x a casting copy spread, 3.1x as such rows, 2.1x in these blocks (``tiles blocks``). Other types
+    (float64 work, products to be rounded to odd first, f16 without F16C) lower to a trap: the branch of a
+    layout their loop never runs (``_fused.blocks``)."""
 
     @intrinsic
     def block(typingctx, x, xo, z, zo, s, so, out, kind, xkind, zkind):  # pragma: no cover - compiled
         biased = xkind == types.int8
         has_z = zkind == types.int8
         half = {types.uint16: "f16", types.int16: "bf16"}.get(kind)
-        runs = s.dtype == out.dtype and (s.dtype == types.float32 or half == "bf16" or (half and HARDWARE_F16))
+        name = half or ("f32" if s.dtype == types.float32 else None)
+        small = isinstance(x.dtype, types.Integer) and name is not None and s.dtype == out.dtype
+        exact = small and f32_work_exact(dtypes.parse(np.dtype(str(x.dtype))), dtypes.parse(name))
+        runs = exact and (half != "f16" or HARDWARE_F16)
 
         def codegen(context, builder, sig, args):
             if not runs:  # a layout's loop lowers every layout's branch: this one never runs for other types
@@ -303,14 +307,14 @@ def _block(held: bool):
 
             def load(k, offset, repeated):
                 if repeated:
-                    return splat(builder.load(pointer(k, offset, False)))
+                    return splat(builder.load(pointer(k, offset, False), align=1))
                 return builder.load(pointer(k, offset, True), align=1)
 
             def as_i32(k, offset, repeated):
                 v = load(k, offset, repeated)
                 if biased:
                     v = builder.xor(v, ir.Constant(v.type, [8] * lanes))
-                signed = sig.args[k].dtype.signed and not biased
+                signed = biased or sig.args[k].dtype.signed  # int4's biased byte as an int8
                 return builder.sext(v, vi) if signed else builder.zext(v, vi)
 
             def scale():
