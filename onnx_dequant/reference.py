@@ -422,7 +422,7 @@ def _blocks_for(x: np.dtype, out: np.dtype) -> float:
 
 BLOCK_WASTE = 4 / 3
 """The most elements a row's blocks compute per element of it for "tiles blocks" where the loop is bound
-by its arithmetic (f16/bf16 outputs): rows of 16, 24, 36-48, 61-64 elements... (``(300,500,16)`` ``{0,1}``
+by its arithmetic (f16/bf16 outputs): rows of 16, 24-32 and 36 or more elements (``(300,500,16)`` ``{0,1}``
 u8 -> f16 6.7x a casting copy spread, 4.9x in blocks; ``(13457,5,37)`` ``{0,2}`` 6.2x -> 4.8x; but
 ``(300,500,20)`` i8 -> f16, its blocks computing 32 elements a row of 20, 6.8x -> 10.3x)."""
 
