@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 from onnx.reference.op_run import OpRun
 
-from . import _fused, dtypes
+from . import _fused, _split, dtypes
 from .contract import TensorType, infer, normalize_axes
 from .errors import DequantizeError
 from .exactness import fused_work_type, work_type
@@ -143,7 +140,7 @@ def dequantize(
     if setup is not None:
         # a zero point of zeros costs the loop one exact subtraction, less than looking for one
         has_z = zp is not None
-        kernel, plan, ranges, x_bits, out_bits, no_z = setup
+        kernel, plan, cost, x_bits, out_bits, no_z = setup
         # the loop reads every array in its own type (f16/bf16 and 4-bit types as their bits; the scale
         # has the output's type, the zero point the input's) and converts it; no copy is made of a
         # C-contiguous array (a copy never overlaps ``out``): ``_fused.flat``, written out (four calls
@@ -152,11 +149,16 @@ def dequantize(
         z_flat = no_z if not has_z else zp.ravel() if x_bits is None else zp.ravel().view(x_bits)
         s_flat = scale.ravel() if out_bits is None else scale.ravel().view(out_bits)
         out_flat = out.ravel() if out_bits is None else out.ravel().view(out_bits)
-        if len(ranges) == 1:  # compiled code raises no floating-point warnings: no errstate
-            if kernel(x_flat, z_flat, s_flat, out_flat, 0, x.size, plan):  # it checks the overlap itself
+        # compiled code raises no floating-point warnings: no errstate; it checks the overlap itself
+        if _split.untimed(x.size, cost):
+            if kernel(x_flat, z_flat, s_flat, out_flat, 0, x.size, plan):
                 return out
-        elif not _overlaps(out_flat, x_flat, s_flat, z_flat):
-            _parallel(_run_fused, ranges, kernel, x_flat, z_flat, s_flat, out_flat, plan)
+        elif _split.run(
+            lambda a, b: kernel(x_flat, z_flat, s_flat, out_flat[a:b], a, b, plan),
+            x.size,
+            cost,
+            lambda: not _overlaps(out_flat, x_flat, s_flat, z_flat),
+        ):
             return out
     elif fresh or not _overlaps(out, x, scale, zp):
         has_z = zp is not None and bool(zp.any())
@@ -228,7 +230,7 @@ def _parallel(run: Any, items: list[Any], *args: Any) -> None:
         run(items, *args)
         return
     cut = [len(items) * i // groups for i in range(groups + 1)]
-    futures = [_pool().submit(run, items[a:b], *args) for a, b in zip(cut, cut[1:]) if a < b]
+    futures = [_split.pool().submit(run, items[a:b], *args) for a, b in zip(cut, cut[1:]) if a < b]
     for f in futures:
         f.result()
 
@@ -458,16 +460,17 @@ def _spread_group(pattern: np.ndarray, width: int, varies: bool) -> int:
     return group if bool((runs == runs[:, :1]).all()) else 1
 
 
-FusedSetup = tuple[Any, np.ndarray, list[tuple[int, int]], np.dtype | None, np.dtype | None, np.ndarray]
-"""``_fused_setup``'s: (kernel, plan, element ranges, the input's and the output's bits types, the zero
-point passed where there is none)."""
+FusedSetup = tuple[Any, np.ndarray, _split.Cost, np.dtype | None, np.dtype | None, np.ndarray]
+"""``_fused_setup``'s: (kernel, plan, the calls' measured cost, the input's and the output's bits types,
+the zero point passed where there is none)."""
 
 
 def _fused_setup(
     shape: tuple[int, ...], axes: tuple[int, ...], work: type, out: np.dtype, x: np.dtype, has_z: bool
 ) -> FusedSetup:
     """The fused loop's compiled kernel and its plan for ``shape`` and ``axes`` (``_plan(_layout(...))``),
-    its element ranges (of ``BLOCK_ELEMENTS``, cut over the thread pool), the types the loop reads the
+    the measured cost of its calls (which ``_split.run`` learns, to cut them among threads where that
+    pays), the types the loop reads the
     input's and the output's arrays as (``_fused.bits_type``) and the zero point passed when there is
     none (one zero, which the loop compiled for ``has_z`` false never reads); ``_checked`` keeps it for
     the next call of the same types: its arrays are read-only."""
@@ -478,24 +481,8 @@ def _fused_setup(
     packed = _kernel_plan(plan, blocks)
     for a in (packed, no_z):
         a.flags.writeable = False
-    size = int(np.prod(shape, dtype=np.int64))
-    ranges = [(e, min(e + BLOCK_ELEMENTS, size)) for e in range(0, size, BLOCK_ELEMENTS)]
     kernel = _fused.kernel(work, out, x, has_z, _loop_layout(plan, blocks))
-    return kernel, packed, ranges, x_bits, _fused.bits_type(out), no_z
-
-
-def _run_fused(
-    ranges: list[tuple[int, int]],
-    fused: Any,
-    x: np.ndarray,
-    z: np.ndarray,
-    s: np.ndarray,
-    out: np.ndarray,
-    plan: np.ndarray,
-) -> None:
-    """The fused loop over a contiguous run of flat element ranges, writing the output type directly."""
-    e0, e1 = ranges[0][0], ranges[-1][1]
-    fused(x, z, s, out[e0:e1], e0, e1, plan)
+    return kernel, packed, _split.Cost(), x_bits, _fused.bits_type(out), no_z
 
 
 def _run_blocks(
@@ -534,31 +521,14 @@ combination of types and layout (5-8 s, then kept in Numba's on-disk cache), whi
 then never pay (``docs/reference.md``)."""
 
 PARALLEL_MIN_ELEMENTS = 1 << 22
-"""Inputs at least this large are cut among threads (NumPy releases the GIL in its loops)."""
-
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
+"""Inputs at least this large are cut among threads in the NumPy loop (NumPy releases the GIL in its
+loops; the fused loop's calls are cut where their measured cost says it pays: ``_split``)."""
 
 
 def _threads(size: int) -> int:
     if size < PARALLEL_MIN_ELEMENTS:
         return 1
-    return min(_cpu_count(), max(1, size // PARALLEL_MIN_ELEMENTS))
-
-
-def _cpu_count() -> int:
-    try:
-        return max(1, min(8, len(os.sched_getaffinity(0))))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, min(8, os.cpu_count() or 1))
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            _POOL = ThreadPoolExecutor(max_workers=_cpu_count(), thread_name_prefix="onnx_dequant")
-        return _POOL
+    return min(_split.cpu_count(), max(1, size // PARALLEL_MIN_ELEMENTS))
 
 
 class DequantizeOp(OpRun):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import math
+import multiprocessing
+import os
 import subprocess
 import sys
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -14,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import onnx_dequant as odq
-from onnx_dequant import _fused, dtypes, exactness, reference
+from onnx_dequant import _fused, _split, dtypes, exactness, reference
 from onnx_dequant.compare import same_bits
 
 # ---- the independent implementation: Python ints and floats, one element at a time ----
@@ -104,6 +108,17 @@ def fresh_plans():
     reference._checked.cache_clear()
 
 
+@pytest.fixture
+def cut_calls(monkeypatch, fresh_plans):
+    """Every fused call cut into pieces over the thread pool (``_split``): five threads, the caller's share
+    a fifth, cuts on any element."""
+    monkeypatch.setattr(_split, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(_split, "UNMEASURED", 1.0)
+    monkeypatch.setattr(_split, "LATENCY", [0.0])
+    monkeypatch.setattr(_split, "_ALIGN", 1)
+    monkeypatch.setattr(_split, "cpu_count", lambda: 5)
+
+
 KINDS = ["numpy", pytest.param("fused", marks=pytest.mark.skipif(not _fused.available(), reason="no numba"))]
 
 
@@ -172,8 +187,9 @@ def test_bf16_rounds_once_from_float64(record_property):
         ((2**17 + 3,), ()),
     ],
 )
-def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes):
-    """Odd shapes cut into many small blocks and spread over threads give the same bits."""
+def test_blocked_and_threaded_paths(monkeypatch, cut_calls, kind, shape, axes):
+    """Odd shapes cut into many small blocks (the NumPy loop) or pieces (the fused loop) and spread over
+    threads give the same bits."""
     monkeypatch.setattr(reference, "FUSED_MIN_ELEMENTS", 0 if kind == "fused" else 1 << 62)
     monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)
     monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
@@ -254,15 +270,14 @@ def test_blocked_and_threaded_paths(monkeypatch, fresh_plans, kind, shape, axes)
     ],
 )
 @pytest.mark.parametrize("zero_point", [True, False])
-def test_fused_tiles(monkeypatch, fresh_plans, tile_max, shape, axes, zero_point):
+def test_fused_tiles(monkeypatch, cut_calls, tile_max, shape, axes, zero_point):
     """Every loop order the fused loop picks from the layout gives the NumPy loop's bits, for f32 work
     (i8 -> f32), f64 work with an f32 scale read as it is (i32 -> f32), f64 output, and f16/bf16 scales
     gathered as bits (8-bit inputs: the exact product rounded once; 16-bit: rounded to odd first; i32:
     the float64 product rounded to odd in float32), and 4-bit inputs read as their bytes."""
     monkeypatch.setattr(reference, "TILE_MAX", tile_max)
     monkeypatch.setattr(reference, "TILE_NARROW", 4 * tile_max)  # "tiles narrow": many tiles too
-    monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)  # ranges start in the middle of tiles
-    monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
+    # ``cut_calls``: pieces start in the middle of tiles
     rng = np.random.default_rng(1)
     sshape = tuple(shape[a] for a in axes)
     pairs = ((np.int8, np.float32), (np.uint16, np.float32), (np.int32, np.float32), (np.uint16, np.float64))
@@ -703,9 +718,9 @@ def test_out_argument():
             odq.dequantize(x, s, axes=[0], out=bad)
 
 
-@pytest.mark.parametrize("rows", [4, 1 << 10, 1 << 11])  # the NumPy loop, the fused loop, its ranges
+@pytest.mark.parametrize("rows", [4, 1 << 10])  # the NumPy loop, the fused loop (calls cut where apart)
 @pytest.mark.parametrize("alias", ["x", "s", "z"])
-def test_out_overlapping_an_input_reads_every_input_first(rows, alias):
+def test_out_overlapping_an_input_reads_every_input_first(cut_calls, rows, alias):
     rng = np.random.default_rng(rows)
     arrays = {
         "x": rng.integers(-1000, 1000, (rows, 256)).astype(np.int32),
@@ -839,3 +854,44 @@ def test_spread_groups_found_only_where_they_hold(pattern, width, varies, want):
     """``reference._spread_group``: the rows per group that ``_jit._spread_groups`` fills, 1 (the
     row-by-row spread) wherever a group's block would not repeat one run over whole rows."""
     assert reference._spread_group(np.array(pattern, np.uint32), width, varies) == want
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_threads_calling_at_once_cut_or_not_get_their_own_results(cut_calls):
+    """Calls from several threads at once: one holds the helpers and cuts, the others run in one piece."""
+    rng = np.random.default_rng(5)
+    shape, axes = (300, 7, 40), (0, 2)
+    jobs = []
+    for _ in range(6):
+        x = rng.integers(-128, 128, shape, dtype=np.int8)
+        s = rng.standard_normal((300, 40)).astype(np.float16)
+        with loop_kind("numpy"):
+            jobs.append((x, s, odq.dequantize(x, s, axes=axes)))
+    with loop_kind("fused"), concurrent.futures.ThreadPoolExecutor(6) as pool:
+        got = list(pool.map(lambda j: [odq.dequantize(j[0], j[1], axes=axes) for _ in range(20)], jobs))
+    for (_, _, want), outs in zip(jobs, got):
+        assert all(same_bits(o, want) for o in outs)
+
+
+@pytest.mark.skipif(not _fused.available() or not hasattr(os, "fork"), reason="no numba, or no fork")
+def test_a_forked_child_cuts_calls_with_helpers_of_its_own(cut_calls):
+    """The parent's helper threads are not in a forked child: it starts its own (not waiting forever)."""
+    x = np.arange(1 << 16, dtype=np.int32).reshape(256, 256) % 251 - 125
+    s = np.linspace(0.5, 2, 256, dtype=np.float32)
+    with loop_kind("fused"):
+        want = odq.dequantize(x, s, axes=[1])  # the parent's team
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    child = ctx.Process(target=_dequantize_into, args=(q, x, s))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: these hold no lock
+        child.start()
+    got = q.get(timeout=120)  # before the join: the child's queue flushes as it exits
+    child.join(30)
+    assert child.exitcode == 0
+    assert same_bits(got, want)
+
+
+def _dequantize_into(q, x, s):
+    reference.FUSED_MIN_ELEMENTS = 0
+    q.put(odq.dequantize(x, s, axes=[1]))

@@ -1,0 +1,324 @@
+"""A compiled loop's call cut among threads where measurement says it pays.
+
+The calling thread computes the first share of the elements and helper threads the rest, a piece each.
+A helper that has just computed a piece spins for the next one for ``SPIN`` seconds without the GIL
+(``_spin``), then sleeps; the caller spins the same way for the helpers' pieces to end. A piece posted
+to a spinning helper starts within a few microseconds; one posted to a sleeping helper, after the
+operating system wakes its core (20-50 us on a virtual machine, measured), so the caller's share is
+larger by what it computes meanwhile (``share``, from the start latency measured on every cut call:
+``LATENCY``), and a call is cut only where that saves a fifth of its time (``SHARE_MAX``). What a call
+costs is measured, not typed in: every call of ``MIN_ELEMENTS`` or more times itself and keeps its cost
+per element for the next call of its kind (``Cost``). A helper's piece not started when the caller is
+done is computed by the caller, and a call made while another thread's call holds the helpers runs in
+one piece, so a call never waits on a busy or sleeping helper.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Cost", "run", "untimed", "share", "pool", "cpu_count"]
+
+MIN_ELEMENTS = 1 << 16
+"""Calls of fewer elements run in one piece, untimed: at the slowest loop's 0.5 ns an element they take
+less than a sleeping helper's start."""
+
+SHARE_MAX = 0.8
+"""The largest share of the elements the calling thread computes in a cut call: a larger one saves less
+than a fifth of the call."""
+
+SPIN = 200e-6
+"""Seconds a helper spins for its next piece after one (and the caller for a helper's piece to end)
+before it sleeps: a core busy that long after each cut call, for a start in microseconds for a call
+that follows within it."""
+
+SETTLE = 4e-6
+"""Seconds a helper that sees a piece posted spins on before it takes the GIL, which the caller holds
+for a microsecond or two after posting (``_spin.serve``)."""
+
+LATENCY_MAX = 50e-6
+"""A sleeping helper's start latency in seconds on a 2-core KVM virtual machine, where the operating
+system wakes its core: ``LATENCY`` before it is measured, and the most one measurement counts for."""
+
+LATENCY = [LATENCY_MAX]
+"""The start latency in seconds of helpers found awake, as measured on cut calls (an average)."""
+
+UNMEASURED = 0.0
+"""The seconds per element a kind of call is taken to cost before it is measured: none, so its first
+calls run in one piece, timed."""
+
+_LEARN = 0.25
+"""The weight of a new measurement in ``LATENCY``'s and a ``Cost``'s averages."""
+
+_ALIGN = 64
+"""Cuts fall on multiples of this many elements: no two threads write one cache line."""
+
+
+class Cost:
+    """What one kind of call (a compiled loop over one layout and shape) was measured to cost: seconds
+    per element in one piece (``per_element``: ``UNMEASURED`` until its second call, as the first may
+    load or compile the loop; then an average) and cut (``cut``: 0.0 until measured with its helpers
+    awake), and whether its calls run in one piece (``alone``: one in ``RETIME`` is then timed, and cut
+    where the model says so, in case cutting came to pay)."""
+
+    __slots__ = ("per_element", "cut", "calls", "alone", "retry")
+
+    def __init__(self) -> None:
+        self.per_element = UNMEASURED
+        self.cut = 0.0
+        self.calls = 0
+        self.alone = False
+        self.retry = False  # the last cut call found a helper asleep: the next one is cut again
+
+    def wants_cut(self, share: float) -> bool:
+        """Whether the next call, whose caller's share would be ``share``, is to be cut: where the model
+        says it pays, unless cut calls measured slower than whole ones; one in ``RETIME`` calls tries
+        the other way."""
+        if share > SHARE_MAX:
+            return False
+        if self.retry or not self.cut:
+            return True
+        return (self.cut < self.per_element) != (self.calls % RETIME == 0)
+
+    def learn(self, seconds: float, elements: int, threads: int, cut: bool = False, cold: bool = False) -> None:
+        """Fold in a call's measured time (``cut`` or in one piece; a cut call that found a helper
+        asleep, ``cold``, measured the wake-up and is tried again instead), and whether calls of as
+        many elements, among ``threads`` threads, are to run in one piece from now on."""
+        self.calls += 1
+        c = seconds / max(elements, 1)
+        self.retry = cut and cold
+        if cut and not cold:
+            self.cut = c if not self.cut else self.cut + _LEARN * (c - self.cut)
+        elif not cut and self.calls == 2:
+            self.per_element = c
+        elif not cut and self.calls > 2:
+            self.per_element += _LEARN * (c - self.per_element)
+        slower = bool(self.cut) and self.cut >= self.per_element
+        pays = share(self.per_element * elements, LATENCY[0], threads) <= SHARE_MAX
+        self.alone = self.calls >= 2 and not self.retry and (slower or not pays)
+
+
+RETIME = 64
+"""A kind of call that runs in one piece is timed once in this many calls (a timed call costs about
+0.7 us more, a tenth of a 64K-element call), and a kind of call measured faster one way is run the
+other way once in as many."""
+
+
+def share(seconds: float, latency: float, threads: int) -> float:
+    """The calling thread's share of a call that takes ``seconds`` in one thread, cut among ``threads``
+    (itself and ``threads - 1`` helpers that each start ``latency`` late) so that all finish together;
+    1.0 for one thread."""
+    if threads <= 1 or seconds <= 0.0:
+        return 1.0
+    return min(1.0, (latency / seconds * (threads - 1) + 1.0) / threads)
+
+
+Kernel = Callable[[int, int], Any]
+"""A loop over elements ``[a, b)``, returning what the call returns."""
+
+
+def untimed(size: int, cost: Cost) -> bool:
+    """Whether a call of ``size`` elements of this kind runs in one piece, untimed (``run`` calls it;
+    a caller that asks first can call the loop itself, without building ``run``'s arguments)."""
+    if size < MIN_ELEMENTS:
+        return True
+    if cost.alone and cost.calls % RETIME:
+        cost.calls += 1
+        return True
+    return False
+
+
+def run(kernel: Kernel, size: int, cost: Cost, apart: Callable[[], bool]) -> Any:
+    """``kernel(0, size)``, cut into pieces among helper threads where ``cost`` says it pays
+    (``Cost.wants_cut``) and ``apart()`` (asked only then) says the pieces may run at once (each piece
+    ``kernel(a, b)``; the call returns the first piece's value)."""
+    if untimed(size, cost):
+        return kernel(0, size)
+    threads = cpu_count()
+    f = share(cost.per_element * size, LATENCY[0], threads)
+    team = _Team.get(threads - 1) if cost.wants_cut(f) else None
+    if team is None or not apart():
+        if team is not None:
+            team.release()
+        t0 = time.perf_counter()
+        result = kernel(0, size)
+        cost.learn(time.perf_counter() - t0, size, threads)
+        return result
+    try:
+        m = _aligned(size * f, size)
+        cuts = [m] + [_aligned(m + (size - m) * i / (threads - 1), size) for i in range(1, threads - 1)] + [size]
+        t0 = time.perf_counter()
+        jobs = [h.post(kernel, a, b) for h, a, b in zip(team.helpers, cuts, cuts[1:])]
+        try:
+            result = kernel(0, m)
+        finally:  # no piece may write the output once the call is over
+            start = _join(team.helpers, jobs)
+        wall = time.perf_counter() - t0
+    finally:
+        team.release()
+    cold = start is None or any(job.cold for job in jobs)
+    cost.learn(wall, size, threads, cut=True, cold=cold)
+    if not cold:  # a late start (the thread descheduled) counts as a sleeping helper's at most
+        LATENCY[0] += _LEARN * (min(start - t0, LATENCY_MAX) - LATENCY[0])
+    return result
+
+
+def _aligned(at: float, size: int) -> int:
+    return min(size, int(at) // _ALIGN * _ALIGN)
+
+
+def _join(helpers: list[_Helper], jobs: list[_Job]) -> float | None:
+    """Wait for the helpers' pieces, computing here any not yet started (marked ``cold``); the latest
+    start of those the helpers ran, or None. A piece's exception is raised once all are done."""
+    start, error = None, None
+    for helper, job in zip(helpers, jobs):
+        if job.claim.acquire(blocking=False):  # not started: computed here
+            job.cold = True
+            try:
+                job.kernel(job.a, job.b)
+            except BaseException as e:  # noqa: BLE001 - raised below, once no piece runs
+                error = error or e
+        else:
+            helper.finished(job)
+            error = error or job.error
+            start = job.began if start is None else max(start, job.began)
+        helper.job = None  # the call's arrays are not kept alive by the helper
+    if error is not None:
+        raise error
+    return start
+
+
+class _Job:
+    """A piece posted to a helper: whoever takes ``claim`` first (the helper, or the caller once its own
+    piece is done) computes it."""
+
+    __slots__ = ("seq", "kernel", "a", "b", "claim", "began", "error", "cold")
+
+    def __init__(self, seq: int, kernel: Kernel, a: int, b: int, cold: bool) -> None:
+        self.seq, self.kernel, self.a, self.b = seq, kernel, a, b
+        self.claim = threading.Lock()
+        self.began, self.error = 0.0, None
+        self.cold = cold  # posted to a sleeping helper, or computed by the caller
+
+
+class _Helper:
+    """A daemon thread that computes the pieces posted to it. Between pieces it waits in
+    ``_spin.serve`` without the GIL (``SPIN`` seconds, then asleep on ``wake``), where it also tells
+    the caller its last piece is done."""
+
+    def __init__(self) -> None:
+        self.posted = np.zeros(1, np.int64)  # the last piece's number, raised by the caller
+        self.done = np.zeros(1, np.int64)  # the last piece done, raised by this thread
+        self.wake = threading.Condition()
+        self.sleeping = False
+        self.job: _Job | None = None
+        self.seq = 0
+        threading.Thread(target=self._serve, name="onnx_dequant-helper", daemon=True).start()
+
+    def post(self, kernel: Kernel, a: int, b: int) -> _Job:
+        self.seq += 1
+        job = self.job = _Job(self.seq, kernel, a, b, self.sleeping)
+        self.posted[0] = self.seq
+        if self.sleeping:
+            with self.wake:
+                self.wake.notify()
+        return job
+
+    def finished(self, job: _Job) -> None:
+        """Return once ``job``, which this helper claimed, is done (spinning: it is being computed)."""
+        from . import _spin
+
+        while not _spin.until(self.done, 0, job.seq, _Team.spins):
+            pass
+
+    def _serve(self) -> None:
+        from . import _spin
+
+        seen = finished = 0
+        while True:
+            if not _spin.serve(self.done, finished, self.posted, seen + 1, _Team.spins, _Team.settle):
+                with self.wake:
+                    self.sleeping = True
+                    while self.posted[0] <= seen:
+                        self.wake.wait()
+                    self.sleeping = False
+            seen = int(self.posted[0])
+            job = self.job
+            if job is None or not job.claim.acquire(blocking=False):
+                continue  # the caller computed it
+            job.began = time.perf_counter()
+            try:
+                job.kernel(job.a, job.b)
+            except BaseException as e:  # noqa: BLE001 - the caller raises it
+                job.error = e
+            finished, job = job.seq, None
+
+
+class _Team:
+    """The process's helpers, held by one call at a time."""
+
+    spins = 0
+    """``SPIN`` in turns of ``_spin.until``'s loop, timed when the first team starts."""
+    settle = 0
+    """``SETTLE`` in such turns."""
+
+    _current: _Team | None = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()  # a forked child has none of its parent's threads
+        self.helpers: list[_Helper] = []
+        self.busy = threading.Lock()
+
+    @classmethod
+    def get(cls, helpers: int) -> _Team | None:
+        """The team, held, with at least ``helpers`` helpers; None where another call holds it."""
+        with cls._lock:
+            team = cls._current
+            if team is None or team.pid != os.getpid():
+                if not cls.spins:
+                    from . import _spin
+
+                    rate = _spin.spins_per_second()
+                    cls.spins, cls.settle = max(1, int(SPIN * rate)), int(SETTLE * rate)
+                    slot = np.zeros(1, np.int64)
+                    _spin.serve(slot, 0, slot, 0, 0, 0)  # loaded (or compiled) here, not by a helper's first piece
+                team = cls._current = _Team()
+        if not team.busy.acquire(blocking=False):
+            return None
+        while len(team.helpers) < helpers:
+            team.helpers.append(_Helper())
+        return team
+
+    def release(self) -> None:
+        self.busy.release()
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def pool() -> ThreadPoolExecutor:
+    """A thread pool of ``cpu_count`` threads, started at its first use (for the NumPy loop's blocks)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=cpu_count(), thread_name_prefix="onnx_dequant")
+        return _POOL
+
+
+@functools.cache
+def cpu_count() -> int:
+    """The CPUs this process may run on, at most 8 (asked once: a system call)."""
+    try:
+        return max(1, min(8, len(os.sched_getaffinity(0))))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, min(8, os.cpu_count() or 1))

@@ -1,0 +1,182 @@
+"""A compiled call cut among threads (``_split``): where it is cut, that its pieces cover it once, and
+that it never waits on busy or sleeping helpers nor returns while a piece still writes."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from onnx_dequant import _split
+
+
+@pytest.fixture
+def cut(monkeypatch):
+    """Every call of ``_split.run`` cut among ``threads`` threads, on any element."""
+    monkeypatch.setattr(_split, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(_split, "UNMEASURED", 1.0)
+    monkeypatch.setattr(_split, "LATENCY", [0.0])
+    monkeypatch.setattr(_split, "_ALIGN", 1)
+
+    def threads(n: int) -> None:
+        monkeypatch.setattr(_split, "cpu_count", lambda: n)
+
+    return threads
+
+
+class Pieces:
+    """A kernel that records its pieces and the thread of each."""
+
+    def __init__(self, fail_at: int | None = None, sleep: float = 0.0, sleeper: str = "helper") -> None:
+        self.pieces: list[tuple[int, int, int]] = []
+        self.lock = threading.Lock()
+        self.fail_at, self.sleep, self.sleeper = fail_at, sleep, sleeper
+        self.running = 0
+
+    def __call__(self, a: int, b: int) -> bool:
+        with self.lock:
+            self.running += 1
+        try:
+            time.sleep(self.sleep if (a == 0) == (self.sleeper == "caller") else 0.0)
+            with self.lock:
+                self.pieces.append((a, b, threading.get_ident()))
+            if self.fail_at is not None and a <= self.fail_at < b:
+                raise ValueError(f"piece {a}-{b}")
+            return True
+        finally:
+            with self.lock:
+                self.running -= 1
+
+    def covered(self) -> list[tuple[int, int]]:
+        return sorted((a, b) for a, b, _ in self.pieces)
+
+
+def test_share_balances_the_callers_piece_against_the_helpers_late_start():
+    assert _split.share(300e-6, 45e-6, 2) == pytest.approx((45 / 300 + 1) / 2)
+    assert _split.share(1.0, 0.0, 4) == pytest.approx(0.25)
+    assert _split.share(300e-6, 45e-6, 1) == 1.0
+    assert _split.share(40e-6, 45e-6, 2) == 1.0  # the helper would start after the call's end
+    shares = [_split.share(t * 1e-6, 45e-6, 2) for t in (100, 200, 400, 800)]
+    assert shares == sorted(shares, reverse=True) and shares[-1] > 0.5
+
+
+@pytest.mark.parametrize("threads", [2, 3, 5])
+def test_pieces_cover_the_call_once_the_first_the_callers(cut, threads):
+    cut(threads)
+    k = Pieces()
+    assert _split.run(k, 1000, _split.Cost(), lambda: True) is True
+    spans = k.covered()
+    assert spans[0][0] == 0 and spans[-1][1] == 1000
+    assert all(b == c for (_, b), (c, _) in zip(spans, spans[1:]))
+    assert len(spans) == threads
+    first = next(p for p in k.pieces if p[0] == 0)
+    assert first[2] == threading.get_ident()
+    assert first[1] == pytest.approx(1000 / threads, abs=1)
+
+
+def test_first_calls_of_a_kind_run_in_one_piece_and_are_timed(cut, monkeypatch):
+    cut(4)
+    monkeypatch.setattr(_split, "UNMEASURED", 0.0)
+    k, cost = Pieces(), _split.Cost()
+    _split.run(k, 1000, cost, lambda: True)  # its time may be a compilation's: not kept
+    assert cost.per_element == 0.0
+    _split.run(k, 1000, cost, lambda: True)
+    assert k.covered() == [(0, 1000), (0, 1000)]
+    assert cost.per_element > 0.0
+
+
+def test_calls_that_would_save_little_or_may_overlap_run_in_one_piece(cut, monkeypatch):
+    cut(2)
+    k = Pieces()
+    _split.run(k, 1000, _split.Cost(), lambda: False)  # pieces that may not run at once
+    assert k.covered() == [(0, 1000)]
+    monkeypatch.setattr(_split, "LATENCY", [1e6])  # helpers that start too late to help
+    k, cost = Pieces(), _split.Cost()
+    for _ in range(3):
+        _split.run(k, 1000, cost, lambda: True)
+    assert k.covered() == [(0, 1000)] * 3
+    assert cost.alone and cost.calls == 3  # from now on timed once in RETIME calls
+    _split.run(k, 1000, cost, lambda: True)
+    assert cost.calls == 4
+    monkeypatch.setattr(_split, "MIN_ELEMENTS", 1001)  # a small call, never timed
+    cost = _split.Cost()
+    _split.run(Pieces(), 1000, cost, lambda: True)
+    assert cost.calls == 0
+
+
+def test_learns_the_helpers_start_latency(cut, monkeypatch):
+    cut(2)
+    monkeypatch.setattr(_split, "LATENCY", [0.0])
+    for _ in range(50):  # a call that finds the helper asleep (the first) measures no start latency
+        _split.run(Pieces(sleep=1e-4, sleeper="caller"), 1000, _split.Cost(), lambda: True)
+        if _split.LATENCY[0]:
+            break
+    assert 0.0 < _split.LATENCY[0] <= _split.LATENCY_MAX
+
+
+def test_pieces_of_helpers_not_started_are_computed_by_the_caller(cut, monkeypatch):
+    cut(3)
+
+    def post(self, kernel, a, b):  # a helper that never wakes
+        self.seq += 1
+        self.job = _split._Job(self.seq, kernel, a, b, False)
+        return self.job
+
+    monkeypatch.setattr(_split._Helper, "post", post)
+    k = Pieces()
+    _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert k.covered()[-1][1] == 1000 and len(k.covered()) == 3
+    assert {t for _, _, t in k.pieces} == {threading.get_ident()}
+
+
+def test_a_call_while_another_holds_the_helpers_runs_in_one_piece(cut):
+    cut(3)
+    team = _split._Team.get(2)
+    assert team is not None
+    try:
+        k = Pieces()
+        _split.run(k, 1000, _split.Cost(), lambda: True)
+        assert k.covered() == [(0, 1000)]
+    finally:
+        team.release()
+    k = Pieces()
+    _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert len(k.covered()) == 3
+
+
+@pytest.mark.parametrize("fail_at", [0, 999], ids=["caller", "helper"])
+def test_an_error_is_raised_once_every_piece_is_done(cut, fail_at):
+    cut(2)
+    k = Pieces(fail_at=fail_at, sleep=0.05)  # the helper's piece, where it runs, ends after the caller's
+    with pytest.raises(ValueError, match="piece"):
+        _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert k.running == 0  # no piece still writes
+    if fail_at:
+        assert len(k.pieces) == 2
+    k = Pieces()  # the helpers still serve
+    _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert len(k.covered()) == 2
+
+
+def test_a_kind_of_call_goes_the_way_measured_faster_and_tries_the_other_now_and_then():
+    c = _split.Cost()
+    c.learn(9.0, 1000, 2)  # the first call may compile the loop: not kept
+    assert c.per_element == _split.UNMEASURED
+    c.learn(1.0, 1000, 2)
+    assert c.per_element == pytest.approx(1e-3)
+    assert c.wants_cut(0.6) and not c.wants_cut(_split.SHARE_MAX + 0.01)  # untried; where it cannot pay
+    c.learn(5.0, 1000, 2, cut=True, cold=True)  # a helper was asleep: a wake-up, not a cut call's cost
+    assert c.cut == 0.0 and c.wants_cut(0.6) and not c.alone
+    c.learn(2.0, 1000, 2, cut=True)  # cut measured slower: one piece from now on
+    assert c.cut == pytest.approx(2e-3) and c.alone
+    assert not c.wants_cut(0.6)
+    c.calls = 2 * _split.RETIME  # once in RETIME calls: the other way
+    assert c.wants_cut(0.6)
+    for _ in range(12):
+        c.learn(0.1, 1000, 2, cut=True)  # cutting came to pay
+    assert c.cut < c.per_element and not c.alone
+    c.calls = 3 * _split.RETIME + 1
+    assert c.wants_cut(0.6)
+    c.calls = 4 * _split.RETIME  # a call in one piece keeps the whole cost measured
+    assert not c.wants_cut(0.6)
