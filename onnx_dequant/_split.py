@@ -15,6 +15,7 @@ one piece, so a call never waits on a busy or sleeping helper.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -145,25 +146,35 @@ def run(kernel: Kernel, size: int, cost: Cost, apart: Callable[[], bool]) -> Any
     threads = cpu_count()
     f = share(cost.per_element * size, LATENCY[0], threads)
     team = _Team.get(threads - 1) if cost.wants_cut(f) else None
-    if team is None or not apart():
-        if team is not None:
-            team.release()
-        t0 = time.perf_counter()
-        result = kernel(0, size)
-        cost.learn(time.perf_counter() - t0, size, threads)
-        return result
-    try:
-        m = _aligned(size * f, size)
-        cuts = [m] + [_aligned(m + (size - m) * i / (threads - 1), size) for i in range(1, threads - 1)] + [size]
-        t0 = time.perf_counter()
-        jobs = [h.post(kernel, a, b) for h, a, b in zip(team.helpers, cuts, cuts[1:])]
+    if team is not None:
         try:
-            result = kernel(0, m)
-        finally:  # no piece may write the output once the call is over
-            start = _join(team.helpers, jobs)
-        wall = time.perf_counter() - t0
-    finally:
-        team.release()
+            if apart():
+                return _cut(kernel, size, cost, team, f, threads)
+        finally:
+            team.release()
+    t0 = time.perf_counter()
+    result = kernel(0, size)
+    cost.learn(time.perf_counter() - t0, size, threads)
+    return result
+
+
+def _cut(kernel: Kernel, size: int, cost: Cost, team: _Team, f: float, threads: int) -> Any:
+    """``run``'s call cut: the caller's share ``f`` here, the rest in a piece for each of ``threads - 1``
+    of ``team``'s helpers; the call's time and the helpers' start latency learned."""
+    m = _aligned(size * f, size)
+    cuts = [m] + [_aligned(m + (size - m) * i / (threads - 1), size) for i in range(1, threads - 1)] + [size]
+    t0 = time.perf_counter()
+    jobs: list[_Job] = []
+    try:
+        for h, a, b in zip(team.helpers, cuts, cuts[1:]):
+            jobs.append(h.post(kernel, a, b))
+        result = kernel(0, m)
+    except BaseException:  # no piece may write the output once the call is over; this error first
+        with contextlib.suppress(BaseException):
+            _join(team.helpers, jobs)
+        raise
+    start = _join(team.helpers, jobs)
+    wall = time.perf_counter() - t0
     cold = start is None or any(job.cold for job in jobs)
     cost.learn(wall, size, threads, cut=True, cold=cold)
     if not cold:  # a late start (the thread descheduled) counts as a sleeping helper's at most
@@ -180,17 +191,18 @@ def _join(helpers: list[_Helper], jobs: list[_Job]) -> float | None:
     start of those the helpers ran, or None. A piece's exception is raised once all are done."""
     start, error = None, None
     for helper, job in zip(helpers, jobs):
-        if job.claim.acquire(blocking=False):  # not started: computed here
-            job.cold = True
-            try:
+        try:
+            if job.claim.acquire(blocking=False):  # not started: computed here
+                job.cold = True
                 job.kernel(job.a, job.b)
-            except BaseException as e:  # noqa: BLE001 - raised below, once no piece runs
-                error = error or e
-        else:
-            helper.finished(job)
-            error = error or job.error
-            start = job.began if start is None else max(start, job.began)
-        helper.job = None  # the call's arrays are not kept alive by the helper
+            else:
+                helper.finished(job)
+                error = error or job.error
+                start = job.began if start is None else max(start, job.began)
+        except BaseException as e:  # noqa: BLE001 - raised below, once no piece runs
+            error = error or e
+        finally:
+            helper.job = None  # the call's arrays are not kept alive by the helper
     if error is not None:
         raise error
     return start
@@ -233,11 +245,19 @@ class _Helper:
         return job
 
     def finished(self, job: _Job) -> None:
-        """Return once ``job``, which this helper claimed, is done (spinning: it is being computed)."""
+        """Return once ``job``, which this helper claimed, is done (spinning: it is being computed); an
+        exception raised meanwhile (a KeyboardInterrupt) is raised then, not before."""
         from . import _spin
 
-        while not _spin.until(self.done, 0, job.seq, _Team.spins):
-            pass
+        pending = None
+        while True:
+            try:
+                if _spin.until(self.done, 0, job.seq, _Team.spins):
+                    break
+            except BaseException as e:  # noqa: BLE001 - raised below, once the piece is done
+                pending = pending or e
+        if pending is not None:
+            raise pending
 
     def _serve(self) -> None:
         from . import _spin
@@ -253,7 +273,8 @@ class _Helper:
             seen = int(self.posted[0])
             job = self.job
             if job is None or not job.claim.acquire(blocking=False):
-                continue  # the caller computed it
+                job = None  # the caller computed it (and its arrays are not kept alive here)
+                continue
             job.began = time.perf_counter()
             try:
                 job.kernel(job.a, job.b)
@@ -274,7 +295,6 @@ class _Team:
     _lock = threading.Lock()
 
     def __init__(self) -> None:
-        self.pid = os.getpid()  # a forked child has none of its parent's threads
         self.helpers: list[_Helper] = []
         self.busy = threading.Lock()
 
@@ -283,7 +303,7 @@ class _Team:
         """The team, held, with at least ``helpers`` helpers; None where another call holds it."""
         with cls._lock:
             team = cls._current
-            if team is None or team.pid != os.getpid():
+            if team is None:
                 if not cls.spins:
                     from . import _spin
 
@@ -294,9 +314,22 @@ class _Team:
                 team = cls._current = _Team()
         if not team.busy.acquire(blocking=False):
             return None
-        while len(team.helpers) < helpers:
-            team.helpers.append(_Helper())
+        try:
+            while len(team.helpers) < helpers:
+                team.helpers.append(_Helper())
+        except RuntimeError:  # no thread can be started: the call runs in one piece
+            team.busy.release()
+            return None
+        except BaseException:
+            team.busy.release()
+            raise
         return team
+
+    @classmethod
+    def forked(cls) -> None:
+        """In a forked child: none of the parent's helper threads is there, and its locks may have been
+        held by threads that are not either."""
+        cls._current, cls._lock = None, threading.Lock()
 
     def release(self) -> None:
         self.busy.release()
@@ -304,6 +337,17 @@ class _Team:
 
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
+
+
+def _forked() -> None:
+    """In a forked child: the helpers and the pool are the parent's (their threads are not here)."""
+    global _POOL, _POOL_LOCK
+    _Team.forked()
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def pool() -> ThreadPoolExecutor:

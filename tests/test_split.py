@@ -3,9 +3,15 @@ that it never waits on busy or sleeping helpers nor returns while a piece still 
 
 from __future__ import annotations
 
+import gc
+import os
+import signal
 import threading
 import time
+import warnings
+import weakref
 
+import numpy as np
 import pytest
 
 from onnx_dequant import _split
@@ -180,3 +186,91 @@ def test_a_kind_of_call_goes_the_way_measured_faster_and_tries_the_other_now_and
     assert c.wants_cut(0.6)
     c.calls = 4 * _split.RETIME  # a call in one piece keeps the whole cost measured
     assert not c.wants_cut(0.6)
+
+
+def test_an_error_before_the_pieces_start_lets_the_helpers_go(cut):
+    cut(2)
+
+    def apart() -> bool:
+        raise KeyboardInterrupt  # a signal delivered there, say
+
+    with pytest.raises(KeyboardInterrupt):
+        _split.run(Pieces(), 1000, _split.Cost(), apart)
+    k = Pieces()
+    _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert len(k.covered()) == 2
+
+
+def test_the_helpers_keep_no_call_alive(cut):
+    """A helper that wakes to find its piece taken by the caller drops it, and the call's arrays."""
+    cut(6)
+    refs = []
+    for _ in range(30):
+        x, out = np.ones(1 << 22, np.int8), np.empty(1 << 22, np.int8)
+
+        def kernel(a: int, b: int, x=x, out=out) -> bool:
+            if a:  # the caller's own piece at once: it takes a sleeping helper's while that wakes
+                np.copyto(out[a:b], x[a:b])
+            return True
+
+        refs.append(weakref.ref(x))
+        _split.run(kernel, x.size, _split.Cost(), lambda: True)
+        del x, out, kernel
+        time.sleep(0.002)  # the helpers fall asleep: the next call's pieces are the caller's
+    time.sleep(0.05)  # every helper has woken, seen its piece, and waits again
+    gc.collect()
+    assert not [r for r in refs if r() is not None]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_does_not_inherit_a_held_team_lock(cut):
+    """A fork while another thread sets the team up (its lock held) leaves the child free to cut."""
+    cut(2)
+    _split.run(Pieces(), 1000, _split.Cost(), lambda: True)  # the parent's team
+    with _split._Team._lock, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads: the point of the test
+        pid = os.fork()
+        if pid == 0:  # the child: one cut call, then out
+            k = Pieces()
+            try:
+                _split.run(k, 1000, _split.Cost(), lambda: True)
+                os._exit(0 if len(k.covered()) == 2 else 3)
+            finally:
+                os._exit(4)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    pytest.fail("the child's cut call hung")
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timer")
+def test_an_interrupt_while_waiting_for_a_helper_is_raised_once_its_piece_is_done(cut):
+    cut(2)
+    started, done = threading.Event(), []
+
+    def kernel(a: int, b: int) -> bool:
+        if a == 0:  # the caller's piece: on once the helper's is under way, an alarm to come
+            started.wait(10)
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+        else:
+            started.set()
+            time.sleep(0.3)
+            done.append(b)
+        return True
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _split.run(kernel, 1000, _split.Cost(), lambda: True)
+        assert done == [1000]  # the helper's piece was over when the interrupt came out
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
