@@ -68,15 +68,17 @@ _ALIGN = 64
 class Cost:
     """What one kind of call (a compiled loop over one layout and shape) was measured to cost: seconds
     per element in one piece (``per_element``: ``UNMEASURED`` until its second call, as the first may
-    load or compile the loop; then an average) and cut (``cut``: 0.0 until measured with its helpers
-    awake), and whether its calls run in one piece (``alone``: one in ``RETIME`` is then timed, and cut
-    where the model says so, in case cutting came to pay)."""
+    load or compile the loop; then an average) and cut (``cut``: the least of its first ``TRIALS`` cut
+    calls with their helpers awake, then an average), and whether its calls run in one piece
+    (``alone``: one in ``RETIME`` is then timed, and cut where the model says so, in case cutting came
+    to pay)."""
 
-    __slots__ = ("per_element", "cut", "calls", "alone", "retry")
+    __slots__ = ("per_element", "cut", "cuts", "calls", "alone", "retry")
 
     def __init__(self) -> None:
         self.per_element = UNMEASURED
         self.cut = 0.0
+        self.cuts = 0  # cut calls measured with their helpers awake
         self.calls = 0
         self.alone = False
         self.retry = False  # the last cut call found a helper asleep: the next one is cut again
@@ -87,7 +89,7 @@ class Cost:
         the other way."""
         if share > SHARE_MAX:
             return False
-        if self.retry or not self.cut:
+        if self.retry or self.cuts < TRIALS:
             return True
         return (self.cut < self.per_element) != (self.calls % RETIME == 0)
 
@@ -99,14 +101,22 @@ class Cost:
         c = seconds / max(elements, 1)
         self.retry = cut and cold
         if cut and not cold:
-            self.cut = c if not self.cut else self.cut + _LEARN * (c - self.cut)
+            self.cuts += 1
+            if self.cuts <= TRIALS:  # one call disturbed (by another process, say) decides nothing
+                self.cut = c if self.cuts == 1 else min(self.cut, c)
+            else:
+                self.cut += _LEARN * (c - self.cut)
         elif not cut and self.calls == 2:
             self.per_element = c
         elif not cut and self.calls > 2:
             self.per_element += _LEARN * (c - self.per_element)
-        slower = bool(self.cut) and self.cut >= self.per_element
+        slower = self.cuts >= TRIALS and self.cut >= self.per_element
         pays = share(self.per_element * elements, LATENCY[0], threads) <= SHARE_MAX
         self.alone = self.calls >= 2 and not self.retry and (slower or not pays)
+
+
+TRIALS = 3
+"""Cut calls a kind of call makes (with its helpers awake) before its measurements can stop it."""
 
 
 RETIME = 64
