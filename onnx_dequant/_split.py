@@ -38,10 +38,12 @@ SHARE_MAX = 0.8
 """The largest share of the elements the calling thread computes in a cut call: a larger one saves less
 than a fifth of the call."""
 
-SPIN = 200e-6
-"""Seconds a helper spins for its next piece after one (and the caller for a helper's piece to end)
-before it sleeps: a core busy that long after each cut call, for a start in microseconds for a call
-that follows within it."""
+SPIN = 50e-6
+"""Seconds a helper spins for its next piece after one before it sleeps: a CPU busy that long after
+each cut call, for a start in microseconds for a call that follows within it. Where two CPUs share a
+core (as on the 2-vCPU VM of docs/performance.md's nineteenth round), the spinning one slows the other:
+a call in one piece right after a cut call ran 1.5x slower beside a helper spinning 200 us."""
+
 
 SETTLE = 4e-6
 """Seconds a helper that sees a piece posted spins on before it takes the GIL, which the caller holds
@@ -91,7 +93,11 @@ class Cost:
             return False
         if self.retry or self.cuts < TRIALS:
             return True
-        return (self.cut < self.per_element) != (self.calls % RETIME == 0)
+        return (not self._slower()) != (self.calls % RETIME == 0)
+
+    def _slower(self) -> bool:
+        """Whether cut calls measured clearly slower than whole ones (``SLOWER``)."""
+        return self.cuts >= TRIALS and self.cut >= SLOWER * self.per_element
 
     def learn(self, seconds: float, elements: int, threads: int, cut: bool = False, cold: bool = False) -> None:
         """Fold in a call's measured time (``cut`` or in one piece; a cut call that found a helper
@@ -110,13 +116,16 @@ class Cost:
             self.per_element = c
         elif not cut and self.calls > 2:
             self.per_element += _LEARN * (c - self.per_element)
-        slower = self.cuts >= TRIALS and self.cut >= self.per_element
         pays = share(self.per_element * elements, LATENCY[0], threads) <= SHARE_MAX
-        self.alone = self.calls >= 2 and not self.retry and (slower or not pays)
+        self.alone = self.calls >= 2 and not self.retry and (self._slower() or not pays)
 
 
 TRIALS = 3
 """Cut calls a kind of call makes (with its helpers awake) before its measurements can stop it."""
+
+SLOWER = 1.1
+"""How much slower than whole calls cut calls must measure for a kind of call to stop cutting where the
+model says it pays: both measures move by a tenth from call to call on a shared machine."""
 
 
 RETIME = 64
@@ -257,7 +266,8 @@ class _Helper:
         return job
 
     def finished(self, job: _Job) -> None:
-        """Return once ``job``, which this helper claimed, is done (spinning: it is being computed); an
+        """Return once ``job``, which this helper claimed, is done (spinning, ``SPIN`` seconds a turn: it
+        is being computed); an
         exception raised meanwhile (a KeyboardInterrupt) is raised then, not before."""
         from . import _spin
 
