@@ -45,6 +45,9 @@ core (as on the 2-vCPU VM of docs/performance.md's nineteenth round), the spinni
 a call in one piece right after a cut call ran 1.5x slower beside a helper spinning 200 us."""
 
 
+_SPINNING = [0.0]
+"""Until when (``time.perf_counter``) the last cut call's helpers spin for a next piece."""
+
 SETTLE = 4e-6
 """Seconds a helper that sees a piece posted spins on before it takes the GIL, which the caller holds
 for a microsecond or two after posting (``_spin.serve``)."""
@@ -58,7 +61,7 @@ LATENCY = [LATENCY_MAX]
 
 UNMEASURED = 0.0
 """The seconds per element a kind of call is taken to cost before it is measured: none, so its first
-calls run in one piece, timed."""
+calls run whole, timed (another value is taken as measured)."""
 
 _LEARN = 0.25
 """The weight of a new measurement in ``LATENCY``'s and a ``Cost``'s averages."""
@@ -68,17 +71,18 @@ _ALIGN = 64
 
 
 class Cost:
-    """What one kind of call (a compiled loop over one layout and shape) was measured to cost: seconds
-    per element in one piece (``per_element``: ``UNMEASURED`` until its second call, as the first may
-    load or compile the loop; then an average) and cut (``cut``: the least of its first ``TRIALS`` cut
-    calls with their helpers awake, then an average), and whether its calls run in one piece
-    (``alone``: one in ``RETIME`` is then timed, and cut where the model says so, in case cutting came
-    to pay)."""
+    """What one kind of call (a compiled loop over one layout and shape) was measured to cost, in
+    seconds per element: whole (``per_element``: ``UNMEASURED``, then the least of ``TRIALS`` calls
+    after the first, which may load or compile the loop, then an average of those timed with no
+    helper spinning beside them) and cut (``cut``: the least of its first ``TRIALS`` cut calls with
+    their helpers awake, then an average); and whether its calls run whole (``alone``: one in
+    ``RETIME`` is then timed, and cut where the model says so, in case cutting came to pay)."""
 
-    __slots__ = ("per_element", "cut", "cuts", "calls", "alone", "retry")
+    __slots__ = ("per_element", "wholes", "cut", "cuts", "calls", "alone", "retry")
 
     def __init__(self) -> None:
         self.per_element = UNMEASURED
+        self.wholes = TRIALS + 1 if UNMEASURED else 0  # whole calls measured (the first not kept)
         self.cut = 0.0
         self.cuts = 0  # cut calls measured with their helpers awake
         self.calls = 0
@@ -87,9 +91,9 @@ class Cost:
 
     def wants_cut(self, share: float) -> bool:
         """Whether the next call, whose caller's share would be ``share``, is to be cut: where the model
-        says it pays, unless cut calls measured slower than whole ones; one in ``RETIME`` calls tries
-        the other way."""
-        if share > SHARE_MAX:
+        says it pays, once whole calls are measured, unless cut calls measured slower than whole ones;
+        one in ``RETIME`` calls tries the other way."""
+        if share > SHARE_MAX or self.wholes <= TRIALS:
             return False
         if self.retry or self.cuts < TRIALS:
             return True
@@ -99,25 +103,36 @@ class Cost:
         """Whether cut calls measured clearly slower than whole ones (``SLOWER``)."""
         return self.cuts >= TRIALS and self.cut >= SLOWER * self.per_element
 
-    def learn(self, seconds: float, elements: int, threads: int, cut: bool = False, cold: bool = False) -> None:
-        """Fold in a call's measured time (``cut`` or in one piece; a cut call that found a helper
-        asleep, ``cold``, measured the wake-up and is tried again instead), and whether calls of as
-        many elements, among ``threads`` threads, are to run in one piece from now on."""
+    def learn(
+        self, seconds: float, elements: int, threads: int, cut: bool = False, cold: bool = False, beside: bool = False
+    ) -> None:
+        """Fold in a call's measured time (``cut`` or whole; a cut call that found a helper asleep,
+        ``cold``, measured the wake-up and is tried again instead; a whole call that ran ``beside``
+        helpers still spinning after a cut call, which slow it where two CPUs share a core, is counted,
+        not measured), and whether calls of as many elements, among ``threads`` threads, are to run
+        whole from now on."""
         self.calls += 1
         c = seconds / max(elements, 1)
         self.retry = cut and cold
         if cut and not cold:
             self.cuts += 1
-            if self.cuts <= TRIALS:  # one call disturbed (by another process, say) decides nothing
-                self.cut = c if self.cuts == 1 else min(self.cut, c)
-            else:
-                self.cut += _LEARN * (c - self.cut)
-        elif not cut and self.calls == 2:
-            self.per_element = c
-        elif not cut and self.calls > 2:
-            self.per_element += _LEARN * (c - self.per_element)
+            self.cut = _trial(self.cut, c, self.cuts)
+        elif not cut and not beside:
+            self.wholes += 1
+            if self.wholes > 1:  # the first may have loaded or compiled the loop
+                self.per_element = _trial(self.per_element, c, self.wholes - 1)
         pays = share(self.per_element * elements, LATENCY[0], threads) <= SHARE_MAX
-        self.alone = self.calls >= 2 and not self.retry and (self._slower() or not pays)
+        self.alone = self.wholes > TRIALS and not self.retry and (self._slower() or not pays)
+
+
+def _trial(average: float, c: float, n: int) -> float:
+    """A measure's estimate after its ``n``-th sample ``c``: the least of the first ``TRIALS`` (one
+    sample disturbed by another process, or cold caches, decides nothing), then an average."""
+    if n == 1:
+        return c
+    if n <= TRIALS:
+        return min(average, c)
+    return average + _LEARN * (c - average)
 
 
 TRIALS = 3
@@ -175,7 +190,7 @@ def run(kernel: Kernel, size: int, cost: Cost, apart: Callable[[], bool]) -> Any
             team.release()
     t0 = time.perf_counter()
     result = kernel(0, size)
-    cost.learn(time.perf_counter() - t0, size, threads)
+    cost.learn(time.perf_counter() - t0, size, threads, beside=t0 < _SPINNING[0])
     return result
 
 
@@ -196,6 +211,7 @@ def _cut(kernel: Kernel, size: int, cost: Cost, team: _Team, f: float, threads: 
         raise
     start = _join(team.helpers, jobs)
     wall = time.perf_counter() - t0
+    _SPINNING[0] = t0 + wall + SPIN
     cold = start is None or any(job.cold for job in jobs)
     cost.learn(wall, size, threads, cut=True, cold=cold)
     if not cold:  # a late start (the thread descheduled) counts as a sleeping helper's at most

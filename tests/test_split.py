@@ -87,8 +87,9 @@ def test_first_calls_of_a_kind_run_in_one_piece_and_are_timed(cut, monkeypatch):
     k, cost = Pieces(), _split.Cost()
     _split.run(k, 1000, cost, lambda: True)  # its time may be a compilation's: not kept
     assert cost.per_element == 0.0
-    _split.run(k, 1000, cost, lambda: True)
-    assert k.covered() == [(0, 1000), (0, 1000)]
+    for _ in range(_split.TRIALS):
+        _split.run(k, 1000, cost, lambda: True)
+    assert k.covered() == [(0, 1000)] * (_split.TRIALS + 1)
     assert cost.per_element > 0.0
 
 
@@ -114,6 +115,8 @@ def test_calls_that_would_save_little_or_may_overlap_run_in_one_piece(cut, monke
 def test_learns_the_helpers_start_latency(cut, monkeypatch):
     cut(2)
     monkeypatch.setattr(_split, "LATENCY", [0.0])
+    _split.run(Pieces(), 1000, _split.Cost(), lambda: True)  # the team
+    monkeypatch.setattr(_split._Team, "spins", _split._Team.spins * 100)  # awake from call to call
     for _ in range(50):  # a call that finds the helper asleep (the first) measures no start latency
         _split.run(Pieces(sleep=1e-4, sleeper="caller"), 1000, _split.Cost(), lambda: True)
         if _split.LATENCY[0]:
@@ -169,7 +172,11 @@ def test_a_kind_of_call_goes_the_way_measured_faster_and_tries_the_other_now_and
     c = _split.Cost()
     c.learn(9.0, 1000, 2)  # the first call may compile the loop: not kept
     assert c.per_element == _split.UNMEASURED
-    c.learn(1.0, 1000, 2)
+    for seconds in (1.5, 1.0, 1.2):  # the least of the first whole calls: one disturbed decides nothing
+        assert not c.wants_cut(0.6)
+        c.learn(seconds, 1000, 2)
+    assert c.per_element == pytest.approx(1e-3)
+    c.learn(3.0, 1000, 2, beside=True)  # beside spinning helpers: not a whole call's cost
     assert c.per_element == pytest.approx(1e-3)
     assert c.wants_cut(0.6) and not c.wants_cut(_split.SHARE_MAX + 0.01)  # untried; where it cannot pay
     c.learn(5.0, 1000, 2, cut=True, cold=True)  # a helper was asleep: a wake-up, not a cut call's cost
