@@ -7,10 +7,12 @@ to a spinning helper starts within a few microseconds; one posted to a sleeping 
 operating system wakes its core (20-50 us on a virtual machine, measured), so the caller's share is
 larger by what it computes meanwhile (``share``, from the start latency measured on every cut call:
 ``LATENCY``), and a call is cut only where that saves a fifth of its time (``SHARE_MAX``). What a call
-costs is measured, not typed in: every call of ``MIN_ELEMENTS`` or more times itself and keeps its cost
-per element for the next call of its kind (``Cost``). A helper's piece not started when the caller is
-done is computed by the caller, and a call made while another thread's call holds the helpers runs in
-one piece, so a call never waits on a busy or sleeping helper.
+costs is measured, not typed in: every call of ``MIN_ELEMENTS`` or more times itself, and its kind
+keeps what it costs whole and cut (``Cost``), so that a kind of call whose cut calls measure slower
+stays whole (where two CPUs share one core's vector units, a loop bound by their throughput gains
+nothing from a second thread). A helper's piece not started when the caller is done is computed by the
+caller, and a call made while another thread's call holds the helpers runs in one piece, so a call
+never waits on a busy or sleeping helper.
 """
 
 from __future__ import annotations
