@@ -50,9 +50,10 @@ a call in one piece right after a cut call ran 1.5x slower beside a helper spinn
 _SPINNING = [0.0]
 """Until when (``time.perf_counter``) the last cut call's helpers spin for a next piece."""
 
-SETTLE = 4e-6
+SETTLE = 2e-6
 """Seconds a helper that sees a piece posted spins on before it takes the GIL, which the caller holds
-for a microsecond or two after posting (``_spin.serve``)."""
+for a microsecond or two after posting (``_spin.serve``): measured start latency 6.2 us at 2 us, 5-15
+at 0.5-1 us (the helper sometimes finds the GIL taken, and sleeps), 7-9 at 4 us, 11-13 at 8 us."""
 
 LATENCY_MAX = 50e-6
 """A sleeping helper's start latency in seconds on a 2-core KVM virtual machine, where the operating
