@@ -100,12 +100,14 @@ def narrow(src: np.ndarray, dst: np.ndarray) -> None:
 def blocks(x: np.dtype, out: np.dtype) -> bool:
     """Whether the compiled loop computes rows of input type ``x`` and output ``out`` in vector blocks
     ("tiles blocks", ``_jit.block_run``): where the float32 product is exact (``f32_work_exact``), f16
-    where the CPU converts it (``_jit.HARDWARE_F16``). Needs ``available()``."""
+    where the CPU converts it (``_jit.HARDWARE_F16``), and 16-bit inputs to f16 where it rounds their
+    products to odd (``_jit.HARDWARE_ODD``). Needs ``available()``."""
     from . import _jit
 
     if np.dtype(out) == np.float16 and not _jit.HARDWARE_F16:
         return False
-    return f32_work_exact(dtypes.parse(np.dtype(x)), dtypes.parse(np.dtype(out)))
+    odd = np.dtype(out) == np.float16 and np.dtype(x) in (np.int16, np.uint16) and _jit.HARDWARE_ODD
+    return odd or f32_work_exact(dtypes.parse(np.dtype(x)), dtypes.parse(np.dtype(out)))
 
 
 def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str) -> Callable[..., bool]:

@@ -210,50 +210,110 @@ HARDWARE_BF16 = _hardware_bf16()
 """Whether the CPU Numba compiles for rounds float32 to bf16 itself (AVX512-BF16's ``vcvtneps2bf16``,
 ``bf16_run``)."""
 
+HARDWARE_ODD = HARDWARE_F16 and _compiles_for("+avx512f")
+"""Whether the CPU Numba compiles for multiplies float32 vectors rounding toward zero by the instruction's
+own rounding (AVX-512's embedded rounding, ``odd_product_ir``), and converts to f16 (F16C): 16-bit inputs'
+f16 products are then rounded to odd in explicit vectors (``odd_blocks``)."""
+
 BF16_RUN = 16
 """Elements a ``bf16_run`` computes: one 512-bit vector of float32."""
 
 
-@intrinsic
-def bf16_run(typingctx, x, o, k, zv, sv, xkind):  # pragma: no cover - compiled
-    """``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` rounded to bf16 bits by the CPU
-    (``vcvtneps2bf16``), one vector each step: the float32 product must be exact (``product_exact``) and
-    ``sv`` not subnormal (the instruction takes a subnormal for a zero; an integer times a normal, zero,
-    infinite or NaN scale is never subnormal). Its rounding is ``bf16_from_product``'s (to nearest even;
-    a NaN quieted, which every NaN the loop forms already is). int4 bytes (``xkind`` ``INT4``) are
-    biased (``int4_biased``), as ``zv`` is. LLVM vectorizes a loop of the conversion written per
-    element at 4 lanes (175 against 100 ps an element, ``bf16_from_product``'s); this runs at 64-70."""
-    signed = x.dtype.signed
-    biased = xkind == types.int8
+def odd_product_ir(builder, d, s):
+    """LLVM IR for the exact product of 16-lane float32 vectors ``d`` (integers) and ``s`` rounded to odd
+    in float32, as ``odd_product_f32`` rounds it: the product rounded toward zero (``vmulps`` with
+    embedded rounding, ``HARDWARE_ODD``) and its last bit set where the fused multiply-add's error is
+    nonzero (an ordered comparison: false for a NaN error, an infinite or NaN factor, which leaves the
+    product as it is; an overflow gives the largest float32, which f16 rounds to infinity, as it rounds
+    the exact product). Four vector operations where ``odd_product_f32``'s rounding to nearest takes
+    seven: 9.9 -> 7.6 us for 67K elements i16 -> f16, loops alone (AMD EPYC Zen 4, 2026-12-05)."""
+    vf = d.type
+    lanes, i32 = vf.count, ir.IntType(32)
+    vi = ir.VectorType(i32, lanes)
+    mul = builder.module.declare_intrinsic("llvm.x86.avx512.mul.ps.512", (), ir.FunctionType(vf, [vf, vf, i32]))
+    p = builder.call(mul, [d, s, i32(11)])  # _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC
+    fma = builder.module.declare_intrinsic(f"llvm.fma.v{lanes}f32", (), ir.FunctionType(vf, [vf, vf, vf]))
+    e = builder.call(fma, [d, s, builder.fneg(p)])
+    inexact = builder.fcmp_ordered("!=", e, ir.Constant(vf, [0.0] * lanes))
+    pb = builder.bitcast(p, vi)
+    # a masked or: the last bits' 1s pass an arithmetic fence (which emits nothing), or LLVM folds the
+    # select of ``p | 1`` and ``p`` into ``p | zext(inexact)``, two vector operations more (9.2 against 7.6 us)
+    fence = builder.module.declare_intrinsic(f"llvm.arithmetic.fence.v{lanes}f32", (), ir.FunctionType(vf, [vf]))
+    ones = builder.bitcast(builder.call(fence, [builder.bitcast(ir.Constant(vi, [1] * lanes), vf)]), vi)
+    return builder.bitcast(builder.select(inexact, builder.or_(pb, ones), pb), vf)
 
-    def codegen(context, builder, sig, args):
-        xa = context.make_array(sig.args[0])(context, builder, args[0])
-        oa = context.make_array(sig.args[1])(context, builder, args[1])
-        lanes, i32 = BF16_RUN, ir.IntType(32)
-        vin = ir.VectorType(context.get_data_type(sig.args[0].dtype), lanes)
-        vf = ir.VectorType(ir.FloatType(), lanes)
-        vh = ir.VectorType(ir.IntType(16), lanes)
 
-        def splat(s):
-            one = builder.insert_element(ir.Constant(vf, ir.Undefined), s, ir.Constant(i32, 0))
-            return builder.shuffle_vector(
-                one, ir.Constant(vf, ir.Undefined), ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
-            )
+def _held_vector(odd: bool):
+    """An intrinsic ``(x, o, k, zv, sv, xkind)``: ``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) *
+    sv``, one 16-lane vector, rounded by the CPU: to bf16 where not ``odd`` (``bf16_run``), to f16 through
+    the product rounded to odd where ``odd`` (``odd_run``: 16-bit inputs, ``HARDWARE_ODD``, the difference
+    exact in float32)."""
 
-        v = builder.load(builder.bitcast(builder.gep(xa.data, [args[2]]), vin.as_pointer()), align=1)
-        if biased:
-            v = builder.xor(v, ir.Constant(vin, [8] * lanes))
-        f = builder.sitofp(v, vf) if signed else builder.uitofp(v, vf)
-        f = builder.fmul(builder.fsub(f, splat(args[3])), splat(args[4]))
-        # declared with i16 lanes, its type in older LLVMs (llvmlite 0.43's LLVM 14), which newer ones upgrade
-        convert = builder.module.declare_intrinsic(
-            "llvm.x86.avx512bf16.cvtneps2bf16.512", (), ir.FunctionType(vh, [vf])
-        )
-        h = builder.call(convert, [f])
-        builder.store(h, builder.bitcast(builder.gep(oa.data, [args[2]]), vh.as_pointer()), align=1)
-        return context.get_dummy_value()
+    @intrinsic
+    def run(typingctx, x, o, k, zv, sv, xkind):  # pragma: no cover - compiled
+        signed = x.dtype.signed
+        biased = xkind == types.int8
 
-    return types.void(x, o, types.int64, types.float32, types.float32, xkind), codegen
+        def codegen(context, builder, sig, args):
+            xa = context.make_array(sig.args[0])(context, builder, args[0])
+            oa = context.make_array(sig.args[1])(context, builder, args[1])
+            lanes, i32 = BF16_RUN, ir.IntType(32)
+            vin = ir.VectorType(context.get_data_type(sig.args[0].dtype), lanes)
+            vf = ir.VectorType(ir.FloatType(), lanes)
+            vh = ir.VectorType(ir.IntType(16), lanes)
+
+            def splat(s):
+                one = builder.insert_element(ir.Constant(vf, ir.Undefined), s, ir.Constant(i32, 0))
+                return builder.shuffle_vector(
+                    one, ir.Constant(vf, ir.Undefined), ir.Constant(ir.VectorType(i32, lanes), [0] * lanes)
+                )
+
+            v = builder.load(builder.bitcast(builder.gep(xa.data, [args[2]]), vin.as_pointer()), align=1)
+            if biased:
+                v = builder.xor(v, ir.Constant(vin, [8] * lanes))
+            f = builder.fsub(builder.sitofp(v, vf) if signed else builder.uitofp(v, vf), splat(args[3]))
+            if odd:
+                p = odd_product_ir(builder, f, splat(args[4]))
+                h = builder.bitcast(builder.fptrunc(p, ir.VectorType(ir.HalfType(), lanes)), vh)
+            else:
+                # declared with i16 lanes, its type in older LLVMs (llvmlite 0.43's LLVM 14), which newer
+                # ones upgrade
+                convert = builder.module.declare_intrinsic(
+                    "llvm.x86.avx512bf16.cvtneps2bf16.512", (), ir.FunctionType(vh, [vf])
+                )
+                h = builder.call(convert, [builder.fmul(f, splat(args[4]))])
+            builder.store(h, builder.bitcast(builder.gep(oa.data, [args[2]]), vh.as_pointer()), align=1)
+            return context.get_dummy_value()
+
+        return types.void(x, o, types.int64, types.float32, types.float32, xkind), codegen
+
+    return run
+
+
+bf16_run = _held_vector(False)
+"""``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` rounded to bf16 bits by the CPU
+(``vcvtneps2bf16``), one vector each step: the float32 product must be exact (``product_exact``) and
+``sv`` not subnormal (the instruction takes a subnormal for a zero; an integer times a normal, zero,
+infinite or NaN scale is never subnormal). Its rounding is ``bf16_from_product``'s (to nearest even;
+a NaN quieted, which every NaN the loop forms already is). int4 bytes (``xkind`` ``INT4``) are
+biased (``int4_biased``), as ``zv`` is. LLVM vectorizes a loop of the conversion written per
+element at 4 lanes (175 against 100 ps an element, ``bf16_from_product``'s); this runs at 64-70."""
+
+odd_run = _held_vector(True)
+"""``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` of 16-bit inputs rounded once to f16 bits
+(``odd_product_ir``, then F16C), one vector each step (``odd_blocks``)."""
+
+
+def odd_blocks(kind, x):  # pragma: no cover - compiled by its overload
+    """Whether rows of input array ``x`` and output ``kind`` run in explicit vectors rounded to odd by the
+    CPU (``odd_product_ir``: 16-bit inputs to f16 where ``HARDWARE_ODD``), not in the loops LLVM
+    vectorizes from ``store``. A constant, folded where compiled."""
+
+
+@overload(odd_blocks, jit_options={"nogil": True})
+def _odd_blocks(kind, x):  # pragma: no cover - compiled
+    on = HARDWARE_ODD and kind == types.uint16 and isinstance(x.dtype, types.Integer) and x.dtype.bitwidth == 16
+    return (lambda kind, x: True) if on else (lambda kind, x: False)
 
 
 BLOCK_RUN = 16
@@ -262,20 +322,21 @@ BLOCK_RUN = 16
 
 def _block(held: bool):
     """An intrinsic ``(x, xo, z, zo, s, so, out, kind, xkind, zkind)``: ``out[xo : xo + BLOCK_RUN]`` = ``(x[xo :] -
-    z[zo :]) * s[so :]`` over ``BLOCK_RUN`` elements in float32, one explicit vector each (``x`` and ``out``
-    share an offset; ``z`` and ``s`` a run beside them, or where ``held``, the one value at ``zo`` and ``so``,
-    repeated), where the float32 product is the one rounding (``product_exact``, ``f32_work_exact``): 8/16-bit
-    or 4-bit inputs to f32 (rounded once), 8-bit and 4-bit ones to f16 and bf16, 16-bit ones to bf16 (exact,
-    then rounded once). The difference is taken in int32 and converted once; int4 bytes (``xkind`` ``INT4``) are
-    biased as ``int4_biased`` biases them (the byte with its sign bit flipped, as an int8), the zero point's
-    alike, or less the bias where there is none (``zkind`` ``PLAIN``: ``z`` is not read). f16/bf16 scales
-    (``kind``, ``MARKERS``) are read as bits and converted, the product rounded once to nearest even: f16 by the
-    CPU (F16C, ``HARDWARE_F16``), bf16 as ``bf16_from_product`` rounds. A block of a row's runtime width written
-    as a Numba loop of a constant 16 is unrolled into scalar code (LLVM cannot tell ``out`` from the inputs),
-    and one of the row's own width runs its last 1-31 elements one at a time: ``(13457,5,37)`` ``{0,2}`` i16 ->
-    f32 4.3x a casting copy spread, 3.1x as such rows, 2.1x in these blocks (``tiles blocks``). Other types
-    (float64 work, products to be rounded to odd first, f16 without F16C) lower to a trap: the branch of a
-    layout their loop never runs (``_fused.blocks``)."""
+    z[zo :]) * s[so :]`` over ``BLOCK_RUN`` elements in float32, one explicit vector each (``x`` and ``out`` share
+    an offset; ``z`` and ``s`` a run beside them, or where ``held``, the one value at ``zo`` and ``so``, repeated),
+    where the float32 product is the one rounding (``product_exact``, ``f32_work_exact``): 8/16-bit or 4-bit inputs
+    to f32 (rounded once), 8-bit and 4-bit ones to f16 and bf16, 16-bit ones to bf16 (exact, then rounded once), and
+    16-bit ones to f16 where ``HARDWARE_ODD`` (the product rounded to odd by ``odd_product_ir``, then once to f16).
+    The difference is taken in int32 and converted once; int4 bytes (``xkind`` ``INT4``) are biased as
+    ``int4_biased`` biases them (the byte with its sign bit flipped, as an int8), the zero point's alike, or less
+    the bias where there is none (``zkind`` ``PLAIN``: ``z`` is not read). f16/bf16 scales (``kind``, ``MARKERS``)
+    are read as bits and converted (a float32 scale, spread in the work type, as it is), the product rounded once to
+    nearest even: f16 by the CPU (F16C, ``HARDWARE_F16``), bf16 as ``bf16_from_product`` rounds. A block of a row's
+    runtime width written as a Numba loop of a constant 16 is unrolled into scalar code (LLVM cannot tell ``out``
+    from the inputs), and one of the row's own width runs its last 1-31 elements one at a time: ``(13457,5,37)``
+    ``{0,2}`` i16 -> f32 4.3x a casting copy spread, 3.1x as such rows, 2.1x in these blocks (``tiles blocks``).
+    Other types (float64 work, 16-bit inputs to f16 without AVX-512, f16 without F16C) lower to a trap: the branch
+    of a layout their loop never runs (``_fused.blocks``)."""
 
     @intrinsic
     def block(typingctx, x, xo, z, zo, s, so, out, kind, xkind, zkind):  # pragma: no cover - compiled
@@ -283,9 +344,11 @@ def _block(held: bool):
         has_z = zkind == types.int8
         half = {types.uint16: "f16", types.int16: "bf16"}.get(kind)
         name = half or ("f32" if s.dtype == types.float32 else None)
-        small = isinstance(x.dtype, types.Integer) and name is not None and s.dtype == out.dtype
+        # the scale in the output's type, or (spread) in float32 work
+        small = isinstance(x.dtype, types.Integer) and name is not None and s.dtype in (out.dtype, types.float32)
         exact = small and f32_work_exact(dtypes.parse(np.dtype(str(x.dtype))), dtypes.parse(name))
-        runs = exact and (half != "f16" or HARDWARE_F16)
+        odd = small and not exact and half == "f16" and x.dtype.bitwidth == 16 and HARDWARE_ODD
+        runs = (exact or odd) and (half != "f16" or HARDWARE_F16)
 
         def codegen(context, builder, sig, args):
             if not runs:  # a layout's loop lowers every layout's branch: this one never runs for other types
@@ -319,6 +382,8 @@ def _block(held: bool):
 
             def scale():
                 v = load(4, 5, held)
+                if sig.args[4].dtype == types.float32:  # f32 output, or spread in float32 work
+                    return v
                 if half == "f16":
                     return builder.fpext(builder.bitcast(v, ir.VectorType(ir.HalfType(), lanes)), vf)
                 if half == "bf16":
@@ -341,7 +406,8 @@ def _block(held: bool):
                 d = builder.sub(d, as_i32(2, 3, held))
             elif biased:
                 d = builder.sub(d, ir.Constant(vi, [8] * lanes))
-            p = builder.fmul(builder.sitofp(d, vf), scale())
+            f = builder.sitofp(d, vf)
+            p = odd_product_ir(builder, f, scale()) if odd else builder.fmul(f, scale())
             builder.store(rounded(p), pointer(6, 1, True), align=1)
             return context.get_dummy_value()
 
@@ -845,6 +911,12 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no 
             bf16_run(xr, orow, k, zr, sv, xkind)
         bf16_run(xr, orow, n - BF16_RUN, zr, sv, xkind)
         return
+    if odd_blocks(kind, xr) and n >= BF16_RUN:
+        zr = zv if given(zkind) else bias(xkind)
+        for k in range(0, n - BF16_RUN, BF16_RUN):
+            odd_run(xr, orow, k, zr, sv, xkind)
+        odd_run(xr, orow, n - BF16_RUN, zr, sv, xkind)
+        return
     lo, hi = 0, (n - n % HELD_BLOCK if n >= HELD_BLOCK else n)
     while True:
         xb, ob = xr[lo:hi], orow[lo:hi]
@@ -860,10 +932,22 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no 
 
 
 @_part
+def _vector_blocks(xr, orow, zr, sr, kind, xkind, zkind):  # pragma: no cover - compiled
+    """``orow = (xr - zr) * sr`` in ``block_run``'s blocks, the last one overlapping the one before: at
+    least ``BLOCK_RUN`` elements."""
+    last = xr.shape[0] - BLOCK_RUN
+    for k in range(0, last, BLOCK_RUN):
+        block_run(xr, k, zr, k, sr, k, orow, kind, xkind, zkind)
+    block_run(xr, last, zr, last, sr, last, orow, kind, xkind, zkind)
+
+
+@_part
 def run_varies(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """``orow = (xr - zr) * sr``, the scale (and zero point) a run beside the input's, read in their own
-    types."""
-    if given(zkind):
+    types (in ``block_run``'s vectors where ``odd_blocks``)."""
+    if odd_blocks(kind, xr) and xr.shape[0] >= BLOCK_RUN:
+        _vector_blocks(xr, orow, zr, sr, kind, xkind, zkind)
+    elif given(zkind):
         for i in range(xr.shape[0]):
             d = difference(xkind, wkind, xr[i], value(xkind, zr[i]))
             orow[i] = store(kind, d, as_work(wkind, load(kind, sr[i])), exact)
@@ -875,8 +959,11 @@ def run_varies(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact):  # pragma: n
 @_part
 def run_spread(xr, orow, zt, st, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """``orow = (xr - zt) * st``, the scale spread in the work type, the zero point in its own (int4's
-    biased, in int8): a quarter of the bytes to spread and read for 8-bit inputs."""
-    if given(zkind):
+    biased, in int8): a quarter of the bytes to spread and read for 8-bit inputs (in ``block_run``'s vectors
+    where ``odd_blocks``)."""
+    if odd_blocks(kind, xr) and xr.shape[0] >= BLOCK_RUN:
+        _vector_blocks(xr, orow, zt, st, kind, xkind, zkind)
+    elif given(zkind):
         for i in range(xr.shape[0]):
             orow[i] = store(kind, difference(xkind, wkind, xr[i], zt[i]), st[i], exact)
     else:

@@ -454,13 +454,17 @@ def test_fused_16bit_to_half_rounds_once(in_t, out):
     if out is ml_dtypes.bfloat16:
         bits[8:12] = [0x0001, 0x7F7F, 0x0080, 0x3F80]  # bf16: subnormal, largest, smallest normal, one
     scale = bits.view(out)
-    narrow = x.reshape(4096, 16)  # rows of 16: the scale and the zero point spread over tiles
+    narrow = x.reshape(4096, 16)  # rows of 16: in vector blocks (AVX-512), else spread over tiles
+    rows20 = x.reshape(-1)[:65520].reshape(3276, 20)  # rows of 20: spread (a window a tile)
     for x_, axes, s, z in (
         (x, (0,), scale, zp),  # rows held
         (x, (1,), scale, None),  # rows varying
         (x, (1,), scale, zp),
-        (narrow, (0,), np.tile(scale, 16), np.tile(zp, 16)),  # tiles spread, a window a tile
+        (narrow, (0,), np.tile(scale, 16), np.tile(zp, 16)),  # tiles blocks, or spread
         (narrow, (1,), scale[:16], zp[:16]),  # tiles spread, one window
+        (rows20, (0,), np.resize(scale, 3276), np.resize(zp, 3276)),
+        (rows20, (0,), np.resize(scale, 3276), None),
+        (narrow.reshape(-1, 4), (0,), np.resize(scale, 16384), np.resize(zp, 16384)),  # tiles narrow
     ):
         b = (-1, 1) if axes == (0,) else (1, -1)
         d = x_.astype(np.float64) - (0.0 if z is None else z.astype(np.float64).reshape(b))
@@ -469,6 +473,63 @@ def test_fused_16bit_to_half_rounds_once(in_t, out):
             with loop_kind(kind):
                 got = odq.dequantize(x_, s, z, axes=axes)
                 assert same_bits(got, want), (x_.shape, axes, z is None, kind)
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("in_t", [np.int16, np.uint16], ids=["i16", "u16"])
+def test_fused_16bit_to_f16_products_near_ties(in_t):
+    """The products of 16-bit differences and f16 scales that float32 rounded toward zero, or to nearest,
+    would put on an f16 rounding tie (so that a second rounding goes the wrong way: the few that rounding
+    to odd exists for) come out rounded once in every layout of the fused loop: rows held, rows varying,
+    tiles spread, tiles narrow and tiles blocks (each row's one value, or runs)."""
+    d = np.arange(-65535, 65536, dtype=np.int64)  # every difference of two 16-bit values
+    rng = np.random.default_rng(11)
+    bits = np.concatenate([[0x3E55, 0x03FF, 0x3C03, 0x3C01, 0x3FFF, 0x0401], rng.integers(1, 0x7BFF, 58)])
+    pairs = []
+    for b in bits.astype(np.uint16):
+        p = d * np.float64(b.view(np.float16))
+        with np.errstate(over="ignore"):  # past f16's largest value: infinite, as expected
+            near = p.astype(np.float32)
+            toward = np.where(np.abs(near.astype(np.float64)) > np.abs(p), np.nextafter(near, np.float32(0)), near)
+            once = p.astype(np.float16)
+            hard = (near.astype(np.float16) != once) | (toward.astype(np.float16) != once)
+        pairs += [(int(v), int(b)) for v in d[hard]]
+    assert len(pairs) > 100
+    dd = np.array([p[0] for p in pairs], np.int64)
+    sb = np.array([p[1] for p in pairs], np.uint16)
+    lo, hi = np.iinfo(in_t).min, np.iinfo(in_t).max
+    zz = np.where(dd >= 0, lo, hi)  # a zero point that keeps x = d + z in the type
+    xx = (dd + zz).astype(in_t)
+    zz = zz.astype(in_t)
+    # repeated to 8192 rows, so that rows of 6 fill several tiles
+    dd, xx, sb, zz = (np.resize(a, 8192) for a in (dd, xx, sb, zz))
+
+    def check(x, s, z, axes):
+        b = [1] * x.ndim
+        for a in axes:
+            b[a] = x.shape[a]
+        want = rounded_once(
+            x.astype(np.float64) - z.astype(np.float64).reshape(b), s.view(np.float16).reshape(b), np.float16
+        )
+        with loop_kind("fused"):
+            got = odq.dequantize(x, s.view(np.float16), z, axes=axes)
+        return [] if same_bits(got, want) else [(x.shape, axes)]
+
+    n = len(dd) - len(dd) % 16
+    bad: list = []
+    bad += check(xx, sb, zz, (0,))  # rows varying: a full-size scale
+    x2, s2, z2 = xx[:n].reshape(-1, 16), sb[:n].reshape(-1, 16), zz[:n].reshape(-1, 16)
+    bad += check(np.repeat(x2[:, None, :], 2, axis=1), s2, z2, (0, 2))  # rows of 16 beside runs: tiles blocks
+    bad += check(np.repeat(xx[:, None], 20, axis=1), sb, zz, (0,))  # rows of 20 under one value each: spread
+    bad += check(np.repeat(xx[:, None], 16, axis=1), sb, zz, (0,))  # rows of 16: tiles blocks
+    bad += check(np.repeat(xx[:, None], 6, axis=1), sb, zz, (0,))  # tiles narrow
+    bad += check(np.repeat(xx[:, None], 300, axis=1), sb, zz, (0,))  # rows held
+    assert not bad
+    layouts = {
+        reference._loop_layout(reference._plan(reference._layout(shape, axes), reference._blocks_for(in_t, np.float16)))
+        for shape, axes in [((len(dd), 20), (0,)), ((len(dd), 6), (0,)), ((len(dd), 300), (0,))]
+    }
+    assert {"tiles spread", "tiles narrow", "rows held"} <= layouts
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
@@ -623,9 +684,12 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
             assert _fused.blocks(x, out)
         for x, out in [(np.uint8, bf16), (np.int16, bf16), (ml_dtypes.uint4, bf16)]:
             assert _fused.blocks(x, out)
-        for x, out in [(np.int32, np.float32), (np.int16, np.float16), (np.int32, bf16), (np.int8, np.float64)]:
-            assert not _fused.blocks(x, out)  # float64 work, or products rounded to odd first
+        for x, out in [(np.int32, np.float32), (np.int32, np.float16), (np.int32, bf16), (np.int8, np.float64)]:
+            assert not _fused.blocks(x, out)  # float64 work
         assert _fused.blocks(np.int8, np.float16) == _jit.HARDWARE_F16
+        # products rounded to odd first: where the CPU rounds toward zero in a vector (AVX-512)
+        for x in (np.int16, np.uint16):
+            assert _fused.blocks(x, np.float16) == _jit.HARDWARE_ODD
         assert reference._blocks_for(np.int8, np.float32) == math.inf
         assert reference._blocks_for(np.uint8, bf16) == reference.BLOCK_WASTE
         assert reference._blocks_for(np.int32, np.float32) == 0
