@@ -69,8 +69,8 @@ def available() -> bool:
 
 def bits_type(t: np.dtype) -> np.dtype | None:
     """The type the loop reads or writes arrays of type ``t`` as: f16/bf16 as their 16-bit patterns,
-    int4/uint4 as the bytes ml_dtypes keeps them in (the loop biases int4's: ``_jit.int4_biased``); None for the types
-    it reads as they are."""
+    int4/uint4 as the bytes ml_dtypes keeps them in (the loop reads their low 4 bits, and biases int4's:
+    ``_jit.int4_biased``); None for the types it reads as they are."""
     if t in _HALF:
         return np.dtype(np.uint16)
     return np.dtype(np.uint8) if t in _NIBBLE else None
@@ -121,7 +121,7 @@ def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str)
 
         _KERNELS[key] = _jit.fused_for(
             _marker(out),
-            _jit.INT4 if np.dtype(x) == np.dtype(ml_dtypes.int4) else _jit.PLAIN,
+            {_NIBBLE[0]: _jit.INT4, _NIBBLE[1]: _jit.UINT4}.get(np.dtype(x), _jit.PLAIN),
             _jit.ZP if has_z else _jit.PLAIN,
             np.dtype(work).type(0),
             _jit.LAYOUTS[layout],

@@ -16,8 +16,8 @@ rounded by it, in explicit vectors (``HARDWARE_BF16``, ``bf16_run``); the f16 lo
 512 bits (``wide_vectors``).
 
 Everything the loop does not compute reaches it as a marker argument whose Numba type selects the code
-at compile time: the output type (``MARKERS``: the conversions ``load`` and ``store``), int4 inputs
-(``INT4``), a zero point (``ZP``), the work type (a zero of it) and the layout (``LAYOUTS``). Each
+at compile time: the output type (``MARKERS``: the conversions ``load`` and ``store``), 4-bit inputs
+(``INT4``, ``UINT4``), a zero point (``ZP``), the work type (a zero of it) and the layout (``LAYOUTS``). Each
 combination is compiled alone, without the branches the others need: a loop beside a branch-selected
 twin in one outer loop measured 1.5-2.5x slower a row on 128-element rows.
 """
@@ -34,7 +34,7 @@ from numba.extending import intrinsic, overload
 from . import dtypes
 from .exactness import f32_work_exact
 
-__all__ = ["INT4", "MARKERS", "PLAIN", "ZP", "fused", "fused_for", "narrow", "overlaps"]
+__all__ = ["INT4", "MARKERS", "PLAIN", "UINT4", "ZP", "fused", "fused_for", "narrow", "overlaps"]
 
 PLAIN = np.uint8(0)
 """The marker of f32/f64 outputs (the array's own cast on assignment)."""
@@ -44,7 +44,10 @@ ZP = np.int8(0)
 """The marker of a zero point given (``PLAIN``: none, and the loop reads none)."""
 INT4 = np.int8(0)
 """The marker of int4 inputs (and zero points), which the loop reads as the bytes ml_dtypes keeps them in
-(each value in the low 4 bits, not sign-extended)."""
+(each value in the low 4 bits, not sign-extended; the high 4 bits, which only a raw view sets, ignored
+as ml_dtypes ignores them)."""
+UINT4 = np.int16(0)
+"""The marker of uint4 inputs (and zero points): bytes read as ``INT4``'s, the low 4 bits alone."""
 
 _u32 = np.uint32
 _u64 = np.uint64
@@ -253,6 +256,7 @@ def _held_vector(odd: bool):
     def run(typingctx, x, o, k, zv, sv, xkind):  # pragma: no cover - compiled
         signed = x.dtype.signed
         biased = xkind == types.int8
+        nibble = xkind in (types.int8, types.int16)
 
         def codegen(context, builder, sig, args):
             xa = context.make_array(sig.args[0])(context, builder, args[0])
@@ -271,6 +275,8 @@ def _held_vector(odd: bool):
             v = builder.load(builder.bitcast(builder.gep(xa.data, [args[2]]), vin.as_pointer()), align=1)
             if biased:
                 v = builder.xor(v, ir.Constant(vin, [8] * lanes))
+            if nibble:  # the low 4 bits (``int4_biased``, ``uint4_value``)
+                v = builder.and_(v, ir.Constant(vin, [15] * lanes))
             f = builder.fsub(builder.sitofp(v, vf) if signed else builder.uitofp(v, vf), splat(args[3]))
             if odd:
                 p = odd_product_ir(builder, f, splat(args[4]))
@@ -295,8 +301,8 @@ bf16_run = _held_vector(False)
 (``vcvtneps2bf16``), one vector each step: the float32 product must be exact (``product_exact``) and
 ``sv`` not subnormal (the instruction takes a subnormal for a zero; an integer times a normal, zero,
 infinite or NaN scale is never subnormal). Its rounding is ``bf16_from_product``'s (to nearest even;
-a NaN quieted, which every NaN the loop forms already is). int4 bytes (``xkind`` ``INT4``) are
-biased (``int4_biased``), as ``zv`` is. LLVM vectorizes a loop of the conversion written per
+a NaN quieted, which every NaN the loop forms already is). 4-bit bytes are read by their low 4 bits,
+int4's biased (``xkind`` ``INT4``: ``int4_biased``), as ``zv`` is. LLVM vectorizes a loop of the conversion written per
 element at 4 lanes (175 against 100 ps an element, ``bf16_from_product``'s); this runs at 64-70."""
 
 odd_run = _held_vector(True)
@@ -328,19 +334,20 @@ def _block(held: bool):
     to f32 (rounded once), 8-bit and 4-bit ones to f16 and bf16, 16-bit ones to bf16 (exact, then rounded once), and
     16-bit ones to f16 where ``HARDWARE_ODD`` (the product rounded to odd by ``odd_product_ir``, then once to f16).
     The difference is taken in int32 and converted once; int4 bytes (``xkind`` ``INT4``) are biased as
-    ``int4_biased`` biases them (the byte with its sign bit flipped, as an int8), the zero point's alike, or less
-    the bias where there is none (``zkind`` ``PLAIN``: ``z`` is not read). f16/bf16 scales (``kind``, ``MARKERS``)
-    are read as bits and converted (a float32 scale, spread in the work type, as it is), the product rounded once to
-    nearest even: f16 by the CPU (F16C, ``HARDWARE_F16``), bf16 as ``bf16_from_product`` rounds. A block of a row's
-    runtime width written as a Numba loop of a constant 16 is unrolled into scalar code (LLVM cannot tell ``out``
-    from the inputs), and one of the row's own width runs its last 1-31 elements one at a time: ``(13457,5,37)``
-    ``{0,2}`` i16 -> f32 4.3x a casting copy spread, 3.1x as such rows, 2.1x in these blocks (``tiles blocks``).
-    Other types (float64 work, 16-bit inputs to f16 without AVX-512, f16 without F16C) lower to a trap: the branch
-    of a layout their loop never runs (``_fused.blocks``)."""
+    ``int4_biased`` biases them (the low 4 bits with their sign bit flipped; uint4's low 4 bits, ``UINT4``), the
+    zero point's alike, or less the bias where there is none (``zkind`` ``PLAIN``: ``z`` is not read). f16/bf16
+    scales (``kind``, ``MARKERS``) are read as bits and converted (a float32 scale, spread in the work type, as it
+    is), the product rounded once to nearest even: f16 by the CPU (F16C, ``HARDWARE_F16``), bf16 as
+    ``bf16_from_product`` rounds. A block of a row's runtime width written as a Numba loop of a constant 16 is
+    unrolled into scalar code (LLVM cannot tell ``out`` from the inputs), and one of the row's own width runs its
+    last 1-31 elements one at a time: ``(13457,5,37)`` ``{0,2}`` i16 -> f32 4.3x a casting copy spread, 3.1x as such
+    rows, 2.1x in these blocks (``tiles blocks``). Other types (float64 work, 16-bit inputs to f16 without AVX-512,
+    f16 without F16C) lower to a trap: the branch of a layout their loop never runs (``_fused.blocks``)."""
 
     @intrinsic
     def block(typingctx, x, xo, z, zo, s, so, out, kind, xkind, zkind):  # pragma: no cover - compiled
         biased = xkind == types.int8
+        nibble = xkind in (types.int8, types.int16)
         has_z = zkind == types.int8
         half = {types.uint16: "f16", types.int16: "bf16"}.get(kind)
         name = half or ("f32" if s.dtype == types.float32 else None)
@@ -377,6 +384,8 @@ def _block(held: bool):
                 v = load(k, offset, repeated)
                 if biased:
                     v = builder.xor(v, ir.Constant(v.type, [8] * lanes))
+                if nibble:  # the low 4 bits (``int4_biased``, ``uint4_value``)
+                    v = builder.and_(v, ir.Constant(v.type, [15] * lanes))
                 signed = biased or sig.args[k].dtype.signed  # int4's biased byte as an int8
                 return builder.sext(v, vi) if signed else builder.zext(v, vi)
 
@@ -539,8 +548,8 @@ def f32_from_bf16(h):  # pragma: no cover - compiled
 
 
 def value(xkind, v):  # pragma: no cover - compiled by its overload
-    """A zero point element as the loop subtracts it: int4's byte biased (``INT4``: ``int4_biased``);
-    other types as they are."""
+    """A zero point element as the loop subtracts it: int4's byte biased (``INT4``: ``int4_biased``),
+    uint4's low 4 bits (``UINT4``: ``uint4_value``); other types as they are."""
 
 
 def minuend(xkind, wkind, v):  # pragma: no cover - compiled by its overload
@@ -549,7 +558,8 @@ def minuend(xkind, wkind, v):  # pragma: no cover - compiled by its overload
 
 
 def plain(xkind, wkind, v):  # pragma: no cover - compiled by its overload
-    """An input element's value in the work type (no zero point): int4's biased byte less the bias."""
+    """An input element's value in the work type (no zero point): int4's biased byte less the bias, uint4's
+    low 4 bits."""
 
 
 def load(kind, v):  # pragma: no cover - compiled by its overload
@@ -571,31 +581,40 @@ def product_exact(kind, x):  # pragma: no cover - compiled by its overload
 
 @_jit
 def int4_biased(b):  # pragma: no cover - compiled
-    """An int4 plus 8, from the byte ml_dtypes keeps it in (0-15, 8-15 the negative values): the byte
-    with its sign bit flipped. The loop subtracts the input's and the zero point's biased values, whose
-    difference is the int4 one, or (no zero point) the bias from the input's: one operation an element,
-    where sign-extending the input in a separate pass cost up to 2.2x the loop (``(4096,1024)`` ``{1}``
-    i4 -> bf16 with a zero point, against u4's 1.0x)."""
-    return np.int8(b ^ np.uint8(8))
+    """An int4 plus 8, from the byte ml_dtypes keeps it in (its low 4 bits, 8-15 the negative values): the
+    low 4 bits with their sign bit flipped. The loop subtracts the input's and the zero point's biased
+    values, whose difference is the int4 one, or (no zero point) the bias from the input's: one vector
+    operation an element (the flip and the mask: one ``vpternlogd``), where sign-extending the input in a
+    separate pass cost up to 2.2x the loop (``(4096,1024)`` ``{1}`` i4 -> bf16 with a zero point, against
+    u4's 1.0x)."""
+    return np.int8(_u32(_u32(b) ^ _u32(8)) & _u32(15))
+
+
+@_jit
+def uint4_value(b):  # pragma: no cover - compiled
+    """A uint4 from the byte ml_dtypes keeps it in: the low 4 bits."""
+    return np.uint8(_u32(b) & _u32(15))
 
 
 @overload(value, jit_options={"nogil": True})
 def _value(xkind, v):  # pragma: no cover - compiled
-    return (lambda xkind, v: int4_biased(v)) if xkind == types.int8 else (lambda xkind, v: v)
+    if xkind == types.int8:
+        return lambda xkind, v: int4_biased(v)
+    if xkind == types.int16:
+        return lambda xkind, v: uint4_value(v)
+    return lambda xkind, v: v
 
 
 @overload(minuend, jit_options={"nogil": True})
 def _minuend(xkind, wkind, v):  # pragma: no cover - compiled
-    if xkind == types.int8:
-        return lambda xkind, wkind, v: as_work(wkind, int4_biased(v))
-    return lambda xkind, wkind, v: as_work(wkind, v)
+    return lambda xkind, wkind, v: as_work(wkind, value(xkind, v))
 
 
 @overload(plain, jit_options={"nogil": True})
 def _plain(xkind, wkind, v):  # pragma: no cover - compiled
     if xkind == types.int8:
         return lambda xkind, wkind, v: as_work(wkind, int4_biased(v)) - as_work(wkind, np.int8(8))
-    return lambda xkind, wkind, v: as_work(wkind, v)
+    return lambda xkind, wkind, v: as_work(wkind, value(xkind, v))
 
 
 def difference(xkind, wkind, v, z):  # pragma: no cover - compiled by its overload
@@ -607,10 +626,8 @@ def difference(xkind, wkind, v, z):  # pragma: no cover - compiled by its overlo
 
 @overload(difference, jit_options={"nogil": True})
 def _difference(xkind, wkind, v, z):  # pragma: no cover - compiled
-    if wkind == types.float32 and xkind == types.int8:
-        return lambda xkind, wkind, v, z: np.float32(np.int32(np.int32(int4_biased(v)) - np.int32(z)))
     if wkind == types.float32:
-        return lambda xkind, wkind, v, z: np.float32(np.int32(np.int32(v) - np.int32(z)))
+        return lambda xkind, wkind, v, z: np.float32(np.int32(np.int32(value(xkind, v)) - np.int32(z)))
     return lambda xkind, wkind, v, z: minuend(xkind, wkind, v) - as_work(wkind, z)
 
 
@@ -1152,7 +1169,7 @@ def fused(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind, mode):  # pragm
     ``pattern`` (tiles) the scale offset of each of the tile's rows (of ``tile // len(pattern)``
     elements); whether the scale runs along a row (or is one value); the outer dims and their scale
     strides; the rows of a spread group (``_spread_groups``). The markers: ``kind`` the output's
-    (``MARKERS``), ``xkind`` the input's (``INT4`` for int4 bytes, else ``PLAIN``), ``zkind`` whether a
+    (``MARKERS``), ``xkind`` the input's (``INT4``, ``UINT4`` for 4-bit bytes, else ``PLAIN``), ``zkind`` whether a
     zero point is given (``ZP``, else ``PLAIN``: ``z`` is not read), ``wkind`` a zero of the work type
     and ``mode`` the layout (``LAYOUTS``). Allocates the odometer and the scratch, which ``tiles`` walks.
     """

@@ -575,24 +575,30 @@ def test_fused_i32_to_half_rounds_once(out):
         ((1024, 16), (0,), "tiles blocks"),
     ],
 )
-def test_fused_int4_differences_in_every_layout(shape, axes, layout):
-    """The fused loop subtracts int4's biased bytes (``_jit.int4_biased``): every int4 input value
-    against every int4 zero point value, and without a zero point, in each layout, gives the exact
-    product (f32: one rounding of an exact 5-bit difference times the scale)."""
-    blocks = reference._blocks_for(ml_dtypes.int4, np.float32)
-    assert reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks) == layout
+@pytest.mark.parametrize("in_t", [ml_dtypes.int4, ml_dtypes.uint4], ids=["i4", "u4"])
+@pytest.mark.parametrize("out", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
+def test_fused_4bit_differences_in_every_layout(shape, axes, layout, in_t, out):
+    """The fused loop reads 4-bit bytes by their low 4 bits and subtracts int4's biased
+    (``_jit.int4_biased``): every byte as an input (a raw view sets the high 4 bits, which ml_dtypes
+    ignores) against every byte as a zero point, and without a zero point, in each layout and both loops,
+    gives ml_dtypes' values' exact product rounded once (f32 and bf16: held bf16 runs and blocks)."""
+    if out is np.float32:
+        blocks = reference._blocks_for(in_t, out)
+        assert reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks) == layout
     sshape = tuple(shape[a] for a in axes)
     n = int(np.prod(shape))
-    x = np.resize(np.arange(-8, 8, dtype=np.int64), n)
-    x = x.reshape(shape).astype(ml_dtypes.int4)
-    zp = np.resize(np.arange(-8, 8, dtype=np.int64)[::-1], int(np.prod(sshape))).reshape(sshape)
-    scale = np.random.default_rng(8).standard_normal(sshape).astype(np.float32)
+    x = np.resize(np.arange(256), n).astype(np.uint8).reshape(shape).view(in_t)
+    zp = np.resize(np.arange(256)[::-1], int(np.prod(sshape))).astype(np.uint8).reshape(sshape).view(in_t)
+    scale = np.random.default_rng(8).standard_normal(sshape).astype(np.float32).astype(out)
     bshape = tuple(shape[i] if i in axes else 1 for i in range(len(shape)))
-    for z in (None, zp.astype(ml_dtypes.int4)):
+    for z in (None, zp):
         d = x.astype(np.float64) - (0.0 if z is None else z.astype(np.float64).reshape(bshape))
-        want = (d * scale.astype(np.float64).reshape(bshape)).astype(np.float32)  # exact, rounded once
-        with loop_kind("fused"):
-            assert same_bits(odq.dequantize(x, scale, z, axes=axes), want), z is None
+        want = rounded_once(d, scale.reshape(bshape), out) if out is not np.float32 else None
+        if want is None:  # exact, rounded once
+            want = (d * scale.astype(np.float64).reshape(bshape)).astype(np.float32)
+        for kind in ("numpy", "fused"):
+            with loop_kind(kind):
+                assert same_bits(odq.dequantize(x, scale, z, axes=axes), want), (z is None, kind)
 
 
 def test_f32_work_exactness_rule():
