@@ -411,11 +411,15 @@ def _block(held: bool):
 
             v16 = ir.VectorType(ir.IntType(16), lanes)
             d = as_i32(0, 1, False)
-            if has_z:
+            zf = None
+            if has_z and isinstance(sig.args[2].dtype, types.Float):  # spread in float32 (``z_zeros``)
+                zf = load(2, 3, held)
+            elif has_z:
                 d = builder.sub(d, as_i32(2, 3, held))
             elif biased:
                 d = builder.sub(d, ir.Constant(vi, [8] * lanes))
             f = builder.sitofp(d, vf)
+            f = f if zf is None else builder.fsub(f, zf)
             p = odd_product_ir(builder, f, scale()) if odd else builder.fmul(f, scale())
             builder.store(rounded(p), pointer(6, 1, True), align=1)
             return context.get_dummy_value()
@@ -865,15 +869,21 @@ def _work_zeros(wkind, n):  # pragma: no cover - compiled
     return lambda wkind, n: np.zeros(n, np.float64)
 
 
-def z_zeros(xkind, z, n):  # pragma: no cover - compiled by its overload
-    """An array of ``n`` zero-point zeros in the type ``value`` reads ``z``'s elements as (int4: int8)."""
+def z_zeros(kind, xkind, z, n):  # pragma: no cover - compiled by its overload
+    """An array of ``n`` zero-point zeros in the type ``value`` reads ``z``'s elements as (int4: int8), or
+    in float32 where the rows run in ``odd_blocks``' vectors: the spread zero point is then subtracted in
+    float32 (exact: both 16-bit), without a conversion of its own (6.9 against 7.6 us, 67K elements i16
+    -> f16, loops alone)."""
 
 
 @overload(z_zeros, jit_options={"nogil": True})
-def _z_zeros(xkind, z, n):  # pragma: no cover - compiled
+def _z_zeros(kind, xkind, z, n):  # pragma: no cover - compiled
+    odd = HARDWARE_ODD and kind == types.uint16 and isinstance(z.dtype, types.Integer) and z.dtype.bitwidth == 16
+    if odd:
+        return lambda kind, xkind, z, n: np.zeros(n, np.float32)
     if xkind == types.int8:
-        return lambda xkind, z, n: np.zeros(n, np.int8)
-    return lambda xkind, z, n: np.zeros(n, z.dtype)
+        return lambda kind, xkind, z, n: np.zeros(n, np.int8)
+    return lambda kind, xkind, z, n: np.zeros(n, z.dtype)
 
 
 def given(zkind):  # pragma: no cover - compiled by its overload
@@ -976,8 +986,8 @@ def run_varies(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact):  # pragma: n
 @_part
 def run_spread(xr, orow, zt, st, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """``orow = (xr - zt) * st``, the scale spread in the work type, the zero point in its own (int4's
-    biased, in int8): a quarter of the bytes to spread and read for 8-bit inputs (in ``block_run``'s vectors
-    where ``odd_blocks``)."""
+    biased, in int8): a quarter of the bytes to spread and read for 8-bit inputs; in ``block_run``'s
+    vectors where ``odd_blocks``, the zero point in float32 (``z_zeros``)."""
     if odd_blocks(kind, xr) and xr.shape[0] >= BLOCK_RUN:
         _vector_blocks(xr, orow, zt, st, kind, xkind, zkind)
     elif given(zkind):
@@ -1186,7 +1196,7 @@ def fused(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind, mode):  # pragm
     # the scale's scratch in one array and the zero point's in another (an allocation costs about 40 ns)
     nb, nw, nv = spread_buffers(mode, tile, rows, span)
     n = nb + nw + nv
-    wb, zs = work_zeros(wkind, n), z_zeros(xkind, z, n if given(zkind) else 0)
+    wb, zs = work_zeros(wkind, n), z_zeros(kind, xkind, z, n if given(zkind) else 0)
     tiles(x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode)
 
 
