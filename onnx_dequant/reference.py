@@ -118,19 +118,27 @@ def dequantize(
     one): the result is then computed apart and copied in. Raises ``DequantizeError`` when the
     arguments break the contract.
     """
-    x = _array(x, "Input")
-    scale = _array(scale, "Scale")
-    zp = None if zero_point is None else _array(zero_point, "Zero point")
+    # a call's fixed cost is most of it on inputs of tens of thousands of elements: arrays' types tested
+    # before any call is made, the call's derived values kept (``_checked``)
+    x = x if type(x) is np.ndarray else _array(x, "Input")
+    scale = scale if type(scale) is np.ndarray else _array(scale, "Scale")
+    zp = zero_point if zero_point is None or type(zero_point) is np.ndarray else _array(zero_point, "Zero point")
     key = (x.dtype, x.shape, scale.dtype, scale.shape, None if zp is None else (zp.dtype, zp.shape))
     try:
-        out_t, axes_t, work, bshape, setup = _checked(*key, _hashable(axes), dtype, x.size >= FUSED_MIN_ELEMENTS)
+        checked = _checked(*key, tuple(axes) if type(axes) is list else axes, dtype, x.size >= FUSED_MIN_ELEMENTS)
     except TypeError:  # axes or dtype that cannot be a cache key (a NumPy array, say): checked afresh
-        out_t, axes_t, work, bshape, setup = _checked.__wrapped__(*key, axes, dtype, x.size >= FUSED_MIN_ELEMENTS)
-    out_np = out_t.elem_type.numpy
+        checked = _checked.__wrapped__(*key, axes, dtype, x.size >= FUSED_MIN_ELEMENTS)
+    out_t, axes_t, work, bshape, setup, out_np = checked
     fresh = out is None  # a fresh array overlaps no input
     if fresh:
         out = np.empty(x.shape, out_np)
-    elif not (isinstance(out, np.ndarray) and out.shape == x.shape and out.dtype == out_np and _writeable(out.flags)):
+    elif not (
+        isinstance(out, np.ndarray)
+        and out.shape == x.shape
+        and out.dtype == out_np
+        and (flags := out.flags).c_contiguous
+        and flags.writeable
+    ):
         raise DequantizeError(
             f"out must be a writeable C-contiguous {out_t.elem_type} array of shape {x.shape}, got "
             + (f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__)
@@ -183,15 +191,6 @@ def _overlaps(out: np.ndarray, *inputs: np.ndarray | None) -> bool:
     return any(a is not None and np.may_share_memory(out, a) for a in inputs)
 
 
-def _hashable(axes: Any) -> Any:
-    return tuple(axes) if isinstance(axes, list) else axes
-
-
-def _writeable(flags: Any) -> bool:
-    """Whether an array with these ``flags`` can be written in place as the loops write ``out``."""
-    return bool(flags.c_contiguous and flags.writeable)
-
-
 @functools.lru_cache(maxsize=1024)
 def _checked(
     x_dtype: np.dtype,
@@ -202,14 +201,14 @@ def _checked(
     axes: Any,
     dtype: Any,
     fused: bool,
-) -> tuple[TensorType, tuple[int, ...], type, tuple[int, ...], FusedSetup | None]:
-    """The contract's checks of a call with these argument types (``infer``), and what the call derives
-    from them: (output type, sorted axes, the NumPy loop's work type, the scale's broadcast shape, the
-    fused loop's ``_fused_setup`` where ``fused`` (the input has ``FUSED_MIN_ELEMENTS`` or more) and Numba
-    can be imported, else None: Numba is not imported for smaller inputs). Kept for the next call with the
-    same types: a call's fixed cost is most of it on inputs of tens of thousands of elements (one kept
-    lookup, not two: 10.5 -> 9.5 us a call, ``(65536,)`` ``{0}`` u8 -> f16). A call that breaks the
-    contract raises, and is not kept."""
+) -> tuple[TensorType, tuple[int, ...], type, tuple[int, ...], FusedSetup | None, np.dtype]:
+    """The contract's checks of a call with these argument types (``infer``), and what the call derives from them:
+    (output type, sorted axes, the NumPy loop's work type, the scale's broadcast shape, the fused loop's
+    ``_fused_setup`` where ``fused`` (the input has ``FUSED_MIN_ELEMENTS`` or more) and Numba can be imported,
+    else None: Numba is not imported for smaller inputs; the output's NumPy type). Kept for the next call with
+    the same types: a call's fixed cost is most of it on inputs of tens of thousands of elements (one kept
+    lookup, not two: 10.5 -> 9.5 us a call, ``(65536,)`` ``{0}`` u8 -> f16). A call that breaks the contract
+    raises, and is not kept."""
     axes_t = normalize_axes(axes)
     xt = TensorType(dtypes.parse(x_dtype), x_shape)
     zt = None if z is None else TensorType(dtypes.parse(z[0]), z[1])
@@ -220,7 +219,7 @@ def _checked(
     if fused and all(x_shape) and _fused.available():  # empty inputs run no loop; a kernel compiles at its first call
         fused_work = fused_work_type(xt.elem_type, out_t.elem_type).numpy
         setup = _fused_setup(x_shape, axes_t, fused_work, out_t.elem_type.numpy, x_dtype, z is not None)
-    return out_t, axes_t, work, bshape, setup
+    return out_t, axes_t, work, bshape, setup, np.dtype(out_t.elem_type.numpy)
 
 
 def _parallel(run: Any, items: list[Any], *args: Any) -> None:
