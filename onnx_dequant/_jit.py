@@ -310,16 +310,25 @@ odd_run = _held_vector(True)
 (``odd_product_ir``, then F16C), one vector each step (``odd_blocks``)."""
 
 
-def odd_blocks(kind, x):  # pragma: no cover - compiled by its overload
+def _odd(kind, x, wkind) -> bool:
+    """Whether inputs of Numba dtype ``x`` to output ``kind`` in work type ``wkind`` are rounded to odd by the
+    CPU (``odd_blocks``, ``z_zeros``): 16-bit inputs to f16 in float32 work, where ``HARDWARE_ODD``. Only
+    16-bit: a spread zero point reaches ``block_run`` as ``value`` read it, which is its own value for them
+    alone (int4's is biased, and ``block_run`` would bias it again)."""
+    is16 = isinstance(x, types.Integer) and x.bitwidth == 16
+    return HARDWARE_ODD and kind == types.uint16 and wkind == types.float32 and is16
+
+
+def odd_blocks(kind, x, wkind):  # pragma: no cover - compiled by its overload
     """Whether rows of input array ``x`` and output ``kind`` run in explicit vectors rounded to odd by the
-    CPU (``odd_product_ir``: 16-bit inputs to f16 where ``HARDWARE_ODD``), not in the loops LLVM
-    vectorizes from ``store``. A constant, folded where compiled."""
+    CPU (``odd_product_ir``, ``_odd``), not in the loops LLVM vectorizes from ``store``. A constant,
+    folded where compiled."""
 
 
 @overload(odd_blocks, jit_options={"nogil": True})
-def _odd_blocks(kind, x):  # pragma: no cover - compiled
-    on = HARDWARE_ODD and kind == types.uint16 and isinstance(x.dtype, types.Integer) and x.dtype.bitwidth == 16
-    return (lambda kind, x: True) if on else (lambda kind, x: False)
+def _odd_blocks(kind, x, wkind):  # pragma: no cover - compiled
+    on = _odd(kind, x.dtype, wkind)
+    return (lambda kind, x, wkind: True) if on else (lambda kind, x, wkind: False)
 
 
 BLOCK_RUN = 16
@@ -869,7 +878,7 @@ def _work_zeros(wkind, n):  # pragma: no cover - compiled
     return lambda wkind, n: np.zeros(n, np.float64)
 
 
-def z_zeros(kind, xkind, z, n):  # pragma: no cover - compiled by its overload
+def z_zeros(kind, xkind, wkind, z, n):  # pragma: no cover - compiled by its overload
     """An array of ``n`` zero-point zeros in the type ``value`` reads ``z``'s elements as (int4: int8), or
     in float32 where the rows run in ``odd_blocks``' vectors: the spread zero point is then subtracted in
     float32 (exact: both 16-bit), without a conversion of its own (6.9 against 7.6 us, 67K elements i16
@@ -877,13 +886,12 @@ def z_zeros(kind, xkind, z, n):  # pragma: no cover - compiled by its overload
 
 
 @overload(z_zeros, jit_options={"nogil": True})
-def _z_zeros(kind, xkind, z, n):  # pragma: no cover - compiled
-    odd = HARDWARE_ODD and kind == types.uint16 and isinstance(z.dtype, types.Integer) and z.dtype.bitwidth == 16
-    if odd:
-        return lambda kind, xkind, z, n: np.zeros(n, np.float32)
+def _z_zeros(kind, xkind, wkind, z, n):  # pragma: no cover - compiled
+    if _odd(kind, z.dtype, wkind):  # the zero point has the input's type
+        return lambda kind, xkind, wkind, z, n: np.zeros(n, np.float32)
     if xkind == types.int8:
-        return lambda kind, xkind, z, n: np.zeros(n, np.int8)
-    return lambda kind, xkind, z, n: np.zeros(n, z.dtype)
+        return lambda kind, xkind, wkind, z, n: np.zeros(n, np.int8)
+    return lambda kind, xkind, wkind, z, n: np.zeros(n, z.dtype)
 
 
 def given(zkind):  # pragma: no cover - compiled by its overload
@@ -938,7 +946,7 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no 
             bf16_run(xr, orow, k, zr, sv, xkind)
         bf16_run(xr, orow, n - BF16_RUN, zr, sv, xkind)
         return
-    if odd_blocks(kind, xr) and n >= BF16_RUN:
+    if odd_blocks(kind, xr, wkind) and n >= BF16_RUN:
         zr = zv if given(zkind) else bias(xkind)
         for k in range(0, n - BF16_RUN, BF16_RUN):
             odd_run(xr, orow, k, zr, sv, xkind)
@@ -972,7 +980,7 @@ def _vector_blocks(xr, orow, zr, sr, kind, xkind, zkind):  # pragma: no cover - 
 def run_varies(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """``orow = (xr - zr) * sr``, the scale (and zero point) a run beside the input's, read in their own
     types (in ``block_run``'s vectors where ``odd_blocks``)."""
-    if odd_blocks(kind, xr) and xr.shape[0] >= BLOCK_RUN:
+    if odd_blocks(kind, xr, wkind) and xr.shape[0] >= BLOCK_RUN:
         _vector_blocks(xr, orow, zr, sr, kind, xkind, zkind)
     elif given(zkind):
         for i in range(xr.shape[0]):
@@ -988,7 +996,7 @@ def run_spread(xr, orow, zt, st, kind, xkind, zkind, wkind, exact):  # pragma: n
     """``orow = (xr - zt) * st``, the scale spread in the work type, the zero point in its own (int4's
     biased, in int8): a quarter of the bytes to spread and read for 8-bit inputs; in ``block_run``'s
     vectors where ``odd_blocks``, the zero point in float32 (``z_zeros``)."""
-    if odd_blocks(kind, xr) and xr.shape[0] >= BLOCK_RUN:
+    if odd_blocks(kind, xr, wkind) and xr.shape[0] >= BLOCK_RUN:
         _vector_blocks(xr, orow, zt, st, kind, xkind, zkind)
     elif given(zkind):
         for i in range(xr.shape[0]):
@@ -1196,7 +1204,7 @@ def fused(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind, mode):  # pragm
     # the scale's scratch in one array and the zero point's in another (an allocation costs about 40 ns)
     nb, nw, nv = spread_buffers(mode, tile, rows, span)
     n = nb + nw + nv
-    wb, zs = work_zeros(wkind, n), z_zeros(kind, xkind, z, n if given(zkind) else 0)
+    wb, zs = work_zeros(wkind, n), z_zeros(kind, xkind, wkind, z, n if given(zkind) else 0)
     tiles(x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode)
 
 

@@ -533,6 +533,41 @@ def test_fused_16bit_to_f16_products_near_ties(in_t):
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_fused_16bit_to_f16_pieces():
+    """Pieces of a call (the element ranges a cut call's threads compute; here 1-40 elements from
+    anywhere, most of them shorter than a vector block, whose rows' remainders the scalar code rounds)
+    give the whole call's bits in each layout that computes 16-bit inputs to f16 in vectors."""
+    rng = np.random.default_rng(12)
+    layouts = set()
+    for shape, axes, zp in [
+        ((1024, 20), (0,), True),  # tiles spread: the zero point spread in float32 where vectors run
+        ((1024, 20), (0,), False),
+        ((1024, 16), (0,), True),  # tiles blocks, one value a row
+        ((256, 2, 16), (0, 2), True),  # tiles blocks, runs
+        ((64, 300), (0,), True),  # rows held
+        ((8192,), (0,), True),  # rows varying
+    ]:
+        sshape = tuple(shape[a] for a in axes)
+        x = rng.integers(-32768, 32768, shape).astype(np.int16)
+        s = rng.integers(0x0001, 0x7BFF, sshape).astype(np.uint16).view(np.float16)
+        z = rng.integers(-32768, 32768, sshape).astype(np.int16) if zp else None
+        with loop_kind("fused"):
+            whole = odq.dequantize(x, s, z, axes=axes).reshape(-1).view(np.uint16)
+        key = (x.dtype, x.shape, s.dtype, s.shape, None if z is None else (z.dtype, z.shape))
+        kernel, plan, _, _, bits, no_z = reference._checked(*key, axes, None, True)[4]
+        blocks = reference._blocks_for(np.int16, np.float16)
+        layouts.add(reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks))
+        xf, zf, sf = x.reshape(-1), no_z if z is None else z.reshape(-1), s.reshape(-1).view(bits)
+        got = np.zeros(x.size, np.uint16)
+        for _ in range(300):
+            a = int(rng.integers(0, x.size - 1))
+            b = min(x.size, a + int(rng.integers(1, 41)))
+            assert kernel(xf, zf, sf, got[a:b], a, b, plan)
+            assert np.array_equal(got[a:b], whole[a:b]), (shape, axes, zp, a, b)
+    assert {"tiles spread", "rows held", "rows varying"} <= layouts
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
 @pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
 def test_fused_i32_to_half_rounds_once(out):
     """i32 inputs to f16/bf16 run in float64 (the product of a 33-bit difference and an 11-bit scale is
