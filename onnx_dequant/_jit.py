@@ -363,7 +363,7 @@ def _block(held: bool):
         # the scale in the output's type, or (spread) in float32 work
         small = isinstance(x.dtype, types.Integer) and name is not None and s.dtype in (out.dtype, types.float32)
         exact = small and f32_work_exact(dtypes.parse(np.dtype(str(x.dtype))), dtypes.parse(name))
-        odd = small and not exact and half == "f16" and x.dtype.bitwidth == 16 and HARDWARE_ODD
+        odd = small and _odd(kind, x.dtype, types.float32)  # blocks compute in float32
         runs = (exact or odd) and (half != "f16" or HARDWARE_F16)
 
         def codegen(context, builder, sig, args):

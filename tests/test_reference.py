@@ -597,26 +597,31 @@ def test_fused_i32_to_half_rounds_once(out):
                 assert same_bits(odq.dequantize(x, scale, z, axes=[1]), want), (z is None, kind)
 
 
+FOUR_BIT_LAYOUTS = [
+    ((64, 256), (0,), "rows held"),
+    ((4, 16, 256), (0, 2), "rows varying"),
+    ((256, 4, 12), (0, 2), "tiles spread"),
+    ((1024, 15), (0,), "tiles spread"),
+    ((2048, 8), (0,), "tiles narrow"),
+    ((256, 4, 16), (0, 2), "tiles blocks"),
+    ((1024, 16), (0,), "tiles blocks"),
+]
+
+
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
 @pytest.mark.parametrize(
-    "shape, axes, layout",
-    [
-        ((64, 256), (0,), "rows held"),
-        ((4, 16, 256), (0, 2), "rows varying"),
-        ((256, 4, 12), (0, 2), "tiles spread"),
-        ((1024, 15), (0,), "tiles spread"),
-        ((2048, 8), (0,), "tiles narrow"),
-        ((256, 4, 16), (0, 2), "tiles blocks"),
-        ((1024, 16), (0,), "tiles blocks"),
-    ],
+    "shape, axes, layout, out",
+    [(*c, np.float32) for c in FOUR_BIT_LAYOUTS]
+    # bf16 where its rows have vectors of their own (held bf16 runs, blocks); elsewhere the bytes are read
+    # as for f32
+    + [(*c, ml_dtypes.bfloat16) for c in FOUR_BIT_LAYOUTS if c[2] in ("rows held", "tiles blocks")],
 )
 @pytest.mark.parametrize("in_t", [ml_dtypes.int4, ml_dtypes.uint4], ids=["i4", "u4"])
-@pytest.mark.parametrize("out", [np.float32, ml_dtypes.bfloat16], ids=["f32", "bf16"])
 def test_fused_4bit_differences_in_every_layout(shape, axes, layout, in_t, out):
     """The fused loop reads 4-bit bytes by their low 4 bits and subtracts int4's biased
     (``_jit.int4_biased``): every byte as an input (a raw view sets the high 4 bits, which ml_dtypes
     ignores) against every byte as a zero point, and without a zero point, in each layout and both loops,
-    gives ml_dtypes' values' exact product rounded once (f32 and bf16: held bf16 runs and blocks)."""
+    gives ml_dtypes' values' exact product rounded once."""
     if out is np.float32:
         blocks = reference._blocks_for(in_t, out)
         assert reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks) == layout
