@@ -17,85 +17,49 @@
 #define T 2046
 static int16_t x[N]; static uint16_t o[N]; static int16_t zt[T+16]; static float zf[T+16]; static float st[T+16];
 static double now(){struct timespec t; clock_gettime(CLOCK_MONOTONIC,&t); return t.tv_sec+t.tv_nsec*1e-9;}
-__attribute__((noinline)) void A(void){
-  __m512 zero=_mm512_setzero_ps(); __m512i one=_mm512_set1_epi32(1);
-  for(int t0=0;t0<N;t0+=T){int n=N-t0<T?N-t0:T; int i=0;
-   for(;i+16<=n;i+=16){
-    __m512i xv=_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(x+t0+i)));
-    __m512i zv=_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(zt+i)));
-    __m512 s=_mm512_loadu_ps(st+i);
-    __m512 d=_mm512_cvtepi32_ps(_mm512_sub_epi32(xv,zv));
-    __m512 p=_mm512_mul_ps(d,s);
-    __m512 e=_mm512_fmsub_ps(d,s,p);
-    __mmask16 k=_mm512_cmp_ps_mask(e,zero,_CMP_NEQ_OQ);
-    __m512i pi=_mm512_castps_si512(p);
-    __m512i a=_mm512_add_epi32(pi,_mm512_srai_epi32(_mm512_xor_si512(_mm512_castps_si512(e),pi),31));
-    pi=_mm512_mask_or_epi32(pi,k,a,one);
-    _mm256_storeu_si256((void*)(o+t0+i),_mm512_cvtps_ph(_mm512_castsi512_ps(pi),4));
-   }
-   for(;i<n;i++) o[t0+i]=0;
-  }
+/* x - z for the 16 elements at i of the tile at t0, in float32: the zero point spread as int16 (the
+ * difference taken in int32, converted once) or as float32 (subtracted after x's conversion) */
+static inline __m512 diff_i16(int t0, int i){
+  __m512i xv=_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(x+t0+i)));
+  __m512i zv=_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(zt+i)));
+  return _mm512_cvtepi32_ps(_mm512_sub_epi32(xv,zv));
 }
-__attribute__((noinline)) void B(void){
-  __m512 zero=_mm512_setzero_ps(); __m512i one=_mm512_set1_epi32(1);
-  for(int t0=0;t0<N;t0+=T){int n=N-t0<T?N-t0:T; int i=0;
-   for(;i+16<=n;i+=16){
-    __m512 d=_mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(x+t0+i)))),_mm512_loadu_ps(zf+i));
-    __m512 s=_mm512_loadu_ps(st+i);
-    __m512 p=_mm512_mul_round_ps(d,s,_MM_FROUND_TO_ZERO|_MM_FROUND_NO_EXC);
-    __m512 e=_mm512_fmsub_ps(d,s,p);
-    __mmask16 k=_mm512_cmp_ps_mask(e,zero,_CMP_NEQ_OQ);
-    __m512i pi=_mm512_mask_or_epi32(_mm512_castps_si512(p),k,_mm512_castps_si512(p),one);
-    _mm256_storeu_si256((void*)(o+t0+i),_mm512_cvtps_ph(_mm512_castsi512_ps(pi),4));
-   }
-   for(;i<n;i++) o[t0+i]=0;
-  }
+static inline __m512 diff_f32(int t0, int i){
+  return _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(x+t0+i)))),_mm512_loadu_ps(zf+i));
 }
-__attribute__((noinline)) void C(void){
-  __m512 zero=_mm512_setzero_ps(); __m512i one=_mm512_set1_epi32(1);
-  for(int t0=0;t0<N;t0+=T){int n=N-t0<T?N-t0:T; int i=0;
-   for(;i+16<=n;i+=16){
-    __m512i xv=_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(x+t0+i)));
-    __m512i zv=_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(zt+i)));
-    __m512 d=_mm512_cvtepi32_ps(_mm512_sub_epi32(xv,zv));
-    __m512 s=_mm512_loadu_ps(st+i);
-    __m512 p=_mm512_mul_round_ps(d,s,_MM_FROUND_TO_ZERO|_MM_FROUND_NO_EXC);
-    __m512 e=_mm512_fmsub_ps(d,s,p);
-    __mmask16 k=_mm512_cmp_ps_mask(e,zero,_CMP_NEQ_OQ);
-    __m512i pi=_mm512_mask_or_epi32(_mm512_castps_si512(p),k,_mm512_castps_si512(p),one);
-    _mm256_storeu_si256((void*)(o+t0+i),_mm512_cvtps_ph(_mm512_castsi512_ps(pi),4));
-   }
-   for(;i<n;i++) o[t0+i]=0;
-  }
+/* d * s in float32, as bits: rounded to nearest (not exact for f16: the double rounding), or rounded to odd */
+static inline __m512i nearest(__m512 d, __m512 s){ return _mm512_castps_si512(_mm512_mul_ps(d,s)); }
+/* to nearest, then one step toward zero where that rounded away from it, the last bit set where inexact */
+static inline __m512i odd_from_nearest(__m512 d, __m512 s){
+  __m512 p=_mm512_mul_ps(d,s), e=_mm512_fmsub_ps(d,s,p);
+  __mmask16 k=_mm512_cmp_ps_mask(e,_mm512_setzero_ps(),_CMP_NEQ_OQ);
+  __m512i pi=_mm512_castps_si512(p);
+  __m512i a=_mm512_add_epi32(pi,_mm512_srai_epi32(_mm512_xor_si512(_mm512_castps_si512(e),pi),31));
+  return _mm512_mask_or_epi32(pi,k,a,_mm512_set1_epi32(1));
 }
-__attribute__((noinline)) void E(void){
-  __m512 zero=_mm512_setzero_ps(); 
-  for(int t0=0;t0<N;t0+=T){int n=N-t0<T?N-t0:T; int i=0;
-   for(;i+16<=n;i+=16){
-    __m512i xv=_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(x+t0+i)));
-    __m512i zv=_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(zt+i)));
-    __m512 d=_mm512_cvtepi32_ps(_mm512_sub_epi32(xv,zv));
-    __m512 s=_mm512_loadu_ps(st+i);
-    __m512 p=_mm512_mul_round_ps(d,s,_MM_FROUND_TO_ZERO|_MM_FROUND_NO_EXC);
-    __m512 e=_mm512_fmsub_ps(d,s,p);
-    __mmask16 k=_mm512_cmp_ps_mask(e,zero,_CMP_NEQ_OQ);
-    __m512i pi=_mm512_or_si512(_mm512_castps_si512(p),_mm512_srli_epi32(_mm512_movm_epi32(k),31));
-    _mm256_storeu_si256((void*)(o+t0+i),_mm512_cvtps_ph(_mm512_castsi512_ps(pi),4));
-   }
-   for(;i<n;i++) o[t0+i]=0;
-  }
+/* toward zero by the instruction's embedded rounding; the inexact flag widened to a vector and or-ed in */
+static inline __m512i odd_widened(__m512 d, __m512 s){
+  __m512 p=_mm512_mul_round_ps(d,s,_MM_FROUND_TO_ZERO|_MM_FROUND_NO_EXC), e=_mm512_fmsub_ps(d,s,p);
+  __mmask16 k=_mm512_cmp_ps_mask(e,_mm512_setzero_ps(),_CMP_NEQ_OQ);
+  return _mm512_or_si512(_mm512_castps_si512(p),_mm512_srli_epi32(_mm512_movm_epi32(k),31));
 }
-/* no rounding to odd: floor */
-__attribute__((noinline)) void D(void){
-  for(int t0=0;t0<N;t0+=T){int n=N-t0<T?N-t0:T; int i=0;
-   for(;i+16<=n;i+=16){
-    __m512 d=_mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_cvtepi16_epi32(_mm256_loadu_si256((void*)(x+t0+i)))),_mm512_loadu_ps(zf+i));
-    __m512 p=_mm512_mul_ps(d,_mm512_loadu_ps(st+i));
-    _mm256_storeu_si256((void*)(o+t0+i),_mm512_cvtps_ph(p,4));
-   }
-   for(;i<n;i++) o[t0+i]=0;
-  }
+/* toward zero; the last bit set by a masked or */
+static inline __m512i odd_masked(__m512 d, __m512 s){
+  __m512 p=_mm512_mul_round_ps(d,s,_MM_FROUND_TO_ZERO|_MM_FROUND_NO_EXC), e=_mm512_fmsub_ps(d,s,p);
+  __mmask16 k=_mm512_cmp_ps_mask(e,_mm512_setzero_ps(),_CMP_NEQ_OQ);
+  return _mm512_mask_or_epi32(_mm512_castps_si512(p),k,_mm512_castps_si512(p),_mm512_set1_epi32(1));
 }
+/* the tiles' loop: 16 elements a step, then f16 by vcvtps2ph (to nearest even) */
+#define LOOP(NAME, DIFF, PRODUCT) __attribute__((noinline)) static void NAME(void){ \
+  for(int t0=0;t0<N;t0+=T){ int n=N-t0<T?N-t0:T, i=0; \
+    for(;i+16<=n;i+=16){ __m512 d=DIFF(t0,i), s=_mm512_loadu_ps(st+i); \
+      _mm256_storeu_si256((void*)(o+t0+i),_mm512_cvtps_ph(_mm512_castsi512_ps(PRODUCT(d,s)),4)); } \
+    for(;i<n;i++) o[t0+i]=0; } }
+LOOP(A, diff_i16, odd_from_nearest)
+LOOP(E, diff_i16, odd_widened)
+LOOP(C, diff_i16, odd_masked)
+LOOP(B, diff_f32, odd_masked)
+LOOP(D, diff_f32, nearest)
 __attribute__((noinline)) void M(void){ memcpy(o,x,sizeof(o)); }
 void bench(const char*nm, void(*f)(void)){ double best=1e9; for(int r=0;r<200;r++){double t=now(); for(int k=0;k<50;k++) f(); t=(now()-t)/50; if(t<best)best=t;} printf("%-52s %6.2f us\n",nm,best*1e6);}
 int main(void){
