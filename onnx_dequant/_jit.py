@@ -442,6 +442,140 @@ def _block(held: bool):
 block_run, block_held = _block(False), _block(True)
 
 
+PERIOD_BIAS = 2.0**23 + 2.0**17
+"""The float32 whose bits plus a 16-bit difference's (an integer add) are the float32 ``PERIOD_BIAS + d``, exactly:
+``2**17 + d`` lies in ``[0, 2**23)`` for every difference of two 16-bit integers (``odd_fma_ir``)."""
+PERIOD_BIAS_BITS = 0x4B020000
+"""``PERIOD_BIAS``'s float32 bits."""
+
+
+def odd_fma_ir(builder, f, s, c):
+    """LLVM IR for ``f * s + c`` of 16-lane float32 vectors, rounded to odd in float32: the fused
+    multiply-add rounded down and, where that is even, up (each by the instruction's embedded rounding,
+    ``HARDWARE_ODD``). The two roundings are one value where the sum is exact and adjacent floats where
+    it is not, one of them odd: the odd one is the sum rounded to odd. With ``f = PERIOD_BIAS + d`` and
+    ``c = -PERIOD_BIAS * s`` (exact for an f16 scale: 7 + 11 significant bits) the sum is the exact
+    product ``d * s``, so that the difference is never converted nor subtracted: three vector operations
+    for the difference, the product and its rounding to odd where ``odd_product_ir`` with its conversion
+    and subtraction takes six (``period_run``). Only for a positive finite ``s``: ``d = 0`` gives ``+0``
+    (``-0`` for a negative scale), and an infinite scale a NaN."""
+    vf = f.type
+    lanes, i32 = vf.count, ir.IntType(32)
+    vi = ir.VectorType(i32, lanes)
+    fma = builder.module.declare_intrinsic("llvm.x86.avx512.vfmadd.ps.512", (), ir.FunctionType(vf, [vf, vf, vf, i32]))
+    down = builder.call(fma, [f, s, c, i32(9)])  # _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC
+    up = builder.call(fma, [f, s, c, i32(10)])  # _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC
+    last = builder.and_(builder.bitcast(down, vi), ir.Constant(vi, [1] * lanes))
+    return builder.select(builder.icmp_unsigned("==", last, ir.Constant(vi, [0] * lanes)), up, down)
+
+
+def _period_run(vectors: int):
+    """An intrinsic ``(x, o, kv, sv, cv, blocks)``: ``o[: 16 * blocks]`` from 16-bit inputs ``x`` rounded once to f16
+    bits, each element ``e``'s ``PERIOD_BIAS`` bits less its zero point at ``kv[e % len]``, its scale at ``sv[...]``
+    and ``-PERIOD_BIAS`` times it at ``cv[...]`` (``len = 16 * vectors``): the three held in ``3 * vectors``
+    registers, loaded once, and the input read a vector at a time (``odd_fma_ir``, then F16C)."""
+
+    @intrinsic
+    def run(typingctx, x, o, kv, sv, cv, blocks):  # pragma: no cover - compiled
+        signed = x.dtype.signed
+
+        def codegen(context, builder, sig, args):
+            xa, oa, ka, sa, ca = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:5], args[:5]))
+            lanes, i32, i64 = BLOCK_RUN, ir.IntType(32), ir.IntType(64)
+            vi, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)
+            vh = ir.VectorType(ir.IntType(16), lanes)
+
+            def at(a, k, vt):
+                return builder.bitcast(builder.gep(a.data, [k]), vt.as_pointer())
+
+            held = [
+                tuple(builder.load(at(a, i64(lanes * v), vt), align=1) for a, vt in ((ka, vi), (sa, vf), (ca, vf)))
+                for v in range(vectors)
+            ]
+
+            def block(k, kv_, sv_, cv_):
+                xv = builder.load(at(xa, k, vh), align=1)
+                f = builder.bitcast(builder.add(builder.sext(xv, vi) if signed else builder.zext(xv, vi), kv_), vf)
+                h = builder.fptrunc(odd_fma_ir(builder, f, sv_, cv_), ir.VectorType(ir.HalfType(), lanes))
+                builder.store(builder.bitcast(h, vh), at(oa, k, vh), align=1)
+
+            rounds = builder.sdiv(args[5], i64(vectors))
+            with cgutils.for_range(builder, rounds) as loop:
+                base = builder.mul(loop.index, i64(lanes * vectors))
+                for v, h in enumerate(held):
+                    block(builder.add(base, i64(lanes * v)), *h)
+            base = builder.mul(rounds, i64(lanes * vectors))
+            left = builder.sub(args[5], builder.mul(rounds, i64(vectors)))
+            for v, h in enumerate(held[:-1]):
+                with builder.if_then(builder.icmp_signed(">", left, i64(v))):
+                    block(builder.add(base, i64(lanes * v)), *h)
+            return context.get_dummy_value()
+
+        return types.void(x, o, kv, sv, cv, types.int64), codegen
+
+    return run
+
+
+PERIOD_VECTORS = 8
+"""The most vectors of a period ``period_run`` holds: ``3 * 8`` of the 32 512-bit registers."""
+
+(period_run1, period_run2, period_run3, period_run4, period_run5, period_run6, period_run7, period_run8) = (
+    _period_run(v) for v in range(1, PERIOD_VECTORS + 1)
+)
+
+
+@_part
+def periodic(x, z, s, out, e0, e1, offsets, vectors, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
+    """``fused``'s elements ``e0 <= e < e1`` where element ``e``'s scale offset is ``offsets[e % len(offsets)]``
+    (the flat index's period, ``reference._period``) and ``16 * vectors`` elements are a whole number of
+    periods: the period's values from ``e0`` in ``period_run``'s registers, the last 0-15 elements one at a
+    time. False, writing nothing, where a scale of the period is not positive and finite (``odd_fma_ir``)."""
+    period = offsets.shape[0]
+    span = BLOCK_RUN * vectors
+    kv, sv, cv = np.empty(span, np.int32), np.empty(span, np.float32), np.empty(span, np.float32)
+    phase = e0 % period
+    q = phase  # the phase of element e0 + k (no division in the loop: 20-40 cycles each)
+    for k in range(span):
+        j = np.int64(offsets[q])
+        q = q + 1 if q + 1 < period else 0
+        f = as_work(wkind, load(kind, s[j]))
+        if not (np.float32(0) < f < np.float32(np.inf)):
+            return False
+        kv[k] = np.int32(PERIOD_BIAS_BITS - (np.int64(value(xkind, z[j])) if given(zkind) else 0))
+        sv[k] = f
+        cv[k] = np.float32(-PERIOD_BIAS) * f
+    n = e1 - e0
+    blocks = n // BLOCK_RUN
+    xr = x[e0:e1]
+    if vectors == 1:
+        period_run1(xr, out, kv, sv, cv, blocks)
+    elif vectors == 2:
+        period_run2(xr, out, kv, sv, cv, blocks)
+    elif vectors == 3:
+        period_run3(xr, out, kv, sv, cv, blocks)
+    elif vectors == 4:
+        period_run4(xr, out, kv, sv, cv, blocks)
+    elif vectors == 5:
+        period_run5(xr, out, kv, sv, cv, blocks)
+    elif vectors == 6:
+        period_run6(xr, out, kv, sv, cv, blocks)
+    elif vectors == 7:
+        period_run7(xr, out, kv, sv, cv, blocks)
+    else:
+        period_run8(xr, out, kv, sv, cv, blocks)
+    exact = product_exact(kind, x)
+    k = blocks * BLOCK_RUN % span
+    for i in range(blocks * BLOCK_RUN, n):
+        j = np.int64(offsets[(phase + k) % period])
+        if given(zkind):
+            d = difference(xkind, wkind, xr[i], value(xkind, z[j]))
+        else:
+            d = plain(xkind, wkind, xr[i])
+        out[i] = store(kind, d, sv[k], exact)
+        k += 1
+    return True
+
+
 def bias(xkind):  # pragma: no cover - compiled by its overload
     """What ``bf16_run`` subtracts where no zero point is given: int4's bias (8.0, ``plain``'s), else 0.0."""
 
@@ -1163,8 +1297,15 @@ def unplan(plan):  # pragma: no cover - compiled
     """``reference._kernel_plan``'s array as (tile, whether the scale runs along rows, the rows of a spread
     group, the pattern, the outer dims, their scale strides)."""
     rows, m = plan[2], plan[3]
-    a, b = 5 + rows, 5 + rows + m
-    return plan[0], plan[1] != 0, plan[4], plan[5:a], plan[a:b], plan[b : b + m]
+    a, b = 6 + rows, 6 + rows + m
+    return plan[0], plan[1] != 0, plan[4], plan[6:a], plan[a:b], plan[b : b + m]
+
+
+@_part
+def unplan_period(plan):  # pragma: no cover - compiled
+    """``reference._kernel_plan``'s period: (its vectors, 0 where it has none; the scale offsets of the
+    flat index's period, ``reference._period``)."""
+    return plan[5], plan[6 + plan[2] + 2 * plan[3] :]
 
 
 def spread_buffers(mode, tile, rows, span):  # pragma: no cover - compiled by its overload
@@ -1189,8 +1330,14 @@ def fused(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind, mode):  # pragm
     strides; the rows of a spread group (``_spread_groups``). The markers: ``kind`` the output's
     (``MARKERS``), ``xkind`` the input's (``INT4``, ``UINT4`` for 4-bit bytes, else ``PLAIN``), ``zkind`` whether a
     zero point is given (``ZP``, else ``PLAIN``: ``z`` is not read), ``wkind`` a zero of the work type
-    and ``mode`` the layout (``LAYOUTS``). Allocates the odometer and the scratch, which ``tiles`` walks.
+    and ``mode`` the layout (``LAYOUTS``). Allocates the odometer and the scratch, which ``tiles`` walks;
+    16-bit inputs to f16 whose plan has a period (``unplan_period``) run from it instead (``periodic``),
+    whatever the layout, where its scales allow.
     """
+    vectors, offsets = unplan_period(plan)
+    if odd_blocks(kind, x, wkind) and vectors > 0:
+        if periodic(x, z, s, out, e0, e1, offsets, vectors, kind, xkind, zkind, wkind):
+            return
     tile, inner_varies, group, pattern, dims, strides = unplan(plan)
     idx, off, col = start(e0, tile, dims, strides)
     rows = max(pattern.shape[0], 1)

@@ -428,19 +428,44 @@ u8 -> f16 6.7x a casting copy spread, 4.9x in blocks; ``(13457,5,37)`` ``{0,2}``
 ``(300,500,20)`` i8 -> f16, its blocks computing 32 elements a row of 20, 6.8x -> 10.3x)."""
 
 
-def _kernel_plan(plan: Plan, blocks: float = 0.0) -> np.ndarray:
+def _kernel_plan(plan: Plan, blocks: float = 0.0, period: np.ndarray | None = None) -> np.ndarray:
     """``plan`` as the fused loop takes it, one int64 array (``_jit.fused_for``'s ``plan``): tile,
     whether the scale runs along rows, the pattern's and the outer dims' lengths, the rows of a spread
-    group (``_spread_group``), then the pattern, the outer dims and their scale strides. One argument,
-    not five: the loop's call types each argument (about 45 ns each)."""
+    group (``_spread_group``), the vectors of the flat index's ``period`` (``_period``; 0: none), then the
+    pattern, the outer dims, their scale strides and the period's scale offsets. One argument, not
+    five: the loop's call types each argument (about 45 ns each)."""
     dims, strides, tile, pattern, inner_varies = plan
     group = (
         _spread_group(pattern, tile // max(len(pattern), 1), inner_varies)
         if _loop_layout(plan, blocks) == "tiles spread"
         else 1
     )
-    head = [tile, int(inner_varies), len(pattern), len(dims), group]
-    return np.concatenate([np.array(head, np.int64), pattern, dims, strides]).astype(np.int64)
+    period = np.zeros(0, np.int64) if period is None else period
+    vectors = math.lcm(len(period), LANES) // LANES if len(period) else 0
+    head = [tile, int(inner_varies), len(pattern), len(dims), group, vectors]
+    return np.concatenate([np.array(head, np.int64), pattern, dims, strides, period]).astype(np.int64)
+
+
+LANES = 16
+"""The float32 lanes of the fused loop's explicit vectors (``_jit.BLOCK_RUN``)."""
+PERIOD_VECTORS = 8
+"""The most vectors of ``LANES`` a period of the flat index spans for the fused loop to hold it in
+registers (``_period``, ``_jit.period_run``)."""
+
+
+def _period(shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray | None:
+    """The scale offsets of flat elements ``0 .. P - 1``, where ``P`` (the elements from the first axis
+    inward; 1 per tensor) is the period of the flat index's scale offset and ``P``'s and ``LANES``' least
+    common multiple is at most ``PERIOD_VECTORS`` vectors; else None."""
+    if not axes:
+        return np.zeros(1, np.int64)
+    inner = shape[axes[0] :]
+    size = math.prod(inner)
+    if not size or math.lcm(size, LANES) > LANES * PERIOD_VECTORS:
+        return None
+    index = np.indices(inner).reshape(len(inner), -1)
+    first = axes[0]
+    return np.ravel_multi_index([index[a - first] for a in axes], [shape[a] for a in axes]).astype(np.int64)
 
 
 def _spread_group(pattern: np.ndarray, width: int, varies: bool) -> int:
@@ -477,7 +502,7 @@ def _fused_setup(
     plan = _plan(_layout(shape, axes), blocks)
     x_bits = _fused.bits_type(x)
     no_z = _fused.flat(np.zeros(1, x), x_bits)
-    packed = _kernel_plan(plan, blocks)
+    packed = _kernel_plan(plan, blocks, _period(shape, axes))
     for a in (packed, no_z):
         a.flags.writeable = False
     kernel = _fused.kernel(work, out, x, has_z, _loop_layout(plan, blocks))

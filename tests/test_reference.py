@@ -475,17 +475,13 @@ def test_fused_16bit_to_half_rounds_once(in_t, out):
                 assert same_bits(got, want), (x_.shape, axes, z is None, kind)
 
 
-@pytest.mark.skipif(not _fused.available(), reason="no numba")
-@pytest.mark.parametrize("in_t", [np.int16, np.uint16], ids=["i16", "u16"])
-def test_fused_16bit_to_f16_products_near_ties(in_t):
-    """The products of 16-bit differences and f16 scales that float32 rounded toward zero, or to nearest,
-    would put on an f16 rounding tie (so that a second rounding goes the wrong way: the few that rounding
-    to odd exists for) come out rounded once in every layout of the fused loop: rows held, rows varying,
-    tiles spread, tiles narrow and tiles blocks (each row's one value, or runs)."""
+def near_tie_products(rng: np.random.Generator, scales: int) -> tuple[np.ndarray, np.ndarray]:
+    """The 16-bit differences and f16 scales (as bits; six fixed, the rest positive finite at random) whose
+    products float32 rounded toward zero, or to nearest, would put on an f16 rounding tie: a second
+    rounding would go the wrong way (the few that rounding to odd exists for)."""
     d = np.arange(-65535, 65536, dtype=np.int64)  # every difference of two 16-bit values
-    rng = np.random.default_rng(11)
-    bits = np.concatenate([[0x3E55, 0x03FF, 0x3C03, 0x3C01, 0x3FFF, 0x0401], rng.integers(1, 0x7BFF, 58)])
-    pairs = []
+    bits = np.concatenate([[0x3E55, 0x03FF, 0x3C03, 0x3C01, 0x3FFF, 0x0401], rng.integers(1, 0x7BFF, scales - 6)])
+    dd, sb = [], []
     for b in bits.astype(np.uint16):
         p = d * np.float64(b.view(np.float16))
         with np.errstate(over="ignore"):  # past f16's largest value: infinite, as expected
@@ -493,10 +489,20 @@ def test_fused_16bit_to_f16_products_near_ties(in_t):
             toward = np.where(np.abs(near.astype(np.float64)) > np.abs(p), np.nextafter(near, np.float32(0)), near)
             once = p.astype(np.float16)
             hard = (near.astype(np.float16) != once) | (toward.astype(np.float16) != once)
-        pairs += [(int(v), int(b)) for v in d[hard]]
-    assert len(pairs) > 100
-    dd = np.array([p[0] for p in pairs], np.int64)
-    sb = np.array([p[1] for p in pairs], np.uint16)
+        dd.append(d[hard])
+        sb.append(np.full(int(hard.sum()), b, np.uint16))
+    return np.concatenate(dd), np.concatenate(sb)
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("in_t", [np.int16, np.uint16], ids=["i16", "u16"])
+def test_fused_16bit_to_f16_products_near_ties(in_t):
+    """The products of 16-bit differences and f16 scales that float32 rounded toward zero, or to nearest,
+    would put on an f16 rounding tie (so that a second rounding goes the wrong way: the few that rounding
+    to odd exists for) come out rounded once in every layout of the fused loop: rows held, rows varying,
+    tiles spread, tiles narrow and tiles blocks (each row's one value, or runs)."""
+    dd, sb = near_tie_products(np.random.default_rng(11), 64)
+    assert len(dd) > 100
     lo, hi = np.iinfo(in_t).min, np.iinfo(in_t).max
     zz = np.where(dd >= 0, lo, hi)  # a zero point that keeps x = d + z in the type
     xx = (dd + zz).astype(in_t)
@@ -565,6 +571,80 @@ def test_fused_16bit_to_f16_pieces():
             assert kernel(xf, zf, sf, got[a:b], a, b, plan)
             assert np.array_equal(got[a:b], whole[a:b]), (shape, axes, zp, a, b)
     assert {"tiles spread", "rows held", "rows varying"} <= layouts
+
+
+PERIODS = [
+    ((4096,), (), 1),  # per tensor
+    ((2048, 2), (1,), 2),
+    ((1365, 3), (1,), 3),
+    ((819, 5), (1,), 5),
+    ((682, 6), (1,), 6),
+    ((585, 7), (1,), 7),
+    ((341, 2, 6), (1, 2), 12),  # two axes
+    ((341, 6, 2), (1,), 12),  # runs of 2 under one value each
+    ((256, 16), (1,), 16),
+    ((85, 48), (1,), 48),
+    ((51, 80), (1,), 80),
+    ((42, 3, 32), (1,), 96),  # runs of 32
+    ((36, 112), (1,), 112),
+    ((32, 2, 8, 8), (1, 3), 128),
+]
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("in_t", [np.int16, np.uint16], ids=["i16", "u16"])
+@pytest.mark.parametrize("shape, axes, period", PERIODS, ids=[f"period {p[2]}" for p in PERIODS])
+def test_fused_16bit_to_f16_periods(in_t, shape, axes, period):
+    """Where the flat index's scale offset repeats within 8 vectors of 16 (``reference._period``), 16-bit
+    inputs to f16 run from the period's values held in registers (``_jit.period_run``): the differences
+    whose products sit next to an f16 rounding tie, every input value, and a call's pieces from any
+    phase (a cut call's, 1-150 elements, most ending inside a vector) come out rounded once, with and
+    without a zero point; a period with a zero, negative, infinite or NaN scale (which the registers'
+    rounding does not take: ``_jit.odd_fma_ir``) as the other vector loops compute it (a negative zero
+    where the difference is zero)."""
+    rng = np.random.default_rng(period)
+    p = reference._period(shape, axes)
+    assert p is not None and len(p) == period
+    n = math.prod(shape)
+    sshape = tuple(shape[a] for a in axes)
+    bshape = tuple(shape[i] if i in axes else 1 for i in range(len(shape)))
+    size = math.prod(sshape)
+    lo, hi = np.iinfo(in_t).min, np.iinfo(in_t).max
+    dd, sb = near_tie_products(rng, 12)
+    ties = rng.permutation(len(dd))[: n // 2]
+    # element e's difference and scale: a near-tie pair where e's scale offset reads that scale
+    offsets = np.resize(p, n)
+    scale_bits = rng.integers(1, 0x7BFF, size).astype(np.uint16)
+    d = rng.integers(-65535, 65536, n)
+    for k in ties:
+        e = int(rng.integers(0, n))
+        scale_bits[offsets[e]], d[e] = sb[k], dd[k]
+    zero = rng.integers(lo, hi + 1, size)
+    # a zero point that keeps each near-tie difference's input in the type; elsewhere any
+    x = np.clip(d + zero[offsets], lo, hi)
+    x[: 1 << 16 if n >= 1 << 16 else n] = np.arange(lo, hi + 1)[:n]  # every input value (past 65536: random)
+    specials = scale_bits.copy()
+    specials[rng.integers(0, size)] = rng.choice([0x0000, 0x8000, 0xBC00, 0x7C00, 0x7E00])
+    for bits in (scale_bits, specials):
+        s = bits.view(np.float16).reshape(sshape)
+        for z in (zero.astype(in_t).reshape(sshape), None):
+            xt = x.astype(in_t).reshape(shape)
+            diff = xt.astype(np.float64) - (0.0 if z is None else z.astype(np.float64).reshape(bshape))
+            want = rounded_once(diff, s.reshape(bshape), np.float16)
+            with loop_kind("fused"):
+                got = odq.dequantize(xt, s, z, axes=axes)
+            assert same_bits(got, want), (z is None, bits is specials)
+            key = (xt.dtype, xt.shape, s.dtype, s.shape, None if z is None else (z.dtype, z.shape))
+            kernel, plan, _, _, u16, no_z = reference._checked(*key, axes, None, True)[4]
+            assert plan[5] == math.lcm(period, 16) // 16
+            xf, zf, sf = xt.reshape(-1), no_z if z is None else z.reshape(-1), s.reshape(-1).view(u16)
+            flat = want.reshape(-1).view(np.uint16)
+            for _ in range(40):
+                a = int(rng.integers(0, n - 1))
+                b = min(n, a + int(rng.integers(1, 151)))
+                piece = np.zeros(b - a, np.uint16)
+                assert kernel(xf, zf, sf, piece, a, b, plan)
+                assert np.array_equal(piece, flat[a:b]), (z is None, bits is specials, a, b)
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
