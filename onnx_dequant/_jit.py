@@ -524,18 +524,20 @@ PERIOD_VECTORS = 8
 )
 
 
-@_part
+@_jit
 def periodic(x, z, s, out, e0, e1, offsets, vectors, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
     """``fused``'s elements ``e0 <= e < e1`` where element ``e``'s scale offset is ``offsets[e % len(offsets)]``
     (the flat index's period, ``reference._period``) and ``16 * vectors`` elements are a whole number of
     periods: the period's values from ``e0`` in ``period_run``'s registers, the last 0-15 elements one at a
-    time. False, writing nothing, where a scale of the period is not positive and finite (``odd_fma_ir``)."""
+    time. False, writing nothing, where a scale of the period is not positive and finite (``odd_fma_ir``).
+    Compiled apart: once for the five layouts' loops that call it, not in each."""
     period = offsets.shape[0]
     span = BLOCK_RUN * vectors
-    kv, sv, cv = np.empty(span, np.int32), np.empty(span, np.float32), np.empty(span, np.float32)
+    held = np.empty(3 * span, np.int32)  # one allocation (about 40 ns each)
+    kv, sv, cv = held[:span], held[span : 2 * span].view(np.float32), held[2 * span :].view(np.float32)
     phase = e0 % period
     q = phase  # the phase of element e0 + k (no division in the loop: 20-40 cycles each)
-    for k in range(span):
+    for k in range(min(period, span)):
         j = np.int64(offsets[q])
         q = q + 1 if q + 1 < period else 0
         f = as_work(wkind, load(kind, s[j]))
@@ -544,6 +546,8 @@ def periodic(x, z, s, out, e0, e1, offsets, vectors, kind, xkind, zkind, wkind):
         kv[k] = np.int32(PERIOD_BIAS_BITS - (np.int64(value(xkind, z[j])) if given(zkind) else 0))
         sv[k] = f
         cv[k] = np.float32(-PERIOD_BIAS) * f
+    for k in range(period, span):  # the period repeated: element k's values are element k - period's
+        kv[k], sv[k], cv[k] = kv[k - period], sv[k - period], cv[k - period]
     n = e1 - e0
     blocks = n // BLOCK_RUN
     xr = x[e0:e1]

@@ -123,27 +123,30 @@ def dequantize(
     x = x if type(x) is np.ndarray else _array(x, "Input")
     scale = scale if type(scale) is np.ndarray else _array(scale, "Scale")
     zp = zero_point if zero_point is None or type(zero_point) is np.ndarray else _array(zero_point, "Zero point")
-    key = (x.dtype, x.shape, scale.dtype, scale.shape, None if zp is None else (zp.dtype, zp.shape))
+    # one flat key (a nested one costs 0.06 us of a call's 2.1 outside the loop); each attribute read once
+    # (about 35 ns each: ``x.size`` is a product of the shape's)
+    shape, size = x.shape, x.size
+    key = (x.dtype, shape, scale.dtype, scale.shape) + ((None, None) if zp is None else (zp.dtype, zp.shape))
     try:
-        checked = _checked(*key, tuple(axes) if type(axes) is list else axes, dtype, x.size >= FUSED_MIN_ELEMENTS)
+        checked = _checked(*key, tuple(axes) if type(axes) is list else axes, dtype, size >= FUSED_MIN_ELEMENTS)
     except TypeError:  # axes or dtype that cannot be a cache key (a NumPy array, say): checked afresh
-        checked = _checked.__wrapped__(*key, axes, dtype, x.size >= FUSED_MIN_ELEMENTS)
+        checked = _checked.__wrapped__(*key, axes, dtype, size >= FUSED_MIN_ELEMENTS)
     out_t, axes_t, work, bshape, setup, out_np = checked
     fresh = out is None  # a fresh array overlaps no input
     if fresh:
-        out = np.empty(x.shape, out_np)
+        out = np.empty(shape, out_np)
     elif not (
         isinstance(out, np.ndarray)
-        and out.shape == x.shape
-        and out.dtype == out_np
+        and out.shape == shape
+        and ((o_dtype := out.dtype) is out_np or o_dtype == out_np)
         and (flags := out.flags).c_contiguous
         and flags.writeable
     ):
         raise DequantizeError(
-            f"out must be a writeable C-contiguous {out_t.elem_type} array of shape {x.shape}, got "
+            f"out must be a writeable C-contiguous {out_t.elem_type} array of shape {shape}, got "
             + (f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__)
         )
-    if x.size == 0:
+    if size == 0:
         return out
     if setup is not None:
         # a zero point of zeros costs the loop one exact subtraction, less than looking for one
@@ -158,12 +161,12 @@ def dequantize(
         s_flat = scale.ravel() if out_bits is None else scale.ravel().view(out_bits)
         out_flat = out.ravel() if out_bits is None else out.ravel().view(out_bits)
         # compiled code raises no floating-point warnings: no errstate; it checks the overlap itself
-        if _split.untimed(x.size, cost):
-            if kernel(x_flat, z_flat, s_flat, out_flat, 0, x.size, plan):
+        if size < _split.MIN_ELEMENTS or _split.untimed(size, cost):
+            if kernel(x_flat, z_flat, s_flat, out_flat, 0, size, plan):
                 return out
         elif _split.run(
             lambda a, b: kernel(x_flat, z_flat, s_flat, out_flat[a:b], a, b, plan),
-            x.size,
+            size,
             cost,
             lambda: not _overlaps(out_flat, x_flat, s_flat, z_flat),
         ):
@@ -176,10 +179,10 @@ def dequantize(
             with np.errstate(invalid="ignore"):  # ml_dtypes warns on some bf16 NaN payloads; NaN stays NaN
                 s = scale.astype(work).reshape(bshape)
         z = zp.astype(work).reshape(bshape) if has_z else None
-        if x.size <= BLOCK_ELEMENTS:  # one block (a small call's fixed cost: no pool, no block list)
+        if size <= BLOCK_ELEMENTS:  # one block (a small call's fixed cost: no pool, no block list)
             _run_blocks([(Ellipsis,)], x, s, z, out, work, bshape)
         else:
-            _parallel(_run_blocks, list(_blocks(x.shape)), x, s, z, out, work, bshape)
+            _parallel(_run_blocks, list(_blocks(shape)), x, s, z, out, work, bshape)
         return out
     # ``out`` overlaps an input, and nothing was written: every input read before out is written
     np.copyto(out, dequantize(x, scale, zp, axes=axes_t, dtype=dtype))
@@ -197,7 +200,8 @@ def _checked(
     x_shape: tuple[int, ...],
     s_dtype: np.dtype,
     s_shape: tuple[int, ...],
-    z: tuple[np.dtype, tuple[int, ...]] | None,
+    z_dtype: np.dtype | None,
+    z_shape: tuple[int, ...] | None,
     axes: Any,
     dtype: Any,
     fused: bool,
@@ -211,14 +215,14 @@ def _checked(
     raises, and is not kept."""
     axes_t = normalize_axes(axes)
     xt = TensorType(dtypes.parse(x_dtype), x_shape)
-    zt = None if z is None else TensorType(dtypes.parse(z[0]), z[1])
+    zt = None if z_dtype is None else TensorType(dtypes.parse(z_dtype), z_shape)
     out_t = infer(xt, TensorType(dtypes.parse(s_dtype), s_shape), zt, axes=axes_t, dtype=dtype)
     work = work_type(xt.elem_type, out_t.elem_type).numpy
     bshape = tuple(x_shape[i] if i in axes_t else 1 for i in range(len(x_shape)))
     setup = None
     if fused and all(x_shape) and _fused.available():  # empty inputs run no loop; a kernel compiles at its first call
         fused_work = fused_work_type(xt.elem_type, out_t.elem_type).numpy
-        setup = _fused_setup(x_shape, axes_t, fused_work, out_t.elem_type.numpy, x_dtype, z is not None)
+        setup = _fused_setup(x_shape, axes_t, fused_work, out_t.elem_type.numpy, x_dtype, z_dtype is not None)
     return out_t, axes_t, work, bshape, setup, np.dtype(out_t.elem_type.numpy)
 
 

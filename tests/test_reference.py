@@ -559,7 +559,7 @@ def test_fused_16bit_to_f16_pieces():
         z = rng.integers(-32768, 32768, sshape).astype(np.int16) if zp else None
         with loop_kind("fused"):
             whole = odq.dequantize(x, s, z, axes=axes).reshape(-1).view(np.uint16)
-        key = (x.dtype, x.shape, s.dtype, s.shape, None if z is None else (z.dtype, z.shape))
+        key = (x.dtype, x.shape, s.dtype, s.shape, *((None, None) if z is None else (z.dtype, z.shape)))
         kernel, plan, _, _, bits, no_z = reference._checked(*key, axes, None, True)[4]
         blocks = reference._blocks_for(np.int16, np.float16)
         layouts.add(reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks))
@@ -634,7 +634,7 @@ def test_fused_16bit_to_f16_periods(in_t, shape, axes, period):
             with loop_kind("fused"):
                 got = odq.dequantize(xt, s, z, axes=axes)
             assert same_bits(got, want), (z is None, bits is specials)
-            key = (xt.dtype, xt.shape, s.dtype, s.shape, None if z is None else (z.dtype, z.shape))
+            key = (xt.dtype, xt.shape, s.dtype, s.shape, *((None, None) if z is None else (z.dtype, z.shape)))
             kernel, plan, _, _, u16, no_z = reference._checked(*key, axes, None, True)[4]
             assert plan[5] == math.lcm(period, 16) // 16
             xf, zf, sf = xt.reshape(-1), no_z if z is None else z.reshape(-1), s.reshape(-1).view(u16)
