@@ -469,11 +469,24 @@ def odd_fma_ir(builder, f, s, c):
     return builder.select(builder.icmp_unsigned("==", last, ir.Constant(vi, [0] * lanes)), up, down)
 
 
+def _odd_fma_block(context, builder, xa, oa, k, kv, sv, cv, signed):
+    """LLVM IR for ``o[k : k + 16]`` from 16-bit inputs ``x[k : k + 16]`` (arrays ``xa``, ``oa``) rounded once to
+    f16 bits, the vectors ``kv`` (``PERIOD_BIAS`` bits less the zero point), ``sv`` (the scale) and ``cv``
+    (``-PERIOD_BIAS`` times it) beside them (``odd_fma_ir``, then F16C)."""
+    lanes = BLOCK_RUN
+    vi, vf = ir.VectorType(ir.IntType(32), lanes), ir.VectorType(ir.FloatType(), lanes)
+    vh = ir.VectorType(ir.IntType(16), lanes)
+    xv = builder.load(builder.bitcast(builder.gep(xa.data, [k]), vh.as_pointer()), align=1)
+    f = builder.bitcast(builder.add(builder.sext(xv, vi) if signed else builder.zext(xv, vi), kv), vf)
+    h = builder.fptrunc(odd_fma_ir(builder, f, sv, cv), ir.VectorType(ir.HalfType(), lanes))
+    builder.store(builder.bitcast(h, vh), builder.bitcast(builder.gep(oa.data, [k]), vh.as_pointer()), align=1)
+
+
 def _period_run(vectors: int):
     """An intrinsic ``(x, o, kv, sv, cv, blocks)``: ``o[: 16 * blocks]`` from 16-bit inputs ``x`` rounded once to f16
     bits, each element ``e``'s ``PERIOD_BIAS`` bits less its zero point at ``kv[e % len]``, its scale at ``sv[...]``
     and ``-PERIOD_BIAS`` times it at ``cv[...]`` (``len = 16 * vectors``): the three held in ``3 * vectors``
-    registers, loaded once, and the input read a vector at a time (``odd_fma_ir``, then F16C)."""
+    registers, loaded once, and the input read a vector at a time (``_odd_fma_block``)."""
 
     @intrinsic
     def run(typingctx, x, o, kv, sv, cv, blocks):  # pragma: no cover - compiled
@@ -481,9 +494,8 @@ def _period_run(vectors: int):
 
         def codegen(context, builder, sig, args):
             xa, oa, ka, sa, ca = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:5], args[:5]))
-            lanes, i32, i64 = BLOCK_RUN, ir.IntType(32), ir.IntType(64)
-            vi, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)
-            vh = ir.VectorType(ir.IntType(16), lanes)
+            lanes, i64 = BLOCK_RUN, ir.IntType(64)
+            vi, vf = ir.VectorType(ir.IntType(32), lanes), ir.VectorType(ir.FloatType(), lanes)
 
             def at(a, k, vt):
                 return builder.bitcast(builder.gep(a.data, [k]), vt.as_pointer())
@@ -492,28 +504,45 @@ def _period_run(vectors: int):
                 tuple(builder.load(at(a, i64(lanes * v), vt), align=1) for a, vt in ((ka, vi), (sa, vf), (ca, vf)))
                 for v in range(vectors)
             ]
-
-            def block(k, kv_, sv_, cv_):
-                xv = builder.load(at(xa, k, vh), align=1)
-                f = builder.bitcast(builder.add(builder.sext(xv, vi) if signed else builder.zext(xv, vi), kv_), vf)
-                h = builder.fptrunc(odd_fma_ir(builder, f, sv_, cv_), ir.VectorType(ir.HalfType(), lanes))
-                builder.store(builder.bitcast(h, vh), at(oa, k, vh), align=1)
-
             rounds = builder.sdiv(args[5], i64(vectors))
             with cgutils.for_range(builder, rounds) as loop:
                 base = builder.mul(loop.index, i64(lanes * vectors))
                 for v, h in enumerate(held):
-                    block(builder.add(base, i64(lanes * v)), *h)
+                    _odd_fma_block(context, builder, xa, oa, builder.add(base, i64(lanes * v)), *h, signed)
             base = builder.mul(rounds, i64(lanes * vectors))
             left = builder.sub(args[5], builder.mul(rounds, i64(vectors)))
             for v, h in enumerate(held[:-1]):
                 with builder.if_then(builder.icmp_signed(">", left, i64(v))):
-                    block(builder.add(base, i64(lanes * v)), *h)
+                    _odd_fma_block(context, builder, xa, oa, builder.add(base, i64(lanes * v)), *h, signed)
             return context.get_dummy_value()
 
         return types.void(x, o, kv, sv, cv, types.int64), codegen
 
     return run
+
+
+@intrinsic
+def held_odd_run(typingctx, x, o, k, kz, sv, cv):  # pragma: no cover - compiled
+    """``o[k : k + 16]`` from 16-bit inputs ``x[k : k + 16]`` under one positive finite scale ``sv`` rounded once
+    to f16 bits: ``kz`` the ``PERIOD_BIAS`` bits less the zero point and ``cv`` ``-PERIOD_BIAS * sv``, repeated
+    across the lanes (``_odd_fma_block``: 7 vector operations where ``odd_run`` takes 8)."""
+    signed = x.dtype.signed
+
+    def codegen(context, builder, sig, args):
+        xa, oa = (
+            context.make_array(sig.args[0])(context, builder, args[0]),
+            context.make_array(sig.args[1])(context, builder, args[1]),
+        )
+        lanes, i32 = BLOCK_RUN, ir.IntType(32)
+
+        def splat(v):
+            one = builder.insert_element(ir.Constant(ir.VectorType(v.type, lanes), ir.Undefined), v, i32(0))
+            return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
+
+        _odd_fma_block(context, builder, xa, oa, args[2], splat(args[3]), splat(args[4]), splat(args[5]), signed)
+        return context.get_dummy_value()
+
+    return types.void(x, o, types.int64, types.int32, types.float32, types.float32), codegen
 
 
 PERIOD_VECTORS = 8
@@ -1086,6 +1115,12 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no 
         return
     if odd_blocks(kind, xr, wkind) and n >= BF16_RUN:
         zr = zv if given(zkind) else bias(xkind)
+        if np.float32(0) < sv < np.float32(np.inf):  # the fused multiply-add rounded down and up (``odd_fma_ir``)
+            kz, cv = np.int32(PERIOD_BIAS_BITS - np.int32(zr)), np.float32(-PERIOD_BIAS) * sv
+            for k in range(0, n - BF16_RUN, BF16_RUN):
+                held_odd_run(xr, orow, k, kz, sv, cv)
+            held_odd_run(xr, orow, n - BF16_RUN, kz, sv, cv)
+            return
         for k in range(0, n - BF16_RUN, BF16_RUN):
             odd_run(xr, orow, k, zr, sv, xkind)
         odd_run(xr, orow, n - BF16_RUN, zr, sv, xkind)
