@@ -37,6 +37,7 @@ No index array of the input's size is ever materialized.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -46,7 +47,7 @@ import numpy as np
 from . import dtypes
 from .exactness import f32_work_exact
 
-__all__ = ["kernel", "available", "blocks", "narrow", "bits_type", "flat"]
+__all__ = ["kernel", "available", "period_vectors", "blocks", "narrow", "bits_type", "flat"]
 
 _KERNELS: dict[Any, Callable[..., None]] = {}
 _NUMBA: Any = None
@@ -108,6 +109,16 @@ def blocks(x: np.dtype, out: np.dtype) -> bool:
         return False
     odd = np.dtype(out) == np.float16 and np.dtype(x) in (np.int16, np.uint16) and _jit.HARDWARE_ODD
     return odd or f32_work_exact(dtypes.parse(np.dtype(x)), dtypes.parse(np.dtype(out)))
+
+
+def period_vectors(period: int) -> int:
+    """The vectors ``_jit.period_run`` holds a period of ``period`` elements in (its and a vector's least
+    common multiple, in vectors), or 0 where that is more than it holds (``_jit.PERIOD_VECTORS``). Needs
+    ``available()``."""
+    from . import _jit
+
+    vectors = math.lcm(period, _jit.BLOCK_RUN) // _jit.BLOCK_RUN
+    return vectors if vectors <= _jit.PERIOD_VECTORS else 0
 
 
 def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str) -> Callable[..., bool]:

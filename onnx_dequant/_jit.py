@@ -469,7 +469,7 @@ def odd_fma_ir(builder, f, s, c):
     return builder.select(builder.icmp_unsigned("==", last, ir.Constant(vi, [0] * lanes)), up, down)
 
 
-def _odd_fma_block(context, builder, xa, oa, k, kv, sv, cv, signed):
+def _odd_fma_block(builder, xa, oa, k, kv, sv, cv, signed):
     """LLVM IR for ``o[k : k + 16]`` from 16-bit inputs ``x[k : k + 16]`` (arrays ``xa``, ``oa``) rounded once to
     f16 bits, the vectors ``kv`` (``PERIOD_BIAS`` bits less the zero point), ``sv`` (the scale) and ``cv``
     (``-PERIOD_BIAS`` times it) beside them (``odd_fma_ir``, then F16C)."""
@@ -508,7 +508,7 @@ def _period_run(vectors: int):
             with cgutils.for_range(builder, builder.sdiv(args[5], i64(vectors))) as loop:
                 base = builder.mul(loop.index, i64(lanes * vectors))
                 for v, h in enumerate(held):
-                    _odd_fma_block(context, builder, xa, oa, builder.add(base, i64(lanes * v)), *h, signed)
+                    _odd_fma_block(builder, xa, oa, builder.add(base, i64(lanes * v)), *h, signed)
             return context.get_dummy_value()
 
         return types.void(x, o, kv, sv, cv, types.int64), codegen
@@ -534,18 +534,21 @@ def held_odd_run(typingctx, x, o, k, kz, sv, cv):  # pragma: no cover - compiled
             one = builder.insert_element(ir.Constant(ir.VectorType(v.type, lanes), ir.Undefined), v, i32(0))
             return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
 
-        _odd_fma_block(context, builder, xa, oa, args[2], splat(args[3]), splat(args[4]), splat(args[5]), signed)
+        _odd_fma_block(builder, xa, oa, args[2], splat(args[3]), splat(args[4]), splat(args[5]), signed)
         return context.get_dummy_value()
 
     return types.void(x, o, types.int64, types.int32, types.float32, types.float32), codegen
 
 
 PERIOD_VECTORS = 8
-"""The most vectors of a period ``period_run`` holds: ``3 * 8`` of the 32 512-bit registers."""
+"""The most vectors of ``BLOCK_RUN`` elements a period of the flat index may span for ``period_run`` to
+hold it in registers (``reference._period``): three registers a vector, 24 of the 32."""
 
 (period_run1, period_run2, period_run3, period_run4, period_run5, period_run6, period_run7, period_run8) = (
     _period_run(v) for v in range(1, PERIOD_VECTORS + 1)
 )
+"""``_period_run`` for each number of vectors a period may span (``periodic`` calls them by name: a
+function argument would make the loop uncacheable)."""
 
 
 @_jit

@@ -445,27 +445,20 @@ def _kernel_plan(plan: Plan, blocks: float = 0.0, period: np.ndarray | None = No
         else 1
     )
     period = np.zeros(0, np.int64) if period is None else period
-    vectors = math.lcm(len(period), LANES) // LANES if len(period) else 0
+    vectors = _fused.period_vectors(len(period)) if len(period) else 0
     head = [tile, int(inner_varies), len(pattern), len(dims), group, vectors]
     return np.concatenate([np.array(head, np.int64), pattern, dims, strides, period]).astype(np.int64)
 
 
-LANES = 16
-"""The float32 lanes of the fused loop's explicit vectors (``_jit.BLOCK_RUN``)."""
-PERIOD_VECTORS = 8
-"""The most vectors of ``LANES`` a period of the flat index spans for the fused loop to hold it in
-registers (``_period``, ``_jit.period_run``)."""
-
-
 def _period(shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray | None:
     """The scale offsets of flat elements ``0 .. P - 1``, where ``P`` (the elements from the first axis
-    inward; 1 per tensor) is the period of the flat index's scale offset and ``P``'s and ``LANES``' least
-    common multiple is at most ``PERIOD_VECTORS`` vectors; else None."""
+    inward; 1 per tensor) is the period of the flat index's scale offset and the compiled loop can hold it
+    in registers (``_fused.period_vectors``); else None."""
     if not axes:
         return np.zeros(1, np.int64)
     inner = shape[axes[0] :]
     size = math.prod(inner)
-    if not size or math.lcm(size, LANES) > LANES * PERIOD_VECTORS:
+    if not size or not _fused.period_vectors(size):
         return None
     index = np.indices(inner).reshape(len(inner), -1)
     first = axes[0]
