@@ -482,25 +482,29 @@ def _odd_fma_block(builder, xa, oa, k, kv, sv, cv, signed):
     builder.store(builder.bitcast(h, vh), builder.bitcast(builder.gep(oa.data, [k]), vh.as_pointer()), align=1)
 
 
-def _period_run(vectors: int):
-    """An intrinsic ``(x, o, kv, sv, cv, blocks)``: ``o[: 16 * blocks]`` (``blocks`` a multiple of ``vectors``)
-    from 16-bit inputs ``x`` rounded once to f16 bits, each element ``e``'s ``PERIOD_BIAS`` bits less its zero
-    point at ``kv[e % len]``, its scale at ``sv[...]`` and ``-PERIOD_BIAS`` times it at ``cv[...]`` (``len = 16 *
-    vectors``): the three held in ``3 * vectors`` registers, loaded once, and the input read a vector at a time
-    (``_odd_fma_block``)."""
+@intrinsic
+def period_run(typingctx, x, o, kv, sv, cv, blocks, vectors):  # pragma: no cover - compiled
+    """``o[: 16 * blocks]`` (``blocks`` a multiple of ``vectors``, 1 to ``PERIOD_VECTORS``) from 16-bit inputs ``x``
+    rounded once to f16 bits, each element ``e``'s ``PERIOD_BIAS`` bits less its zero point at ``kv[e % len]``,
+    its scale at ``sv[...]`` and ``-PERIOD_BIAS`` times it at ``cv[...]`` (``len = 16 * vectors``): the three held
+    in ``3 * vectors`` registers, loaded once, and the input read a vector at a time (``_odd_fma_block``). One
+    loop for each number of vectors, chosen by a switch in the IR (registers cannot be indexed at run time)."""
+    signed = x.dtype.signed
 
-    @intrinsic
-    def run(typingctx, x, o, kv, sv, cv, blocks):  # pragma: no cover - compiled
-        signed = x.dtype.signed
+    def codegen(context, builder, sig, args):
+        xa, oa, ka, sa, ca = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:5], args[:5]))
+        lanes, i64 = BLOCK_RUN, ir.IntType(64)
+        vi, vf = ir.VectorType(ir.IntType(32), lanes), ir.VectorType(ir.FloatType(), lanes)
 
-        def codegen(context, builder, sig, args):
-            xa, oa, ka, sa, ca = (context.make_array(t)(context, builder, a) for t, a in zip(sig.args[:5], args[:5]))
-            lanes, i64 = BLOCK_RUN, ir.IntType(64)
-            vi, vf = ir.VectorType(ir.IntType(32), lanes), ir.VectorType(ir.FloatType(), lanes)
+        def at(a, k, vt):
+            return builder.bitcast(builder.gep(a.data, [k]), vt.as_pointer())
 
-            def at(a, k, vt):
-                return builder.bitcast(builder.gep(a.data, [k]), vt.as_pointer())
-
+        done = builder.append_basic_block("period_done")
+        switch = builder.switch(args[6], done)
+        for vectors in range(1, PERIOD_VECTORS + 1):
+            case = builder.append_basic_block(f"period_{vectors}")
+            switch.add_case(i64(vectors), case)
+            builder.position_at_end(case)
             held = [
                 tuple(builder.load(at(a, i64(lanes * v), vt), align=1) for a, vt in ((ka, vi), (sa, vf), (ca, vf)))
                 for v in range(vectors)
@@ -509,11 +513,11 @@ def _period_run(vectors: int):
                 base = builder.mul(loop.index, i64(lanes * vectors))
                 for v, h in enumerate(held):
                     _odd_fma_block(builder, xa, oa, builder.add(base, i64(lanes * v)), *h, signed)
-            return context.get_dummy_value()
+            builder.branch(done)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
 
-        return types.void(x, o, kv, sv, cv, types.int64), codegen
-
-    return run
+    return types.void(x, o, kv, sv, cv, types.int64, types.int64), codegen
 
 
 @intrinsic
@@ -544,12 +548,6 @@ PERIOD_VECTORS = 8
 """The most vectors of ``BLOCK_RUN`` elements a period of the flat index may span for ``period_run`` to
 hold it in registers (``reference._period``): three registers a vector, 24 of the 32."""
 
-(period_run1, period_run2, period_run3, period_run4, period_run5, period_run6, period_run7, period_run8) = (
-    _period_run(v) for v in range(1, PERIOD_VECTORS + 1)
-)
-"""``_period_run`` for each number of vectors a period may span (``periodic`` calls them by name: a
-function argument would make the loop uncacheable)."""
-
 
 @_jit
 def periodic(x, z, s, out, e0, e1, offsets, vectors, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
@@ -579,27 +577,12 @@ def periodic(x, z, s, out, e0, e1, offsets, vectors, kind, xkind, zkind, wkind):
     blocks = n // BLOCK_RUN
     xr = x[e0:e1]
     rounds = blocks - blocks % vectors
-    if vectors == 1:
-        period_run1(xr, out, kv, sv, cv, rounds)
-    elif vectors == 2:
-        period_run2(xr, out, kv, sv, cv, rounds)
-    elif vectors == 3:
-        period_run3(xr, out, kv, sv, cv, rounds)
-    elif vectors == 4:
-        period_run4(xr, out, kv, sv, cv, rounds)
-    elif vectors == 5:
-        period_run5(xr, out, kv, sv, cv, rounds)
-    elif vectors == 6:
-        period_run6(xr, out, kv, sv, cv, rounds)
-    elif vectors == 7:
-        period_run7(xr, out, kv, sv, cv, rounds)
-    else:
-        period_run8(xr, out, kv, sv, cv, rounds)
-    # the last 0 to ``vectors - 1`` whole vectors one at a time (a tail in each of the eight unrolled loops
+    period_run(xr, out, kv, sv, cv, rounds, vectors)
+    # the last 0 to ``vectors - 1`` whole vectors one at a time (a tail in each of the switch's eight loops
     # added a second to a cold compilation of three layouts' loops, 21.9 -> 20.8 s)
     for v in range(blocks % vectors):
         a, b = (blocks - blocks % vectors + v) * BLOCK_RUN, v * BLOCK_RUN
-        period_run1(xr[a : a + BLOCK_RUN], out[a : a + BLOCK_RUN], kv[b:], sv[b:], cv[b:], 1)
+        period_run(xr[a : a + BLOCK_RUN], out[a : a + BLOCK_RUN], kv[b:], sv[b:], cv[b:], 1, 1)
     exact = product_exact(kind, x)
     k = blocks * BLOCK_RUN % span
     for i in range(blocks * BLOCK_RUN, n):
