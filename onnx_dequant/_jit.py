@@ -1381,48 +1381,76 @@ def fused(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind, mode):  # pragm
     tiles(x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode)
 
 
-@_bare
-def tiles(
-    x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
-):  # pragma: no cover - compiled
+def _tiles_for(layout: str):
+    """``tiles`` of one layout: its flags are the closure's constants, so that Numba prunes the other
+    layouts' branches before typing them (a loop that typed all five compiled 2-3x slower, each
+    layout's helpers compiled for every layout)."""
+    held, varies, narrow, blocks = (
+        layout == name for name in ("rows held", "rows varying", "tiles narrow", "tiles blocks")
+    )
+
+    @_bare
+    def walk(
+        x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
+    ):  # pragma: no cover - compiled
+
+        tile, inner_varies, group, pattern, dims, strides = unplan(plan)
+        width = tile // max(pattern.shape[0], 1)
+        nb, nw, nv = spread_buffers(mode, tile, max(pattern.shape[0], 1), span)
+        sb, sw, rv = wb[:nb], wb[nb : nb + nw], wb[nb + nw : nb + nw + nv]
+        zb, zw, rzv = zs[:nb], zs[nb : nb + nw], zs[nb + nw : nb + nw + nv]
+        wide_vectors(kind)
+        exact = product_exact(kind, x)
+        cached = -1
+        e = e0
+        while e < e1:
+            n = min(tile - col, e1 - e)
+            xr = x[e : e + n]
+            orow = out[e - e0 : e - e0 + n]
+            if held:
+                zv = as_work(wkind, value(xkind, z[off])) if given(zkind) else wkind
+                run_held(xr, orow, zv, as_work(wkind, load(kind, s[off])), kind, xkind, zkind, wkind, exact)
+            elif varies:
+                zr = z[off + col : off + col + n] if given(zkind) else z
+                run_varies(xr, orow, zr, s[off + col : off + col + n], kind, xkind, zkind, wkind, exact)
+            elif narrow:
+                held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact)
+            elif blocks:
+                block_rows(xr, orow, z, s, off, col, pattern, width, inner_varies, kind, xkind, zkind, wkind, exact)
+            else:
+                if off != cached:
+                    window(s, z, off, sw, zw, kind, xkind, zkind, wkind)
+                    spread(sb, sw, pattern, width, inner_varies, rv, group)
+                    if given(zkind):
+                        spread(zb, zw, pattern, width, inner_varies, rzv, group)
+                    cached = off
+                zt = zb[col : col + n] if given(zkind) else zb
+                run_spread(xr, orow, zt, sb[col : col + n], kind, xkind, zkind, wkind, exact)
+            e += n
+            col = 0
+            off = advance(idx, dims, strides, off)
+
+    return walk
+
+
+_TILES = {name: _tiles_for(name) for name in LAYOUTS}
+
+
+def tiles(x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode):  # pragma: no cover
     """``fused``'s walk over its tiles from odometer ``idx`` (scale offset ``off``, column ``col``), in the
-    scratch ``fused`` allocated (``spread_buffers``): compiled without reference counting, as every tile
-    slices its arrays (a slice's reference counted, atomically, in and out: about 22 ns a tile)."""
-    tile, inner_varies, group, pattern, dims, strides = unplan(plan)
-    width = tile // max(pattern.shape[0], 1)
-    nb, nw, nv = spread_buffers(mode, tile, max(pattern.shape[0], 1), span)
-    sb, sw, rv = wb[:nb], wb[nb : nb + nw], wb[nb + nw : nb + nw + nv]
-    zb, zw, rzv = zs[:nb], zs[nb : nb + nw], zs[nb + nw : nb + nw + nv]
-    wide_vectors(kind)
-    exact = product_exact(kind, x)
-    cached = -1
-    e = e0
-    while e < e1:
-        n = min(tile - col, e1 - e)
-        xr = x[e : e + n]
-        orow = out[e - e0 : e - e0 + n]
-        if is_layout(mode, "rows held"):
-            zv = as_work(wkind, value(xkind, z[off])) if given(zkind) else wkind
-            run_held(xr, orow, zv, as_work(wkind, load(kind, s[off])), kind, xkind, zkind, wkind, exact)
-        elif is_layout(mode, "rows varying"):
-            zr = z[off + col : off + col + n] if given(zkind) else z
-            run_varies(xr, orow, zr, s[off + col : off + col + n], kind, xkind, zkind, wkind, exact)
-        elif is_layout(mode, "tiles narrow"):
-            held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact)
-        elif is_layout(mode, "tiles blocks"):
-            block_rows(xr, orow, z, s, off, col, pattern, width, inner_varies, kind, xkind, zkind, wkind, exact)
-        else:
-            if off != cached:
-                window(s, z, off, sw, zw, kind, xkind, zkind, wkind)
-                spread(sb, sw, pattern, width, inner_varies, rv, group)
-                if given(zkind):
-                    spread(zb, zw, pattern, width, inner_varies, rzv, group)
-                cached = off
-            zt = zb[col : col + n] if given(zkind) else zb
-            run_spread(xr, orow, zt, sb[col : col + n], kind, xkind, zkind, wkind, exact)
-        e += n
-        col = 0
-        off = advance(idx, dims, strides, off)
+    scratch ``fused`` allocated (``spread_buffers``): layout ``mode``'s loop (``_tiles_for``), compiled
+    without reference counting, as every tile slices its arrays (a slice's reference counted,
+    atomically, in and out: about 22 ns a tile)."""
+
+
+@overload(tiles, inline="always", jit_options={"nogil": True})
+def _tiles(
+    x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
+):  # pragma: no cover
+    walk = next(_TILES[name] for name, marker in LAYOUTS.items() if numba.typeof(marker) == mode)
+    return lambda x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode: walk(
+        x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
+    )
 
 
 @_jit
