@@ -26,11 +26,12 @@ The loop runs one of five layouts (``reference._loop_layout``), each compiled al
   rows of 2-8 elements of one value each whose values are consecutive and change every tile (a
   per-row scale over narrow rows, a tiny trailing dim under the axes): those are computed from the
   scale itself, the row's width a constant so that LLVM vectorizes across rows ("tiles narrow", in
-  tiles of up to 16K elements), and rows of 16 or more elements whose float32 products are exact
+  tiles of up to 16K elements), and rows of 9 or more elements whose float32 products are exact
   (f16/bf16 outputs: rows whose blocks compute at most a third more than the row) where at most two
   consecutive tiles read one window (rows of runs of 64-127 joined too): those are computed from the
-  scale itself, each row in 16-element vector blocks, the last one overlapping the one before ("tiles
-  blocks", in tiles of up to 16K elements).
+  scale itself, each row in 16-element vector blocks, the last one overlapping the one before, a row
+  narrower than a block in one block that the rows after it overwrite past its end ("tiles blocks",
+  in tiles of up to 16K elements).
 
 No index array of the input's size is ever materialized.
 """

@@ -1253,8 +1253,18 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
 def _blocks(xr, orow, z, s, a, so, m, varies, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """``m`` elements of a row from ``a``, beside the run of the scale (and zero point) at ``so`` where
     ``varies``, else under their one value there: in ``BLOCK_RUN`` blocks, the last one overlapping the
-    one before, or fewer than a block as ``run_varies`` or ``_held_row`` computes them."""
-    if m >= BLOCK_RUN:
+    one before; a row narrower than a block in one block where a block's elements lie in the range (``xr``)
+    and its run in the scale (and zero point), the elements past the row written and then overwritten by
+    the rows after it; or fewer than a block as ``run_varies`` or ``_held_row`` computes them."""
+    spill = m < BLOCK_RUN and xr.shape[0] - a >= BLOCK_RUN
+    if spill and varies:  # the run's block must lie in the scale (and the zero point)
+        spill = so + BLOCK_RUN <= s.shape[0] and (so + BLOCK_RUN <= z.shape[0] or not given(zkind))
+    if spill:
+        if varies:
+            block_run(xr, a, z, so, s, so, orow, kind, xkind, zkind)
+        else:
+            block_held(xr, a, z, so, s, so, orow, kind, xkind, zkind)
+    elif m >= BLOCK_RUN:
         last = m - BLOCK_RUN
         if varies:
             for k in range(0, last, BLOCK_RUN):
@@ -1303,7 +1313,7 @@ LAYOUTS = {
 value each, or each beside a run of the scale; tiles of narrow rows (and tiles that all read one
 window), the tile's window spread over it; tiles of rows of 2-8
 elements of one value each, consecutive values, a new window every tile, computed from the scale
-itself (``held_narrow``); tiles of rows of 16 or more elements (runs: up to 127) whose float32
+itself (``held_narrow``); tiles of rows of 9 or more elements (runs: up to 127) whose float32
 products are exact, a new window every tile or every other, computed from the scale itself in vector
 blocks (``block_rows``)."""
 

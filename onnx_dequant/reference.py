@@ -366,7 +366,8 @@ f32 with a zero point: 108 us in tiles of 1746, 85 us of 11058, 83 us of 55290).
 NARROW_MAX = 8
 """Rows of 2 to this many elements of one value each, consecutive values, a new window every tile, run
 in tiles computed from the scale itself ("tiles narrow"): the width a constant in the loop, LLVM
-vectorizes across rows (rows of 12 and 16 so ran 8x slower than of 8, measured; those are spread)."""
+vectorizes across rows (rows of 12 and 16 so ran 8x slower than of 8, measured; those run in blocks, or
+are spread)."""
 
 
 def _consecutive(pattern: np.ndarray) -> bool:
@@ -375,8 +376,12 @@ def _consecutive(pattern: np.ndarray) -> bool:
 
 
 BLOCK_MIN = 16
-"""Rows at least this wide (``_jit.BLOCK_RUN``, one vector block) run in "tiles blocks" where the loop
-can compute blocks (``_loop_layout``)."""
+"""The elements of one vector block (``_jit.BLOCK_RUN``): a row's blocks compute a multiple of it (the
+last one overlapping the one before, or, in a row narrower than a block, running past its end into the
+rows after it, which overwrite it). Rows wider than ``NARROW_MAX`` run in "tiles blocks" where the loop
+can compute blocks and they compute little more than the row (``_loop_layout``): rows of 9-15 of one
+value each, ``(2097152, w)`` ``{0}`` i8 -> f32 with a zero point, 4.85 -> 2.35 a casting copy at w = 9 and
+2.38 -> 1.44 at 15, spread and so (``scripts/bench_ab.py``)."""
 
 
 def _loop_layout(plan: Plan, blocks: float = 0.0) -> str:
@@ -390,7 +395,7 @@ def _loop_layout(plan: Plan, blocks: float = 0.0) -> str:
     if not inner_varies and 2 <= width <= NARROW_MAX and strides.any() and _consecutive(pattern):
         return "tiles narrow"
     computed = -(-width // BLOCK_MIN) * BLOCK_MIN  # the last block overlaps the one before
-    if width >= BLOCK_MIN and computed <= blocks * width and strides.any() and _tiles_a_window(plan) <= BLOCKS_SHARED:
+    if width > NARROW_MAX and computed <= blocks * width and strides.any() and _tiles_a_window(plan) <= BLOCKS_SHARED:
         # rows read beside the scale where it is: spreading it costs more than the product where tiles
         # read new windows
         return "tiles blocks"

@@ -267,6 +267,10 @@ def test_blocked_and_threaded_paths(monkeypatch, cut_calls, kind, shape, axes):
         ((30, 3, 1000, 3, 17), (1, 2, 4)),  # two tiles a window
         ((1031, 37), (0,)),  # rows of one value each in blocks
         ((7, 150, 16), (0, 1)),
+        ((2049, 9), (0,)),  # rows of 9-15 in blocks (f32), each block past its row, the last rows as they are
+        ((1031, 12), (0,)),  # rows of 12-15 in blocks for f16 and bf16 too
+        ((300, 3, 13), (0, 2)),  # runs of 13: each block reads past its run, the last one within the scale
+        ((3, 2, 4099, 11), (0, 2)),
     ],
 )
 @pytest.mark.parametrize("zero_point", [True, False])
@@ -680,8 +684,9 @@ def test_fused_i32_to_half_rounds_once(out):
 FOUR_BIT_LAYOUTS = [
     ((64, 256), (0,), "rows held"),
     ((4, 16, 256), (0, 2), "rows varying"),
-    ((256, 4, 12), (0, 2), "tiles spread"),
-    ((1024, 15), (0,), "tiles spread"),
+    ((256, 4, 6), (0, 2), "tiles spread"),
+    ((256, 4, 12), (0, 2), "tiles blocks"),  # runs narrower than a block: a block each
+    ((1024, 15), (0,), "tiles blocks"),  # rows narrower than a block, of one value each
     ((2048, 8), (0,), "tiles narrow"),
     ((256, 4, 16), (0, 2), "tiles blocks"),
     ((1024, 16), (0,), "tiles blocks"),
@@ -796,11 +801,11 @@ def test_narrow_held_rows_are_computed_from_the_scale():
 
 
 def test_rows_in_blocks_where_tiles_read_new_windows():
-    """Rows of 16 or more elements beside runs of the scale or of one value each, where every tile (or
+    """Rows of 9 or more elements beside runs of the scale or of one value each, where every tile (or
     every other) reads a new window, are computed in vector blocks from the scale itself ("tiles
-    blocks", rows of runs of 64-127 joined too) where the loop can (exact float32 products: f16 where
-    the CPU converts it); where more tiles read one window, or the rows are narrower, or the types are
-    others, the layouts are as they were."""
+    blocks", rows of runs of 64-127 joined too; a row narrower than a block in one block) where the loop
+    can (exact float32 products: f16 where the CPU converts it); where more tiles read one window, or the
+    rows are narrower, or the types are others, the layouts are as they were."""
     if _fused.available():
         from onnx_dequant import _jit
 
@@ -828,8 +833,10 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((65536, 37), (0,), "tiles blocks"),  # one value a row
         ((20000, 5, 37), (0, 1), "tiles blocks"),
         ((300, 200, 37), (0, 2), "tiles spread"),  # four tiles a window: spread once for them
-        ((1031, 2, 15), (0, 2), "tiles spread"),  # narrower than a block
-        ((65536, 15), (0,), "tiles spread"),
+        ((1031, 2, 15), (0, 2), "tiles blocks"),  # runs narrower than a block: a block each
+        ((65536, 9), (0,), "tiles blocks"),  # rows of 9-15 of one value
+        ((65536, 8), (0,), "tiles narrow"),  # rows of 2-8 of one value: as NARROW_MAX says
+        ((1031, 2, 8), (0, 2), "tiles spread"),  # runs of 2-8
         ((1031, 100), (0,), "rows held"),  # rows of 64 or more of one value: as they are
         ((300, 100), (1,), "tiles spread"),  # every tile reads one window
         ((4, 16, 256), (0, 2), "rows varying"),  # wide rows
@@ -847,6 +854,8 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((13457, 5, 37), (0, 2), "tiles blocks"),  # 48 for 37
         ((300, 500, 20), (0, 1), "tiles spread"),  # 32 for 20
         ((3000, 5, 17), (0, 2), "tiles spread"),
+        ((300, 500, 12), (0, 1), "tiles blocks"),  # 16 for 12
+        ((300, 500, 11), (0, 1), "tiles spread"),  # 16 for 11
     ]:
         assert layout(plan(reference._layout(shape, axes), half), half) == want, (shape, axes)
 
