@@ -530,14 +530,16 @@ def test_fused_16bit_to_f16_products_near_ties(in_t):
     bad += check(xx, sb, zz, (0,))  # rows varying: a full-size scale
     x2, s2, z2 = xx[:n].reshape(-1, 16), sb[:n].reshape(-1, 16), zz[:n].reshape(-1, 16)
     bad += check(np.repeat(x2[:, None, :], 2, axis=1), s2, z2, (0, 2))  # rows of 16 beside runs: tiles blocks
-    bad += check(np.repeat(xx[:, None], 20, axis=1), sb, zz, (0,))  # rows of 20 under one value each: spread
+    bad += check(np.repeat(xx[:, None], 17, axis=1), sb, zz, (0,))  # rows of 17 under one value each: spread
     bad += check(np.repeat(xx[:, None], 16, axis=1), sb, zz, (0,))  # rows of 16: tiles blocks
     bad += check(np.repeat(xx[:, None], 6, axis=1), sb, zz, (0,))  # tiles narrow
     bad += check(np.repeat(xx[:, None], 300, axis=1), sb, zz, (0,))  # rows held
     assert not bad
     layouts = {
-        reference._loop_layout(reference._plan(reference._layout(shape, axes), reference._blocks_for(in_t, np.float16)))
-        for shape, axes in [((len(dd), 20), (0,)), ((len(dd), 6), (0,)), ((len(dd), 300), (0,))]
+        reference._loop_layout(plan, blocks)
+        for shape, axes in [((len(dd), 17), (0,)), ((len(dd), 6), (0,)), ((len(dd), 300), (0,))]
+        for blocks in [reference._blocks_for(in_t, np.float16, True)]
+        for plan in [reference._plan(reference._layout(shape, axes), blocks)]
     }
     assert {"tiles spread", "tiles narrow", "rows held"} <= layouts
 
@@ -550,7 +552,7 @@ def test_fused_16bit_to_f16_pieces():
     rng = np.random.default_rng(12)
     layouts = set()
     for shape, axes, zp in [
-        ((1024, 20), (0,), True),  # tiles spread: the zero point spread in float32 where vectors run
+        ((1024, 17), (0,), True),  # tiles spread: the zero point spread in float32 where vectors run
         ((1024, 20), (0,), False),
         ((1024, 16), (0,), True),  # tiles blocks, one value a row
         ((256, 2, 16), (0, 2), True),  # tiles blocks, runs
@@ -565,7 +567,7 @@ def test_fused_16bit_to_f16_pieces():
             whole = odq.dequantize(x, s, z, axes=axes).reshape(-1).view(np.uint16)
         key = (x.dtype, x.shape, s.dtype, s.shape, *((None, None) if z is None else (z.dtype, z.shape)))
         kernel, plan, _, _, bits, no_z = reference._checked(*key, axes, None, True)[4]
-        blocks = reference._blocks_for(np.int16, np.float16)
+        blocks = reference._blocks_for(np.int16, np.float16, zp)
         layouts.add(reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks))
         xf, zf, sf = x.reshape(-1), no_z if z is None else z.reshape(-1), s.reshape(-1).view(bits)
         got = np.zeros(x.size, np.uint16)
@@ -823,6 +825,8 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
             assert _fused.blocks(x, np.float16) == _jit.HARDWARE_ODD
         assert reference._blocks_for(np.int8, np.float32) == math.inf
         assert reference._blocks_for(np.uint8, bf16) == reference.BLOCK_WASTE
+        assert reference._blocks_for(np.uint8, bf16, True) == reference.BLOCK_WASTE_ZP > reference.BLOCK_WASTE
+        assert reference._blocks_for(np.int8, np.float32, True) == math.inf
         assert reference._blocks_for(np.int32, np.float32) == 0
     layout, plan = reference._loop_layout, reference._plan
     for shape, axes, want in [
@@ -856,6 +860,15 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((3000, 5, 17), (0, 2), "tiles spread"),
         ((300, 500, 12), (0, 1), "tiles blocks"),  # 16 for 12
         ((300, 500, 11), (0, 1), "tiles spread"),  # 16 for 11
+    ]:
+        assert layout(plan(reference._layout(shape, axes), half), half) == want, (shape, axes)
+    # with a zero point, which a spread tile spreads too: rows of 9-16 and 18 or more
+    half = reference.BLOCK_WASTE_ZP
+    for shape, axes, want in [
+        ((1212, 746, 10), (0, 1), "tiles blocks"),  # 16 for 10
+        ((300, 500, 9), (0, 1), "tiles blocks"),
+        ((300, 500, 17), (0, 1), "tiles spread"),  # 32 for 17
+        ((300, 500, 20), (0, 1), "tiles blocks"),  # 32 for 20
     ]:
         assert layout(plan(reference._layout(shape, axes), half), half) == want, (shape, axes)
 
