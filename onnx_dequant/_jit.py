@@ -1216,8 +1216,8 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
     ``run_held``, the whole rows by ``_narrow_rows`` with the width a constant (written out for each, as
     ``spread``'s are). No window is converted and nothing is spread: where every tile reads a new window
     that costs more than the product (``(165870,6)`` ``{0}`` i8 -> f32 with a zero point: 161 us spread,
-    72 us so, in tiles of up to ``reference.TILE_NARROW``). Compiled apart (not inlined): every layout's
-    loop types every branch, and seven inlined copies of the row loop made each of them slow to compile."""
+    72 us so, in tiles of up to ``reference.TILE_NARROW``). Compiled apart (not inlined): seven inlined
+    copies of the row loop made the loops that call it slow to compile."""
     wide_vectors(kind)
     n = xr.shape[0]
     r = col // width
