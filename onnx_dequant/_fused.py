@@ -48,9 +48,9 @@ import numpy as np
 from . import dtypes
 from .exactness import f32_work_exact
 
-__all__ = ["kernel", "available", "period_vectors", "blocks", "narrow", "bits_type", "flat"]
+__all__ = ["kernel", "available", "period_vectors", "blocks", "narrow", "bits_type", "flat", "within"]
 
-_KERNELS: dict[Any, Callable[..., None]] = {}
+_KERNELS: dict[Any, Callable[..., int]] = {}
 _NUMBA: Any = None
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _NIBBLE = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
@@ -122,12 +122,13 @@ def period_vectors(period: int) -> int:
     return vectors if vectors <= _jit.PERIOD_VECTORS else 0
 
 
-def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str) -> Callable[..., bool]:
+def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str, guard: int = 0) -> Callable[..., int]:
     """The compiled loop for work precision ``work`` (float32 or float64) reading input type ``x`` (and a
     zero point where ``has_z``) and writing ``out`` in ``layout`` (``_jit.LAYOUTS``): ``_jit.fused`` less
-    its markers (``_jit.fused_for``: False, nothing written, where ``out`` overlaps an input); every array
-    is passed as ``bits_type`` says. Needs ``available()``."""
-    key = (work, out, x, has_z, layout)
+    its markers (``_jit.fused_for``: it returns the end of what it wrote, -1, nothing written, where
+    ``out`` overlaps an input; with a ``guard``, ``exactness.f32_guard``'s, the start of the first chunk
+    whose inputs lie beyond it); every array is passed as ``bits_type`` says. Needs ``available()``."""
+    key = (work, out, x, has_z, layout, guard)
     if key not in _KERNELS:
         from . import _jit
 
@@ -137,5 +138,14 @@ def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str)
             _jit.ZP if has_z else _jit.PLAIN,
             np.dtype(work).type(0),
             _jit.LAYOUTS[layout],
+            guard,
         )
     return _KERNELS[key]
+
+
+def within(a: np.ndarray, limit: int) -> bool:
+    """Whether every element of the 1-D int32 array ``a`` lies within ``-limit..limit``. Needs
+    ``available()``."""
+    from . import _jit
+
+    return bool(_jit.within(a, 0, a.shape[0], limit))

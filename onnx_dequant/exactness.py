@@ -15,7 +15,15 @@ import ml_dtypes
 
 from . import dtypes
 
-__all__ = ["mantissa_bits", "difference_bits", "f32_work_exact", "work_type", "fused_work_type", "ort_exact"]
+__all__ = [
+    "mantissa_bits",
+    "difference_bits",
+    "f32_work_exact",
+    "work_type",
+    "fused_work_type",
+    "f32_guard",
+    "ort_exact",
+]
 
 _F32 = dtypes.parse("f32")
 _F64 = dtypes.parse("f64")
@@ -58,6 +66,22 @@ def fused_work_type(x: dtypes.DType, out: dtypes.DType) -> dtypes.DType:
     if out.name in ("f16", "bf16") and difference_bits(x) <= mantissa_bits(_F32):
         return _F32
     return work_type(x, out)
+
+
+def f32_guard(x: dtypes.DType, out: dtypes.DType, has_zero_point: bool) -> int:
+    """The bound within which integer values (i32's) make float32 work give the reference's bits, or 0 where
+    float32 work needs none (``fused_work_type``) or no bound makes it exact (f64 outputs: the product
+    of a difference and a 53-bit scale).
+
+    Float32 holds every integer up to 2**24 in magnitude: inputs within it, without a zero point, and
+    inputs and zero points within 2**23, whose differences are then within 2**24, convert exactly (and
+    subtract exactly in int32 or in float32). The product is then a float32 one of an exact difference,
+    rounded once to f32 or rounded to odd on the way to f16/bf16, as 16-bit inputs' are. The reference's
+    compiled loop checks the values at run time and computes those outside in float64."""
+    if out.name == "f64" or fused_work_type(x, out) == _F32:
+        return 0
+    whole = 1 << mantissa_bits(_F32)
+    return whole // 2 if has_zero_point else whole
 
 
 def ort_exact(x: dtypes.DType, out: dtypes.DType) -> tuple[bool, str]:

@@ -573,7 +573,7 @@ def test_fused_16bit_to_f16_pieces():
         with loop_kind("fused"):
             whole = odq.dequantize(x, s, z, axes=axes).reshape(-1).view(np.uint16)
         key = (x.dtype, x.shape, s.dtype, s.shape, *((None, None) if z is None else (z.dtype, z.shape)))
-        kernel, plan, _, _, bits, no_z = reference._checked(*key, axes, None, True)[4]
+        kernel, plan, _, _, bits, no_z, _ = reference._checked(*key, axes, None, True)[4]
         blocks = reference._blocks_for(np.int16, np.float16, zp)
         layouts.add(reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks))
         xf, zf, sf = x.reshape(-1), no_z if z is None else z.reshape(-1), s.reshape(-1).view(bits)
@@ -581,7 +581,7 @@ def test_fused_16bit_to_f16_pieces():
         for _ in range(300):
             a = int(rng.integers(0, x.size - 1))
             b = min(x.size, a + int(rng.integers(1, 41)))
-            assert kernel(xf, zf, sf, got[a:b], a, b, plan)
+            assert kernel(xf, zf, sf, got[a:b], a, b, plan) == b
             assert np.array_equal(got[a:b], whole[a:b]), (shape, axes, zp, a, b)
     assert {"tiles spread", "rows held", "rows varying"} <= layouts
 
@@ -648,7 +648,7 @@ def test_fused_16bit_to_f16_periods(in_t, shape, axes, period):
                 got = odq.dequantize(xt, s, z, axes=axes)
             assert same_bits(got, want), (z is None, bits is specials)
             key = (xt.dtype, xt.shape, s.dtype, s.shape, *((None, None) if z is None else (z.dtype, z.shape)))
-            kernel, plan, _, _, u16, no_z = reference._checked(*key, axes, None, True)[4]
+            kernel, plan, _, _, u16, no_z, _ = reference._checked(*key, axes, None, True)[4]
             assert plan[5] == math.lcm(period, 16) // 16
             xf, zf, sf = xt.reshape(-1), no_z if z is None else z.reshape(-1), s.reshape(-1).view(u16)
             flat = want.reshape(-1).view(np.uint16)
@@ -656,7 +656,7 @@ def test_fused_16bit_to_f16_periods(in_t, shape, axes, period):
                 a = int(rng.integers(0, n - 1))
                 b = min(n, a + int(rng.integers(1, 151)))
                 piece = np.zeros(b - a, np.uint16)
-                assert kernel(xf, zf, sf, piece, a, b, plan)
+                assert kernel(xf, zf, sf, piece, a, b, plan) == b
                 assert np.array_equal(piece, flat[a:b]), (z is None, bits is specials, a, b)
 
 
@@ -688,6 +688,105 @@ def test_fused_i32_to_half_rounds_once(out):
         for kind in ("numpy", "fused"):
             with loop_kind(kind):
                 assert same_bits(odq.dequantize(x, scale, z, axes=[1]), want), (z is None, kind)
+
+
+def i32_near_ties(rng: np.random.Generator, out: type, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """i32 differences of magnitude ``lo..hi`` and scales of ``out`` (f16/bf16) whose products float32
+    rounds (to nearest, or toward zero) onto a rounding tie of ``out``: a float32 product rounded again
+    goes the wrong way. Built from the tie: ``(2m + 1) * 2**k`` over an odd significand ``S`` of the
+    scale, the difference its nearest multiple's quotient, kept where the two roundings differ."""
+    keep = 11 if out is np.float16 else 8  # significant bits
+    n = 1 << 16
+    S = rng.integers(1 << (keep - 2), 1 << (keep - 1), n) * 2 + 1  # odd, keep bits
+    m = rng.integers(1 << (keep - 1), 1 << keep, n)
+    target = rng.integers(lo, hi + 1, n).astype(np.float64)
+    k = np.floor(np.log2(target * S / (2 * m + 1))).astype(np.int64)
+    d = np.rint((2 * m + 1) * np.exp2(k) / S).astype(np.int64)
+    d = np.where(rng.integers(0, 2, n) == 1, -d, d)
+    s = (S * np.exp2(-keep - 10 if out is np.float16 else -keep - 9)).astype(out)  # exact: keep bits, normal
+    p = d * s.astype(np.float64)  # exact: 26 + 11 bits
+    near = p.astype(np.float32)
+    toward = np.where(np.abs(near.astype(np.float64)) > np.abs(p), np.nextafter(near, np.float32(0)), near)
+    once = rounded_once(d.astype(np.float64), s, out)
+    hard = (np.abs(d) >= lo) & (np.abs(d) <= hi)
+    hard &= (near.astype(out).view(np.uint16) != once.view(np.uint16)) | (
+        toward.astype(out).view(np.uint16) != once.view(np.uint16)
+    )
+    return d[hard], s[hard]
+
+
+I32_LAYOUTS = [((0,), 1, True), ((0,), 300, False), ((0,), 17, False), ((0,), 6, True)]
+"""Rows of the i32 tests' differences, (axes, row width, with a zero point): a full-size scale (rows
+varying), rows held, tiles spread, tiles narrow (each kernel compiles for 5-10 s: one each)."""
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
+def test_fused_i32_to_half_in_float32_near_ties(out, cut_calls):
+    """i32 inputs to f16/bf16 run in float32 where every input (and zero point) lies within
+    ``exactness.f32_guard``'s bound (2**24 alone, 2**23 beside a zero point), and the product is rounded
+    to odd there: differences up to 2**24 whose float32 products, rounded again, would go the wrong way
+    come out rounded once in every layout, cut calls' pieces included; and differences up to 2**25 (where
+    float32 rounds the difference itself: the bound is tight) too, computed in float64 from the chunk
+    (``_jit.GUARD_CHUNK``) where they start. The guarded kernel returns that chunk's start."""
+    from onnx_dequant import _jit
+
+    chunk = _jit.GUARD_CHUNK
+    rng = np.random.default_rng(23)
+    assert exactness.f32_guard(dtypes.parse("i32"), dtypes.parse(np.dtype(out).name), False) == 1 << 24
+    inside, s_in = i32_near_ties(rng, out, 1 << 22, 1 << 24)
+    beyond, s_out = i32_near_ties(rng, out, (1 << 24) + 1, 1 << 25)
+    assert len(inside) > 200 and len(beyond) > 100
+    for axes, width, zp in I32_LAYOUTS:
+        rows = 2 * chunk // width + 200  # three chunks
+        late = 2 * chunk // width + 50  # a row in the third
+        # values beyond the bound in one layout (its float64 kernel compiled too), without a zero point:
+        # with one, they would take the zero point beyond it, and the whole call to float64
+        for beyond_too in (False, True) if width == 300 else (False,):
+            d, s = np.resize(inside, rows), np.resize(s_in, rows)
+            if beyond_too:
+                k = min(100, len(beyond))
+                d[late : late + k], s[late : late + k] = beyond[:k], s_out[:k]
+            want = rounded_once(np.repeat(d[:, None], width, axis=1).astype(np.float64), s.reshape(-1, 1), out)
+            z = np.where(d >= 0, -(np.abs(d) // 2), np.abs(d) // 2) if zp else None  # |x|, |z| <= 2**23
+            x = d if z is None else d + z
+            xs = np.repeat(x[:, None], width, axis=1).astype(np.int32)
+            zs = None if z is None else z.astype(np.int32)
+            with loop_kind("fused"):
+                got = odq.dequantize(xs, s, zs, axes=axes)
+            assert same_bits(got, want), (beyond_too, zp, width)
+            key = (xs.dtype, xs.shape, s.dtype, s.shape, *((None, None) if z is None else (zs.dtype, zs.shape)))
+            setup = reference._checked(*key, axes, None, True)[4]
+            guarded, _ = setup[6]
+            zf = setup[5] if z is None else zs.reshape(-1)
+            o = np.zeros(xs.size, np.uint16)
+            done = guarded(xs.reshape(-1), zf, s.view(np.uint16), o, 0, xs.size, setup[1])
+            assert done == (late * width // chunk * chunk if beyond_too else xs.size), (zp, width)
+    layouts = {
+        reference._loop_layout(plan, 0)
+        for axes, width, _ in I32_LAYOUTS
+        for plan in [reference._plan(reference._layout((2 * chunk // width + 200, width), axes), 0)]
+    }
+    assert layouts == {"rows varying", "rows held", "tiles spread", "tiles narrow"}
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("width", [300, 6], ids=["rows held", "tiles narrow"])
+def test_fused_i32_zero_point_beyond_the_bound(width):
+    """A zero point beyond 2**23 sends the whole call to float64, even where every input is within the
+    bound: the rows that convert the input and the zero point to float32 apart (held rows, narrow
+    tiles) would round a zero point of 2**24 + 2**13 + 1 and put the difference on an f16 tie."""
+    x = np.zeros((4096, width), np.int32)
+    z = np.full(4096, -5, np.int32)
+    z[100] = -((1 << 24) + (1 << 13) + 1)
+    s = np.full(4096, 2.0**-10, np.float16)
+    want = rounded_once(x.astype(np.float64) - z.astype(np.float64)[:, None], s.reshape(-1, 1), np.float16)
+    with np.errstate(all="ignore"):
+        float32 = ((x.astype(np.float32) - z.astype(np.float32)[:, None]) * np.float32(2.0**-10)).astype(np.float16)
+    assert not same_bits(float32, want)  # the data tell the two apart
+    with loop_kind("fused"):
+        got = odq.dequantize(x, s, z, axes=[0])
+    assert same_bits(got, want)
 
 
 FOUR_BIT_LAYOUTS = [
