@@ -143,9 +143,9 @@ def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str,
     return _KERNELS[key]
 
 
-def within(a: np.ndarray, limit: int) -> bool:
-    """Whether every element of the 1-D int32 array ``a`` lies within ``-limit..limit``. Needs
-    ``available()``."""
+def within(a: np.ndarray, limit: int, start: int = 0, stop: int | None = None) -> bool:
+    """Whether every element of the 1-D int32 array ``a`` (from ``start`` to ``stop``) lies within
+    ``-limit..limit``. Needs ``available()``."""
     from . import _jit
 
-    return bool(_jit.within(a, 0, a.shape[0], limit))
+    return bool(_jit.within(a, start, a.shape[0] if stop is None else stop, limit))

@@ -162,7 +162,7 @@ def dequantize(
         s_flat = scale.ravel() if out_bits is None else scale.ravel().view(out_bits)
         out_flat = out.ravel() if out_bits is None else out.ravel().view(out_bits)
         if guard is not None and (not has_z or _fused.within(z_flat, guard[1])):
-            kernel = functools.partial(_guarded, guard[0], kernel)  # i32 in float32 where it may
+            kernel = functools.partial(_guarded, guard, kernel)  # i32 in float32 where it may
         # compiled code raises no floating-point warnings: no errstate; it checks the overlap itself
         if size < _split.MIN_ELEMENTS or _split.untimed(size, cost):
             if kernel(x_flat, z_flat, s_flat, out_flat, 0, size, plan) >= 0:
@@ -533,10 +533,15 @@ def _fused_setup(
 
 
 def _guarded(
-    kernel: Any, rest: Any, x: np.ndarray, z: np.ndarray, s: np.ndarray, out: np.ndarray, e0: int, e1: int, plan: Any
+    guard: Any, rest: Any, x: np.ndarray, z: np.ndarray, s: np.ndarray, out: np.ndarray, e0: int, e1: int, plan: Any
 ) -> int:
-    """A guarded float32 kernel's call (``kernel``; ``_jit.fused_for``'s arguments) finished by ``rest``
-    (float64) from the first chunk whose inputs it left (beyond its bound)."""
+    """A guarded float32 kernel's call (``guard``: the kernel and its bound; ``_jit.fused_for``'s
+    arguments) finished by ``rest`` (float64) from the first chunk whose inputs it left (beyond the
+    bound). A call whose first ``GUARD_PROBE`` elements lie beyond it goes to ``rest`` at once: it never
+    compiles the guarded kernel (5-10 s) for nothing."""
+    kernel, limit = guard
+    if not _fused.within(x, limit, e0, min(e1, e0 + GUARD_PROBE)):
+        return rest(x, z, s, out, e0, e1, plan)
     done = kernel(x, z, s, out, e0, e1, plan)
     if e0 <= done < e1:
         done = rest(x, z, s, out[done - e0 :], done, e1, plan)
@@ -570,6 +575,10 @@ def _run_blocks(
                 else:
                     ob[...] = wb
 
+
+GUARD_PROBE = 256
+"""The elements of a guarded call (``_guarded``) checked before its float32 kernel is called: values
+beyond the bound there (full-range i32 data) send it to float64 at once (about 0.1 us)."""
 
 FUSED_MIN_ELEMENTS = 1 << 12
 """Inputs at least this large take the compiled fused loop when Numba can be imported. At 4096 elements

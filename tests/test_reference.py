@@ -771,6 +771,31 @@ def test_fused_i32_to_half_in_float32_near_ties(out, cut_calls):
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_guarded_call_probes_before_the_float32_kernel():
+    """A guarded call whose first ``GUARD_PROBE`` elements lie beyond the bound goes to the float64
+    kernel at once (the float32 one is never called, so never compiled); one whose probe is within it
+    calls the float32 kernel, and the float64 one from where that stopped."""
+    calls = []
+
+    def kernel(x, z, s, out, e0, e1, plan):
+        calls.append(("f32", e0, e1))
+        return e0 + 5000 if e1 - e0 > 5000 else e1
+
+    def rest(x, z, s, out, e0, e1, plan):
+        calls.append(("f64", e0, e1, out.shape[0]))
+        return e1
+
+    x = np.zeros(10000, np.int32)
+    out = np.zeros(10000, np.float32)
+    x[reference.GUARD_PROBE - 1] = 1 << 24
+    assert reference._guarded((kernel, 1 << 23), rest, x, x, out, out, 0, 10000, None) == 10000
+    assert calls == [("f64", 0, 10000, 10000)]
+    calls.clear()
+    assert reference._guarded((kernel, 1 << 23), rest, x, x, out, out[256:], 256, 10000, None) == 10000
+    assert calls == [("f32", 256, 10000), ("f64", 5256, 10000, 4744)]
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
 @pytest.mark.parametrize("width", [300, 6], ids=["rows held", "tiles narrow"])
 def test_fused_i32_zero_point_beyond_the_bound(width):
     """A zero point beyond 2**23 sends the whole call to float64, even where every input is within the
