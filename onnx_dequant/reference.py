@@ -36,7 +36,6 @@ BLOCK_ELEMENTS = 1 << 18
 
 _F64 = np.dtype(np.float64)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
-_HALF = (np.dtype(np.float16), _BF16)
 
 
 def round_f64_to_bf16(src: np.ndarray, dst: np.ndarray) -> None:
@@ -527,7 +526,8 @@ def _fused_setup(
         a.flags.writeable = False
     layout = _loop_layout(plan, blocks)
     kernel = _fused.kernel(work, out, x, has_z, layout)
-    limit = f32_guard(dtypes.parse(x), dtypes.parse(out), has_z) if out in _HALF else 0
+    out_t = dtypes.parse(out)
+    limit = f32_guard(dtypes.parse(x), out_t, has_z) if out_t.name != "f32" else 0
     guard = (_fused.kernel(np.dtype(np.float32), out, x, has_z, layout, limit), limit) if limit else None
     return kernel, packed, _split.Cost(), x_bits, _fused.bits_type(out), no_z, guard
 

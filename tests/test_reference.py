@@ -715,9 +715,11 @@ def i32_near_ties(rng: np.random.Generator, out: type, lo: int, hi: int) -> tupl
     return d[hard], s[hard]
 
 
-I32_LAYOUTS = [((0,), 1, True), ((0,), 300, False), ((0,), 17, False), ((0,), 6, True)]
+I32_LAYOUTS = [((0,), 1, True), ((0,), 300, False), ((0,), 6, True)]
 """Rows of the i32 tests' differences, (axes, row width, with a zero point): a full-size scale (rows
-varying), rows held, tiles spread, tiles narrow (each kernel compiles for 5-10 s: one each)."""
+varying: the difference taken in int32, as spread tiles take it), rows held (bf16 runs by the CPU where
+products are exact), tiles narrow (the input and the zero point converted apart). Each kernel compiles
+for 5-10 s: one each."""
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
@@ -767,7 +769,7 @@ def test_fused_i32_to_half_in_float32_near_ties(out, cut_calls):
         for axes, width, _ in I32_LAYOUTS
         for plan in [reference._plan(reference._layout((2 * chunk // width + 200, width), axes), 0)]
     }
-    assert layouts == {"rows varying", "rows held", "tiles spread", "tiles narrow"}
+    assert layouts == {"rows varying", "rows held", "tiles narrow"}
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
@@ -796,11 +798,11 @@ def test_guarded_call_probes_before_the_float32_kernel():
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
-@pytest.mark.parametrize("width", [300, 6], ids=["rows held", "tiles narrow"])
-def test_fused_i32_zero_point_beyond_the_bound(width):
+def test_fused_i32_zero_point_beyond_the_bound():
     """A zero point beyond 2**23 sends the whole call to float64, even where every input is within the
-    bound: the rows that convert the input and the zero point to float32 apart (held rows, narrow
-    tiles) would round a zero point of 2**24 + 2**13 + 1 and put the difference on an f16 tie."""
+    bound: the rows that convert the input and the zero point to float32 apart (held rows here; narrow
+    tiles too) would round a zero point of 2**24 + 2**13 + 1 and put the difference on an f16 tie."""
+    width = 300
     x = np.zeros((4096, width), np.int32)
     z = np.full(4096, -5, np.int32)
     z[100] = -((1 << 24) + (1 << 13) + 1)
