@@ -18,6 +18,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Each child starts as a command typed at a shell in the foreground does, Ctrl-C raising
+# KeyboardInterrupt: a harness that runs the tests in the background (``cmd &`` in a script) starts
+# them with SIGINT ignored, which Python keeps, and the signals the tests send would do nothing.
+_FOREGROUND = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
 _CHILD = textwrap.dedent(
     """
     import os, random, signal, threading, time
@@ -91,7 +96,9 @@ _CHILD = textwrap.dedent(
 
 
 def test_signals_and_exit_never_abort():
-    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, timeout=240, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", _FOREGROUND + _CHILD], capture_output=True, text=True, timeout=240, cwd=ROOT
+    )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert "deferred, kernel errors: 0" in proc.stdout, proc.stdout
     assert "storm interrupts:" in proc.stdout and "storm interrupts: 0" not in proc.stdout, proc.stdout
@@ -119,7 +126,7 @@ def test_ctrl_c_while_the_command_loads_exits_130_with_one_line():
     """The console script imports only the light ``onnx_dequant.cli`` before ``main``; Ctrl-C while
     ``main`` loads NumPy, ONNX and ONNX Runtime is exit 130 with one line, no traceback."""
     graph = ROOT / "models" / "qdq_chain.json"
-    cmd = [sys.executable, "-c", _CLI_CHILD, "validate", str(graph), "-q"]
+    cmd = [sys.executable, "-c", _FOREGROUND + _CLI_CHILD, "validate", str(graph), "-q"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     first = proc.stdout.readline()
     proc.send_signal(signal.SIGINT)
