@@ -24,6 +24,8 @@ twin in one outer loop measured 1.5-2.5x slower a row on 128-element rows.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 from llvmlite import binding as llvm
@@ -213,7 +215,11 @@ HARDWARE_BF16 = _hardware_bf16()
 """Whether the CPU Numba compiles for rounds float32 to bf16 itself (AVX512-BF16's ``vcvtneps2bf16``,
 ``bf16_run``)."""
 
-HARDWARE_ODD = HARDWARE_F16 and _compiles_for("+avx512f")
+HARDWARE_AVX512 = _compiles_for("+avx512f")
+"""Whether the CPU Numba compiles for has AVX-512 (a permutation of 16 lanes by a vector of indices,
+``narrow_run``)."""
+
+HARDWARE_ODD = HARDWARE_F16 and HARDWARE_AVX512
 """Whether the CPU Numba compiles for multiplies float32 vectors rounding toward zero by the instruction's
 own rounding (AVX-512's embedded rounding, ``odd_product_ir``), and converts to f16 (F16C): 16-bit inputs'
 f16 products are then rounded to odd in explicit vectors (``odd_blocks``)."""
@@ -244,6 +250,15 @@ def odd_product_ir(builder, d, s):
     fence = builder.module.declare_intrinsic(f"llvm.arithmetic.fence.v{lanes}f32", (), ir.FunctionType(vf, [vf]))
     ones = builder.bitcast(builder.call(fence, [builder.bitcast(ir.Constant(vi, [1] * lanes), vf)]), vi)
     return builder.bitcast(builder.select(inexact, builder.or_(pb, ones), pb), vf)
+
+
+def bf16_hardware_ir(builder, p):
+    """LLVM IR for 16-lane float32 vector ``p`` rounded to nearest even in bf16 bits by the CPU
+    (``vcvtneps2bf16``, AVX512-BF16): a subnormal lane is taken for a zero, so ``p`` must hold none."""
+    vh = ir.VectorType(ir.IntType(16), p.type.count)
+    # declared with i16 lanes, its type in older LLVMs (llvmlite 0.43's LLVM 14), which newer ones upgrade
+    fn = builder.module.declare_intrinsic("llvm.x86.avx512bf16.cvtneps2bf16.512", (), ir.FunctionType(vh, [p.type]))
+    return builder.call(fn, [p])
 
 
 def _held_vector(odd: bool):
@@ -282,12 +297,7 @@ def _held_vector(odd: bool):
                 p = odd_product_ir(builder, f, splat(args[4]))
                 h = builder.bitcast(builder.fptrunc(p, ir.VectorType(ir.HalfType(), lanes)), vh)
             else:
-                # declared with i16 lanes, its type in older LLVMs (llvmlite 0.43's LLVM 14), which newer
-                # ones upgrade
-                convert = builder.module.declare_intrinsic(
-                    "llvm.x86.avx512bf16.cvtneps2bf16.512", (), ir.FunctionType(vh, [vf])
-                )
-                h = builder.call(convert, [builder.fmul(f, splat(args[4]))])
+                h = bf16_hardware_ir(builder, builder.fmul(f, splat(args[4])))
             builder.store(h, builder.bitcast(builder.gep(oa.data, [args[2]]), vh.as_pointer()), align=1)
             return context.get_dummy_value()
 
@@ -335,6 +345,94 @@ BLOCK_RUN = 16
 """Elements a ``block_run`` or ``block_held`` computes: one 512-bit vector of float32."""
 
 
+class _VectorKinds(NamedTuple):
+    """What an explicit-vector intrinsic (``_block``, ``narrow_run``) computes for its argument types: int4
+    bytes biased (``xkind`` ``INT4``), 4-bit bytes read by their low 4 bits, a zero point given, the output
+    (``"f16"``, ``"bf16"`` or None: f32), the product rounded to odd (``_odd``), and whether the types are
+    its at all (else it lowers to a trap: the branch of a loop their layout never runs)."""
+
+    biased: bool
+    nibble: bool
+    has_z: bool
+    half: str | None
+    odd: bool
+    runs: bool
+
+
+def _vector_kinds(x, s, out, kind, xkind, zkind) -> _VectorKinds:
+    """The ``_VectorKinds`` of these Numba argument types: float32 work where the float32 product is the
+    one rounding (``product_exact``, ``f32_work_exact``: 8/16-bit or 4-bit inputs to f32, 8-bit and 4-bit
+    ones to f16 and bf16, 16-bit ones to bf16) or is rounded to odd first (16-bit inputs to f16 where
+    ``HARDWARE_ODD``), f16 only where the CPU converts it (``HARDWARE_F16``); the scale in the output's
+    type (``kind``, ``MARKERS``: its bits) or spread in float32."""
+    half = {types.uint16: "f16", types.int16: "bf16"}.get(kind)
+    name = half or ("f32" if s.dtype == types.float32 else None)
+    small = isinstance(x.dtype, types.Integer) and name is not None and s.dtype in (out.dtype, types.float32)
+    exact = small and f32_work_exact(dtypes.parse(np.dtype(str(x.dtype))), dtypes.parse(name))
+    odd = small and _odd(kind, x.dtype, types.float32)
+    runs = (exact or odd) and (half != "f16" or HARDWARE_F16)
+    return _VectorKinds(xkind == types.int8, xkind in (types.int8, types.int16), zkind == types.int8, half, odd, runs)
+
+
+def _trap(context, builder):
+    """LLVM IR that stops the process: an intrinsic's code for types it does not compute."""
+    builder.call(builder.module.declare_intrinsic("llvm.trap", (), ir.FunctionType(ir.VoidType(), [])), [])
+    return context.get_dummy_value()
+
+
+def _i32_ir(builder, vk: _VectorKinds, v, signed: bool):
+    """A vector of input (or zero point) elements as int32: int4 bytes biased (their low 4 bits with the sign
+    bit flipped, ``int4_biased``), uint4's low 4 bits (``uint4_value``)."""
+    if vk.biased:
+        v = builder.xor(v, ir.Constant(v.type, [8] * v.type.count))
+    if vk.nibble:
+        v = builder.and_(v, ir.Constant(v.type, [15] * v.type.count))
+    vi = ir.VectorType(ir.IntType(32), v.type.count)
+    return builder.sext(v, vi) if vk.biased or signed else builder.zext(v, vi)  # int4's biased byte as an int8
+
+
+def _difference_ir(builder, vk: _VectorKinds, d, zi):
+    """The int32 difference of ``d`` and zero point ``zi`` (None: none; int4's bias then) as float32, exact."""
+    if zi is not None:
+        d = builder.sub(d, zi)
+    elif vk.biased:
+        d = builder.sub(d, ir.Constant(d.type, [8] * d.type.count))
+    return builder.sitofp(d, ir.VectorType(ir.FloatType(), d.type.count))
+
+
+def _scale_ir(builder, vk: _VectorKinds, v, dtype):
+    """A vector of scale values of Numba type ``dtype`` (float32, or f16/bf16 bits) as float32, exact."""
+    if dtype == types.float32:  # f32 output, or spread in float32 work
+        return v
+    n = v.type.count
+    vf = ir.VectorType(ir.FloatType(), n)
+    if vk.half == "f16":
+        return builder.fpext(builder.bitcast(v, ir.VectorType(ir.HalfType(), n)), vf)
+    vi = ir.VectorType(ir.IntType(32), n)
+    return builder.bitcast(builder.shl(builder.zext(v, vi), ir.Constant(vi, [16] * n)), vf)
+
+
+def _product_ir(builder, vk: _VectorKinds, f, s):
+    """The float32 product of differences ``f`` and scales ``s``: rounded to nearest, or to odd where
+    ``vk.odd`` (``odd_product_ir``)."""
+    return odd_product_ir(builder, f, s) if vk.odd else builder.fmul(f, s)
+
+
+def _rounded_ir(builder, vk: _VectorKinds, p):
+    """The float32 products ``p`` as the output's elements: f16 bits by the CPU (F16C), bf16 bits rounded to
+    nearest even as ``bf16_from_product`` rounds, f32 as they are."""
+    n = p.type.count
+    v16, vi = ir.VectorType(ir.IntType(16), n), ir.VectorType(ir.IntType(32), n)
+    if vk.half == "f16":
+        return builder.bitcast(builder.fptrunc(p, ir.VectorType(ir.HalfType(), n)), v16)
+    if vk.half == "bf16":
+        u = builder.bitcast(p, vi)
+        odd = builder.and_(builder.lshr(u, ir.Constant(vi, [16] * n)), ir.Constant(vi, [1] * n))
+        u = builder.add(builder.add(u, ir.Constant(vi, [0x7FFF] * n)), odd)
+        return builder.trunc(builder.lshr(u, ir.Constant(vi, [16] * n)), v16)
+    return p
+
+
 def _block(held: bool):
     """An intrinsic ``(x, xo, z, zo, s, so, out, kind, xkind, zkind)``: ``out[xo : xo + BLOCK_RUN]`` = ``(x[xo :] -
     z[zo :]) * s[so :]`` over ``BLOCK_RUN`` elements in float32, one explicit vector each (``x`` and ``out`` share
@@ -355,82 +453,36 @@ def _block(held: bool):
 
     @intrinsic
     def block(typingctx, x, xo, z, zo, s, so, out, kind, xkind, zkind):  # pragma: no cover - compiled
-        biased = xkind == types.int8
-        nibble = xkind in (types.int8, types.int16)
-        has_z = zkind == types.int8
-        half = {types.uint16: "f16", types.int16: "bf16"}.get(kind)
-        name = half or ("f32" if s.dtype == types.float32 else None)
-        # the scale in the output's type, or (spread) in float32 work
-        small = isinstance(x.dtype, types.Integer) and name is not None and s.dtype in (out.dtype, types.float32)
-        exact = small and f32_work_exact(dtypes.parse(np.dtype(str(x.dtype))), dtypes.parse(name))
-        odd = small and _odd(kind, x.dtype, types.float32)  # blocks compute in float32
-        runs = (exact or odd) and (half != "f16" or HARDWARE_F16)
+        vk = _vector_kinds(x, s, out, kind, xkind, zkind)
 
         def codegen(context, builder, sig, args):
-            if not runs:  # a layout's loop lowers every layout's branch: this one never runs for other types
-                trap = builder.module.declare_intrinsic("llvm.trap", (), ir.FunctionType(ir.VoidType(), []))
-                builder.call(trap, [])
-                return context.get_dummy_value()
-            lanes, i32 = BLOCK_RUN, ir.IntType(32)
-            vi, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)
+            if not vk.runs:  # a layout's loop lowers every layout's branch: this one never runs for other types
+                return _trap(context, builder)
+            lanes = BLOCK_RUN
+            vi = ir.VectorType(ir.IntType(32), lanes)
 
-            def pointer(k, offset, vector):
+            def pointer(k, offset, n):
                 a = context.make_array(sig.args[k])(context, builder, args[k])
-                elem = context.get_data_type(sig.args[k].dtype)
                 p = builder.gep(a.data, [args[offset]])
-                return builder.bitcast(p, ir.VectorType(elem, lanes).as_pointer()) if vector else p
-
-            def splat(v):
-                one = builder.insert_element(ir.Constant(ir.VectorType(v.type, lanes), ir.Undefined), v, i32(0))
-                return builder.shuffle_vector(one, one, ir.Constant(vi, [0] * lanes))
+                return builder.bitcast(p, ir.VectorType(context.get_data_type(sig.args[k].dtype), n).as_pointer())
 
             def load(k, offset, repeated):
-                if repeated:
-                    return splat(builder.load(pointer(k, offset, False), align=1))
-                return builder.load(pointer(k, offset, True), align=1)
+                if repeated:  # one value, in every lane
+                    return builder.shuffle_vector(
+                        builder.load(pointer(k, offset, 1), align=1),
+                        ir.Constant(ir.VectorType(context.get_data_type(sig.args[k].dtype), 1), ir.Undefined),
+                        ir.Constant(vi, [0] * lanes),
+                    )
+                return builder.load(pointer(k, offset, lanes), align=1)
 
-            def as_i32(k, offset, repeated):
-                v = load(k, offset, repeated)
-                if biased:
-                    v = builder.xor(v, ir.Constant(v.type, [8] * lanes))
-                if nibble:  # the low 4 bits (``int4_biased``, ``uint4_value``)
-                    v = builder.and_(v, ir.Constant(v.type, [15] * lanes))
-                signed = biased or sig.args[k].dtype.signed  # int4's biased byte as an int8
-                return builder.sext(v, vi) if signed else builder.zext(v, vi)
-
-            def scale():
-                v = load(4, 5, held)
-                if sig.args[4].dtype == types.float32:  # f32 output, or spread in float32 work
-                    return v
-                if half == "f16":
-                    return builder.fpext(builder.bitcast(v, ir.VectorType(ir.HalfType(), lanes)), vf)
-                if half == "bf16":
-                    return builder.bitcast(builder.shl(builder.zext(v, vi), ir.Constant(vi, [16] * lanes)), vf)
-                return v
-
-            def rounded(p):
-                if half == "f16":
-                    return builder.bitcast(builder.fptrunc(p, ir.VectorType(ir.HalfType(), lanes)), v16)
-                if half == "bf16":  # bf16_from_product's rounding to nearest even
-                    u = builder.bitcast(p, vi)
-                    odd = builder.and_(builder.lshr(u, ir.Constant(vi, [16] * lanes)), ir.Constant(vi, [1] * lanes))
-                    u = builder.add(builder.add(u, ir.Constant(vi, [0x7FFF] * lanes)), odd)
-                    return builder.trunc(builder.lshr(u, ir.Constant(vi, [16] * lanes)), v16)
-                return p
-
-            v16 = ir.VectorType(ir.IntType(16), lanes)
-            d = as_i32(0, 1, False)
             zf = None
-            if has_z and isinstance(sig.args[2].dtype, types.Float):  # spread in float32 (``z_zeros``)
+            if vk.has_z and isinstance(sig.args[2].dtype, types.Float):  # spread in float32 (``z_zeros``)
                 zf = load(2, 3, held)
-            elif has_z:
-                d = builder.sub(d, as_i32(2, 3, held))
-            elif biased:
-                d = builder.sub(d, ir.Constant(vi, [8] * lanes))
-            f = builder.sitofp(d, vf)
-            f = f if zf is None else builder.fsub(f, zf)
-            p = odd_product_ir(builder, f, scale()) if odd else builder.fmul(f, scale())
-            builder.store(rounded(p), pointer(6, 1, True), align=1)
+            zi = _i32_ir(builder, vk, load(2, 3, held), sig.args[2].dtype.signed) if vk.has_z and zf is None else None
+            d = _difference_ir(builder, vk, _i32_ir(builder, vk, load(0, 1, False), sig.args[0].dtype.signed), zi)
+            f = d if zf is None else builder.fsub(d, zf)
+            p = _product_ir(builder, vk, f, _scale_ir(builder, vk, load(4, 5, held), sig.args[4].dtype))
+            builder.store(_rounded_ir(builder, vk, p), pointer(6, 1, lanes), align=1)
             return context.get_dummy_value()
 
         sig = types.void(x, types.int64, z, types.int64, s, types.int64, out, kind, xkind, zkind)
@@ -440,6 +492,116 @@ def _block(held: bool):
 
 
 block_run, block_held = _block(False), _block(True)
+
+
+NARROW_WIDTH = 8
+"""The widest rows ``narrow_run`` computes (``reference.NARROW_MAX``'s)."""
+
+
+def _narrow_lanes(builder):
+    """LLVM IR for a constant table of ``(NARROW_WIDTH + 1) * NARROW_WIDTH`` 16-lane int32 vectors: at ``w *
+    NARROW_WIDTH + q``, the row within its group of each element of the group's vector ``q`` in rows of
+    ``w`` (``(16 * q + e) // w`` for lane ``e``)."""
+    vi = ir.VectorType(ir.IntType(32), BLOCK_RUN)
+    name = "narrow_lanes"
+    table = builder.module.globals.get(name)
+    if table is None:
+        rows = [
+            ir.Constant(vi, [(BLOCK_RUN * q + e) // max(w, 1) for e in range(BLOCK_RUN)])
+            for w in range(NARROW_WIDTH + 1)
+            for q in range(NARROW_WIDTH)
+        ]
+        table = cgutils.global_constant(builder, name, ir.Constant(ir.ArrayType(vi, len(rows)), rows))
+    return table
+
+
+@intrinsic
+def narrow_run(typingctx, x, o, z, s, j, groups, width, kind, xkind, zkind):  # pragma: no cover - compiled
+    """``groups`` groups of 16 rows of ``width`` (2-8) elements from the start of ``x`` and ``o``, row r's one
+    value at ``s[j + r]`` (and ``z[j + r]``), in explicit vectors of ``BLOCK_RUN`` elements: a group's 16
+    values (and zero points) loaded as one vector and converted once, each of its ``width`` vectors taking
+    its lanes' from them by AVX-512's permutation (``vpermps``: element e's is its row's, ``e // width``,
+    ``_narrow_lanes``), then computed as ``block_run`` computes its vectors (the types it computes,
+    ``_VectorKinds``; others lower to a trap). bf16 is rounded by the CPU where ``HARDWARE_BF16`` and no
+    value of the group is subnormal. One loop for every width: a constant permutation a vector, each
+    width's loop unrolled, cost each loop that calls it 0.7-1.0 s of compiling (this one 0.4-0.7 s); groups
+    of the rows that fill one vector (8 rows of 2, 2 of 8) loaded the scale for each vector, 1.41x the time
+    of LLVM's loop at width 2. LLVM vectorizes the rows of a constant width across rows through
+    interleaved loads and shuffles, at 0.58 cycles an element for every type pair (``_narrow_rows``)."""
+    vk = _vector_kinds(x, s, o, kind, xkind, zkind)
+    # bf16 by the CPU (``HARDWARE_BF16``): every product these types give is exact (16-bit inputs' to f16,
+    # rounded to odd, are the only inexact ones)
+    hardware = HARDWARE_BF16 and vk.half == "bf16"
+
+    def codegen(context, builder, sig, args):
+        if not vk.runs or not HARDWARE_AVX512:
+            return _trap(context, builder)
+        lanes, i32, i64 = BLOCK_RUN, ir.IntType(32), ir.IntType(64)
+        vi, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)
+
+        def at(k, offset):
+            a = context.make_array(sig.args[k])(context, builder, args[k])
+            p = builder.gep(a.data, [offset])
+            return builder.bitcast(p, ir.VectorType(context.get_data_type(sig.args[k].dtype), lanes).as_pointer())
+
+        def permute(v, idx):
+            name = "llvm.x86.avx512.permvar.sf.512" if v.type == vf else "llvm.x86.avx512.permvar.si.512"
+            fn = builder.module.declare_intrinsic(name, (), ir.FunctionType(v.type, [v.type, vi]))
+            return builder.call(fn, [v, idx])
+
+        width, rows = args[6], i64(lanes)
+        table = builder.bitcast(_narrow_lanes(builder), vi.as_pointer())
+        lanes_w = builder.gep(table, [builder.mul(width, i64(NARROW_WIDTH))])
+        with cgutils.for_range(builder, args[5]) as loop:
+            jg = builder.add(args[4], builder.mul(loop.index, rows))
+            base = builder.mul(loop.index, builder.mul(rows, width))
+            sv = _scale_ir(builder, vk, builder.load(at(3, jg), align=1), sig.args[3].dtype)
+            zv = None
+            if vk.has_z:
+                zv = _i32_ir(builder, vk, builder.load(at(2, jg), align=1), sig.args[2].dtype.signed)
+
+            def group(hardware):
+                with cgutils.for_range(builder, width) as inner:
+                    idx = builder.load(builder.gep(lanes_w, [inner.index]), align=64)
+                    xo = builder.add(base, builder.mul(inner.index, i64(lanes)))
+                    d = _i32_ir(builder, vk, builder.load(at(0, xo), align=1), sig.args[0].dtype.signed)
+                    f = _difference_ir(builder, vk, d, None if zv is None else permute(zv, idx))
+                    p = _product_ir(builder, vk, f, permute(sv, idx))
+                    h = bf16_hardware_ir(builder, p) if hardware else _rounded_ir(builder, vk, p)
+                    builder.store(h, at(1, xo), align=1)
+
+            if not hardware:
+                group(False)
+            else:
+                # the CPU's conversion where no value loaded is subnormal (an integer times any other scale
+                # is never subnormal), the software rounding where one is
+                bits = builder.and_(builder.bitcast(sv, vi), ir.Constant(vi, [0x7FFFFFFF] * lanes))
+                one, least = ir.Constant(vi, [1] * lanes), ir.Constant(vi, [0x7FFFFF] * lanes)
+                tiny = builder.icmp_unsigned("<", builder.sub(bits, one), least)
+                reduce = builder.module.declare_intrinsic(
+                    f"llvm.vector.reduce.or.v{lanes}i1", (), ir.FunctionType(ir.IntType(1), [tiny.type])
+                )
+                with builder.if_else(builder.call(reduce, [tiny]), likely=False) as (soft, fast):
+                    with soft:
+                        group(False)
+                    with fast:
+                        group(True)
+        return context.get_dummy_value()
+
+    return types.void(x, o, z, s, types.int64, types.int64, types.int64, kind, xkind, zkind), codegen
+
+
+def narrow_vectors(kind, x, s, o, xkind, zkind, wkind):  # pragma: no cover - compiled by its overload
+    """Whether ``narrow_run`` computes rows of these arrays' types in float32 work ``wkind`` (a constant,
+    folded where compiled)."""
+
+
+@overload(narrow_vectors, jit_options={"nogil": True})
+def _narrow_vectors(kind, x, s, o, xkind, zkind, wkind):  # pragma: no cover - compiled
+    on = HARDWARE_AVX512 and wkind == types.float32 and _vector_kinds(x, s, o, kind, xkind, zkind).runs
+    return (
+        (lambda kind, x, s, o, xkind, zkind, wkind: True) if on else (lambda kind, x, s, o, xkind, zkind, wkind: False)
+    )
 
 
 PERIOD_BIAS = 2.0**23 + 2.0**17
@@ -1220,8 +1382,9 @@ def _held_row(xr, orow, z, s, j, kind, xkind, zkind, wkind, exact):  # pragma: n
 def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """The tile's rows of ``width`` (2-8) elements from its column ``col``, row r's one value at
     ``s[off + r]`` (the tile's rows read consecutive scale values): a row the range cuts as
-    ``run_held``, the whole rows by ``_narrow_rows`` with the width a constant (written out for each, as
-    ``spread``'s are). No window is converted and nothing is spread: where every tile reads a new window
+    ``run_held``, whole groups of 16 rows by ``narrow_run`` where the types allow (``narrow_vectors``), the
+    other whole rows by ``_narrow_rows`` with the width a constant (written out for each, as ``spread``'s
+    are). No window is converted and nothing is spread: where every tile reads a new window
     that costs more than the product (``(165870,6)`` ``{0}`` i8 -> f32 with a zero point: 161 us spread,
     72 us so, in tiles of up to ``reference.TILE_NARROW``). Compiled apart (not inlined): seven inlined
     copies of the row loop made the loops that call it slow to compile."""
@@ -1236,20 +1399,28 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
     full = (n - a) // width
     if full:
         xs, os_ = xr[a : a + full * width], orow[a : a + full * width]
-        if width == 2:
-            _narrow_rows(xs, os_, z, s, off + r, full, 2, kind, xkind, zkind, wkind, exact)
-        elif width == 3:
-            _narrow_rows(xs, os_, z, s, off + r, full, 3, kind, xkind, zkind, wkind, exact)
-        elif width == 4:
-            _narrow_rows(xs, os_, z, s, off + r, full, 4, kind, xkind, zkind, wkind, exact)
-        elif width == 5:
-            _narrow_rows(xs, os_, z, s, off + r, full, 5, kind, xkind, zkind, wkind, exact)
-        elif width == 6:
-            _narrow_rows(xs, os_, z, s, off + r, full, 6, kind, xkind, zkind, wkind, exact)
-        elif width == 7:
-            _narrow_rows(xs, os_, z, s, off + r, full, 7, kind, xkind, zkind, wkind, exact)
-        else:
-            _narrow_rows(xs, os_, z, s, off + r, full, 8, kind, xkind, zkind, wkind, exact)
+        done = 0  # whole groups of rows in explicit vectors where the types allow, the rest as rows
+        if width <= NARROW_WIDTH and narrow_vectors(kind, xr, s, orow, xkind, zkind, wkind):
+            room = s.shape[0] - (off + r)  # whole groups of 16 rows, their 16 values within the scale
+            groups = min(full, room) // BLOCK_RUN
+            done = groups * BLOCK_RUN
+            narrow_run(xs, os_, z, s, off + r, groups, width, kind, xkind, zkind)
+        if done < full:
+            xs, os_ = xs[done * width :], os_[done * width :]
+            if width == 2:
+                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 2, kind, xkind, zkind, wkind, exact)
+            elif width == 3:
+                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 3, kind, xkind, zkind, wkind, exact)
+            elif width == 4:
+                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 4, kind, xkind, zkind, wkind, exact)
+            elif width == 5:
+                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 5, kind, xkind, zkind, wkind, exact)
+            elif width == 6:
+                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 6, kind, xkind, zkind, wkind, exact)
+            elif width == 7:
+                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 7, kind, xkind, zkind, wkind, exact)
+            else:
+                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 8, kind, xkind, zkind, wkind, exact)
         a += full * width
         r += full
     if a < n:  # the range ends inside row r

@@ -309,6 +309,56 @@ def test_fused_tiles(monkeypatch, cut_calls, tile_max, shape, axes, zero_point):
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize(
+    "in_t, out_t, zero_point",
+    [
+        (np.int8, np.float32, True),
+        (np.int16, np.float16, True),  # the product rounded to odd first
+        (np.int8, ml_dtypes.bfloat16, False),
+        (np.uint16, ml_dtypes.bfloat16, True),
+        (ml_dtypes.uint4, ml_dtypes.bfloat16, True),
+        (ml_dtypes.int4, np.float32, False),
+    ],
+    ids=["i8-f32", "i16-f16", "i8-bf16-nozp", "u16-bf16", "u4-bf16", "i4-f32-nozp"],
+)
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
+def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_t, zero_point, cut):
+    """Rows of 2-8 elements of one value each ("tiles narrow") computed a group of rows at a time in
+    explicit vectors (``_jit.narrow_run``: the group's values permuted into each vector), the rows left
+    over as rows, give the NumPy loop's bits: for every width, tiles of whole groups and of groups and
+    rows, calls (and, ``cut``, their pieces) starting inside a row; bf16 scales with subnormal values in
+    some groups and not in others (the CPU's bf16 conversion takes a subnormal for a zero: such groups
+    are rounded in software), infinities, a NaN and zeros. The pairs are ``test_fused_tiles``'s: their
+    loops are compiled once."""
+    if cut:
+        monkeypatch.setattr(_split, "MIN_ELEMENTS", 0)
+        monkeypatch.setattr(_split, "UNMEASURED", 1.0)
+        monkeypatch.setattr(_split, "LATENCY", [0.0])
+        monkeypatch.setattr(_split, "_ALIGN", 1)
+        monkeypatch.setattr(_split, "cpu_count", lambda: 3)
+    monkeypatch.setattr(reference, "TILE_MAX", 64)
+    monkeypatch.setattr(reference, "TILE_NARROW", 256)  # tiles of 256 elements or fewer: many of them
+    rng = np.random.default_rng(12)
+    info = ml_dtypes.iinfo(in_t)
+    for width in range(2, 9):
+        for rows in (16 * 7 + 3, 301):
+            shape, axes = (3, rows, width), (0, 1)
+            assert reference._loop_layout(reference._plan(reference._layout(shape, axes))) == "tiles narrow"
+            x = rng.integers(info.min, int(info.max) + 1, shape).astype(in_t)
+            scale = rng.standard_normal((3, rows)).astype(out_t)
+            if out_t is ml_dtypes.bfloat16:
+                flat = scale.reshape(-1)
+                flat[::23] = np.array([0x0001, 0x007F, 0x8040], np.uint16).view(out_t)[rng.integers(0, 3)]
+                flat[[3, 5, 7, 8]] = np.array([np.inf, -np.inf, np.nan, 0.0], np.float32).astype(out_t)
+            zp = rng.integers(info.min, int(info.max) + 1, (3, rows)).astype(in_t) if zero_point else None
+            with loop_kind("numpy"):
+                want = odq.dequantize(x, scale, zp, axes=axes)
+            with loop_kind("fused"):
+                got = odq.dequantize(x, scale, zp, axes=axes)
+            assert same_bits(got, want), (width, rows)
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
 @pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
 def test_compiled_narrowing_rounds_once(out):
     """The fused loop's f32/f64 -> f16/bf16 rounding gives NumPy's (f16) and ``round_f64_to_bf16``'s / ml_dtypes'
