@@ -512,6 +512,7 @@ def _narrow_lanes(builder):
             for q in range(NARROW_WIDTH)
         ]
         table = cgutils.global_constant(builder, name, ir.Constant(ir.ArrayType(vi, len(rows)), rows))
+        table.align = 64  # each vector on its own 64 bytes, as its loads say
     return table
 
 
