@@ -124,7 +124,7 @@ def period_vectors(period: int) -> int:
 
 def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str, guard: int = 0) -> Callable[..., int]:
     """The compiled loop for work precision ``work`` (float32 or float64) reading input type ``x`` (and a
-    zero point where ``has_z``) and writing ``out`` in ``layout`` (``_jit.LAYOUTS``): ``_jit.fused`` less
+    zero point where ``has_z``) and writing ``out`` in ``layout`` (``_jit.LAYOUTS``): the fused loop less
     its markers (``_jit.fused_for``: it returns the end of what it wrote, -1, nothing written, where
     ``out`` overlaps an input; with a ``guard``, ``exactness.f32_guard``'s, the start of the first chunk
     whose inputs lie beyond it); every array is passed as ``bits_type`` says. Needs ``available()``."""

@@ -36,7 +36,7 @@ from numba.extending import intrinsic, overload
 from . import dtypes
 from .exactness import f32_work_exact
 
-__all__ = ["INT4", "MARKERS", "PLAIN", "UINT4", "ZP", "fused", "fused_for", "narrow", "overlaps", "within"]
+__all__ = ["INT4", "MARKERS", "PLAIN", "UINT4", "ZP", "fused_for", "narrow", "overlaps", "within"]
 
 PLAIN = np.uint8(0)
 """The marker of f32/f64 outputs (the array's own cast on assignment)."""
@@ -597,9 +597,14 @@ def narrow_vectors(kind, x, s, o, xkind, zkind, wkind):  # pragma: no cover - co
     folded where compiled)."""
 
 
+def _narrow_on(kind, x, s, o, xkind, zkind, wkind) -> bool:
+    """``narrow_vectors``' answer for these Numba types."""
+    return HARDWARE_AVX512 and wkind == types.float32 and _vector_kinds(x, s, o, kind, xkind, zkind).runs
+
+
 @overload(narrow_vectors, jit_options={"nogil": True})
 def _narrow_vectors(kind, x, s, o, xkind, zkind, wkind):  # pragma: no cover - compiled
-    on = HARDWARE_AVX512 and wkind == types.float32 and _vector_kinds(x, s, o, kind, xkind, zkind).runs
+    on = _narrow_on(kind, x, s, o, xkind, zkind, wkind)
     return (
         (lambda kind, x, s, o, xkind, zkind, wkind: True) if on else (lambda kind, x, s, o, xkind, zkind, wkind: False)
     )
@@ -714,7 +719,7 @@ hold it in registers (``reference._period``): three registers a vector, 24 of th
 
 @_jit
 def periodic(x, z, s, out, e0, e1, offsets, vectors, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
-    """``fused``'s elements ``e0 <= e < e1`` where element ``e``'s scale offset is ``offsets[e % len(offsets)]``
+    """The fused loop's elements ``e0 <= e < e1`` where element ``e``'s scale offset is ``offsets[e % len(offsets)]``
     (the flat index's period, ``reference._period``) and ``16 * vectors`` elements are a whole number of
     periods: the period's values from ``e0`` in ``period_run``'s registers, the last 0-15 elements one at a
     time. False, writing nothing, where a scale of the period is not positive and finite (``odd_fma_ir``).
@@ -1266,22 +1271,30 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no 
     # bf16 by the CPU, a vector a step (the last one overlapping), where the scale is not subnormal
     if hardware_bf16(kind, xr, wkind) and n >= BF16_RUN and not (np.float32(0) < abs(sv) < np.float32(2.0**-126)):
         zr = zv if given(zkind) else bias(xkind)
-        for k in range(0, n - BF16_RUN, BF16_RUN):
-            bf16_run(xr, orow, k, zr, sv, xkind)
-        bf16_run(xr, orow, n - BF16_RUN, zr, sv, xkind)
-        return
+        k = 0
+        while True:  # vectors at 0, 16, ... and the last one's start (one call of each kind: compiled once)
+            b = min(k, n - BF16_RUN)
+            bf16_run(xr, orow, b, zr, sv, xkind)
+            if b == n - BF16_RUN:
+                return
+            k += BF16_RUN
     if odd_blocks(kind, xr, wkind) and n >= BF16_RUN:
         zr = zv if given(zkind) else bias(xkind)
+        k = 0
         if np.float32(0) < sv < np.float32(np.inf):  # the fused multiply-add rounded down and up (``odd_fma_ir``)
             kz, cv = np.int32(PERIOD_BIAS_BITS - np.int32(zr)), np.float32(-PERIOD_BIAS) * sv
-            for k in range(0, n - BF16_RUN, BF16_RUN):
-                held_odd_run(xr, orow, k, kz, sv, cv)
-            held_odd_run(xr, orow, n - BF16_RUN, kz, sv, cv)
-            return
-        for k in range(0, n - BF16_RUN, BF16_RUN):
-            odd_run(xr, orow, k, zr, sv, xkind)
-        odd_run(xr, orow, n - BF16_RUN, zr, sv, xkind)
-        return
+            while True:
+                b = min(k, n - BF16_RUN)
+                held_odd_run(xr, orow, b, kz, sv, cv)
+                if b == n - BF16_RUN:
+                    return
+                k += BF16_RUN
+        while True:
+            b = min(k, n - BF16_RUN)
+            odd_run(xr, orow, b, zr, sv, xkind)
+            if b == n - BF16_RUN:
+                return
+            k += BF16_RUN
     lo, hi = 0, (n - n % HELD_BLOCK if n >= HELD_BLOCK else n)
     while True:
         xb, ob = xr[lo:hi], orow[lo:hi]
@@ -1301,9 +1314,13 @@ def _vector_blocks(xr, orow, zr, sr, kind, xkind, zkind):  # pragma: no cover - 
     """``orow = (xr - zr) * sr`` in ``block_run``'s blocks, the last one overlapping the one before: at
     least ``BLOCK_RUN`` elements."""
     last = xr.shape[0] - BLOCK_RUN
-    for k in range(0, last, BLOCK_RUN):
-        block_run(xr, k, zr, k, sr, k, orow, kind, xkind, zkind)
-    block_run(xr, last, zr, last, sr, last, orow, kind, xkind, zkind)
+    k = 0
+    while True:  # one call: compiled once
+        b = min(k, last)
+        block_run(xr, b, zr, b, sr, b, orow, kind, xkind, zkind)
+        if b == last:
+            break
+        k += BLOCK_RUN
 
 
 @_part
@@ -1312,7 +1329,14 @@ def run_varies(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact):  # pragma: n
     types (in ``block_run``'s vectors where ``odd_blocks``)."""
     if odd_blocks(kind, xr, wkind) and xr.shape[0] >= BLOCK_RUN:
         _vector_blocks(xr, orow, zr, sr, kind, xkind, zkind)
-    elif given(zkind):
+    else:
+        _varies_loop(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact)
+
+
+@_part
+def _varies_loop(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
+    """``run_varies`` in the loop LLVM vectorizes, without explicit vectors."""
+    if given(zkind):
         for i in range(xr.shape[0]):
             d = difference(xkind, wkind, xr[i], value(xkind, zr[i]))
             orow[i] = store(kind, d, as_work(wkind, load(kind, sr[i])), exact)
@@ -1372,30 +1396,57 @@ def _narrow_rows(xr, orow, z, s, j, rows, width, kind, xkind, zkind, wkind, exac
                 orow[o + k] = store(kind, plain(xkind, wkind, xr[o + k]), sv, exact)
 
 
-@_part
-def _held_row(xr, orow, z, s, j, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
-    """Part of one row under the one value ``s[j]`` (``run_held``)."""
-    zv = as_work(wkind, value(xkind, z[j])) if given(zkind) else wkind
-    run_held(xr, orow, zv, as_work(wkind, load(kind, s[j])), kind, xkind, zkind, wkind, exact)
+def narrow_rest(xs, os_, z, s, j, rows, width, kind, xkind, zkind, wkind, exact):  # pragma: no cover - by its overload
+    """``_narrow_rows`` of the whole rows ``held_narrow`` leaves to it: with the width a constant (written out
+    for each, as ``spread``'s are) where ``narrow_run`` does not serve these types and every row is
+    left; else (at most 15 rows a tile, and the rows past the scale's last whole group) as they are,
+    and the seven constant widths are not compiled (2.5 s a loop)."""
+
+
+@overload(narrow_rest, jit_options={"nogil": True})
+def _narrow_rest(xs, os_, z, s, j, rows, width, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
+    if _narrow_on(kind, xs, s, os_, xkind, zkind, wkind):
+
+        def few(xs, os_, z, s, j, rows, width, kind, xkind, zkind, wkind, exact):
+            _narrow_rows(xs, os_, z, s, j, rows, width, kind, xkind, zkind, wkind, exact)
+
+        return few
+
+    def each(xs, os_, z, s, j, rows, width, kind, xkind, zkind, wkind, exact):
+        if width == 2:
+            _narrow_rows(xs, os_, z, s, j, rows, 2, kind, xkind, zkind, wkind, exact)
+        elif width == 3:
+            _narrow_rows(xs, os_, z, s, j, rows, 3, kind, xkind, zkind, wkind, exact)
+        elif width == 4:
+            _narrow_rows(xs, os_, z, s, j, rows, 4, kind, xkind, zkind, wkind, exact)
+        elif width == 5:
+            _narrow_rows(xs, os_, z, s, j, rows, 5, kind, xkind, zkind, wkind, exact)
+        elif width == 6:
+            _narrow_rows(xs, os_, z, s, j, rows, 6, kind, xkind, zkind, wkind, exact)
+        elif width == 7:
+            _narrow_rows(xs, os_, z, s, j, rows, 7, kind, xkind, zkind, wkind, exact)
+        else:
+            _narrow_rows(xs, os_, z, s, j, rows, 8, kind, xkind, zkind, wkind, exact)
+
+    return each
 
 
 @_bare
 def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """The tile's rows of ``width`` (2-8) elements from its column ``col``, row r's one value at
-    ``s[off + r]`` (the tile's rows read consecutive scale values): a row the range cuts as
-    ``run_held``, whole groups of 16 rows by ``narrow_run`` where the types allow (``narrow_vectors``), the
-    other whole rows by ``_narrow_rows`` with the width a constant (written out for each, as ``spread``'s
-    are). No window is converted and nothing is spread: where every tile reads a new window
-    that costs more than the product (``(165870,6)`` ``{0}`` i8 -> f32 with a zero point: 161 us spread,
-    72 us so, in tiles of up to ``reference.TILE_NARROW``). Compiled apart (not inlined): seven inlined
-    copies of the row loop made the loops that call it slow to compile."""
+    ``s[off + r]`` (the tile's rows read consecutive scale values): whole groups of 16 rows by
+    ``narrow_run`` where the types allow (``narrow_vectors``), the other whole rows by ``narrow_rest``, a row
+    the range cuts as a row of its own part. No window is converted and nothing is spread: where every
+    tile reads a new window that costs more than the product (``(165870,6)`` ``{0}`` i8 -> f32 with a zero
+    point: 161 us spread, 72 us so, in tiles of up to ``reference.TILE_NARROW``). Compiled apart (not
+    inlined): seven inlined copies of the row loop made the loops that call it slow to compile."""
     wide_vectors(kind)
     n = xr.shape[0]
     r = col // width
     a = 0
     if col != r * width:  # the range starts inside row r
         a = min((r + 1) * width - col, n)
-        _held_row(xr[0:a], orow[0:a], z, s, off + r, kind, xkind, zkind, wkind, exact)
+        _narrow_rows(xr[0:a], orow[0:a], z, s, off + r, 1, a, kind, xkind, zkind, wkind, exact)
         r += 1
     full = (n - a) // width
     if full:
@@ -1408,24 +1459,11 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
             narrow_run(xs, os_, z, s, off + r, groups, width, kind, xkind, zkind)
         if done < full:
             xs, os_ = xs[done * width :], os_[done * width :]
-            if width == 2:
-                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 2, kind, xkind, zkind, wkind, exact)
-            elif width == 3:
-                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 3, kind, xkind, zkind, wkind, exact)
-            elif width == 4:
-                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 4, kind, xkind, zkind, wkind, exact)
-            elif width == 5:
-                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 5, kind, xkind, zkind, wkind, exact)
-            elif width == 6:
-                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 6, kind, xkind, zkind, wkind, exact)
-            elif width == 7:
-                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 7, kind, xkind, zkind, wkind, exact)
-            else:
-                _narrow_rows(xs, os_, z, s, off + r + done, full - done, 8, kind, xkind, zkind, wkind, exact)
+            narrow_rest(xs, os_, z, s, off + r + done, full - done, width, kind, xkind, zkind, wkind, exact)
         a += full * width
         r += full
     if a < n:  # the range ends inside row r
-        _held_row(xr[a:n], orow[a:n], z, s, off + r, kind, xkind, zkind, wkind, exact)
+        _narrow_rows(xr[a:n], orow[a:n], z, s, off + r, 1, n - a, kind, xkind, zkind, wkind, exact)
 
 
 @_part
@@ -1434,30 +1472,29 @@ def _blocks(xr, orow, z, s, a, so, m, varies, kind, xkind, zkind, wkind, exact):
     ``varies``, else under their one value there: in ``BLOCK_RUN`` blocks, the last one overlapping the
     one before; a row narrower than a block in one block where a block's elements lie in the range (``xr``)
     and its run in the scale (and zero point), the elements past the row written and then overwritten by
-    the rows after it; or fewer than a block as ``run_varies`` or ``_held_row`` computes them."""
+    the rows after it; or fewer than a block as ``_varies_loop`` or ``_narrow_rows`` (one row) computes them."""
     spill = m < BLOCK_RUN and xr.shape[0] - a >= BLOCK_RUN
     if spill and varies:  # the run's block must lie in the scale (and the zero point)
         spill = so + BLOCK_RUN <= s.shape[0] and (so + BLOCK_RUN <= z.shape[0] or not given(zkind))
-    if spill:
-        if varies:
-            block_run(xr, a, z, so, s, so, orow, kind, xkind, zkind)
-        else:
-            block_held(xr, a, z, so, s, so, orow, kind, xkind, zkind)
-    elif m >= BLOCK_RUN:
-        last = m - BLOCK_RUN
-        if varies:
-            for k in range(0, last, BLOCK_RUN):
-                block_run(xr, a + k, z, so + k, s, so + k, orow, kind, xkind, zkind)
-            block_run(xr, a + last, z, so + last, s, so + last, orow, kind, xkind, zkind)
-        else:
-            for k in range(0, last, BLOCK_RUN):
-                block_held(xr, a + k, z, so, s, so, orow, kind, xkind, zkind)
-            block_held(xr, a + last, z, so, s, so, orow, kind, xkind, zkind)
-    elif varies:
+    if spill or m >= BLOCK_RUN:
+        # blocks at 0, 16, ... and ``last`` (spilled: one, at 0), each kind of block written once: Numba
+        # inlines and compiles every copy of an explicit vector's code anew
+        last = max(m - BLOCK_RUN, 0)
+        k = 0
+        while True:
+            b = min(k, last)
+            if varies:
+                block_run(xr, a + b, z, so + b, s, so + b, orow, kind, xkind, zkind)
+            else:
+                block_held(xr, a + b, z, so, s, so, orow, kind, xkind, zkind)
+            if b == last:
+                break
+            k += BLOCK_RUN
+    elif varies:  # fewer than a block: no explicit vectors (each inlined copy of them is compiled anew)
         zr = z[so : so + m] if given(zkind) else z
-        run_varies(xr[a : a + m], orow[a : a + m], zr, s[so : so + m], kind, xkind, zkind, wkind, exact)
+        _varies_loop(xr[a : a + m], orow[a : a + m], zr, s[so : so + m], kind, xkind, zkind, wkind, exact)
     else:
-        _held_row(xr[a : a + m], orow[a : a + m], z, s, so, kind, xkind, zkind, wkind, exact)
+        _narrow_rows(xr[a : a + m], orow[a : a + m], z, s, so, 1, m, kind, xkind, zkind, wkind, exact)
 
 
 @_bare
@@ -1497,16 +1534,6 @@ products are exact, a new window every tile or every other, computed from the sc
 blocks (``block_rows``)."""
 
 
-def is_layout(mode, name):  # pragma: no cover - compiled by its overload
-    """Whether marker ``mode`` is ``LAYOUTS[name]``: a constant, folded where the loop is compiled."""
-
-
-@overload(is_layout, prefer_literal=True, jit_options={"nogil": True})
-def _is_layout(mode, name):  # pragma: no cover - compiled
-    same = numba.typeof(LAYOUTS[name.literal_value]) == mode
-    return lambda mode, name: same
-
-
 @_part
 def unplan(plan):  # pragma: no cover - compiled
     """``reference._kernel_plan``'s array as (tile, whether the scale runs along rows, the rows of a spread
@@ -1524,8 +1551,9 @@ def unplan_period(plan):  # pragma: no cover - compiled
 
 
 def spread_buffers(mode, tile, rows, span):  # pragma: no cover - compiled by its overload
-    """Where ``fused``'s scratch arrays hold the spread tile, the window and spread's gathered values of
-    held rows: (spread tile's length, window's, values'); only "tiles spread" spreads a tile."""
+    """Where the fused loop's scratch arrays (``fused_for``) hold the spread tile, the window and spread's
+    gathered values of held rows: (spread tile's length, window's, values'); only "tiles spread" spreads
+    a tile."""
 
 
 @overload(spread_buffers, jit_options={"nogil": True})
@@ -1535,45 +1563,13 @@ def _spread_buffers(mode, tile, rows, span):  # pragma: no cover - compiled
     return lambda mode, tile, rows, span: (0, span, 0)
 
 
-@_loop
-def fused(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind, mode):  # pragma: no cover - compiled
-    """``out[0 : e1 - e0] = (x[e] - z[j]) * s[j]`` for the flat elements ``e0 <= e < e1``.
-
-    ``plan`` (``reference._kernel_plan``'s, ``unplan``): ``tile`` elements per innermost unit;
-    ``pattern`` (tiles) the scale offset of each of the tile's rows (of ``tile // len(pattern)``
-    elements); whether the scale runs along a row (or is one value); the outer dims and their scale
-    strides; the rows of a spread group (``_spread_groups``). The markers: ``kind`` the output's
-    (``MARKERS``), ``xkind`` the input's (``INT4``, ``UINT4`` for 4-bit bytes, else ``PLAIN``), ``zkind`` whether a
-    zero point is given (``ZP``, else ``PLAIN``: ``z`` is not read), ``wkind`` a zero of the work type
-    and ``mode`` the layout (``LAYOUTS``). Allocates the odometer and the scratch, which ``tiles`` walks;
-    16-bit inputs to f16 whose plan has a period (``unplan_period``) run from it instead (``periodic``),
-    whatever the layout, where its scales allow.
-    """
-    vectors, offsets = unplan_period(plan)
-    if odd_blocks(kind, x, wkind) and vectors > 0:
-        if periodic(x, z, s, out, e0, e1, offsets, vectors, kind, xkind, zkind, wkind):
-            return
-    tile, inner_varies, group, pattern, dims, strides = unplan(plan)
-    idx, off, col = start(e0, tile, dims, strides)
-    rows = max(pattern.shape[0], 1)
-    width = tile // rows
-    span = 0  # a tile's scale window: its rows' offsets and a row's run
-    for r in range(pattern.shape[0]):
-        span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
-    span += SPREAD_BLOCK if is_layout(mode, "tiles spread") else 0  # the spare elements ``spread`` reads
-    # they read the scale itself: no window
-    span = 0 if is_layout(mode, "tiles narrow") or is_layout(mode, "tiles blocks") else span
-    # the scale's scratch in one array and the zero point's in another (an allocation costs about 40 ns)
-    nb, nw, nv = spread_buffers(mode, tile, rows, span)
-    n = nb + nw + nv
-    wb, zs = work_zeros(wkind, n), z_zeros(kind, xkind, wkind, z, n if given(zkind) else 0)
-    tiles(x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode)
-
-
 def _tiles_for(layout: str):
-    """``tiles`` of one layout: its flags are the closure's constants, so that Numba prunes the other
-    layouts' branches before typing them (a loop that typed all five compiled 2-3x slower, each
-    layout's helpers compiled for every layout)."""
+    """The fused loop's walk over its tiles in one layout, from odometer ``idx`` (scale offset ``off``,
+    column ``col``), in the scratch ``fused_for``'s loop allocated (``spread_buffers``). Its flags are the
+    closure's constants, so that Numba prunes the other layouts' branches before typing them (a loop
+    that typed all five compiled 2-3x slower, each layout's helpers compiled for every layout); it is
+    compiled without reference counting, as every tile slices its arrays (a slice's reference counted,
+    atomically, in and out: about 22 ns a tile)."""
     held, varies, narrow, blocks = (
         layout == name for name in ("rows held", "rows varying", "tiles narrow", "tiles blocks")
     )
@@ -1622,24 +1618,11 @@ def _tiles_for(layout: str):
     return walk
 
 
-_TILES = {name: _tiles_for(name) for name in LAYOUTS}
-
-
-def tiles(x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode):  # pragma: no cover
-    """``fused``'s walk over its tiles from odometer ``idx`` (scale offset ``off``, column ``col``), in the
-    scratch ``fused`` allocated (``spread_buffers``): layout ``mode``'s loop (``_tiles_for``), compiled
-    without reference counting, as every tile slices its arrays (a slice's reference counted,
-    atomically, in and out: about 22 ns a tile)."""
-
-
-@overload(tiles, inline="always", jit_options={"nogil": True})
-def _tiles(
-    x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
-):  # pragma: no cover
-    walk = next(_TILES[name] for name, marker in LAYOUTS.items() if numba.typeof(marker) == mode)
-    return lambda x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode: walk(
-        x, z, s, out, e0, e1, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
-    )
+walk_rows_held = _tiles_for("rows held")
+walk_rows_varying = _tiles_for("rows varying")
+walk_tiles_spread = _tiles_for("tiles spread")
+walk_tiles_narrow = _tiles_for("tiles narrow")
+walk_tiles_blocks = _tiles_for("tiles blocks")
 
 
 @_jit
@@ -1652,7 +1635,7 @@ def overlaps(out, a):  # pragma: no cover - compiled
 
 GUARD_CHUNK = 1 << 16
 """The elements a guarded loop (``fused_for``'s ``guard``) checks, then computes, at a time: 256 KB of
-i32, which the computation reads again from the L2 cache (1 MB on Zen 4). Each chunk is one ``fused``
+i32, which the computation reads again from the L2 cache (1 MB on Zen 4). Each chunk is one walk's
 call, about 0.1 us: chunks of 2**10 took 1.4x the time of these, 2**15 1.02x
 (``(3,84,2085,1)`` ``{1,2,3}`` i32 -> bf16)."""
 
@@ -1678,30 +1661,95 @@ def within(a, e0, e1, limit):  # pragma: no cover - compiled
     return True
 
 
+def period_done(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind):  # pragma: no cover - compiled by its overload
+    """Whether ``periodic`` computed ``out``'s elements ``e0 <= e < e1``: 16-bit inputs to f16 (``_odd``) whose
+    plan has a period (``unplan_period``), where its scales allow. For other types a constant False, and
+    ``periodic`` is not compiled for them (0.7 s each)."""
+
+
+@overload(period_done, jit_options={"nogil": True})
+def _period_done(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
+    if not _odd(kind, x.dtype, wkind):
+        return lambda x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind: False
+
+    def done(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind):
+        vectors, offsets = unplan_period(plan)
+        return vectors > 0 and periodic(x, z, s, out, e0, e1, offsets, vectors, kind, xkind, zkind, wkind)
+
+    return done
+
+
 def fused_for(kind, xkind, zkind, wkind, mode, guard=0):
-    """``fused`` with its markers fixed: a loop called with the seven array and index arguments alone
-    (the tile, pattern, outer dims and strides in one array, ``reference._kernel_plan``'s), which
-    returns the end of what it wrote: ``e1``, or -1, writing nothing, where ``out`` overlaps an input.
+    """The fused loop with its markers fixed: ``out[0 : e1 - e0] = (x[e] - z[j]) * s[j]`` for the flat
+    elements ``e0 <= e < e1``, called with the seven array and index arguments alone. It returns the end
+    of what it wrote: ``e1``, or -1, writing nothing, where ``out`` overlaps an input.
+
+    ``plan`` (``reference._kernel_plan``'s, ``unplan``): ``tile`` elements per innermost unit;
+    ``pattern`` (tiles) the scale offset of each of the tile's rows (of ``tile // len(pattern)``
+    elements); whether the scale runs along a row (or is one value); the outer dims and their scale
+    strides; the rows of a spread group (``_spread_groups``). The markers: ``kind`` the output's
+    (``MARKERS``), ``xkind`` the input's (``INT4``, ``UINT4`` for 4-bit bytes, else ``PLAIN``), ``zkind``
+    whether a zero point is given (``ZP``, else ``PLAIN``: ``z`` is not read), ``wkind`` a zero of the work
+    type and ``mode`` the layout (``LAYOUTS``), whose walk over the tiles (``_tiles_for``) the loop calls
+    after allocating the odometer and the scratch; 16-bit inputs to f16 whose plan has a period run from
+    it instead (``period_done``), whatever the layout, where its scales allow.
+
     With a ``guard`` (float32 work for i32 inputs, ``exactness.f32_guard``) it computes ``GUARD_CHUNK``
     elements at a time, each once its inputs are found within ``-guard..guard`` (``within``), and
     returns the start of the first that is not (the zero point is the caller's to check). Numba types
     every argument of every call; a NumPy scalar marker costs about 0.25 us of it (five: a third of a
-    call's fixed cost), a closure's cells are compile-time constants (and part of the cache's key)."""
+    call's fixed cost), a closure's cells are compile-time constants (and part of the cache's key). The
+    layout's flags are such cells, so that Numba prunes the other walks before typing; the walks are
+    module globals (a closure over a compiled function is compiled again in every process), and each
+    level of calls between this loop and its walk cost a compilation about a second more."""
     guarded = guard > 0
+    held, varies, spreads, narrow, blocks = (mode.dtype == LAYOUTS[name].dtype for name in LAYOUTS)
 
     @_loop
     def loop(x, z, s, out, e0, e1, plan):  # pragma: no cover - compiled
         if overlaps(out, x) or overlaps(out, s) or overlaps(out, z):
             return -1
-        if not guarded:
-            fused(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind, mode)
-            return e1
+        tile, inner_varies, group, pattern, dims, strides = unplan(plan)
+        rows = max(pattern.shape[0], 1)
+        width = tile // rows
+        span = 0  # a tile's scale window: its rows' offsets and a row's run; none where the walk reads
+        if not (narrow or blocks):  # the scale itself
+            for r in range(pattern.shape[0]):
+                span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
+        if spreads:
+            span += SPREAD_BLOCK  # the spare elements ``spread`` reads
         e = e0
         while e < e1:
-            c = min(e1, e + GUARD_CHUNK)
-            if not within(x, e, c, guard):
-                return e
-            fused(x, z, s, out[e - e0 : c - e0], e, c, plan, kind, xkind, zkind, wkind, mode)
+            c = e1
+            if guarded:
+                c = min(e1, e + GUARD_CHUNK)
+                if not within(x, e, c, guard):
+                    return e
+            o = out[e - e0 : c - e0]
+            if not period_done(x, z, s, o, e, c, plan, kind, xkind, zkind, wkind):
+                idx, off, col = start(e, tile, dims, strides)
+                # the scale's scratch in one array and the zero point's in another (about 40 ns each)
+                nb, nw, nv = spread_buffers(mode, tile, rows, span)
+                n = nb + nw + nv
+                wb, zs = work_zeros(wkind, n), z_zeros(kind, xkind, wkind, z, n if given(zkind) else 0)
+                if held:
+                    walk_rows_held(x, z, s, o, e, c, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode)
+                elif varies:
+                    walk_rows_varying(
+                        x, z, s, o, e, c, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
+                    )
+                elif spreads:
+                    walk_tiles_spread(
+                        x, z, s, o, e, c, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
+                    )
+                elif narrow:
+                    walk_tiles_narrow(
+                        x, z, s, o, e, c, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
+                    )
+                else:
+                    walk_tiles_blocks(
+                        x, z, s, o, e, c, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
+                    )
             e = c
         return e1
 
