@@ -9,6 +9,10 @@ the bytes floor); ``new/old`` is the one to read.
 
     python scripts/bench_ab.py --rev HEAD~1 '19,2910,3,6:0,1,2:i4:bf16' '4096,4,4:0,2:i8:f32:nozp'
     python scripts/bench_ab.py --rev HEAD~1 --sweep 'r5 \\(4,76,38,59,4\\)' --seed 1
+    python scripts/bench_ab.py --rev HEAD~1 --one-thread --rounds 9 '185381,10,9:0,2:u4:f16'
+
+``--one-thread`` keeps every call whole in both packages (``_split.MIN_ELEMENTS`` raised): the loops
+compared alone, without the thread trials that decide whether a call is cut.
 
 A case is ``SHAPE:AXES:IN:OUT`` (``:nozp`` for no zero point), or a sweep case by name (``--sweep``,
 its own data).
@@ -114,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="the sweep's case draw for --sweep")
     ap.add_argument("--rounds", type=int, default=7, help="timed samples per contender (median taken)")
     ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    ap.add_argument("--one-thread", action="store_true", help="no call cut among threads, in either package")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
     cases = [parse_case(c, rng) for c in args.cases]
@@ -124,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         old = load_revision(args.rev, Path(tmp))
+        if args.one_thread:
+            for package in ("onnx_dequant", old.__name__):
+                split = importlib.import_module(package + "._split")
+                split.MIN_ELEMENTS = 1 << 62
         for name, x, s, z, axes in cases:
             r = compare(old, x, s, z, axes, args.rounds)
             results.append({"case": name, **r})
@@ -133,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
                 f" (new/old {r['new/old']:.2f}){flag}"
             )
     if args.json:
-        Path(args.json).write_text(json.dumps({"rev": args.rev, "cases": results}, indent=1))
+        Path(args.json).write_text(
+            json.dumps({"rev": args.rev, "one_thread": args.one_thread, "cases": results}, indent=1)
+        )
     return 0 if all(r["same_bits"] for r in results) else 1
 
 
