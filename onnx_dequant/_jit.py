@@ -1268,30 +1268,26 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no 
     the loops' indexes are known non-negative, so no wraparound check stops vectorizing), or to bf16 by
     ``bf16_run`` (``hardware_bf16``)."""
     n = xr.shape[0]
-    # bf16 by the CPU, a vector a step (the last one overlapping), where the scale is not subnormal
+    # explicit vectors, a step each (the last one overlapping), of one kind: bf16 by the CPU where the scale
+    # is not subnormal (1), else 16-bit -> f16 rounded to odd by the fused multiply-add rounded down and up
+    # where the scale is positive and finite (``odd_fma_ir``: 2), or by ``odd_run`` (3); 0: none
+    how = 0
     if hardware_bf16(kind, xr, wkind) and n >= BF16_RUN and not (np.float32(0) < abs(sv) < np.float32(2.0**-126)):
+        how = 1
+    elif odd_blocks(kind, xr, wkind) and n >= BF16_RUN:
+        how = 2 if np.float32(0) < sv < np.float32(np.inf) else 3
+    if how:
         zr = zv if given(zkind) else bias(xkind)
+        kz, cv = np.int32(PERIOD_BIAS_BITS - np.int32(zr)), np.float32(-PERIOD_BIAS) * sv
         k = 0
-        while True:  # vectors at 0, 16, ... and the last one's start (one call of each kind: compiled once)
+        while True:  # vectors at 0, 16, ... and the last one's start: one call of each kind, compiled once
             b = min(k, n - BF16_RUN)
-            bf16_run(xr, orow, b, zr, sv, xkind)
-            if b == n - BF16_RUN:
-                return
-            k += BF16_RUN
-    if odd_blocks(kind, xr, wkind) and n >= BF16_RUN:
-        zr = zv if given(zkind) else bias(xkind)
-        k = 0
-        if np.float32(0) < sv < np.float32(np.inf):  # the fused multiply-add rounded down and up (``odd_fma_ir``)
-            kz, cv = np.int32(PERIOD_BIAS_BITS - np.int32(zr)), np.float32(-PERIOD_BIAS) * sv
-            while True:
-                b = min(k, n - BF16_RUN)
+            if how == 1:
+                bf16_run(xr, orow, b, zr, sv, xkind)
+            elif how == 2:
                 held_odd_run(xr, orow, b, kz, sv, cv)
-                if b == n - BF16_RUN:
-                    return
-                k += BF16_RUN
-        while True:
-            b = min(k, n - BF16_RUN)
-            odd_run(xr, orow, b, zr, sv, xkind)
+            else:
+                odd_run(xr, orow, b, zr, sv, xkind)
             if b == n - BF16_RUN:
                 return
             k += BF16_RUN
