@@ -222,7 +222,7 @@ HARDWARE_AVX512 = _compiles_for("+avx512f")
 HARDWARE_ODD = HARDWARE_F16 and HARDWARE_AVX512
 """Whether the CPU Numba compiles for multiplies float32 vectors rounding toward zero by the instruction's
 own rounding (AVX-512's embedded rounding, ``odd_product_ir``), and converts to f16 (F16C): 16-bit inputs'
-f16 products are then rounded to odd in explicit vectors (``_odd``)."""
+f16 products are then rounded to odd in explicit vectors (``odd_blocks``)."""
 
 BF16_RUN = 16
 """Elements a ``bf16_run`` computes: one 512-bit vector of float32."""
@@ -317,16 +317,28 @@ element at 4 lanes (175 against 100 ps an element, ``bf16_from_product``'s); thi
 
 odd_run = _held_vector(True)
 """``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` of 16-bit inputs rounded once to f16 bits
-(``odd_product_ir``, then F16C), one vector each step (``held_vectors``)."""
+(``odd_product_ir``, then F16C), one vector each step (``odd_blocks``)."""
 
 
 def _odd(kind, x, wkind) -> bool:
     """Whether inputs of Numba dtype ``x`` to output ``kind`` in work type ``wkind`` are rounded to odd by the
-    CPU (``held_vectors``, ``vector_rows``, ``z_zeros``): 16-bit inputs to f16 in float32 work, where
-    ``HARDWARE_ODD``. Only 16-bit: a spread zero point reaches ``block_run`` as ``value`` read it, which is
-    its own value for them alone (int4's is biased, and ``block_run`` would bias it again)."""
+    CPU (``odd_blocks``, ``z_zeros``): 16-bit inputs to f16 in float32 work, where ``HARDWARE_ODD``. Only
+    16-bit: a spread zero point reaches ``block_run`` as ``value`` read it, which is its own value for them
+    alone (int4's is biased, and ``block_run`` would bias it again)."""
     is16 = isinstance(x, types.Integer) and x.bitwidth == 16
     return HARDWARE_ODD and kind == types.uint16 and wkind == types.float32 and is16
+
+
+def odd_blocks(kind, x, wkind):  # pragma: no cover - compiled by its overload
+    """Whether rows of input array ``x`` and output ``kind`` run in explicit vectors rounded to odd by the
+    CPU (``odd_product_ir``, ``_odd``), not in the loops LLVM vectorizes from ``store``. A constant,
+    folded where compiled."""
+
+
+@overload(odd_blocks, jit_options={"nogil": True})
+def _odd_blocks(kind, x, wkind):  # pragma: no cover - compiled
+    on = _odd(kind, x.dtype, wkind)
+    return (lambda kind, x, wkind: True) if on else (lambda kind, x, wkind: False)
 
 
 BLOCK_RUN = 16
@@ -580,31 +592,22 @@ def narrow_run(typingctx, x, o, z, s, j, groups, width, kind, xkind, zkind):  # 
     return types.void(x, o, z, s, types.int64, types.int64, types.int64, kind, xkind, zkind), codegen
 
 
-def narrow_groups(x, o, z, s, j, rows, width, kind, xkind, zkind, wkind):  # pragma: no cover - by its overload
-    """How many of ``rows`` whole rows of ``width`` elements ``narrow_run`` computed, from the start of ``x`` and
-    ``o``, row r's one value at ``s[j + r]``: whole groups of 16 whose values lie within the scale, where
-    the types allow (``_narrow_on``) and ``width`` is at most ``NARROW_WIDTH``; for other types a constant
-    0, and ``narrow_run`` is not compiled."""
+def narrow_vectors(kind, x, s, o, xkind, zkind, wkind):  # pragma: no cover - compiled by its overload
+    """Whether ``narrow_run`` computes rows of these arrays' types in float32 work ``wkind`` (a constant,
+    folded where compiled)."""
 
 
 def _narrow_on(kind, x, s, o, xkind, zkind, wkind) -> bool:
-    """Whether ``narrow_run`` computes rows of these Numba types in float32 work ``wkind``."""
+    """``narrow_vectors``' answer for these Numba types."""
     return HARDWARE_AVX512 and wkind == types.float32 and _vector_kinds(x, s, o, kind, xkind, zkind).runs
 
 
-@overload(narrow_groups, jit_options={"nogil": True}, inline="always")
-def _narrow_groups(x, o, z, s, j, rows, width, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
-    if not _narrow_on(kind, x, s, o, xkind, zkind, wkind):
-        return lambda x, o, z, s, j, rows, width, kind, xkind, zkind, wkind: 0
-
-    def groups(x, o, z, s, j, rows, width, kind, xkind, zkind, wkind):
-        if width > NARROW_WIDTH:
-            return 0
-        n = min(rows, s.shape[0] - j) // BLOCK_RUN  # their 16 values within the scale
-        narrow_run(x, o, z, s, j, n, width, kind, xkind, zkind)
-        return n * BLOCK_RUN
-
-    return groups
+@overload(narrow_vectors, jit_options={"nogil": True})
+def _narrow_vectors(kind, x, s, o, xkind, zkind, wkind):  # pragma: no cover - compiled
+    on = _narrow_on(kind, x, s, o, xkind, zkind, wkind)
+    return (
+        (lambda kind, x, s, o, xkind, zkind, wkind: True) if on else (lambda kind, x, s, o, xkind, zkind, wkind: False)
+    )
 
 
 PERIOD_BIAS = 2.0**23 + 2.0**17
@@ -770,11 +773,17 @@ def _bias(xkind):  # pragma: no cover - compiled
     return (lambda xkind: np.float32(8)) if xkind == types.int8 else (lambda xkind: np.float32(0))
 
 
-def _bf16_on(kind, x, wkind) -> bool:
-    """Whether a held run of output ``kind`` of Numba array type ``x``'s elements in work type ``wkind`` goes
-    through ``bf16_run``: bf16 in float32 work whose products are exact (``product_exact``: not i32's, whose
-    float32 products a second rounding would round twice) where the CPU has AVX512-BF16."""
-    return HARDWARE_BF16 and kind == types.int16 and wkind == types.float32 and _exact_product(kind, x)
+def hardware_bf16(kind, x, wkind):  # pragma: no cover - compiled by its overload
+    """Whether a held run of output ``kind`` of ``x``'s elements in work type ``wkind`` goes through
+    ``bf16_run``: bf16 in float32 work whose products are exact (``product_exact``: not i32's, whose
+    float32 products a second rounding would round twice) where the CPU has AVX512-BF16. A constant,
+    folded where compiled."""
+
+
+@overload(hardware_bf16, jit_options={"nogil": True})
+def _hardware_bf16_overload(kind, x, wkind):  # pragma: no cover - compiled
+    on = HARDWARE_BF16 and kind == types.int16 and wkind == types.float32 and _exact_product(kind, x)
+    return (lambda kind, x, wkind: True) if on else (lambda kind, x, wkind: False)
 
 
 @_jit
@@ -1119,8 +1128,7 @@ def spread(dst, src, pattern, width, varies, values, group):  # pragma: no cover
     (``varies``) or one value repeated (gathered into ``values`` first, so that the spreading loop reads
     contiguously). Widths of 2-8 are constants: LLVM unrolls a row of one value and vectorizes across
     rows (a row loop of a runtime width that small runs at 1-3 cycles an element), and copies a run by
-    one block of 2, 4 or 8 elements (a 16-element block for rows of 8 writes each element twice; a
-    runtime width with a constant block measured 1.2-1.8x slower at widths 3, 5 and 6); wider
+    one block of 2, 4 or 8 elements (a 16-element block for rows of 8 writes each element twice); wider
     rows go in ``SPREAD_BLOCK`` blocks. A row's last block runs into the next row, which overwrites it,
     and past the last row into the ``SPREAD_BLOCK`` spare elements ``dst`` and ``src`` hold past the
     tile and the window. The two dispatch chains are written out on purpose:
@@ -1201,7 +1209,7 @@ def _work_zeros(wkind, n):  # pragma: no cover - compiled
 
 def z_zeros(kind, xkind, wkind, z, n):  # pragma: no cover - compiled by its overload
     """An array of ``n`` zero-point zeros in the type ``value`` reads ``z``'s elements as (int4: int8), or
-    in float32 where the rows run in ``vector_rows``' vectors: the spread zero point is then subtracted in
+    in float32 where the rows run in ``odd_blocks``' vectors: the spread zero point is then subtracted in
     float32 (exact: both 16-bit), without a conversion of its own (6.9 against 7.6 us, 67K elements i16
     -> f16, loops alone)."""
 
@@ -1254,91 +1262,35 @@ def advance(idx, dims, strides, off):  # pragma: no cover - compiled
     return off
 
 
-def held_vectors(xr, orow, zv, sv, kind, xkind, zkind, wkind):  # pragma: no cover - compiled by its overload
-    """Whether ``run_held``'s ``orow = (xr - zv) * sv`` was computed in explicit vectors, a step each (the last
-    one overlapping the one before), at least ``BF16_RUN`` elements: bf16 by the CPU (``bf16_run``,
-    ``_bf16_on``) where the scale is not subnormal; 16-bit inputs to f16 (``_odd``) rounded to odd by the
-    fused multiply-add rounded down and up where the scale is positive and finite (``held_odd_run``), else
-    by ``odd_run``. For other types a constant False, and no vector of theirs is compiled (every inlined
-    copy of one is typed and lowered anew)."""
-
-
-@overload(held_vectors, jit_options={"nogil": True}, inline="always")
-def _held_vectors(xr, orow, zv, sv, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
-    if _bf16_on(kind, xr, wkind):
-
-        def bf16(xr, orow, zv, sv, kind, xkind, zkind, wkind):
-            n = xr.shape[0]
-            if n < BF16_RUN or np.float32(0) < abs(sv) < np.float32(2.0**-126):
-                return False
-            zr = zv if given(zkind) else bias(xkind)
-            k = 0
-            while True:  # vectors at 0, 16, ... and the last one's start: one call, compiled once
-                b = min(k, n - BF16_RUN)
-                bf16_run(xr, orow, b, zr, sv, xkind)
-                if b == n - BF16_RUN:
-                    return True
-                k += BF16_RUN
-
-        return bf16
-    if _odd(kind, xr.dtype, wkind):
-
-        def odd(xr, orow, zv, sv, kind, xkind, zkind, wkind):
-            n = xr.shape[0]
-            if n < BF16_RUN:
-                return False
-            zr = zv if given(zkind) else bias(xkind)
-            kz, cv = np.int32(PERIOD_BIAS_BITS - np.int32(zr)), np.float32(-PERIOD_BIAS) * sv
-            fma = np.float32(0) < sv < np.float32(np.inf)
-            k = 0
-            while True:  # one call of each kind, compiled once
-                b = min(k, n - BF16_RUN)
-                if fma:
-                    held_odd_run(xr, orow, b, kz, sv, cv)
-                else:
-                    odd_run(xr, orow, b, zr, sv, xkind)
-                if b == n - BF16_RUN:
-                    return True
-                k += BF16_RUN
-
-        return odd
-    return lambda xr, orow, zv, sv, kind, xkind, zkind, wkind: False
-
-
-def vector_rows(xr, orow, zr, sr, kind, xkind, zkind, wkind):  # pragma: no cover - compiled by its overload
-    """Whether ``orow = (xr - zr) * sr`` (the scale and zero point runs beside the input's) was computed in
-    ``block_run``'s vectors rounded to odd by the CPU (16-bit inputs to f16, ``_odd``; at least
-    ``BLOCK_RUN`` elements): for other types a constant False, and no vector is compiled."""
-
-
-@overload(vector_rows, jit_options={"nogil": True}, inline="always")
-def _vector_rows(xr, orow, zr, sr, kind, xkind, zkind, wkind):  # pragma: no cover - compiled
-    if not _odd(kind, xr.dtype, wkind):
-        return lambda xr, orow, zr, sr, kind, xkind, zkind, wkind: False
-
-    def run(xr, orow, zr, sr, kind, xkind, zkind, wkind):
-        last = xr.shape[0] - BLOCK_RUN
-        if last < 0:
-            return False
-        k = 0
-        while True:  # blocks at 0, 16, ... and the last one's start: one call, compiled once
-            b = min(k, last)
-            block_run(xr, b, zr, b, sr, b, orow, kind, xkind, zkind)
-            if b == last:
-                return True
-            k += BLOCK_RUN
-
-    return run
-
-
 @_part
 def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """``orow = (xr - zv) * sv``, a run under one scale value, in ``HELD_BLOCK`` blocks (slices from 0:
-    the loops' indexes are known non-negative, so no wraparound check stops vectorizing), or in explicit
-    vectors where the types and the scale allow (``held_vectors``)."""
-    if held_vectors(xr, orow, zv, sv, kind, xkind, zkind, wkind):
-        return
+    the loops' indexes are known non-negative, so no wraparound check stops vectorizing), or to bf16 by
+    ``bf16_run`` (``hardware_bf16``)."""
     n = xr.shape[0]
+    # explicit vectors, a step each (the last one overlapping), of one kind: bf16 by the CPU where the scale
+    # is not subnormal (1), else 16-bit -> f16 rounded to odd by the fused multiply-add rounded down and up
+    # where the scale is positive and finite (``odd_fma_ir``: 2), or by ``odd_run`` (3); 0: none
+    how = 0
+    if hardware_bf16(kind, xr, wkind) and n >= BF16_RUN and not (np.float32(0) < abs(sv) < np.float32(2.0**-126)):
+        how = 1
+    elif odd_blocks(kind, xr, wkind) and n >= BF16_RUN:
+        how = 2 if np.float32(0) < sv < np.float32(np.inf) else 3
+    if how:
+        zr = zv if given(zkind) else bias(xkind)
+        kz, cv = np.int32(PERIOD_BIAS_BITS - np.int32(zr)), np.float32(-PERIOD_BIAS) * sv
+        k = 0
+        while True:  # vectors at 0, 16, ... and the last one's start: one call of each kind, compiled once
+            b = min(k, n - BF16_RUN)
+            if how == 1:
+                bf16_run(xr, orow, b, zr, sv, xkind)
+            elif how == 2:
+                held_odd_run(xr, orow, b, kz, sv, cv)
+            else:
+                odd_run(xr, orow, b, zr, sv, xkind)
+            if b == n - BF16_RUN:
+                return
+            k += BF16_RUN
     lo, hi = 0, (n - n % HELD_BLOCK if n >= HELD_BLOCK else n)
     while True:
         xb, ob = xr[lo:hi], orow[lo:hi]
@@ -1354,10 +1306,26 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no 
 
 
 @_part
+def _vector_blocks(xr, orow, zr, sr, kind, xkind, zkind):  # pragma: no cover - compiled
+    """``orow = (xr - zr) * sr`` in ``block_run``'s blocks, the last one overlapping the one before: at
+    least ``BLOCK_RUN`` elements."""
+    last = xr.shape[0] - BLOCK_RUN
+    k = 0
+    while True:  # one call: compiled once
+        b = min(k, last)
+        block_run(xr, b, zr, b, sr, b, orow, kind, xkind, zkind)
+        if b == last:
+            break
+        k += BLOCK_RUN
+
+
+@_part
 def run_varies(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """``orow = (xr - zr) * sr``, the scale (and zero point) a run beside the input's, read in their own
-    types (in ``block_run``'s vectors where ``vector_rows``)."""
-    if not vector_rows(xr, orow, zr, sr, kind, xkind, zkind, wkind):
+    types (in ``block_run``'s vectors where ``odd_blocks``)."""
+    if odd_blocks(kind, xr, wkind) and xr.shape[0] >= BLOCK_RUN:
+        _vector_blocks(xr, orow, zr, sr, kind, xkind, zkind)
+    else:
         _varies_loop(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact)
 
 
@@ -1377,10 +1345,10 @@ def _varies_loop(xr, orow, zr, sr, kind, xkind, zkind, wkind, exact):  # pragma:
 def run_spread(xr, orow, zt, st, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """``orow = (xr - zt) * st``, the scale spread in the work type, the zero point in its own (int4's
     biased, in int8): a quarter of the bytes to spread and read for 8-bit inputs; in ``block_run``'s
-    vectors where ``vector_rows``, the zero point in float32 (``z_zeros``)."""
-    if vector_rows(xr, orow, zt, st, kind, xkind, zkind, wkind):
-        return
-    if given(zkind):
+    vectors where ``odd_blocks``, the zero point in float32 (``z_zeros``)."""
+    if odd_blocks(kind, xr, wkind) and xr.shape[0] >= BLOCK_RUN:
+        _vector_blocks(xr, orow, zt, st, kind, xkind, zkind)
+    elif given(zkind):
         for i in range(xr.shape[0]):
             orow[i] = store(kind, difference(xkind, wkind, xr[i], zt[i]), st[i], exact)
     else:
@@ -1463,7 +1431,7 @@ def _narrow_rest(xs, os_, z, s, j, rows, width, kind, xkind, zkind, wkind, exact
 def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """The tile's rows of ``width`` (2-8) elements from its column ``col``, row r's one value at
     ``s[off + r]`` (the tile's rows read consecutive scale values): whole groups of 16 rows by
-    ``narrow_run`` where the types allow (``narrow_groups``), the other whole rows by ``narrow_rest``, a row
+    ``narrow_run`` where the types allow (``narrow_vectors``), the other whole rows by ``narrow_rest``, a row
     the range cuts as a row of its own part. No window is converted and nothing is spread: where every
     tile reads a new window that costs more than the product (``(165870,6)`` ``{0}`` i8 -> f32 with a zero
     point: 161 us spread, 72 us so, in tiles of up to ``reference.TILE_NARROW``). Compiled apart (not
@@ -1479,8 +1447,12 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
     full = (n - a) // width
     if full:
         xs, os_ = xr[a : a + full * width], orow[a : a + full * width]
-        # whole groups of rows in explicit vectors where the types allow, the rest as rows
-        done = narrow_groups(xs, os_, z, s, off + r, full, width, kind, xkind, zkind, wkind)
+        done = 0  # whole groups of rows in explicit vectors where the types allow, the rest as rows
+        if width <= NARROW_WIDTH and narrow_vectors(kind, xr, s, orow, xkind, zkind, wkind):
+            room = s.shape[0] - (off + r)  # whole groups of 16 rows, their 16 values within the scale
+            groups = min(full, room) // BLOCK_RUN
+            done = groups * BLOCK_RUN
+            narrow_run(xs, os_, z, s, off + r, groups, width, kind, xkind, zkind)
         if done < full:
             xs, os_ = xs[done * width :], os_[done * width :]
             narrow_rest(xs, os_, z, s, off + r + done, full - done, width, kind, xkind, zkind, wkind, exact)
