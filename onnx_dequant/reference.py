@@ -494,13 +494,23 @@ def _period(shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray | None:
     return np.ravel_multi_index([index[a - first] for a in axes], [shape[a] for a in axes]).astype(np.int64)
 
 
+GROUP_WIDTHS = (2, 3, 4, 5, 8)
+"""Widths of the rows ``_jit._spread_groups`` spreads a group at a time (``_spread_group``), each a loop of
+its own: a vector store of 16 elements costs 2-3 copies of a row, and a group of rows of these widths
+takes at most half as many stores as it has rows. Single-threaded against a row at a time
+(``scripts/bench_ab.py``): groups of 30 rows of 3 0.58-0.67x the time, of 3 rows 0.94-1.11x; of 5,
+0.78-0.83x and 0.95-0.98x; each width costs a type pair's "tiles spread" loop 0.5-1.5 s more of
+compiling (``scripts/bench_compile.py``). Rows of 6 and 7 gained at most 0.89x in groups of 30 and took
+1.09-1.20x in groups of 3 (two stores for three rows): they are spread a row at a time."""
+
+
 def _spread_group(pattern: np.ndarray, width: int, varies: bool) -> int:
     """How many consecutive rows of ``pattern`` read each run of the scale, where every run is read by
-    that many and the rows are 2, 4 or 8 elements along the scale (``_jit._spread_groups`` then
-    spreads a group a vector store at a time), else 1. Found once a plan, not in the loop (a pass over
-    a pattern of thousands of rows is a call's whole fixed cost)."""
+    that many and the rows are ``GROUP_WIDTHS`` elements along the scale (``_jit._spread_groups`` then
+    spreads a group a vector store at a time), else 1 (a row at a time). Found once a plan, not in the
+    loop (a pass over a pattern of thousands of rows is a call's whole fixed cost)."""
     rows = len(pattern)
-    if not varies or width not in (2, 4, 8) or rows < 2:
+    if not varies or width not in GROUP_WIDTHS or rows < 2:
         return 1
     change = np.flatnonzero(np.diff(pattern.astype(np.int64)))
     group = int(change[0]) + 1 if len(change) else rows
