@@ -496,25 +496,29 @@ def _period(shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray | None:
 
 GROUP_WIDTHS = (2, 3, 4, 5, 8)
 """Widths of the rows ``_jit._spread_groups`` spreads a group at a time (``_spread_group``), each a loop of
-its own: a vector store of 16 elements costs 2-3 copies of a row, and a group of rows of these widths
-takes at most half as many stores as it has rows. Single-threaded against a row at a time
-(``scripts/bench_ab.py``): groups of 30 rows of 3 0.58-0.67x the time, of 3 rows 0.94-1.11x; of 5,
-0.78-0.83x and 0.95-0.98x; each width costs a type pair's "tiles spread" loop 0.5-1.5 s more of
-compiling (``scripts/bench_compile.py``). Rows of 6 and 7 gained at most 0.89x in groups of 30 and took
-1.09-1.20x in groups of 3 (two stores for three rows): they are spread a row at a time."""
+its own (0.5-1.5 s more of compiling a type pair's "tiles spread" loop, ``scripts/bench_compile.py``).
+Rows of 3 and 5 only in groups of ``GROUP_MIN`` rows or more. Single-threaded against a row at a time
+(``scripts/bench_ab.py``): groups of 30 rows of 3 0.55-0.67x the time, of 8 0.69-0.79x, of 3 0.94-1.11x;
+of 30 rows of 5 0.73-0.83x, of 7 0.97-1.03x, of 3 0.95-1.09x. Rows of 6 and 7 gained at most 0.89x in
+groups of 30 and took 1.09-1.20x in groups of 3 (two 16-element stores for three rows): they are spread a
+row at a time."""
+
+GROUP_MIN = 8
+"""The fewest rows of 3 or 5 in a group that ``_jit._spread_groups`` spreads (``GROUP_WIDTHS``)."""
 
 
 def _spread_group(pattern: np.ndarray, width: int, varies: bool) -> int:
     """How many consecutive rows of ``pattern`` read each run of the scale, where every run is read by
-    that many and the rows are ``GROUP_WIDTHS`` elements along the scale (``_jit._spread_groups`` then
-    spreads a group a vector store at a time), else 1 (a row at a time). Found once a plan, not in the
+    that many and the rows are ``GROUP_WIDTHS`` elements along the scale, in groups of ``GROUP_MIN`` or more
+    for 3 and 5 (``_jit._spread_groups`` then spreads a group a vector store at a time), else 1 (a row at
+    a time). Found once a plan, not in the
     loop (a pass over a pattern of thousands of rows is a call's whole fixed cost)."""
     rows = len(pattern)
     if not varies or width not in GROUP_WIDTHS or rows < 2:
         return 1
     change = np.flatnonzero(np.diff(pattern.astype(np.int64)))
     group = int(change[0]) + 1 if len(change) else rows
-    if group < 2 or rows % group:
+    if group < (GROUP_MIN if width in (3, 5) else 2) or rows % group:
         return 1
     runs = pattern.reshape(rows // group, group)
     return group if bool((runs == runs[:, :1]).all()) else 1

@@ -260,10 +260,10 @@ def test_blocked_and_threaded_paths(monkeypatch, cut_calls, kind, shape, axes):
         ((1500, 2, 97), (0, 2)),  # a range (and a thread's share) starting in the middle of a row
         ((300, 3, 8), (0, 2)),  # runs of 8 (a constant width, as 2-7)
         ((40, 59, 4), (0, 2)),  # groups of rows reading one run of 2, 3, 4, 5 or 8 (``_spread_groups``):
-        ((61, 5, 2), (0, 2)),  # 59, 5, 3, 7 and 4 rows a group, a group's last block into the next group,
+        ((61, 5, 2), (0, 2)),  # 59, 5, 3, 9 and 8 rows a group, a group's last block into the next group,
         ((23, 3, 8), (0, 2)),  # blocks of 15 elements (a whole number of runs of 3 and 5)
-        ((61, 7, 3), (0, 2)),
-        ((37, 4, 5), (0, 2)),
+        ((61, 9, 3), (0, 2)),
+        ((37, 8, 5), (0, 2)),
         ((2, 9, 4, 7, 4), (0, 2, 4)),  # runs of rows of 4 under two axes
         ((300, 3, 16), (0, 2)),  # spread in blocks: runs of exactly one block, and values
         ((300, 16), (0,)),
@@ -1242,8 +1242,9 @@ def test_checks_are_kept_per_argument_types_and_errors_are_not():
         ([0, 0, 2, 2, 4, 4], 2, True, 2),
         ([0, 0, 0, 4, 4], 4, True, 1),  # uneven groups
         ([0, 0, 4, 4, 0, 4], 4, True, 1),  # a run read by rows that are not consecutive
-        ([0, 0, 0, 3, 3, 3], 3, True, 3),  # rows of 3: one block a group
-        ([0, 0, 5, 5], 5, True, 2),  # rows of 5: one block a group
+        ([0] * 8 + [3] * 8, 3, True, 8),  # rows of 3 and 5: in groups of 8 rows or more
+        ([0] * 8 + [5] * 8, 5, True, 8),
+        ([0, 0, 0, 3, 3, 3], 3, True, 1),
         ([0, 0, 0, 0], 6, True, 1),  # rows of 6 and 7: a row at a time
         ([0, 0, 0, 0], 9, True, 1),  # rows wider than ``NARROW_MAX``
         ([0, 0, 0, 0], 8, False, 1),  # one value a row: spread as values
