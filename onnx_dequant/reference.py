@@ -496,7 +496,7 @@ def _period(shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray | None:
 
 GROUP_WIDTHS = (2, 3, 4, 5, 8)
 """Widths of the rows ``_jit._spread_groups`` spreads a group at a time (``_spread_group``), each a loop of
-its own (0.5-1.5 s more of compiling a type pair's "tiles spread" loop, ``scripts/bench_compile.py``).
+its own, compiled with every "tiles spread" loop (``scripts/bench_compile.py``: within the noise).
 Rows of 3 and 5 only in groups of ``GROUP_MIN`` rows or more. Single-threaded against a row at a time
 (``scripts/bench_ab.py``): groups of 30 rows of 3 0.55-0.67x the time, of 8 0.69-0.79x, of 3 0.94-1.11x;
 of 30 rows of 5 0.73-0.83x, of 7 0.97-1.03x, of 3 0.95-1.09x. Rows of 6 and 7 gained at most 0.89x in
