@@ -504,21 +504,22 @@ groups of 30 and took 1.09-1.20x in groups of 3 (two 16-element stores for three
 row at a time."""
 
 GROUP_MIN = 8
-"""The fewest rows of 3 or 5 in a group that ``_jit._spread_groups`` spreads (``GROUP_WIDTHS``)."""
+"""The fewest rows in a group that ``_jit._spread_groups`` spreads where their width does not divide a
+block of ``BLOCK_MIN`` elements (3 and 5 of ``GROUP_WIDTHS``)."""
 
 
 def _spread_group(pattern: np.ndarray, width: int, varies: bool) -> int:
     """How many consecutive rows of ``pattern`` read each run of the scale, where every run is read by
     that many and the rows are ``GROUP_WIDTHS`` elements along the scale, in groups of ``GROUP_MIN`` or more
-    for 3 and 5 (``_jit._spread_groups`` then spreads a group a vector store at a time), else 1 (a row at
-    a time). Found once a plan, not in the
-    loop (a pass over a pattern of thousands of rows is a call's whole fixed cost)."""
+    where the width does not divide a block (``_jit._spread_groups`` then spreads a group a vector store
+    at a time), else 1 (a row at a time). Found once a plan, not in the loop (a pass over a pattern of
+    thousands of rows is a call's whole fixed cost)."""
     rows = len(pattern)
     if not varies or width not in GROUP_WIDTHS or rows < 2:
         return 1
     change = np.flatnonzero(np.diff(pattern.astype(np.int64)))
     group = int(change[0]) + 1 if len(change) else rows
-    if group < (GROUP_MIN if width in (3, 5) else 2) or rows % group:
+    if group < (GROUP_MIN if BLOCK_MIN % width else 2) or rows % group:
         return 1
     runs = pattern.reshape(rows // group, group)
     return group if bool((runs == runs[:, :1]).all()) else 1
