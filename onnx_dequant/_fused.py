@@ -48,10 +48,11 @@ import numpy as np
 from . import dtypes
 from .exactness import f32_work_exact
 
-__all__ = ["kernel", "available", "period_vectors", "blocks", "narrow", "bits_type", "flat", "within"]
+__all__ = ["kernel", "compiled", "available", "period_vectors", "blocks", "narrow", "bits_type", "flat", "within"]
 
 _KERNELS: dict[Any, Callable[..., int]] = {}
 _NUMBA: Any = None
+_WITHIN: Any = None
 _HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 _NIBBLE = (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4))
 
@@ -127,12 +128,14 @@ def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str,
     zero point where ``has_z``) and writing ``out`` in ``layout`` (``_jit.LAYOUTS``): the fused loop less
     its markers (``_jit.fused_for``: it returns the end of what it wrote, -1, nothing written, where
     ``out`` overlaps an input; with a ``guard``, ``exactness.f32_guard``'s, the start of the first chunk
-    whose inputs lie beyond it); every array is passed as ``bits_type`` says. Needs ``available()``."""
+    whose inputs lie beyond it); every array is passed as ``bits_type`` says, 1-D and C-contiguous, the
+    plan read-only. Compiled (or loaded from Numba's cache) at this call, for those types (``compiled``).
+    Needs ``available()``."""
     key = (work, out, x, has_z, layout, guard)
     if key not in _KERNELS:
         from . import _jit
 
-        _KERNELS[key] = _jit.fused_for(
+        loop = _jit.fused_for(
             _marker(out),
             {_NIBBLE[0]: _jit.INT4, _NIBBLE[1]: _jit.UINT4}.get(np.dtype(x), _jit.PLAIN),
             _jit.ZP if has_z else _jit.PLAIN,
@@ -140,12 +143,35 @@ def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str,
             _jit.LAYOUTS[layout],
             guard,
         )
+        xb, ob = (bits_type(np.dtype(t)) or np.dtype(t) for t in (x, out))
+        _KERNELS[key] = compiled(loop, (xb, xb, ob, ob, int, int, (np.int64, False)))
     return _KERNELS[key]
+
+
+def compiled(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
+    """``dispatcher``'s code compiled for these arguments (a NumPy type: a writeable 1-D C-contiguous array
+    of it; a pair (type, False): a read-only one; ``int``: an int64), called without Numba's dispatch.
+    The dispatcher compiles another copy for each array that is read-only where the last call's was
+    not (5-10 s for the fused loop, then one more entry in the cache), and finds the copy by the
+    arguments' types at every call (0.17 us); this code reads any array of the type, the caller's
+    read-only arrays included, and raises ``TypeError`` for any other type. Needs ``available()``."""
+    from numba import types
+
+    def numba_type(a: Any) -> Any:
+        if a is int:
+            return types.int64
+        t, writeable = a if isinstance(a, tuple) else (a, True)
+        return types.Array(_NUMBA.from_dtype(np.dtype(t)), 1, "C", readonly=not writeable)
+
+    return dispatcher.compile(tuple(numba_type(a) for a in args))
 
 
 def within(a: np.ndarray, limit: int, start: int = 0, stop: int | None = None) -> bool:
     """Whether every element of the 1-D int32 array ``a`` (from ``start`` to ``stop``) lies within
     ``-limit..limit``. Needs ``available()``."""
-    from . import _jit
+    global _WITHIN
+    if _WITHIN is None:
+        from . import _jit
 
-    return bool(_jit.within(a, start, a.shape[0] if stop is None else stop, limit))
+        _WITHIN = compiled(_jit.within, (np.int32, int, int, int))
+    return bool(_WITHIN(a, start, a.shape[0] if stop is None else stop, limit))

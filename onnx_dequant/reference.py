@@ -172,8 +172,9 @@ def dequantize(
         z_flat = no_z if not has_z else zp.ravel() if x_bits is None else zp.ravel().view(x_bits)
         s_flat = scale.ravel() if out_bits is None else scale.ravel().view(out_bits)
         out_flat = out.ravel() if out_bits is None else out.ravel().view(out_bits)
-        if guard is not None and (not has_z or _fused.within(z_flat, guard[1])):
-            kernel = functools.partial(_guarded, guard, kernel)  # i32 in float32 where it may
+        if guard is not None:  # i32 in float32 where it may; the kernels are thunks (``_fused_setup``)
+            guarded = not has_z or _fused.within(z_flat, guard[1])
+            kernel = functools.partial(_guarded, guard, kernel) if guarded else kernel()
         # compiled code raises no floating-point warnings: no errstate; it checks the overlap itself
         if size < _split.MIN_ELEMENTS or _split.untimed(size, cost):
             if kernel(x_flat, z_flat, s_flat, out_flat, 0, size, plan) >= 0:
@@ -527,7 +528,8 @@ def _spread_group(pattern: np.ndarray, width: int, varies: bool) -> int:
 
 FusedSetup = tuple[Any, np.ndarray, _split.Cost, np.dtype | None, np.dtype | None, np.ndarray, Any]
 """``_fused_setup``'s: (kernel, plan, the calls' measured cost, the input's and the output's bits types,
-the zero point passed where there is none, the guarded float32 kernel and its bound or None)."""
+the zero point passed where there is none, the guarded float32 kernel and its bound or None; where there is
+a guard, each kernel is a thunk that compiles it at its first call)."""
 
 
 def _fused_setup(
@@ -552,10 +554,15 @@ def _fused_setup(
     for a in (packed, no_z):
         a.flags.writeable = False
     layout = _loop_layout(plan, blocks)
-    kernel = _fused.kernel(work, out, x, has_z, layout)
     out_t = dtypes.parse(out)
     limit = f32_guard(dtypes.parse(x), out_t, has_z) if out_t.name != "f32" else 0
-    guard = (_fused.kernel(np.dtype(np.float32), out, x, has_z, layout, limit), limit) if limit else None
+    kernel: Any = functools.partial(_fused.kernel, work, out, x, has_z, layout)
+    guard = None
+    if limit:  # each kernel compiled at its first call, which a call's data may never make (``_guarded``)
+        f32_kernel = functools.partial(_fused.kernel, np.dtype(np.float32), out, x, has_z, layout, limit)
+        guard, kernel = (functools.cache(f32_kernel), limit), functools.cache(kernel)
+    else:
+        kernel = kernel()
     return kernel, packed, _split.Cost(), x_bits, _fused.bits_type(out), no_z, guard
 
 
@@ -564,14 +571,15 @@ def _guarded(
 ) -> int:
     """A guarded float32 kernel's call (``guard``: the kernel and its bound; ``_jit.fused_for``'s
     arguments) finished by ``rest`` (float64) from the first chunk whose inputs it left (beyond the
-    bound). A call whose first ``GUARD_PROBE`` elements lie beyond it goes to ``rest`` at once: it never
-    compiles the guarded kernel (5-10 s) for nothing."""
+    bound); each kernel is a thunk that compiles it at its first call. A call whose first
+    ``GUARD_PROBE`` elements lie beyond the bound goes to ``rest`` at once: it never compiles the
+    guarded kernel (5-10 s) for nothing, nor do data within it compile ``rest``."""
     kernel, limit = guard
     if not _fused.within(x, limit, e0, min(e1, e0 + GUARD_PROBE)):
-        return rest(x, z, s, out, e0, e1, plan)
-    done = kernel(x, z, s, out, e0, e1, plan)
+        return rest()(x, z, s, out, e0, e1, plan)
+    done = kernel()(x, z, s, out, e0, e1, plan)
     if e0 <= done < e1:
-        done = rest(x, z, s, out[done - e0 :], done, e1, plan)
+        done = rest()(x, z, s, out[done - e0 :], done, e1, plan)
     return done
 
 

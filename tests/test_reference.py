@@ -814,7 +814,7 @@ def test_fused_i32_to_half_in_float32_near_ties(out, cut_calls):
             guarded, _ = setup[6]
             zf = setup[5] if z is None else zs.reshape(-1)
             o = np.zeros(xs.size, np.uint16)
-            done = guarded(xs.reshape(-1), zf, s.view(np.uint16), o, 0, xs.size, setup[1])
+            done = guarded()(xs.reshape(-1), zf, s.view(np.uint16), o, 0, xs.size, setup[1])
             assert done == (late * width // chunk * chunk if beyond_too else xs.size), (zp, width)
     layouts = {
         reference._loop_layout(plan, 0)
@@ -825,11 +825,66 @@ def test_fused_i32_to_half_in_float32_near_ties(out, cut_calls):
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_compiled_code_reads_read_only_arrays_as_it_is():
+    """``_fused.compiled`` gives the code compiled for writeable arrays, which reads read-only ones as
+    they are (Numba's dispatcher would compile another copy for them: 5-10 s for the fused loop) and
+    refuses an array of another type."""
+    import numba
+
+    dispatcher = numba.njit(lambda a, plan, k: a[k] + plan[0])
+    code = _fused.compiled(dispatcher, (np.int16, (np.int64, False), int))
+    a = np.arange(5, dtype=np.int16)
+    plan = np.array([100], np.int64)
+    plan.flags.writeable = False
+    assert code(a, plan, 3) == 103
+    a.flags.writeable = False
+    assert code(a, plan, 4) == 104
+    assert len(dispatcher.overloads) == 1
+    with pytest.raises(TypeError):
+        code(a.astype(np.int32), plan, 0)
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize(
+    "in_t, out_t, shape, axes",
+    [
+        (np.int16, np.float16, (8, 93, 15, 6), (3,)),  # a period held in registers
+        (np.uint8, ml_dtypes.bfloat16, (300, 40), (0,)),
+        (np.int32, np.float16, (64, 70), (1,)),  # guarded: float32, then float64 where the data leave it
+    ],
+)
+def test_fused_reads_read_only_inputs(in_t, out_t, shape, axes):
+    """Read-only input, scale and zero point arrays (a memory map, ``np.frombuffer``) give the bits that
+    writeable ones give, through the compiled loop."""
+    rng = np.random.default_rng(7)
+    info = np.iinfo(in_t)
+    x = rng.integers(max(info.min, -1000), min(info.max, 1000), shape).astype(in_t)
+    x.reshape(-1)[-100] = info.max  # i32: beyond float32's bound, so float64 finishes the call
+    sshape = tuple(shape[a] for a in axes)
+    s = rng.uniform(0.001, 0.1, sshape).astype(out_t)
+    z = rng.integers(0, 10, sshape).astype(in_t)
+    with loop_kind("fused"):
+        want = odq.dequantize(x, s, z, axes=axes)
+        for a in (x, s, z):
+            a.flags.writeable = False
+        got = odq.dequantize(x, s, z, axes=axes)
+    assert same_bits(got, want)
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
 def test_guarded_call_probes_before_the_float32_kernel():
     """A guarded call whose first ``GUARD_PROBE`` elements lie beyond the bound goes to the float64
-    kernel at once (the float32 one is never called, so never compiled); one whose probe is within it
-    calls the float32 kernel, and the float64 one from where that stopped."""
+    kernel at once (the float32 one's thunk is never called, so it is never compiled); one whose probe is
+    within it calls the float32 kernel, and the float64 one from where that stopped."""
     calls = []
+    thunks = []
+
+    def thunk(name, fn):
+        def get():
+            thunks.append(name)
+            return fn
+
+        return get
 
     def kernel(x, z, s, out, e0, e1, plan):
         calls.append(("f32", e0, e1))
@@ -842,11 +897,13 @@ def test_guarded_call_probes_before_the_float32_kernel():
     x = np.zeros(10000, np.int32)
     out = np.zeros(10000, np.float32)
     x[reference.GUARD_PROBE - 1] = 1 << 24
-    assert reference._guarded((kernel, 1 << 23), rest, x, x, out, out, 0, 10000, None) == 10000
-    assert calls == [("f64", 0, 10000, 10000)]
+    guard = (thunk("f32", kernel), 1 << 23)
+    assert reference._guarded(guard, thunk("f64", rest), x, x, out, out, 0, 10000, None) == 10000
+    assert calls == [("f64", 0, 10000, 10000)] and thunks == ["f64"]
     calls.clear()
-    assert reference._guarded((kernel, 1 << 23), rest, x, x, out, out[256:], 256, 10000, None) == 10000
-    assert calls == [("f32", 256, 10000), ("f64", 5256, 10000, 4744)]
+    thunks.clear()
+    assert reference._guarded(guard, thunk("f64", rest), x, x, out, out[256:], 256, 10000, None) == 10000
+    assert calls == [("f32", 256, 10000), ("f64", 5256, 10000, 4744)] and thunks == ["f32", "f64"]
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
