@@ -78,8 +78,9 @@ class Cost:
     seconds per element: whole (``per_element``: ``UNMEASURED``, then the least of ``TRIALS`` calls
     after the first, which may load or compile the loop, then an average of those timed with no
     helper spinning beside them) and cut (``cut``: the least of its first ``TRIALS`` cut calls with
-    their helpers awake, then an average); and whether its calls run whole (``alone``: one in
-    ``RETIME`` is then timed, and cut where the model says so, in case cutting came to pay)."""
+    their helpers awake, then an average, each call counted at most ``OUTLIER`` whole calls' time);
+    and whether its calls run whole (``alone``: one in ``RETIME`` is then timed, and cut where the
+    model says so, in case cutting came to pay)."""
 
     __slots__ = ("per_element", "wholes", "cut", "cuts", "calls", "alone", "retry")
 
@@ -119,6 +120,8 @@ class Cost:
         self.retry = cut and cold
         if cut and not cold:
             self.cuts += 1
+            if self.cuts > TRIALS and self.wholes > 1:  # a helper descheduled mid-piece: at most OUTLIER
+                c = min(c, OUTLIER * self.per_element)
             self.cut = _trial(self.cut, c, self.cuts)
         elif not cut and not beside:
             self.wholes += 1
@@ -145,6 +148,14 @@ SLOWER = 1.1
 """How much slower than whole calls cut calls must measure for a kind of call to stop cutting where the
 model says it pays: both measures move by a tenth from call to call on a shared machine."""
 
+
+OUTLIER = 1.5
+"""The most a cut call's time counts for in its kind's average once its trials are made, in whole calls'
+time: a helper descheduled by the host mid-piece made single cut calls 2-30x slower (a 3 ms call
+among 100 us ones, a 2-vCPU VM), and one such call counted whole kept the kind in one piece for
+hundreds of calls after it (``(4,2,2,3,3,11269)`` ``{5}`` i8 -> f16: 2.0x a copy cut, 3.1x whole).
+Cut calls slower than whole ones by ``SLOWER`` still stop the cutting: this bounds only how long it
+takes a retimed call (``RETIME``) to resume it."""
 
 RETIME = 64
 """A kind of call that runs in one piece is timed once in this many calls (a timed call costs about

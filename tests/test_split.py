@@ -198,6 +198,30 @@ def test_a_kind_of_call_goes_the_way_measured_faster_and_tries_the_other_now_and
     assert not c.wants_cut(0.6)
 
 
+def test_one_cut_call_a_descheduled_helper_made_slow_does_not_stop_the_cutting():
+    """Past its trials, a cut call counts for at most ``OUTLIER`` whole calls' time: one 30x slower
+    call (a helper descheduled mid-piece) leaves a kind that cuts at half the time cutting, and one
+    retimed call resumes it after cut calls measured slower for a while; cut calls steadily slower than
+    whole ones still stop it."""
+    c = _split.Cost()
+    for _ in range(_split.TRIALS + 1):
+        c.learn(1.0, 1000, 2)  # whole: 1e-3 an element
+    for _ in range(_split.TRIALS + 5):
+        c.learn(0.5, 1000, 2, cut=True)
+    assert c.cut == pytest.approx(5e-4) and not c.alone
+    c.learn(30.0, 1000, 2, cut=True)
+    assert c.cut == pytest.approx(5e-4 + 0.25 * (1.5e-3 - 5e-4)) and not c.alone and c.wants_cut(0.6)
+    for _ in range(3):
+        c.learn(30.0, 1000, 2, cut=True)  # slow for a while: one piece from now on
+    assert c.alone and c.cut <= _split.OUTLIER * c.per_element
+    c.learn(0.5, 1000, 2, cut=True)  # the first retimed call (once in RETIME)
+    c.learn(0.5, 1000, 2, cut=True)  # the second
+    assert not c.alone
+    for _ in range(20):
+        c.learn(1.3, 1000, 2, cut=True)  # cut calls steadily 1.3x slower: they stop
+    assert c.alone
+
+
 def test_an_error_before_the_pieces_start_lets_the_helpers_go(cut):
     cut(2)
 
