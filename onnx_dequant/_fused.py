@@ -151,8 +151,8 @@ def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str,
 def compiled(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
     """``dispatcher``'s code compiled for these arguments (a NumPy type: a writeable 1-D C-contiguous array
     of it; a pair (type, False): a read-only one; ``int``: an int64), called without Numba's dispatch.
-    The dispatcher compiles another copy for each array that is read-only where the last call's was
-    not (5-10 s for the fused loop, then one more entry in the cache), and finds the copy by the
+    The dispatcher compiles another copy for each combination of read-only arrays it is called with
+    (5-10 s for the fused loop, then one more entry in the cache), and finds the copy by the
     arguments' types at every call (0.17 us); this code reads any array of the type, the caller's
     read-only arrays included, and raises ``TypeError`` for any other type. Needs ``available()``."""
     from numba import types
