@@ -47,7 +47,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_dequant as odq
-from onnx_dequant import dtypes
+from onnx_dequant import _split, dtypes, reference
 from onnx_dequant.lowering import LowerOptions, lower_model
 
 MAX_ELEMENTS = 64 << 20
@@ -330,6 +330,18 @@ class Result:
     graph_strategy: str = ""
     ratios: dict = field(default_factory=dict)  # measure -> ratio (graph/standalone/reference over the floor)
     seconds: dict = field(default_factory=dict)
+    cut: float | None = None  # the share of the reference's calls cut among threads (None: never cut)
+
+
+def cut_share(x: np.ndarray, s: np.ndarray, z: np.ndarray | None, axes: tuple[int, ...]) -> float | None:
+    """The share of the reference's calls of this case cut among helper threads so far (its calls'
+    ``_split.Cost``), or None where none may be: a worst case that ran whole in one run and cut in
+    another is the machine's noise, not the code's."""
+    if x.size < _split.MIN_ELEMENTS or _split.cpu_count() < 2:
+        return None
+    key = (x.dtype, x.shape, s.dtype, s.shape, *((None, None) if z is None else (z.dtype, z.shape)))
+    setup = reference._checked(*key, tuple(axes), None, x.size >= reference.FUSED_MIN_ELEMENTS)[4]
+    return None if setup is None or not setup[2].calls else setup[2].cuts / setup[2].calls
 
 
 def measure(case: Case, repeat: int, only: set[str]) -> Result:
@@ -353,6 +365,7 @@ def measure(case: Case, repeat: int, only: set[str]) -> Result:
         t = timed(c, repeat)
         r.seconds.update({f"ref: {k}": v for k, v in t.items()})
         r.ratios["reference"] = t["reference"] / t["copy"] / floor
+        r.cut = cut_share(x, s, z, case.axes)
         if sess is not None:
             r.ratios["kernel"] = (t["kernel"] - t["reference (fresh output)"]) / t["copy"]
         del sess, c, ref_out
@@ -404,14 +417,18 @@ def summary(results: list[Result], judged: bool = True) -> dict[str, dict]:
         worst_v, worst = vals[-1]
         p90_lim, worst_lim = TARGETS[m]
         p90 = float(np.percentile(v, 90))
+
+        def label(res: Result, m: str = m) -> str:  # the reference's: whether its calls were cut
+            return res.case + ("" if m != "reference" or res.cut is None else f" (cut {res.cut:.0%})")
+
         out[m] = {
             "n": len(v),
             "median": float(np.median(v)),
             "p90": p90,
             "worst": float(worst_v),
-            "worst_case": worst.case,
+            "worst_case": label(worst),
             "worst_strategy": worst.graph_strategy if m == "graph" else worst.strategy,
-            "top5": [(float(a), b.case) for a, b in vals[-5:][::-1]],
+            "top5": [(float(a), label(b)) for a, b in vals[-5:][::-1]],
             "p90_ok": None if p90_lim is None else p90 <= p90_lim,
             "worst_ok": None if worst_lim is None else worst_v <= worst_lim,
         }
@@ -512,6 +529,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results.append(res)
         rs = "  ".join(f"{k} {v:.2f}" for k, v in res.ratios.items())
+        rs += "" if res.cut is None else f" (cut {res.cut:.0%})"
         print(f"[{i + 1}/{len(cases)}] {c.name} floor {res.floor:.2f}: {rs}  ({res.strategy or '-'})", flush=True)
     small, summ, no_i32 = report(results)
     print(f"\n{len(results)} cases in {time.perf_counter() - t_start:.0f} s")
