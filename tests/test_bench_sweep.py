@@ -1,0 +1,53 @@
+"""scripts/bench_sweep.py's report of whether the reference's calls of a case were cut among threads."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import onnx_dequant as odq
+from onnx_dequant import _fused, _split, reference
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    spec = importlib.util.spec_from_file_location("bench_sweep", ROOT / "scripts" / "bench_sweep.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
+
+
+@pytest.mark.skipif(not _fused.available() or _split.cpu_count() < 2, reason="no numba, or one CPU")
+def test_cut_share_is_the_cases_calls_cut_over_its_calls(sweep):
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (_split.MIN_ELEMENTS // 64, 64)).astype(np.int8)
+    s = rng.uniform(0.01, 0.1, 64).astype(np.float32)
+    for _ in range(12):
+        odq.dequantize(x, s, axes=(1,))
+    cost = reference._checked(x.dtype, x.shape, s.dtype, s.shape, None, None, (1,), None, True)[4][2]
+    assert cost.calls >= 12
+    assert sweep.cut_share(x, s, None, (1,)) == cost.cuts / cost.calls
+    small = x[:100]
+    odq.dequantize(small, s, axes=(1,))
+    assert sweep.cut_share(small, s, None, (1,)) is None  # never cut: under _split.MIN_ELEMENTS
+
+
+def test_the_references_worst_cases_say_how_much_was_cut(sweep):
+    results = [
+        sweep.Result("a", 1 << 20, 1.0, ratios={"reference": 2.5, "standalone": 3.0}, cut=0.3),
+        sweep.Result("b", 1 << 20, 1.0, ratios={"reference": 1.5, "standalone": 1.0}),
+    ]
+    summ = sweep.summary(results)
+    assert summ["reference"]["worst_case"] == "a (cut 30%)"
+    assert summ["reference"]["top5"][1] == (1.5, "b")
+    assert summ["standalone"]["worst_case"] == "a"  # the cut share is the reference's alone
