@@ -153,8 +153,11 @@ def compiled(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
     of it; a pair (type, False): a read-only one; ``int``: an int64), called without Numba's dispatch.
     The dispatcher compiles another copy for each combination of read-only arrays it is called with
     (5-10 s for the fused loop, then one more entry in the cache), and finds the copy by the
-    arguments' types at every call (0.17 us); this code reads any array of the type, the caller's
-    read-only arrays included, and raises ``TypeError`` for any other type. Needs ``available()``."""
+    arguments' types at every call (0.17 us); this code reads the caller's read-only arrays as well.
+    It checks only that each array argument is a NumPy array of the item size it was compiled for
+    (``TypeError`` otherwise): the caller passes the base type's 1-D C-contiguous arrays of the native
+    byte order it was compiled for (``reference.dequantize``: ``ravel`` of a base ``ndarray``, types the
+    contract admits). Needs ``available()``."""
     from numba import types
 
     def numba_type(a: Any) -> Any:

@@ -94,8 +94,10 @@ def _sub_index(index: tuple[Any, ...], bshape: tuple[int, ...]) -> tuple[Any, ..
 
 
 def _array(value: Any, what: str) -> np.ndarray:
+    """``value`` as a NumPy array of the base type (a subclass's, ``np.matrix``'s say, ``ravel`` keeps its
+    dims; a NumPy scalar as a 0-d array), or ``DequantizeError``."""
     if isinstance(value, np.ndarray):
-        return value
+        return value.view(_NDARRAY)
     if isinstance(value, np.generic):
         return np.asarray(value)
     raise DequantizeError(f"{what} must be a NumPy array, got {type(value).__name__}")
@@ -149,12 +151,15 @@ def dequantize(
     if fresh:
         out = np.empty(shape, out_np)
     elif not (
-        isinstance(out, _NDARRAY)
+        type(out) is _NDARRAY
         and out.shape == shape
         and ((o_dtype := out.dtype) is out_np or o_dtype == out_np)
         and (flags := out.flags).c_contiguous
         and flags.writeable
     ):
+        if isinstance(out, _NDARRAY) and type(out) is not _NDARRAY:  # a subclass: written through a base view
+            dequantize(x, scale, zp, axes=axes_t, dtype=dtype, out=out.view(_NDARRAY))
+            return out
         raise DequantizeError(
             f"out must be a writeable C-contiguous {out_t.elem_type} array of shape {shape}, got "
             + (f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__)

@@ -330,13 +330,14 @@ class Result:
     graph_strategy: str = ""
     ratios: dict = field(default_factory=dict)  # measure -> ratio (graph/standalone/reference over the floor)
     seconds: dict = field(default_factory=dict)
-    cut: float | None = None  # the share of the reference's calls cut among threads (None: never cut)
+    cut: float | None = None  # the share of the reference's calls cut with helpers awake (None: never cut)
 
 
 def cut_share(x: np.ndarray, s: np.ndarray, z: np.ndarray | None, axes: tuple[int, ...]) -> float | None:
-    """The share of the reference's calls of this case cut among helper threads so far (its calls'
-    ``_split.Cost``), or None where none may be: a worst case that ran whole in one run and cut in
-    another is the machine's noise, not the code's."""
+    """The share of the reference's calls of this case cut among helper threads with their helpers awake
+    so far (its calls' ``_split.Cost``: a cut call that found a helper asleep is not counted), or None
+    where none may be cut: a worst case that ran whole in one run and cut in another is the machine's
+    noise, not the code's."""
     if x.size < _split.MIN_ELEMENTS or _split.cpu_count() < 2:
         return None
     key = (x.dtype, x.shape, s.dtype, s.shape, *((None, None) if z is None else (z.dtype, z.shape)))

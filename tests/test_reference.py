@@ -828,7 +828,7 @@ def test_fused_i32_to_half_in_float32_near_ties(out, cut_calls):
 def test_compiled_code_reads_read_only_arrays_as_it_is():
     """``_fused.compiled`` gives the code compiled for writeable arrays, which reads read-only ones as
     they are (Numba's dispatcher would compile another copy for them: 5-10 s for the fused loop) and
-    refuses an array of another type."""
+    refuses an array of another item size."""
     import numba
 
     dispatcher = numba.njit(lambda a, plan, k: a[k] + plan[0])
@@ -869,6 +869,24 @@ def test_fused_reads_read_only_inputs(in_t, out_t, shape, axes):
             a.flags.writeable = False
         got = odq.dequantize(x, s, z, axes=axes)
     assert same_bits(got, want)
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # NumPy's, at every np.matrix
+@pytest.mark.parametrize("kind", KINDS)
+def test_array_subclasses_are_read_and_written_as_arrays(kind):
+    """An ``np.matrix`` input (whose ``ravel`` keeps two dims) gives the bits a plain array gives, and an
+    ``np.matrix`` ``out`` is written and returned."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(-128, 128, (64, 300)).astype(np.int8)
+    s = rng.uniform(0.01, 0.1, 300).astype(np.float32)
+    z = rng.integers(-5, 5, 300).astype(np.int8)
+    with loop_kind(kind):
+        want = odq.dequantize(x, s, z, axes=(1,))
+        got = odq.dequantize(np.asmatrix(x), s, z, axes=(1,))
+        out = np.asmatrix(np.zeros(x.shape, np.float32))
+        assert odq.dequantize(x, s, z, axes=(1,), out=out) is out
+    assert type(got) is np.ndarray and same_bits(got, want)
+    assert same_bits(np.asarray(out), want)
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
