@@ -153,18 +153,19 @@ def compiled(dispatcher: Any, args: tuple[Any, ...]) -> Callable[..., Any]:
     of it; a pair (type, False): a read-only one; ``int``: an int64), called without Numba's dispatch.
     The dispatcher compiles another copy for each combination of read-only arrays it is called with
     (5-10 s for the fused loop, then one more entry in the cache), and finds the copy by the
-    arguments' types at every call (0.17 us); this code reads the caller's read-only arrays as well.
+    arguments' types at every call (0.17 us); this code reads the caller's read-only arrays as well,
+    and is compiled for arrays of any alignment (``np.frombuffer`` at an odd offset: no slower here).
     It checks only that each array argument is a NumPy array of the item size it was compiled for
     (``TypeError`` otherwise): the caller passes the base type's 1-D C-contiguous arrays of the native
     byte order it was compiled for (``reference.dequantize``: ``ravel`` of a base ``ndarray``, types the
     contract admits). Needs ``available()``."""
-    from numba import types
+    from numba import from_dtype, types
 
     def numba_type(a: Any) -> Any:
         if a is int:
             return types.int64
         t, writeable = a if isinstance(a, tuple) else (a, True)
-        return types.Array(_NUMBA.from_dtype(np.dtype(t)), 1, "C", readonly=not writeable)
+        return types.Array(from_dtype(np.dtype(t)), 1, "C", readonly=not writeable, aligned=False)
 
     return dispatcher.compile(tuple(numba_type(a) for a in args))
 

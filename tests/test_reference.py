@@ -853,9 +853,10 @@ def test_compiled_code_reads_read_only_arrays_as_it_is():
         (np.int32, np.float16, (64, 70), (1,)),  # guarded: float32, then float64 where the data leave it
     ],
 )
-def test_fused_reads_read_only_inputs(in_t, out_t, shape, axes):
-    """Read-only input, scale and zero point arrays (a memory map, ``np.frombuffer``) give the bits that
-    writeable ones give, through the compiled loop."""
+def test_fused_reads_read_only_and_unaligned_inputs(in_t, out_t, shape, axes):
+    """Read-only input, scale and zero point arrays (a memory map, ``np.frombuffer``), and unaligned ones
+    (``np.frombuffer`` at an odd offset), give the bits that writeable aligned ones give, through the
+    compiled loop; so does an unaligned ``out``."""
     rng = np.random.default_rng(7)
     info = np.iinfo(in_t)
     x = rng.integers(max(info.min, -1000), min(info.max, 1000), shape).astype(in_t)
@@ -863,8 +864,17 @@ def test_fused_reads_read_only_inputs(in_t, out_t, shape, axes):
     sshape = tuple(shape[a] for a in axes)
     s = rng.uniform(0.001, 0.1, sshape).astype(out_t)
     z = rng.integers(0, 10, sshape).astype(in_t)
+
+    def unaligned(a: np.ndarray) -> np.ndarray:
+        u = np.zeros(a.nbytes + 1, np.uint8)[1:].view(a.dtype).reshape(a.shape)
+        u[...] = a
+        return u
+
     with loop_kind("fused"):
         want = odq.dequantize(x, s, z, axes=axes)
+        odd = [unaligned(a) for a in (x, s, z, want)]
+        assert not odd[3].flags.aligned and (odd[0].itemsize == 1 or not odd[0].flags.aligned)
+        assert same_bits(odq.dequantize(*odd[:3], axes=axes, out=odd[3]), want)
         for a in (x, s, z):
             a.flags.writeable = False
         got = odq.dequantize(x, s, z, axes=axes)
