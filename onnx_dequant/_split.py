@@ -82,13 +82,14 @@ class Cost:
     and whether its calls run whole (``alone``: one in ``RETIME`` is then timed, and cut where the
     model says so, in case cutting came to pay)."""
 
-    __slots__ = ("per_element", "wholes", "cut", "cuts", "calls", "alone", "retry")
+    __slots__ = ("per_element", "wholes", "cut", "cuts", "colds", "calls", "alone", "retry")
 
     def __init__(self) -> None:
         self.per_element = UNMEASURED
         self.wholes = TRIALS + 1 if UNMEASURED else 0  # whole calls measured (the first not kept)
         self.cut = 0.0
         self.cuts = 0  # cut calls measured with their helpers awake
+        self.colds = 0  # cut calls that found a helper asleep (not measured)
         self.calls = 0
         self.alone = False
         self.retry = False  # the last cut call found a helper asleep: the next one is cut again
@@ -118,6 +119,7 @@ class Cost:
         self.calls += 1
         c = seconds / max(elements, 1)
         self.retry = cut and cold
+        self.colds += self.retry
         if cut and not cold:
             self.cuts += 1
             if self.cuts > TRIALS and self.wholes > 1:  # a helper descheduled mid-piece: at most OUTLIER

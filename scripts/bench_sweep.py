@@ -330,19 +330,31 @@ class Result:
     graph_strategy: str = ""
     ratios: dict = field(default_factory=dict)  # measure -> ratio (graph/standalone/reference over the floor)
     seconds: dict = field(default_factory=dict)
-    cut: float | None = None  # the share of the reference's calls cut with helpers awake (None: never cut)
+    cut: float | None = None  # the share of the reference's calls cut among threads (None: none may be)
+    cold: float | None = None  # the share of its calls cut that found a helper asleep
 
 
-def cut_share(x: np.ndarray, s: np.ndarray, z: np.ndarray | None, axes: tuple[int, ...]) -> float | None:
-    """The share of the reference's calls of this case cut among helper threads with their helpers awake
-    so far (its calls' ``_split.Cost``: a cut call that found a helper asleep is not counted), or None
-    where none may be cut: a worst case that ran whole in one run and cut in another is the machine's
-    noise, not the code's."""
+def cut_share(x: np.ndarray, s: np.ndarray, z: np.ndarray | None, axes: tuple[int, ...]) -> tuple[float, float] | None:
+    """The share of the reference's calls of this case cut among helper threads so far, and the share
+    of those that found a helper asleep (its calls' ``_split.Cost``), or None where none may be cut: a
+    worst case that ran whole in one run and cut in another is the machine's noise, not the code's, and
+    cut calls that always find their helpers asleep come more than ``_split.SPIN`` apart."""
     if x.size < _split.MIN_ELEMENTS or _split.cpu_count() < 2:
         return None
     key = (x.dtype, x.shape, s.dtype, s.shape, *((None, None) if z is None else (z.dtype, z.shape)))
     setup = reference._checked(*key, tuple(axes), None, x.size >= reference.FUSED_MIN_ELEMENTS)[4]
-    return None if setup is None or not setup[2].calls else setup[2].cuts / setup[2].calls
+    cost = None if setup is None else setup[2]
+    if cost is None or not cost.calls:
+        return None
+    cut = cost.cuts + cost.colds
+    return cut / cost.calls, cost.colds / cut if cut else 0.0
+
+
+def cut_label(res: Result) -> str:
+    """`` (cut 95%)``, `` (cut 95%, 90% cold)`` where cut calls found a helper asleep, or nothing."""
+    if res.cut is None:
+        return ""
+    return f" (cut {res.cut:.0%}" + (f", {res.cold:.0%} cold)" if res.cold else ")")
 
 
 def measure(case: Case, repeat: int, only: set[str]) -> Result:
@@ -366,7 +378,7 @@ def measure(case: Case, repeat: int, only: set[str]) -> Result:
         t = timed(c, repeat)
         r.seconds.update({f"ref: {k}": v for k, v in t.items()})
         r.ratios["reference"] = t["reference"] / t["copy"] / floor
-        r.cut = cut_share(x, s, z, case.axes)
+        r.cut, r.cold = cut_share(x, s, z, case.axes) or (None, None)
         if sess is not None:
             r.ratios["kernel"] = (t["kernel"] - t["reference (fresh output)"]) / t["copy"]
         del sess, c, ref_out
@@ -420,7 +432,7 @@ def summary(results: list[Result], judged: bool = True) -> dict[str, dict]:
         p90 = float(np.percentile(v, 90))
 
         def label(res: Result, m: str = m) -> str:  # the reference's: whether its calls were cut
-            return res.case + ("" if m != "reference" or res.cut is None else f" (cut {res.cut:.0%})")
+            return res.case + ("" if m != "reference" else cut_label(res))
 
         out[m] = {
             "n": len(v),
@@ -530,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         results.append(res)
         rs = "  ".join(f"{k} {v:.2f}" for k, v in res.ratios.items())
-        rs += "" if res.cut is None else f" (cut {res.cut:.0%})"
+        rs += cut_label(res)
         print(f"[{i + 1}/{len(cases)}] {c.name} floor {res.floor:.2f}: {rs}  ({res.strategy or '-'})", flush=True)
     small, summ, no_i32 = report(results)
     print(f"\n{len(results)} cases in {time.perf_counter() - t_start:.0f} s")

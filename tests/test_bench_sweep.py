@@ -36,7 +36,9 @@ def test_cut_share_is_the_cases_calls_cut_over_its_calls(sweep):
         odq.dequantize(x, s, axes=(1,))
     cost = reference._checked(x.dtype, x.shape, s.dtype, s.shape, None, None, (1,), None, True)[4][2]
     assert cost.calls >= 12
-    assert sweep.cut_share(x, s, None, (1,)) == cost.cuts / cost.calls
+    cut, cold = sweep.cut_share(x, s, None, (1,))
+    assert cut == (cost.cuts + cost.colds) / cost.calls
+    assert cold == (cost.colds / (cost.cuts + cost.colds) if cost.cuts + cost.colds else 0.0)
     small = x[:100]
     odq.dequantize(small, s, axes=(1,))
     assert sweep.cut_share(small, s, None, (1,)) is None  # never cut: under _split.MIN_ELEMENTS
@@ -44,10 +46,11 @@ def test_cut_share_is_the_cases_calls_cut_over_its_calls(sweep):
 
 def test_the_references_worst_cases_say_how_much_was_cut(sweep):
     results = [
-        sweep.Result("a", 1 << 20, 1.0, ratios={"reference": 2.5, "standalone": 3.0}, cut=0.3),
+        sweep.Result("a", 1 << 20, 1.0, ratios={"reference": 2.5, "standalone": 3.0}, cut=0.3, cold=0.0),
         sweep.Result("b", 1 << 20, 1.0, ratios={"reference": 1.5, "standalone": 1.0}),
+        sweep.Result("c", 1 << 20, 1.0, ratios={"reference": 1.2, "standalone": 1.0}, cut=0.97, cold=0.9),
     ]
     summ = sweep.summary(results)
     assert summ["reference"]["worst_case"] == "a (cut 30%)"
-    assert summ["reference"]["top5"][1] == (1.5, "b")
+    assert summ["reference"]["top5"][1:] == [(1.5, "b"), (1.2, "c (cut 97%, 90% cold)")]
     assert summ["standalone"]["worst_case"] == "a"  # the cut share is the reference's alone
