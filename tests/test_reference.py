@@ -926,12 +926,20 @@ def test_guarded_call_probes_before_the_float32_kernel():
     out = np.zeros(10000, np.float32)
     x[reference.GUARD_PROBE - 1] = 1 << 24
     guard = (thunk("f32", kernel), 1 << 23)
-    assert reference._guarded(guard, thunk("f64", rest), x, x, out, out, 0, 10000, None) == 10000
+    assert reference._guarded(guard, thunk("f64", rest), False, x, x, out, out, 0, 10000, None) == 10000
     assert calls == [("f64", 0, 10000, 10000)] and thunks == ["f64"]
     calls.clear()
     thunks.clear()
-    assert reference._guarded(guard, thunk("f64", rest), x, x, out, out[256:], 256, 10000, None) == 10000
+    assert reference._guarded(guard, thunk("f64", rest), False, x, x, out, out[256:], 256, 10000, None) == 10000
     assert calls == [("f32", 256, 10000), ("f64", 5256, 10000, 4744)] and thunks == ["f32", "f64"]
+    calls.clear()
+    z = np.zeros(10000, np.int32)
+    z[9000] = 1 << 24  # a paired zero point beyond the bound, in the piece: all of it in float64
+    assert reference._guarded(guard, thunk("f64", rest), True, x, z, out, out[256:], 256, 10000, None) == 10000
+    assert calls == [("f64", 256, 10000, 9744)]
+    calls.clear()
+    assert reference._guarded(guard, thunk("f64", rest), True, x, z, out, out[256:8256], 256, 8256, None) == 8256
+    assert calls == [("f32", 256, 8256), ("f64", 5256, 8256, 3000)]  # beyond this piece: not its to heed
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
@@ -947,6 +955,28 @@ def test_fused_i32_zero_point_beyond_the_bound():
     want = rounded_once(x.astype(np.float64) - z.astype(np.float64)[:, None], s.reshape(-1, 1), np.float16)
     with np.errstate(all="ignore"):
         float32 = ((x.astype(np.float32) - z.astype(np.float32)[:, None]) * np.float32(2.0**-10)).astype(np.float16)
+    assert not same_bits(float32, want)  # the data tell the two apart
+    with loop_kind("fused"):
+        got = odq.dequantize(x, s, z, axes=[0])
+    assert same_bits(got, want)
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("cut", [False, True])
+def test_fused_i32_zero_point_as_large_as_the_input(request, cut):
+    """A zero point of the input's elements is checked a piece at a time: the pieces whose zero point
+    lies within the bound run in float32, the one holding 2**24 + 2**13 + 1 in float64, every bit as
+    float64 gives it (float32 work would put that difference on an f16 tie)."""
+    if cut:
+        request.getfixturevalue("cut_calls")
+    n = 3 * 4096
+    x = np.zeros(n, np.int32)
+    z = np.full(n, -5, np.int32)
+    z[2 * 4096 + 7] = -((1 << 24) + (1 << 13) + 1)
+    s = np.full(n, 2.0**-10, np.float16)
+    want = rounded_once(x.astype(np.float64) - z.astype(np.float64), s, np.float16)
+    with np.errstate(all="ignore"):
+        float32 = ((x.astype(np.float32) - z.astype(np.float32)) * np.float32(2.0**-10)).astype(np.float16)
     assert not same_bits(float32, want)  # the data tell the two apart
     with loop_kind("fused"):
         got = odq.dequantize(x, s, z, axes=[0])
