@@ -77,9 +77,10 @@ class Cost:
     """What one kind of call (a compiled loop over one layout and shape) was measured to cost, in
     seconds per element: whole (``per_element``: ``UNMEASURED``, then the least of ``TRIALS`` calls
     after the first, which may load or compile the loop, then an average of those timed with no
-    helper spinning beside them) and cut (``cut``: the least of its first ``TRIALS`` cut calls with
-    their helpers awake, then an average, each call counted at most ``OUTLIER`` whole calls' time);
-    and whether its calls run whole (``alone``: one in ``RETIME`` is then timed, and cut where the
+    helper spinning beside them, each counted at most ``OUTLIER`` times the average) and cut
+    (``cut``: the least of its first ``TRIALS`` cut calls with their helpers awake, then an average,
+    each call counted at most ``OUTLIER`` whole calls' time); and whether its calls run whole
+    (``alone``: one in ``RETIME`` is then timed, and cut where the
     model says so, in case cutting came to pay)."""
 
     __slots__ = ("per_element", "wholes", "cut", "cuts", "colds", "calls", "alone", "retry")
@@ -127,6 +128,8 @@ class Cost:
             self.cut = _trial(self.cut, c, self.cuts)
         elif not cut and not beside:
             self.wholes += 1
+            if self.wholes > TRIALS + 1:  # a call that compiled a kernel (``_guarded``'s): at most OUTLIER
+                c = min(c, OUTLIER * self.per_element)
             if self.wholes > 1:  # the first may have loaded or compiled the loop
                 self.per_element = _trial(self.per_element, c, self.wholes - 1)
         pays = share(self.per_element * elements, LATENCY[0], threads) <= SHARE_MAX
@@ -157,7 +160,10 @@ time: a helper descheduled by the host mid-piece made single cut calls 2-30x slo
 among 100 us ones, a 2-vCPU VM), and one such call counted whole kept the kind in one piece for
 hundreds of calls after it (``(4,2,2,3,3,11269)`` ``{5}`` i8 -> f16: 2.0x a copy cut, 3.1x whole).
 Cut calls slower than whole ones by ``SLOWER`` still stop the cutting: this bounds only how long it
-takes a retimed call (``RETIME``) to resume it."""
+takes a retimed call (``RETIME``) to resume it. A whole call counts for at most as many times the whole
+calls' average: the call of an i32 kind that first needs its float64 kernel compiles it (seconds:
+2000x the others, ``reference._guarded``), and counted whole it made the kind's calls cut whatever
+cutting measured until whole calls were timed again."""
 
 RETIME = 64
 """A kind of call that runs in one piece is timed once in this many calls (a timed call costs about

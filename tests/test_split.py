@@ -308,3 +308,23 @@ def test_an_interrupt_while_waiting_for_a_helper_is_raised_once_its_piece_is_don
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_one_whole_call_that_compiled_a_kernel_does_not_make_the_kind_cut():
+    """Past its trials, a whole call counts for at most ``OUTLIER`` times the whole calls' average: a
+    call that compiled a kernel (2000x the others) leaves a kind whose cut calls measure slower in one
+    piece; whole calls steadily slower still move the average."""
+    c = _split.Cost()
+    for _ in range(_split.TRIALS + 1):
+        c.learn(1.0, 1000, 2)  # whole: 1e-3 an element
+    for _ in range(_split.TRIALS):
+        c.learn(1.05, 1000, 2, cut=True)  # cut: no faster
+    assert not c.alone or c.cut < _split.SLOWER * c.per_element
+    c.learn(2000.0, 1000, 2)
+    assert c.per_element == pytest.approx(1e-3 + 0.25 * 0.5e-3)
+    for _ in range(20):
+        c.learn(1.3, 1000, 2, cut=True)  # cut calls slower than whole ones: one piece
+    assert c.alone and not c.wants_cut(0.6)
+    for _ in range(30):
+        c.learn(2.0, 1000, 2)  # whole calls steadily 2x slower: the average follows
+    assert c.per_element == pytest.approx(2e-3, rel=0.01)
