@@ -128,8 +128,9 @@ def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str,
     zero point where ``has_z``) and writing ``out`` in ``layout`` (``_jit.LAYOUTS``): the fused loop less
     its markers (``_jit.fused_for``: it returns the end of what it wrote, -1, nothing written, where
     ``out`` overlaps an input; with a ``guard``, ``exactness.f32_guard``'s, the start of the first chunk
-    whose inputs lie beyond it); every array is passed as ``bits_type`` says, 1-D and C-contiguous, the
-    plan read-only. Compiled (or loaded from Numba's cache) at this call, for those types (``compiled``).
+    whose inputs lie beyond it; its last argument the blocks claimed among threads, or
+    ``_split.NO_CLAIM``); every array is passed as ``bits_type`` says, 1-D and C-contiguous, the plan
+    read-only. Compiled (or loaded from Numba's cache) at this call, for those types (``compiled``).
     Needs ``available()``."""
     key = (work, out, x, has_z, layout, guard)
     if key not in _KERNELS:
@@ -144,7 +145,7 @@ def kernel(work: np.dtype, out: np.dtype, x: np.dtype, has_z: bool, layout: str,
             guard,
         )
         xb, ob = (bits_type(np.dtype(t)) or np.dtype(t) for t in (x, out))
-        _KERNELS[key] = compiled(loop, (xb, xb, ob, ob, int, int, (np.int64, False)))
+        _KERNELS[key] = compiled(loop, (xb, xb, ob, ob, int, int, (np.int64, False), np.int64))
     return _KERNELS[key]
 
 

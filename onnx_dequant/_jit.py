@@ -1231,18 +1231,17 @@ def _given(zkind):  # pragma: no cover - compiled
 
 
 @_loop
-def start(e0, tile, dims, strides):  # pragma: no cover - compiled
-    """Where flat element ``e0`` lies: the outer dims' odometer, its scale offset and the column in its
-    tile."""
+def start(idx, e0, tile, dims, strides):  # pragma: no cover - compiled
+    """Where flat element ``e0`` lies: the outer dims' odometer (written to ``idx``), its scale offset
+    and the column in its tile."""
     m = dims.shape[0]
     unit = e0 // tile
-    idx = np.zeros(max(m, 1), np.int64)
     off = 0
     for k in range(m - 1, -1, -1):
         idx[k] = unit % dims[k]
         unit //= dims[k]
         off += idx[k] * strides[k]
-    return idx, off, e0 - (e0 // tile) * tile
+    return off, e0 - (e0 // tile) * tile
 
 
 @_bare
@@ -1628,6 +1627,33 @@ def overlaps(out, a):  # pragma: no cover - compiled
     return out.nbytes > 0 and a.nbytes > 0 and o < p + a.nbytes and p < o + out.nbytes
 
 
+@intrinsic
+def _swapped(typingctx, slots, old, new):  # pragma: no cover - compiled
+    """``slots[0]`` (int64) set to ``new`` where it is ``old``, atomically; its value before."""
+
+    def codegen(context, builder, sig, args):
+        a = context.make_array(sig.args[0])(context, builder, args[0])
+        return builder.extract_value(builder.cmpxchg(a.data, args[1], args[2], "acq_rel", "monotonic"), 0)
+
+    return types.int64(slots, old, new), codegen
+
+
+@_jit
+def claim_block(claim):  # pragma: no cover - compiled
+    """The number of the next block a claiming loop computes (``fused_for``'s ``claim``): ``claim[0]``
+    (int64, shared among the threads of a call) raised by one, atomically, where it is short of the
+    blocks ``claim`` holds (so that a thread given fewer of them than the others stops short of the
+    rest, and leaves them to the others); its value before."""
+    n = claim.shape[0] - 2
+    k = claim[0]
+    while k < n:
+        seen = _swapped(claim, k, k + 1)
+        if seen == k:
+            break
+        k = seen
+    return k
+
+
 GUARD_CHUNK = 1 << 16
 """The elements a guarded loop (``fused_for``'s ``guard``) checks, then computes, at a time: 256 KB of
 i32, which the computation reads again from the L2 cache (1 MB on Zen 4). Each chunk is one walk's
@@ -1676,8 +1702,14 @@ def _period_done(x, z, s, out, e0, e1, plan, kind, xkind, zkind, wkind):  # prag
 
 def fused_for(kind, xkind, zkind, wkind, mode, guard=0):
     """The fused loop with its markers fixed: ``out[0 : e1 - e0] = (x[e] - z[j]) * s[j]`` for the flat
-    elements ``e0 <= e < e1``, called with the seven array and index arguments alone. It returns the end
+    elements ``e0 <= e < e1``, called with the eight array and index arguments alone. It returns the end
     of what it wrote: ``e1``, or -1, writing nothing, where ``out`` overlaps an input.
+
+    ``claim`` (int64) is empty, or the blocks of ``e0..e1`` shared among the threads of a call: the next
+    block's number, then the blocks' bounds (``e0`` first, ``e1`` last). Each thread calls the loop on
+    the whole range and computes the blocks it claims (``claim_block``) until none is left; so a thread
+    that runs slower (a helper started late, a virtual CPU the host runs slower for a while) computes
+    fewer.
 
     ``plan`` (``reference._kernel_plan``'s, ``unplan``): ``tile`` elements per innermost unit;
     ``pattern`` (tiles) the scale offset of each of the tile's rows (of ``tile // len(pattern)``
@@ -1690,8 +1722,9 @@ def fused_for(kind, xkind, zkind, wkind, mode, guard=0):
     it instead (``period_done``), whatever the layout, where its scales allow.
 
     With a ``guard`` (float32 work for i32 inputs, ``exactness.f32_guard``) it computes ``GUARD_CHUNK``
-    elements at a time, each once its inputs are found within ``-guard..guard`` (``within``), and
-    returns the start of the first that is not (the zero point is the caller's to check). Numba types
+    elements at a time, each once its inputs are found within ``-guard..guard`` (``within``), a zero
+    point as large as the input with them (the caller checks any other whole), and returns the start of
+    the first that is not (its claimed block left to the caller). Numba types
     every argument of every call; a NumPy scalar marker costs about 0.25 us of it (five: a third of a
     call's fixed cost), a closure's cells are compile-time constants (and part of the cache's key). The
     layout's flags are such cells, so that Numba prunes the other walks before typing; the walks are
@@ -1701,7 +1734,7 @@ def fused_for(kind, xkind, zkind, wkind, mode, guard=0):
     held, varies, spreads, narrow, blocks = (mode.dtype == LAYOUTS[name].dtype for name in LAYOUTS)
 
     @_loop
-    def loop(x, z, s, out, e0, e1, plan):  # pragma: no cover - compiled
+    def loop(x, z, s, out, e0, e1, plan, claim):  # pragma: no cover - compiled
         if overlaps(out, x) or overlaps(out, s) or overlaps(out, z):
             return -1
         tile, inner_varies, group, pattern, dims, strides = unplan(plan)
@@ -1713,20 +1746,33 @@ def fused_for(kind, xkind, zkind, wkind, mode, guard=0):
                 span = max(span, np.int64(pattern[r]) + (width if inner_varies else 1))
         if spreads:
             span += SPREAD_BLOCK  # the spare elements ``spread`` reads
-        e = e0
-        while e < e1:
-            c = e1
+        # the odometer, the scale's scratch in one array and the zero point's in another (about 40 ns
+        # each), allocated once a call, where a chunk needs them (each claimed block is one)
+        idx = np.zeros(max(dims.shape[0], 1), np.int64)
+        nb, nw, nv = spread_buffers(mode, tile, rows, span)
+        n = nb + nw + nv
+        wb, zs = work_zeros(wkind, 0), z_zeros(kind, xkind, wkind, z, 0)
+        claiming = claim.shape[0] > 0
+        paired = z.shape[0] == x.shape[0]  # a zero point of the input's elements: guarded with it
+        e, end = e0, e0 if claiming else e1  # claiming: the first block claimed
+        while True:
+            if e >= end:
+                if not claiming:
+                    return e1
+                k = claim_block(claim)
+                if k >= claim.shape[0] - 2:
+                    return e1
+                e, end = claim[1 + k], claim[2 + k]
+            c = end
             if guarded:
-                c = min(e1, e + GUARD_CHUNK)
-                if not within(x, e, c, guard):
+                c = min(end, e + GUARD_CHUNK)
+                if not within(x, e, c, guard) or (given(zkind) and paired and not within(z, e, c, guard)):
                     return e
             o = out[e - e0 : c - e0]
             if not period_done(x, z, s, o, e, c, plan, kind, xkind, zkind, wkind):
-                idx, off, col = start(e, tile, dims, strides)
-                # the scale's scratch in one array and the zero point's in another (about 40 ns each)
-                nb, nw, nv = spread_buffers(mode, tile, rows, span)
-                n = nb + nw + nv
-                wb, zs = work_zeros(wkind, n), z_zeros(kind, xkind, wkind, z, n if given(zkind) else 0)
+                off, col = start(idx, e, tile, dims, strides)
+                if wb.shape[0] < n:  # a walk rewrites what it reads of them before it reads it
+                    wb, zs = work_zeros(wkind, n), z_zeros(kind, xkind, wkind, z, n if given(zkind) else 0)
                 if held:
                     walk_rows_held(x, z, s, o, e, c, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode)
                 elif varies:
@@ -1746,7 +1792,6 @@ def fused_for(kind, xkind, zkind, wkind, mode, guard=0):
                         x, z, s, o, e, c, plan, idx, off, col, wb, zs, span, kind, xkind, zkind, wkind, mode
                     )
             e = c
-        return e1
 
     return loop
 

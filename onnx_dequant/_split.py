@@ -1,24 +1,28 @@
 """A compiled loop's call cut among threads where measurement says it pays.
 
-The calling thread computes the first share of the elements and helper threads the rest, a piece each.
-A helper that has just computed a piece spins for the next one for ``SPIN`` seconds without the GIL
-(``_spin``), then sleeps; the caller spins the same way for the helpers' pieces to end. A piece posted
-to a spinning helper starts within a few microseconds; one posted to a sleeping helper, after the
-operating system wakes its core (20-50 us on a virtual machine, measured), so the caller's share is
-larger by what it computes meanwhile (``share``, from the start latency measured on every cut call:
-``LATENCY``), and a call is cut only where that saves a fifth of its time (``SHARE_MAX``). What a call
-costs is measured, not typed in: every call of ``MIN_ELEMENTS`` or more times itself, and its kind
-keeps what it costs whole and cut (``Cost``), so that a kind of call whose cut calls measure slower
-stays whole (where two CPUs share one core's vector units, a loop bound by their throughput gains
-nothing from a second thread). A helper's piece not started when the caller is done is computed by the
-caller, and a call made while another thread's call holds the helpers runs in one piece, so a call
-never waits on a busy or sleeping helper.
+The calling thread and helper threads share the call's elements in blocks, each thread claiming the
+next block from a shared counter in the compiled loop itself (``schedule``: blocks that shrink to the
+end, the last the caller's alone), so that a thread that starts late or runs slower (a helper woken
+from sleep, a virtual CPU the host runs slower for a while) computes fewer of them and none waits long
+on another. A helper that has just computed its blocks spins for the next call for ``SPIN`` seconds
+without the GIL (``_spin``), then sleeps; the caller spins the same way for the helpers to end. A call
+posted to a spinning helper starts within a few microseconds; one posted to a sleeping helper, after the
+operating system wakes its core (20-50 us on a virtual machine, measured): a call is cut only where
+the caller's share of fixed pieces, given that start latency (``share``, from the latency measured on
+every cut call: ``LATENCY``), would save a fifth of its time (``SHARE_MAX``). What a call costs is
+measured, not typed in: every call of ``MIN_ELEMENTS`` or more times itself, and its kind keeps what it
+costs whole and cut (``Cost``), so that a kind of call whose cut calls measure slower stays whole
+(where two CPUs share one core's vector units, a loop bound by their throughput gains nothing from a
+second thread). A helper not started when the caller is done has nothing left to claim, and a call made
+while another thread's call holds the helpers runs in one piece, so a call never waits on a busy or
+sleeping helper.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import threading
 import time
@@ -28,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Cost", "run", "untimed", "share", "pool", "cpu_count"]
+__all__ = ["Cost", "run", "untimed", "share", "schedule", "pool", "cpu_count", "NO_CLAIM"]
 
 MIN_ELEMENTS = 1 << 17
 """Calls of fewer elements run in one piece, untimed: at the slowest loop's 0.5 ns an element they take
@@ -41,17 +45,17 @@ SHARE_MAX = 0.8
 than a fifth of the call."""
 
 SPIN = 50e-6
-"""Seconds a helper spins for its next piece after one before it sleeps: a CPU busy that long after
+"""Seconds a helper spins for the next cut call after one before it sleeps: a CPU busy that long after
 each cut call, for a start in microseconds for a call that follows within it. Where two CPUs share a
 core (as on the 2-vCPU VM of docs/performance.md's nineteenth round), the spinning one slows the other:
 a call in one piece right after a cut call ran 1.5x slower beside a helper spinning 200 us."""
 
 
 _SPINNING = [0.0]
-"""Until when (``time.perf_counter``) the last cut call's helpers spin for a next piece."""
+"""Until when (``time.perf_counter``) the last cut call's helpers spin for the next."""
 
 SETTLE = 2e-6
-"""Seconds a helper that sees a piece posted spins on before it takes the GIL, which the caller holds
+"""Seconds a helper that sees a call posted spins on before it takes the GIL, which the caller holds
 for a microsecond or two after posting (``_spin.serve``): measured start latency 6.2 us at 2 us, 5-15
 at 0.5-1 us (the helper sometimes finds the GIL taken, and sleeps), 7-9 at 4 us, 11-13 at 8 us."""
 
@@ -123,7 +127,7 @@ class Cost:
         self.colds += self.retry
         if cut and not cold:
             self.cuts += 1
-            if self.cuts > TRIALS and self.wholes > 1:  # a helper descheduled mid-piece: at most OUTLIER
+            if self.cuts > TRIALS and self.wholes > 1:  # a helper descheduled mid-call: at most OUTLIER
                 c = min(c, OUTLIER * self.per_element)
             self.cut = _trial(self.cut, c, self.cuts)
         elif not cut and not beside:
@@ -156,7 +160,7 @@ model says it pays: both measures move by a tenth from call to call on a shared 
 
 OUTLIER = 1.5
 """The most a cut call's time counts for in its kind's average once its trials are made, in whole calls'
-time: a helper descheduled by the host mid-piece made single cut calls 2-30x slower (a 3 ms call
+time: a helper descheduled by the host mid-call made single cut calls 2-30x slower (a 3 ms call
 among 100 us ones, a 2-vCPU VM), and one such call counted whole kept the kind in one piece for
 hundreds of calls after it (``(4,2,2,3,3,11269)`` ``{5}`` i8 -> f16: 2.0x a copy cut, 3.1x whole).
 Cut calls slower than whole ones by ``SLOWER`` still stop the cutting: this bounds only how long it
@@ -180,8 +184,46 @@ def share(seconds: float, latency: float, threads: int) -> float:
     return min(1.0, (latency / seconds * (threads - 1) + 1.0) / threads)
 
 
-Kernel = Callable[[int, int], Any]
-"""A loop over elements ``[a, b)``, returning what the call returns."""
+Kernel = Callable[[int, int, np.ndarray], Any]
+"""A loop over elements ``[a, b)``, returning what the call returns: ``kernel(a, b, NO_CLAIM)`` computes
+them all; ``kernel(0, size, claim)``, called by each thread of a cut call, the blocks it claims until
+none is left (``claim``, int64: the next block's number, shared, then the blocks' bounds, ``schedule``;
+``_jit.fused_for``)."""
+
+NO_CLAIM = np.zeros(0, np.int64)
+"""A kernel's ``claim`` where it computes its whole range."""
+
+BLOCK_MIN = 1 << 13
+"""The fewest elements in a block of a cut call (``schedule``), but the last: each block the loop claims
+costs it 0.1-0.2 us (``(2048,512)`` ``{0}`` i8 -> f32, one thread: 16 blocks of 64K elements 1.05x the
+whole call, 256 of 4K 1.4x)."""
+
+
+TAIL = 2e-6
+"""Seconds of a cut call's last block, which the caller alone computes: the helpers leave it to the
+caller, so that each is done (back from its loop into Python, which takes the GIL, and spinning
+again without it, ``_spin.serve``) before the caller's loop returns. Threads that leave their loops
+at once both take the GIL, and the one that finds it taken sleeps: a 20-50 us wake-up, measured as
+cut calls 1.1-1.25x slower than two fixed pieces at 0.1-0.2 ms a call."""
+
+
+def schedule(size: int, threads: int, tail: int) -> np.ndarray:
+    """A cut call's ``claim`` for ``size`` elements among ``threads`` threads (its counter at 0):
+    blocks of the ``2 * threads``-th part of what is left (at least ``BLOCK_MIN``, on multiples of
+    ``_ALIGN``: no two threads write one cache line), so that a thread that runs slower (a helper
+    started late, a CPU the host runs slower for a while) leaves the rest to the others, then a last
+    block of ``tail`` elements (``TAIL``), which the helpers do not see (``claim[:-1]``). The caller of
+    ``run`` holds it while the call runs."""
+    return _schedule(size, threads, tail, BLOCK_MIN, _ALIGN)
+
+
+@functools.lru_cache(maxsize=64)
+def _schedule(size: int, threads: int, tail: int, least: int, align: int) -> np.ndarray:
+    bounds = [0]
+    while bounds[-1] < size - tail:
+        step = max(least, (size - tail - bounds[-1]) // (2 * threads))
+        bounds.append(min(size - tail, -(-(bounds[-1] + step) // align) * align))
+    return np.array([0, *bounds, size], np.int64)
 
 
 def untimed(size: int, cost: Cost) -> bool:
@@ -196,11 +238,11 @@ def untimed(size: int, cost: Cost) -> bool:
 
 
 def run(kernel: Kernel, size: int, cost: Cost, apart: Callable[[], bool]) -> Any:
-    """``kernel(0, size)``, cut into pieces among helper threads where ``cost`` says it pays
-    (``Cost.wants_cut``) and ``apart()`` (asked only then) says the pieces may run at once (each piece
-    ``kernel(a, b)``; the call returns the first piece's value)."""
+    """``kernel(0, size, NO_CLAIM)``, or its blocks claimed among the caller and helper threads where
+    ``cost`` says cutting pays (``Cost.wants_cut``) and ``apart()`` (asked only then) says the blocks may
+    run at once (the call returns the caller's value)."""
     if untimed(size, cost):
-        return kernel(0, size)
+        return kernel(0, size, NO_CLAIM)
     threads = cpu_count()
     f = share(cost.per_element * size, LATENCY[0], threads)
     team = _Team.get(threads - 1) if cost.wants_cut(f) else None
@@ -211,23 +253,24 @@ def run(kernel: Kernel, size: int, cost: Cost, apart: Callable[[], bool]) -> Any
         finally:
             team.release()
     t0 = time.perf_counter()
-    result = kernel(0, size)
+    result = kernel(0, size, NO_CLAIM)
     cost.learn(time.perf_counter() - t0, size, threads, beside=t0 < _SPINNING[0])
     return result
 
 
 def _cut(kernel: Kernel, size: int, cost: Cost, team: _Team, f: float, threads: int) -> Any:
-    """``run``'s call cut: the caller's share ``f`` here, the rest in a piece for each of ``threads - 1``
-    of ``team``'s helpers; the call's time and the helpers' start latency learned."""
-    m = _aligned(size * f, size)
-    cuts = [m] + [_aligned(m + (size - m) * i / (threads - 1), size) for i in range(1, threads - 1)] + [size]
+    """``run``'s call cut: ``size``'s blocks (``schedule``) claimed by the caller and ``threads - 1`` of
+    ``team``'s helpers; the call's time and the helpers' start latency learned (``f``, the caller's share
+    were the call cut in fixed pieces, decided that it pays)."""
+    claim = schedule(size, threads, _tail(size, cost.per_element))
+    claim[0] = 0
     t0 = time.perf_counter()
     jobs: list[_Job] = []
     try:
-        for h, a, b in zip(team.helpers, cuts, cuts[1:]):
-            jobs.append(h.post(kernel, a, b))
-        result = kernel(0, m)
-    except BaseException:  # no piece may write the output once the call is over; this error first
+        for h in team.helpers[: threads - 1]:
+            jobs.append(h.post(kernel, size, claim[:-1]))
+        result = kernel(0, size, claim)
+    except BaseException:  # no block may be written once the call is over; this error first
         with contextlib.suppress(BaseException):
             _join(team.helpers, jobs)
         raise
@@ -241,24 +284,28 @@ def _cut(kernel: Kernel, size: int, cost: Cost, team: _Team, f: float, threads: 
     return result
 
 
-def _aligned(at: float, size: int) -> int:
-    return min(size, int(at) // _ALIGN * _ALIGN)
+def _tail(size: int, per_element: float) -> int:
+    """The elements of a cut call's last block (``TAIL`` seconds' worth), a power of two (``schedule``'s
+    cache keeps few), at least ``_ALIGN`` and at most a quarter of the call."""
+    want = TAIL / max(per_element, 1e-12)
+    tail = 1 << max(0, math.ceil(math.log2(max(want, 1.0))))
+    return max(_ALIGN, min(tail, size // 4 // _ALIGN * _ALIGN))
 
 
 def _join(helpers: list[_Helper], jobs: list[_Job]) -> float | None:
-    """Wait for the helpers' pieces, computing here any not yet started (marked ``cold``); the latest
-    start of those the helpers ran, or None. A piece's exception is raised once all are done."""
+    """Wait for the helpers' calls (one not started by now has nothing left to claim: it is dropped,
+    marked ``cold``); the latest start of those the helpers ran, or None. A call's exception is raised
+    once all are done."""
     start, error = None, None
     for helper, job in zip(helpers, jobs):
         try:
-            if job.claim.acquire(blocking=False):  # not started: computed here
+            if job.claim.acquire(blocking=False):  # not started: the caller claimed its blocks
                 job.cold = True
-                job.kernel(job.a, job.b)
             else:
                 helper.finished(job)
                 error = error or job.error
                 start = job.began if start is None else max(start, job.began)
-        except BaseException as e:  # noqa: BLE001 - raised below, once no piece runs
+        except BaseException as e:  # noqa: BLE001 - raised below, once no block is written
             error = error or e
         finally:
             helper.job = None  # the call's arrays are not kept alive by the helper
@@ -268,35 +315,35 @@ def _join(helpers: list[_Helper], jobs: list[_Job]) -> float | None:
 
 
 class _Job:
-    """A piece posted to a helper: whoever takes ``claim`` first (the helper, or the caller once its own
-    piece is done) computes it."""
+    """A helper's part in a cut call (``kernel(0, size, blocks)``): the helper runs it where it takes
+    ``claim`` before the caller, done with its own blocks, does (it is then dropped)."""
 
-    __slots__ = ("seq", "kernel", "a", "b", "claim", "began", "error", "cold")
+    __slots__ = ("seq", "kernel", "size", "blocks", "claim", "began", "error", "cold")
 
-    def __init__(self, seq: int, kernel: Kernel, a: int, b: int, cold: bool) -> None:
-        self.seq, self.kernel, self.a, self.b = seq, kernel, a, b
+    def __init__(self, seq: int, kernel: Kernel, size: int, blocks: np.ndarray, cold: bool) -> None:
+        self.seq, self.kernel, self.size, self.blocks = seq, kernel, size, blocks
         self.claim = threading.Lock()
         self.began, self.error = 0.0, None
-        self.cold = cold  # posted to a sleeping helper, or computed by the caller
+        self.cold = cold  # posted to a sleeping helper, or dropped
 
 
 class _Helper:
-    """A daemon thread that computes the pieces posted to it. Between pieces it waits in
+    """A daemon thread that computes its part of the calls posted to it. Between calls it waits in
     ``_spin.serve`` without the GIL (``SPIN`` seconds, then asleep on ``wake``), where it also tells
-    the caller its last piece is done."""
+    the caller its last part is done."""
 
     def __init__(self) -> None:
-        self.posted = np.zeros(1, np.int64)  # the last piece's number, raised by the caller
-        self.done = np.zeros(1, np.int64)  # the last piece done, raised by this thread
+        self.posted = np.zeros(1, np.int64)  # the last call's number, raised by the caller
+        self.done = np.zeros(1, np.int64)  # the last call done, raised by this thread
         self.wake = threading.Condition()
         self.sleeping = False
         self.job: _Job | None = None
         self.seq = 0
         threading.Thread(target=self._serve, name="onnx_dequant-helper", daemon=True).start()
 
-    def post(self, kernel: Kernel, a: int, b: int) -> _Job:
+    def post(self, kernel: Kernel, size: int, blocks: np.ndarray) -> _Job:
         self.seq += 1
-        job = self.job = _Job(self.seq, kernel, a, b, self.sleeping)
+        job = self.job = _Job(self.seq, kernel, size, blocks, self.sleeping)
         self.posted[0] = self.seq
         if self.sleeping:
             with self.wake:
@@ -314,7 +361,7 @@ class _Helper:
             try:
                 if _spin.until(self.done, 0, job.seq, _Team.spins):
                     break
-            except BaseException as e:  # noqa: BLE001 - raised below, once the piece is done
+            except BaseException as e:  # noqa: BLE001 - raised below, once the part is done
                 pending = pending or e
         if pending is not None:
             raise pending
@@ -337,7 +384,7 @@ class _Helper:
                 continue
             job.began = time.perf_counter()
             try:
-                job.kernel(job.a, job.b)
+                job.kernel(0, job.size, job.blocks)
             except BaseException as e:  # noqa: BLE001 - the caller raises it
                 job.error = e
             finished, job = job.seq, None
@@ -370,7 +417,7 @@ class _Team:
                     rate = _spin.spins_per_second()
                     cls.spins, cls.settle = max(1, int(SPIN * rate)), int(SETTLE * rate)
                     slot = np.zeros(1, np.int64)
-                    _spin.serve(slot, 0, slot, 0, 0, 0)  # loaded (or compiled) here, not by a helper's first piece
+                    _spin.serve(slot, 0, slot, 0, 0, 0)  # loaded (or compiled) here, not by a helper's first call
                 team = cls._current = _Team()
         if not team.busy.acquire(blocking=False):
             return None

@@ -179,17 +179,17 @@ def dequantize(
         s_flat = scale.ravel() if out_bits is None else scale.ravel().view(out_bits)
         out_flat = out.ravel() if out_bits is None else out.ravel().view(out_bits)
         if guard is not None:  # i32 in float32 where it may; the kernels are thunks (``_fused_setup``)
-            # a zero point as large as the input pairs with it element by element: checked a piece at a
-            # time, among the threads, not all before the call (a pass of 100 us at 2.3M elements)
-            paired = has_z and z_flat.shape[0] == size
-            guarded = not has_z or paired or _fused.within(z_flat, guard[1])
-            kernel = functools.partial(_guarded, guard, kernel, paired) if guarded else kernel()
+            # a zero point as large as the input pairs with it element by element: the guarded kernel
+            # checks it a chunk at a time, among the threads, not all before the call (a pass of 100 us
+            # at 2.3M elements)
+            guarded = not has_z or z_flat.shape[0] == size or _fused.within(z_flat, guard[1])
+            kernel = functools.partial(_guarded, guard, kernel) if guarded else kernel()
         # compiled code raises no floating-point warnings: no errstate; it checks the overlap itself
         if size < _split.MIN_ELEMENTS or _split.untimed(size, cost):
-            if kernel(x_flat, z_flat, s_flat, out_flat, 0, size, plan) >= 0:
+            if kernel(x_flat, z_flat, s_flat, out_flat, 0, size, plan, _split.NO_CLAIM) >= 0:
                 return out
         elif _split.run(
-            lambda a, b: kernel(x_flat, z_flat, s_flat, out_flat[a:b], a, b, plan) >= 0,
+            lambda a, b, claim: kernel(x_flat, z_flat, s_flat, out_flat[a:b], a, b, plan, claim) >= 0,
             size,
             cost,
             lambda: not _overlaps(out_flat, x_flat, s_flat, z_flat),
@@ -578,7 +578,6 @@ def _fused_setup(
 def _guarded(
     guard: Any,
     rest: Any,
-    paired: bool,
     x: np.ndarray,
     z: np.ndarray,
     s: np.ndarray,
@@ -586,22 +585,25 @@ def _guarded(
     e0: int,
     e1: int,
     plan: Any,
+    claim: np.ndarray,
 ) -> int:
     """A guarded float32 kernel's call (``guard``: the kernel and its bound; ``_jit.fused_for``'s
     arguments) finished by ``rest`` (float64) from the first chunk whose inputs it left (beyond the
-    bound); each kernel is a thunk that compiles it at its first call. A call whose first
+    bound) to its range's end, or its claimed block's (``_split.schedule``: the kernel then goes on
+    claiming); each kernel is a thunk that compiles it at its first call. A call whose first
     ``GUARD_PROBE`` elements lie beyond the bound goes to ``rest`` at once: it never compiles the
-    guarded kernel (5-10 s) for nothing, nor do data within it compile ``rest``. Where ``paired`` (a
-    zero point of the input's elements, ``z[e]`` beside ``x[e]``), the zero point's ``z[e0:e1]`` is
-    checked here, and the call goes to ``rest`` where it lies beyond the bound (the caller checks any
-    other zero point whole)."""
+    guarded kernel (5-10 s) for nothing, nor do data within it compile ``rest``."""
     kernel, limit = guard
-    if not _fused.within(x, limit, e0, min(e1, e0 + GUARD_PROBE)) or (paired and not _fused.within(z, limit, e0, e1)):
-        return rest()(x, z, s, out, e0, e1, plan)
-    done = kernel()(x, z, s, out, e0, e1, plan)
-    if e0 <= done < e1:
-        done = rest()(x, z, s, out[done - e0 :], done, e1, plan)
-    return done
+    if not _fused.within(x, limit, e0, min(e1, e0 + GUARD_PROBE)):
+        return rest()(x, z, s, out, e0, e1, plan, claim)
+    while True:
+        done = kernel()(x, z, s, out, e0, e1, plan, claim)
+        if not e0 <= done < e1:
+            return done
+        if not claim.shape[0]:
+            return rest()(x, z, s, out[done - e0 :], done, e1, plan, claim)
+        end = int(claim[1 + np.searchsorted(claim[1:], done, "right")])  # the claimed block's end
+        rest()(x, z, s, out[done - e0 : end - e0], done, end, plan, _split.NO_CLAIM)
 
 
 def _run_blocks(

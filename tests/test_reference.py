@@ -110,12 +110,13 @@ def fresh_plans():
 
 @pytest.fixture
 def cut_calls(monkeypatch, fresh_plans):
-    """Every fused call cut into pieces over the thread pool (``_split``): five threads, the caller's share
-    a fifth, cuts on any element."""
+    """Every fused call's blocks claimed among five threads (``_split``), in blocks of 64 elements or more
+    cut on any element."""
     monkeypatch.setattr(_split, "MIN_ELEMENTS", 0)
     monkeypatch.setattr(_split, "UNMEASURED", 1.0)
     monkeypatch.setattr(_split, "LATENCY", [0.0])
     monkeypatch.setattr(_split, "_ALIGN", 1)
+    monkeypatch.setattr(_split, "BLOCK_MIN", 64)
     monkeypatch.setattr(_split, "cpu_count", lambda: 5)
 
 
@@ -337,6 +338,7 @@ def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_
         monkeypatch.setattr(_split, "UNMEASURED", 1.0)
         monkeypatch.setattr(_split, "LATENCY", [0.0])
         monkeypatch.setattr(_split, "_ALIGN", 1)
+        monkeypatch.setattr(_split, "BLOCK_MIN", 16)
         monkeypatch.setattr(_split, "cpu_count", lambda: 3)
     monkeypatch.setattr(reference, "TILE_MAX", 64)
     monkeypatch.setattr(reference, "TILE_NARROW", 256)  # tiles of 256 elements or fewer: many of them
@@ -633,7 +635,7 @@ def test_fused_16bit_to_f16_pieces():
         for _ in range(300):
             a = int(rng.integers(0, x.size - 1))
             b = min(x.size, a + int(rng.integers(1, 41)))
-            assert kernel(xf, zf, sf, got[a:b], a, b, plan) == b
+            assert kernel(xf, zf, sf, got[a:b], a, b, plan, _split.NO_CLAIM) == b
             assert np.array_equal(got[a:b], whole[a:b]), (shape, axes, zp, a, b)
     assert {"tiles spread", "rows held", "rows varying"} <= layouts
 
@@ -708,7 +710,7 @@ def test_fused_16bit_to_f16_periods(in_t, shape, axes, period):
                 a = int(rng.integers(0, n - 1))
                 b = min(n, a + int(rng.integers(1, 151)))
                 piece = np.zeros(b - a, np.uint16)
-                assert kernel(xf, zf, sf, piece, a, b, plan) == b
+                assert kernel(xf, zf, sf, piece, a, b, plan, _split.NO_CLAIM) == b
                 assert np.array_equal(piece, flat[a:b]), (z is None, bits is specials, a, b)
 
 
@@ -814,8 +816,12 @@ def test_fused_i32_to_half_in_float32_near_ties(out, cut_calls):
             guarded, _ = setup[6]
             zf = setup[5] if z is None else zs.reshape(-1)
             o = np.zeros(xs.size, np.uint16)
-            done = guarded()(xs.reshape(-1), zf, s.view(np.uint16), o, 0, xs.size, setup[1])
-            assert done == (late * width // chunk * chunk if beyond_too else xs.size), (zp, width)
+            args = (xs.reshape(-1), zf, s.view(np.uint16), o, 0, xs.size, setup[1])
+            first = late * width // chunk * chunk if beyond_too else xs.size
+            assert guarded()(*args, _split.NO_CLAIM) == first, (zp, width)
+            # claimed blocks of a chunk each: the first beyond the bound's start, the blocks claimed so far
+            claim = np.array([0, *range(0, xs.size, chunk), xs.size], np.int64)
+            assert guarded()(*args, claim) == first and claim[0] == -(-first // chunk) + (first < xs.size)
     layouts = {
         reference._loop_layout(plan, 0)
         for axes, width, _ in I32_LAYOUTS
@@ -900,10 +906,34 @@ def test_array_subclasses_are_read_and_written_as_arrays(kind):
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_compiled_loop_claims_the_blocks_it_is_given():
+    """The compiled loop computes the blocks it claims from a shared counter (``_jit.claim_block``) until
+    none is left, and a thread given all but the last (a helper: ``claim[:-1]``) stops short of it,
+    leaving it unclaimed: the caller's last call computes it alone. The blocks give the whole call's bits."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-128, 128, (300, 70)).astype(np.int8)
+    s = rng.uniform(0.01, 0.1, 70).astype(np.float32)
+    z = rng.integers(-5, 5, 70).astype(np.int8)
+    with loop_kind("fused"):
+        want = odq.dequantize(x, s, z, axes=(1,))
+    kernel, plan = reference._checked(x.dtype, x.shape, s.dtype, s.shape, z.dtype, z.shape, (1,), None, True)[4][:2]
+    claim = np.array([0, 0, 5000, 9000, 12000, 15000, 21000], np.int64)
+    got = np.zeros(x.size, np.float32)
+    args = (x.reshape(-1), z, s, got, 0, x.size, plan)
+    assert kernel(*args, claim[:-1]) == x.size
+    assert claim[0] == 4 and not got[15000:].any()  # the last block unclaimed, untouched
+    assert np.array_equal(got[:15000].view(np.uint32), want.reshape(-1)[:15000].view(np.uint32))
+    assert kernel(*args, claim) == x.size and claim[0] == 5
+    assert same_bits(got.reshape(x.shape), want)
+    assert kernel(*args, claim) == x.size and claim[0] == 5  # none left: nothing claimed
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
 def test_guarded_call_probes_before_the_float32_kernel():
     """A guarded call whose first ``GUARD_PROBE`` elements lie beyond the bound goes to the float64
     kernel at once (the float32 one's thunk is never called, so it is never compiled); one whose probe is
-    within it calls the float32 kernel, and the float64 one from where that stopped."""
+    within it calls the float32 kernel, and the float64 one from where that stopped: to the end of the
+    call, or of the block it claimed, after which the float32 kernel goes on claiming."""
     calls = []
     thunks = []
 
@@ -914,32 +944,35 @@ def test_guarded_call_probes_before_the_float32_kernel():
 
         return get
 
-    def kernel(x, z, s, out, e0, e1, plan):
+    def kernel(x, z, s, out, e0, e1, plan, claim):
+        if claim.shape[0]:  # the blocks claimed: the second beyond the bound
+            calls.append(("f32 claims", int(claim[0])))
+            k = claim[0] = min(claim.shape[0] - 2, claim[0] + 2)
+            return claim[k] if k < claim.shape[0] - 2 else e1
         calls.append(("f32", e0, e1))
         return e0 + 5000 if e1 - e0 > 5000 else e1
 
-    def rest(x, z, s, out, e0, e1, plan):
-        calls.append(("f64", e0, e1, out.shape[0]))
+    def rest(x, z, s, out, e0, e1, plan, claim):
+        calls.append(("f64", e0, e1, out.shape[0], claim.shape[0]))
         return e1
 
     x = np.zeros(10000, np.int32)
     out = np.zeros(10000, np.float32)
     x[reference.GUARD_PROBE - 1] = 1 << 24
     guard = (thunk("f32", kernel), 1 << 23)
-    assert reference._guarded(guard, thunk("f64", rest), False, x, x, out, out, 0, 10000, None) == 10000
-    assert calls == [("f64", 0, 10000, 10000)] and thunks == ["f64"]
+    whole = _split.NO_CLAIM
+    assert reference._guarded(guard, thunk("f64", rest), x, x, out, out, 0, 10000, None, whole) == 10000
+    assert calls == [("f64", 0, 10000, 10000, 0)] and thunks == ["f64"]
     calls.clear()
     thunks.clear()
-    assert reference._guarded(guard, thunk("f64", rest), False, x, x, out, out[256:], 256, 10000, None) == 10000
-    assert calls == [("f32", 256, 10000), ("f64", 5256, 10000, 4744)] and thunks == ["f32", "f64"]
+    assert reference._guarded(guard, thunk("f64", rest), x, x, out, out[256:], 256, 10000, None, whole) == 10000
+    assert calls == [("f32", 256, 10000), ("f64", 5256, 10000, 4744, 0)] and thunks == ["f32", "f64"]
     calls.clear()
-    z = np.zeros(10000, np.int32)
-    z[9000] = 1 << 24  # a paired zero point beyond the bound, in the piece: all of it in float64
-    assert reference._guarded(guard, thunk("f64", rest), True, x, z, out, out[256:], 256, 10000, None) == 10000
-    assert calls == [("f64", 256, 10000, 9744)]
-    calls.clear()
-    assert reference._guarded(guard, thunk("f64", rest), True, x, z, out, out[256:8256], 256, 8256, None) == 8256
-    assert calls == [("f32", 256, 8256), ("f64", 5256, 8256, 3000)]  # beyond this piece: not its to heed
+    claim = np.array([0, 0, 2000, 5000, 9000, 10000], np.int64)  # four blocks
+    x[reference.GUARD_PROBE - 1] = 0
+    assert reference._guarded(guard, thunk("f64", rest), x, x, out, out, 0, 10000, None, claim) == 10000
+    # the kernel claims two blocks, stops in the second, which float64 computes; then the rest
+    assert calls == [("f32 claims", 0), ("f64", 2000, 5000, 3000, 0), ("f32 claims", 2)]
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
@@ -964,9 +997,10 @@ def test_fused_i32_zero_point_beyond_the_bound():
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
 @pytest.mark.parametrize("cut", [False, True])
 def test_fused_i32_zero_point_as_large_as_the_input(request, cut):
-    """A zero point of the input's elements is checked a piece at a time: the pieces whose zero point
-    lies within the bound run in float32, the one holding 2**24 + 2**13 + 1 in float64, every bit as
-    float64 gives it (float32 work would put that difference on an f16 tie)."""
+    """A zero point of the input's elements is checked with it, a chunk (or claimed block) at a time, by
+    the float32 kernel: those whose zero point lies within the bound run in float32, the one holding
+    2**24 + 2**13 + 1 in float64, every bit as float64 gives it (float32 work would put that difference
+    on an f16 tie)."""
     if cut:
         request.getfixturevalue("cut_calls")
     n = 3 * 4096

@@ -1,5 +1,5 @@
-"""A compiled call cut among threads (``_split``): where it is cut, that its pieces cover it once, and
-that it never waits on busy or sleeping helpers nor returns while a piece still writes."""
+"""A compiled call cut among threads (``_split``): where it is cut, that its blocks cover it once, and
+that it never waits on busy or sleeping helpers nor returns while a block is still written."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from onnx_dequant import _split
 
 @pytest.fixture
 def cut(monkeypatch):
-    """Every call of ``_split.run`` cut among ``threads`` threads, on any element."""
+    """Every call of ``_split.run`` cut among ``threads`` threads, on any element, in blocks of 10 or more."""
     monkeypatch.setattr(_split, "MIN_ELEMENTS", 0)
     monkeypatch.setattr(_split, "UNMEASURED", 1.0)
     monkeypatch.setattr(_split, "LATENCY", [0.0])
     monkeypatch.setattr(_split, "_ALIGN", 1)
+    monkeypatch.setattr(_split, "BLOCK_MIN", 10)
 
     def threads(n: int) -> None:
         monkeypatch.setattr(_split, "cpu_count", lambda: n)
@@ -32,30 +33,57 @@ def cut(monkeypatch):
 
 
 class Pieces:
-    """A kernel that records its pieces and the thread of each."""
+    """A kernel that records the blocks it computes and the thread of each, claiming them as the compiled
+    loop does (``_jit.claim_block``; here under a lock). ``sleep``: seconds the ``sleeper``'s (the caller's
+    or a helper's) every block takes; ``fail_on``: whose first block raises."""
 
-    def __init__(self, fail_at: int | None = None, sleep: float = 0.0, sleeper: str = "helper") -> None:
+    def __init__(self, fail_on: str | None = None, sleep: float = 0.0, sleeper: str = "helper") -> None:
         self.pieces: list[tuple[int, int, int]] = []
         self.lock = threading.Lock()
-        self.fail_at, self.sleep, self.sleeper = fail_at, sleep, sleeper
+        self.fail_on, self.sleep, self.sleeper = fail_on, sleep, sleeper
+        self.caller = threading.get_ident()
         self.running = 0
 
-    def __call__(self, a: int, b: int) -> bool:
+    def role(self) -> str:
+        return "caller" if threading.get_ident() == self.caller else "helper"
+
+    def __call__(self, a: int, b: int, claim: np.ndarray) -> bool:
+        if not claim.shape[0]:
+            self.block(a, b)
+            return True
+        while True:
+            with self.lock:
+                k = int(claim[0])
+                if k >= claim.shape[0] - 2:  # the helpers see all blocks but the last
+                    return True
+                claim[0] = k + 1
+            self.block(int(claim[1 + k]), int(claim[2 + k]))
+
+    def block(self, a: int, b: int) -> None:
         with self.lock:
             self.running += 1
         try:
-            time.sleep(self.sleep if (a == 0) == (self.sleeper == "caller") else 0.0)
+            time.sleep(self.sleep if self.role() == self.sleeper else 0.0)
             with self.lock:
                 self.pieces.append((a, b, threading.get_ident()))
-            if self.fail_at is not None and a <= self.fail_at < b:
-                raise ValueError(f"piece {a}-{b}")
-            return True
+            if self.fail_on == self.role():
+                raise ValueError(f"block {a}-{b}")
         finally:
             with self.lock:
                 self.running -= 1
 
     def covered(self) -> list[tuple[int, int]]:
         return sorted((a, b) for a, b, _ in self.pieces)
+
+    def covers(self, size: int) -> bool:
+        """Whether the blocks cover ``0..size`` once, in more than one block."""
+        spans = self.covered()
+        return (
+            len(spans) > 1
+            and spans[0][0] == 0
+            and spans[-1][1] == size
+            and all(b == c for (_, b), (c, _) in zip(spans, spans[1:]))
+        )
 
 
 def test_share_balances_the_callers_piece_against_the_helpers_late_start():
@@ -67,18 +95,40 @@ def test_share_balances_the_callers_piece_against_the_helpers_late_start():
     assert shares == sorted(shares, reverse=True) and shares[-1] > 0.5
 
 
+def test_a_schedule_shrinks_its_blocks_to_a_tail_the_caller_alone_computes(monkeypatch):
+    monkeypatch.setattr(_split, "BLOCK_MIN", 1 << 13)
+    claim = _split.schedule(1 << 20, 2, 1 << 12)
+    bounds = claim[1:]
+    assert claim[0] == 0 and bounds[0] == 0 and bounds[-1] == 1 << 20
+    steps = np.diff(bounds)
+    assert steps[0] == ((1 << 20) - (1 << 12)) // 4  # a quarter of what the two threads share
+    assert steps[-1] == 1 << 12  # the tail
+    assert (steps[:-1] >= 1 << 13).all() or steps[-2] < 1 << 13 and (steps[:-2] >= 1 << 13).all()
+    assert (np.diff(steps[:-2]) <= 0).all()  # each block the fourth of what is left, then BLOCK_MIN
+    assert (bounds % _split._ALIGN == 0).all()
+    assert 10 <= len(steps) <= 20
+    one = _split.schedule(1000, 2, 64)  # fewer elements than a block: one block and the tail
+    assert list(one) == [0, 0, 936, 1000]
+
+
 @pytest.mark.parametrize("threads", [2, 3, 5])
-def test_pieces_cover_the_call_once_the_first_the_callers(cut, threads):
+def test_blocks_cover_the_call_once_the_last_the_callers(cut, threads):
     cut(threads)
-    k = Pieces()
+    k = Pieces(sleep=0.002, sleeper="caller")  # the helpers claim blocks while the caller sleeps in its own
     assert _split.run(k, 1000, _split.Cost(), lambda: True) is True
-    spans = k.covered()
-    assert spans[0][0] == 0 and spans[-1][1] == 1000
-    assert all(b == c for (_, b), (c, _) in zip(spans, spans[1:]))
-    assert len(spans) == threads
-    first = next(p for p in k.pieces if p[0] == 0)
-    assert first[2] == threading.get_ident()
-    assert first[1] == pytest.approx(1000 / threads, abs=1)
+    assert k.covers(1000)
+    last = next(p for p in k.pieces if p[1] == 1000)
+    assert last[2] == threading.get_ident()
+    assert {t for _, _, t in k.pieces} - {threading.get_ident()}  # helpers took part
+
+
+def test_a_slower_thread_leaves_its_blocks_to_the_others(cut):
+    cut(2)
+    k = Pieces(sleep=0.05, sleeper="caller")
+    _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert k.covers(1000)
+    mine = [(a, b) for a, b, t in k.pieces if t == threading.get_ident()]
+    assert len(mine) <= 3 and len(k.pieces) >= 8  # its first block (or two), the tail; the rest the helper's
 
 
 def test_first_calls_of_a_kind_run_in_one_piece_and_are_timed(cut, monkeypatch):
@@ -124,18 +174,18 @@ def test_learns_the_helpers_start_latency(cut, monkeypatch):
     assert 0.0 < _split.LATENCY[0] <= _split.LATENCY_MAX
 
 
-def test_pieces_of_helpers_not_started_are_computed_by_the_caller(cut, monkeypatch):
+def test_blocks_helpers_never_start_are_computed_by_the_caller(cut, monkeypatch):
     cut(3)
 
-    def post(self, kernel, a, b):  # a helper that never wakes
+    def post(self, kernel, size, blocks):  # a helper that never wakes
         self.seq += 1
-        self.job = _split._Job(self.seq, kernel, a, b, False)
+        self.job = _split._Job(self.seq, kernel, size, blocks, False)
         return self.job
 
     monkeypatch.setattr(_split._Helper, "post", post)
     k = Pieces()
     _split.run(k, 1000, _split.Cost(), lambda: True)
-    assert k.covered()[-1][1] == 1000 and len(k.covered()) == 3
+    assert k.covers(1000)
     assert {t for _, _, t in k.pieces} == {threading.get_ident()}
 
 
@@ -151,21 +201,20 @@ def test_a_call_while_another_holds_the_helpers_runs_in_one_piece(cut):
         team.release()
     k = Pieces()
     _split.run(k, 1000, _split.Cost(), lambda: True)
-    assert len(k.covered()) == 3
+    assert k.covers(1000)
 
 
-@pytest.mark.parametrize("fail_at", [0, 999], ids=["caller", "helper"])
-def test_an_error_is_raised_once_every_piece_is_done(cut, fail_at):
+@pytest.mark.parametrize("fail_on", ["caller", "helper"])
+def test_an_error_is_raised_once_every_block_is_done(cut, fail_on):
     cut(2)
-    k = Pieces(fail_at=fail_at, sleep=0.05)  # the helper's piece, where it runs, ends after the caller's
-    with pytest.raises(ValueError, match="piece"):
+    # the other's blocks, where they run, end after the failing one
+    k = Pieces(fail_on=fail_on, sleep=0.05, sleeper="helper" if fail_on == "caller" else "caller")
+    with pytest.raises(ValueError, match="block"):
         _split.run(k, 1000, _split.Cost(), lambda: True)
-    assert k.running == 0  # no piece still writes
-    if fail_at:
-        assert len(k.pieces) == 2
-    k = Pieces()  # the helpers still serve
+    assert k.running == 0  # no block still writes
+    k = Pieces(sleep=0.002, sleeper="caller")  # the helpers still serve
     _split.run(k, 1000, _split.Cost(), lambda: True)
-    assert len(k.covered()) == 2
+    assert k.covers(1000) and {t for _, _, t in k.pieces} - {threading.get_ident()}
 
 
 def test_a_kind_of_call_goes_the_way_measured_faster_and_tries_the_other_now_and_then():
@@ -222,7 +271,7 @@ def test_one_cut_call_a_descheduled_helper_made_slow_does_not_stop_the_cutting()
     assert c.alone
 
 
-def test_an_error_before_the_pieces_start_lets_the_helpers_go(cut):
+def test_an_error_before_the_blocks_start_lets_the_helpers_go(cut):
     cut(2)
 
     def apart() -> bool:
@@ -232,7 +281,7 @@ def test_an_error_before_the_pieces_start_lets_the_helpers_go(cut):
         _split.run(Pieces(), 1000, _split.Cost(), apart)
     k = Pieces()
     _split.run(k, 1000, _split.Cost(), lambda: True)
-    assert len(k.covered()) == 2
+    assert k.covers(1000)
 
 
 def test_the_helpers_keep_no_call_alive(cut):
@@ -242,15 +291,15 @@ def test_the_helpers_keep_no_call_alive(cut):
     for _ in range(30):
         x, out = np.ones(1 << 22, np.int8), np.empty(1 << 22, np.int8)
 
-        def kernel(a: int, b: int, x=x, out=out) -> bool:
-            if a:  # the caller's own piece at once: it takes a sleeping helper's while that wakes
+        def kernel(a: int, b: int, claim: np.ndarray, x=x, out=out, caller=threading.get_ident()) -> bool:
+            if threading.get_ident() != caller:  # the caller done at once: it drops a sleeping helper's part
                 np.copyto(out[a:b], x[a:b])
             return True
 
         refs.append(weakref.ref(x))
         _split.run(kernel, x.size, _split.Cost(), lambda: True)
         del x, out, kernel
-        time.sleep(0.002)  # the helpers fall asleep: the next call's pieces are the caller's
+        time.sleep(0.002)  # the helpers fall asleep: the next call's blocks are the caller's
     time.sleep(0.05)  # every helper has woken, seen its piece, and waits again
     gc.collect()
     assert not [r for r in refs if r() is not None]
@@ -268,7 +317,7 @@ def test_a_forked_child_does_not_inherit_a_held_team_lock(cut):
             k = Pieces()
             try:
                 _split.run(k, 1000, _split.Cost(), lambda: True)
-                os._exit(0 if len(k.covered()) == 2 else 3)
+                os._exit(0 if k.covers(1000) else 3)
             finally:
                 os._exit(4)
     deadline = time.monotonic() + 60
@@ -283,12 +332,13 @@ def test_a_forked_child_does_not_inherit_a_held_team_lock(cut):
 
 
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="no interval timer")
-def test_an_interrupt_while_waiting_for_a_helper_is_raised_once_its_piece_is_done(cut):
+def test_an_interrupt_while_waiting_for_a_helper_is_raised_once_its_block_is_done(cut):
     cut(2)
     started, done = threading.Event(), []
+    caller = threading.get_ident()
 
-    def kernel(a: int, b: int) -> bool:
-        if a == 0:  # the caller's piece: on once the helper's is under way, an alarm to come
+    def kernel(a: int, b: int, claim: np.ndarray) -> bool:
+        if threading.get_ident() == caller:  # done once the helper's block is under way, an alarm to come
             started.wait(10)
             signal.setitimer(signal.ITIMER_REAL, 0.05)
         else:
@@ -304,7 +354,7 @@ def test_an_interrupt_while_waiting_for_a_helper_is_raised_once_its_piece_is_don
     try:
         with pytest.raises(KeyboardInterrupt):
             _split.run(kernel, 1000, _split.Cost(), lambda: True)
-        assert done == [1000]  # the helper's piece was over when the interrupt came out
+        assert done == [1000]  # the helper's block was over when the interrupt came out
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
