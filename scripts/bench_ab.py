@@ -12,7 +12,11 @@ the bytes floor); ``new/old`` is the one to read.
     python scripts/bench_ab.py --rev HEAD~1 --one-thread --rounds 9 '185381,10,9:0,2:u4:f16'
 
 ``--one-thread`` keeps every call whole in both packages (``_split.MIN_ELEMENTS`` raised): the loops
-compared alone, without the thread trials that decide whether a call is cut.
+compared alone, without the thread trials that decide whether a call is cut. ``--disturb DUTY`` runs
+a busy process on the last CPU for that share of every 2 ms while the cases run (Linux): a CPU the host
+runs slower for a while, as a shared virtual machine's do, for the threads of a cut call.
+
+    python scripts/bench_ab.py --rev HEAD~1 --disturb 0.5 '4096,1024:0:i8:f32'
 
 A case is ``SHAPE:AXES:IN:OUT`` (``:nozp`` for no zero point), or a sweep case by name (``--sweep``,
 its own data).
@@ -21,6 +25,7 @@ its own data).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import re
@@ -28,7 +33,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -109,6 +114,33 @@ def compare(
     }
 
 
+BUSY = """
+import os, sys, time
+os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+duty = float(sys.argv[1])
+while True:
+    t = time.perf_counter()
+    while time.perf_counter() - t < duty * 2e-3:
+        pass
+    time.sleep((1 - duty) * 2e-3)
+"""
+"""The disturbing process: busy on the last CPU ``duty`` of every 2 ms, asleep the rest."""
+
+
+@contextlib.contextmanager
+def disturbed(duty: float) -> Iterator[None]:
+    """While the block runs, ``BUSY`` for ``duty`` of the time (nothing for 0)."""
+    if not duty:
+        yield
+        return
+    busy = subprocess.Popen([sys.executable, "-c", BUSY, str(duty)])
+    try:
+        yield
+    finally:
+        busy.kill()
+        busy.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison; exit 1 when a case's bits differ between the revisions."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -119,7 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7, help="timed samples per contender (median taken)")
     ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
     ap.add_argument("--one-thread", action="store_true", help="no call cut among threads, in either package")
+    ap.add_argument(
+        "--disturb", type=float, default=0.0, metavar="DUTY", help="a busy process on the last CPU, DUTY of the time"
+    )
     args = ap.parse_args(argv)
+    if not 0.0 <= args.disturb < 1.0:
+        ap.error("--disturb takes a share of the time from 0 to below 1")
     rng = np.random.default_rng(0)
     cases = [parse_case(c, rng) for c in args.cases]
     if args.sweep:
@@ -127,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     if not cases:
         ap.error("no case given")
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, disturbed(args.disturb):
         old = load_revision(args.rev, Path(tmp))
         if args.one_thread:
             for package in ("onnx_dequant", old.__name__):
