@@ -213,8 +213,8 @@ def schedule(size: int, threads: int, tail: int) -> np.ndarray:
     blocks of the ``2 * threads``-th part of what is left (at least ``BLOCK_MIN``, on multiples of
     ``_ALIGN``: no two threads write one cache line), so that a thread that runs slower (a helper
     started late, a CPU the host runs slower for a while) leaves the rest to the others, then a last
-    block of ``tail`` elements or a few more (``TAIL``), which the helpers do not see (``claim[:-1]``). The caller of
-    ``run`` holds it while the call runs."""
+    block of ``tail`` elements or a few more (``TAIL``), which the helpers do not see (``claim[:-1]``).
+    Kept for the next call of its size: a call claims from a copy."""
     return _schedule(size, threads, tail, BLOCK_MIN, _ALIGN)
 
 
@@ -264,13 +264,14 @@ def _cut(kernel: Kernel, size: int, cost: Cost, team: _Team, f: float, threads: 
     """``run``'s call cut: ``size``'s blocks (``schedule``) claimed by the caller and ``threads - 1`` of
     ``team``'s helpers; the call's time and the helpers' start latency learned (``f``, the caller's share
     were the call cut in fixed pieces, decided that it pays)."""
-    claim = schedule(size, threads, _tail(size, cost.per_element))
-    claim[0] = 0
+    # this call's own copy (0.3 us): a helper the call does not wait for (a KeyboardInterrupt between
+    # two statements of ``_join``) claims no block of a later call
+    claim = schedule(size, threads, _tail(size, cost.per_element)).copy()
     t0 = time.perf_counter()
     jobs: list[_Job] = []
     try:
         for h in team.helpers[: threads - 1]:
-            jobs.append(h.post(kernel, size, claim[:-1]))
+            h.post(jobs, kernel, size, claim[:-1])
         result = kernel(0, size, claim)
     except BaseException:  # no block may be written once the call is over; this error first
         with contextlib.suppress(BaseException):
@@ -343,14 +344,17 @@ class _Helper:
         self.seq = 0
         threading.Thread(target=self._serve, name="onnx_dequant-helper", daemon=True).start()
 
-    def post(self, kernel: Kernel, size: int, blocks: np.ndarray) -> _Job:
+    def post(self, jobs: list[_Job], kernel: Kernel, size: int, blocks: np.ndarray) -> None:
+        """Post ``kernel(0, size, blocks)`` to this helper, added to ``jobs`` before the helper can see it:
+        an exception raised here (a KeyboardInterrupt in ``notify``) leaves no job running that the
+        caller does not wait for."""
         self.seq += 1
         job = self.job = _Job(self.seq, kernel, size, blocks, self.sleeping)
+        jobs.append(job)
         self.posted[0] = self.seq
         if self.sleeping:
             with self.wake:
                 self.wake.notify()
-        return job
 
     def finished(self, job: _Job) -> None:
         """Return once ``job``, which this helper claimed, is done (spinning, ``SPIN`` seconds a turn: it

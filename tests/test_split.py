@@ -177,10 +177,10 @@ def test_learns_the_helpers_start_latency(cut, monkeypatch):
 def test_blocks_helpers_never_start_are_computed_by_the_caller(cut, monkeypatch):
     cut(3)
 
-    def post(self, kernel, size, blocks):  # a helper that never wakes
+    def post(self, jobs, kernel, size, blocks):  # a helper that never wakes
         self.seq += 1
         self.job = _split._Job(self.seq, kernel, size, blocks, False)
-        return self.job
+        jobs.append(self.job)
 
     monkeypatch.setattr(_split._Helper, "post", post)
     k = Pieces()
@@ -378,3 +378,31 @@ def test_one_whole_call_that_compiled_a_kernel_does_not_make_the_kind_cut():
     for _ in range(30):
         c.learn(2.0, 1000, 2)  # whole calls steadily 2x slower: the average follows
     assert c.per_element == pytest.approx(2e-3, rel=0.01)
+
+
+def test_an_interrupt_while_waking_a_helper_leaves_no_block_written_after_the_call(cut):
+    """A KeyboardInterrupt raised in ``notify``, once the sleeping helper may see its part, is raised by
+    the call once that part is done or dropped: the helper writes nothing after the call is over."""
+    cut(2)
+    _split.run(Pieces(), 1000, _split.Cost(), lambda: True)  # the team
+    helper = _split._Team._current.helpers[0]  # the one a call among two threads posts to
+    time.sleep(0.05)  # asleep: the next call wakes it through notify
+    assert helper.sleeping
+    notify = helper.wake.notify
+
+    def interrupted(n: int = 1) -> None:
+        notify(n)
+        raise KeyboardInterrupt
+
+    helper.wake.notify = interrupted
+    try:
+        k = Pieces(sleep=0.02, sleeper="helper")
+        with pytest.raises(KeyboardInterrupt):
+            _split.run(k, 1000, _split.Cost(), lambda: True)
+        time.sleep(0.005)  # a helper the call did not wait for would be in its block by now
+        assert k.running == 0
+    finally:
+        del helper.wake.notify
+    k = Pieces(sleep=0.002, sleeper="caller")  # the helpers still serve
+    _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert k.covers(1000)
