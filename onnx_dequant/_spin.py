@@ -1,5 +1,5 @@
 """A thread's wait for a value in shared memory, spinning without the GIL (compiled with Numba; imported
-only where it is installed): how ``_split``'s helper threads see a piece posted to them, and the
+only where it is installed): how ``_split``'s helper threads see a call posted to them, and the
 caller sees it done, in a microsecond or two rather than through the kernel (a futex wake of an idle
 core costs 20-50 us on a virtual machine, measured)."""
 
@@ -70,10 +70,10 @@ def _store_release(typingctx, slots, i, value):  # pragma: no cover - compiled
 
 @numba.njit(nogil=True, cache=True)
 def serve(done, finished, posted, value, spins, settle):  # pragma: no cover - compiled
-    """A helper's turn between pieces, without the GIL: ``done[0] = finished`` (the caller, spinning,
-    sees its piece done while this thread holds no GIL the caller needs), then whether ``posted[0]``
+    """A helper's turn between calls, without the GIL: ``done[0] = finished`` (the caller, spinning,
+    sees its part done while this thread holds no GIL the caller needs), then whether ``posted[0]``
     reached ``value`` within ``spins`` turns; once it has, ``settle`` more turns, so that the caller,
-    which posts holding the GIL, has let it go (into its own piece) before this thread takes it: a
+    which posts holding the GIL, has let it go (into its own blocks) before this thread takes it: a
     thread that finds the GIL taken sleeps, and its wake-up costs what spinning saves."""
     _store_release(done, 0, finished)
     if not until(posted, 0, value, spins):

@@ -251,7 +251,7 @@ def run(kernel: Kernel, size: int, cost: Cost, apart: Callable[[], bool]) -> Any
     if team is not None:
         try:
             if apart():
-                return _cut(kernel, size, cost, team, f, threads)
+                return _cut(kernel, size, cost, team, threads)
         finally:
             team.release()
     t0 = time.perf_counter()
@@ -260,10 +260,9 @@ def run(kernel: Kernel, size: int, cost: Cost, apart: Callable[[], bool]) -> Any
     return result
 
 
-def _cut(kernel: Kernel, size: int, cost: Cost, team: _Team, f: float, threads: int) -> Any:
+def _cut(kernel: Kernel, size: int, cost: Cost, team: _Team, threads: int) -> Any:
     """``run``'s call cut: ``size``'s blocks (``schedule``) claimed by the caller and ``threads - 1`` of
-    ``team``'s helpers; the call's time and the helpers' start latency learned (``f``, the caller's share
-    were the call cut in fixed pieces, decided that it pays)."""
+    ``team``'s helpers; the call's time and the helpers' start latency learned."""
     # this call's own copy (0.3 us): a helper the call does not wait for (a KeyboardInterrupt between
     # two statements of ``_join``) claims no block of a later call
     claim = schedule(size, threads, _tail(size, cost.per_element)).copy()
@@ -288,11 +287,12 @@ def _cut(kernel: Kernel, size: int, cost: Cost, team: _Team, f: float, threads: 
 
 
 def _tail(size: int, per_element: float) -> int:
-    """The elements of a cut call's last block (``TAIL`` seconds' worth), a power of two (``schedule``'s
-    cache keeps few), at least ``_ALIGN`` and at most a quarter of the call."""
+    """The elements of a cut call's last block: ``TAIL`` seconds' worth at ``per_element`` (from half as
+    many: a power of two, so that ``schedule``'s cache keeps few), at most an eighth of the call (the
+    caller computes it alone), at least ``_ALIGN``."""
     want = TAIL / max(per_element, 1e-12)
-    tail = 1 << max(0, math.ceil(math.log2(max(want, 1.0))))
-    return max(_ALIGN, min(tail, size // 4 // _ALIGN * _ALIGN))
+    tail = 1 << max(0, math.floor(math.log2(max(want, 1.0))))
+    return max(_ALIGN, min(tail, size // 8 // _ALIGN * _ALIGN))
 
 
 def _join(helpers: list[_Helper], jobs: list[_Job]) -> float | None:
@@ -386,7 +386,7 @@ class _Helper:
             seen = int(self.posted[0])
             job = self.job
             if job is None or not job.claim.acquire(blocking=False):
-                job = None  # the caller computed it (and its arrays are not kept alive here)
+                job = None  # the caller dropped it (and its arrays are not kept alive here)
                 continue
             job.began = time.perf_counter()
             try:

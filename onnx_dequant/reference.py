@@ -589,21 +589,24 @@ def _guarded(
 ) -> int:
     """A guarded float32 kernel's call (``guard``: the kernel and its bound; ``_jit.fused_for``'s
     arguments) finished by ``rest`` (float64) from the first chunk whose inputs it left (beyond the
-    bound) to its range's end, or its claimed block's (``_split.schedule``: the kernel then goes on
-    claiming); each kernel is a thunk that compiles it at its first call. A call whose first
-    ``GUARD_PROBE`` elements lie beyond the bound goes to ``rest`` at once: it never compiles the
-    guarded kernel (5-10 s) for nothing, nor do data within it compile ``rest``."""
+    bound): to its range's end, or to its claimed block's (``_split.schedule``), then claiming the blocks
+    left (data beyond the bound in one block are likely in others: no return to float32, which would
+    cost each block a round trip through Python). Each kernel is a thunk that compiles it at its first
+    call. A call whose first ``GUARD_PROBE`` elements (or those of a zero point as large as the input,
+    which the guarded kernel checks beside them) lie beyond the bound goes to ``rest`` at once: it
+    never compiles the guarded kernel (5-10 s) for nothing, nor do data within it compile ``rest``."""
     kernel, limit = guard
-    if not _fused.within(x, limit, e0, min(e1, e0 + GUARD_PROBE)):
+    probe = min(e1, e0 + GUARD_PROBE)
+    if not _fused.within(x, limit, e0, probe) or (z.shape[0] == x.shape[0] and not _fused.within(z, limit, e0, probe)):
         return rest()(x, z, s, out, e0, e1, plan, claim)
-    while True:
-        done = kernel()(x, z, s, out, e0, e1, plan, claim)
-        if not e0 <= done < e1:
-            return done
-        if not claim.shape[0]:
-            return rest()(x, z, s, out[done - e0 :], done, e1, plan, claim)
-        end = int(claim[1 + np.searchsorted(claim[1:], done, "right")])  # the claimed block's end
-        rest()(x, z, s, out[done - e0 : end - e0], done, end, plan, _split.NO_CLAIM)
+    done = kernel()(x, z, s, out, e0, e1, plan, claim)
+    if not e0 <= done < e1:
+        return done
+    if not claim.shape[0]:
+        return rest()(x, z, s, out[done - e0 :], done, e1, plan, claim)
+    end = int(claim[1 + np.searchsorted(claim[1:], done, "right")])  # the claimed block's end
+    rest()(x, z, s, out[done - e0 : end - e0], done, end, plan, _split.NO_CLAIM)
+    return rest()(x, z, s, out, e0, e1, plan, claim)
 
 
 def _run_blocks(

@@ -9,6 +9,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import threading
 import warnings
 
 import ml_dtypes
@@ -196,8 +197,8 @@ def test_bf16_rounds_once_from_float64(record_property):
     ],
 )
 def test_blocked_and_threaded_paths(monkeypatch, cut_calls, kind, shape, axes):
-    """Odd shapes cut into many small blocks (the NumPy loop) or pieces (the fused loop) and spread over
-    threads give the same bits."""
+    """Odd shapes cut into many small blocks (the NumPy loop) or blocks claimed among threads (the fused
+    loop) and spread over threads give the same bits."""
     monkeypatch.setattr(reference, "FUSED_MIN_ELEMENTS", 0 if kind == "fused" else 1 << 62)
     monkeypatch.setattr(reference, "BLOCK_ELEMENTS", 1000)
     monkeypatch.setattr(reference, "PARALLEL_MIN_ELEMENTS", 5000)
@@ -291,7 +292,7 @@ def test_fused_tiles(monkeypatch, cut_calls, tile_max, shape, axes, zero_point):
     the float64 product rounded to odd in float32), and 4-bit inputs read as their bytes."""
     monkeypatch.setattr(reference, "TILE_MAX", tile_max)
     monkeypatch.setattr(reference, "TILE_NARROW", 4 * tile_max)  # "tiles narrow": many tiles too
-    # ``cut_calls``: pieces start in the middle of tiles
+    # ``cut_calls``: blocks start in the middle of tiles
     rng = np.random.default_rng(1)
     sshape = tuple(shape[a] for a in axes)
     pairs = ((np.int8, np.float32), (np.uint16, np.float32), (np.int32, np.float32), (np.uint16, np.float64))
@@ -329,7 +330,7 @@ def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_
     """Rows of 2-8 elements of one value each ("tiles narrow") computed a group of rows at a time in
     explicit vectors (``_jit.narrow_run``: the group's values permuted into each vector), the rows left
     over as rows, give the NumPy loop's bits: for every width, tiles of whole groups and of groups and
-    rows, calls (and, ``cut``, their pieces) starting inside a row; bf16 scales with subnormal values in
+    rows, calls (and, ``cut``, their blocks) starting inside a row; bf16 scales with subnormal values in
     some groups and not in others (the CPU's bf16 conversion takes a subnormal for a zero: such groups
     are rounded in software), infinities, a NaN and zeros. The pairs are ``test_fused_tiles``'s: their
     loops are compiled once."""
@@ -782,7 +783,7 @@ def test_fused_i32_to_half_in_float32_near_ties(out, cut_calls):
     """i32 inputs to f16/bf16 run in float32 where every input (and zero point) lies within
     ``exactness.f32_guard``'s bound (2**24 alone, 2**23 beside a zero point), and the product is rounded
     to odd there: differences up to 2**24 whose float32 products, rounded again, would go the wrong way
-    come out rounded once in every layout, cut calls' pieces included; and differences up to 2**25 (where
+    come out rounded once in every layout, cut calls' blocks included; and differences up to 2**25 (where
     float32 rounds the difference itself: the bound is tight) too, computed in float64 from the chunk
     (``_jit.GUARD_CHUNK``) where they start. The guarded kernel returns that chunk's start."""
     from onnx_dequant import _jit
@@ -929,11 +930,39 @@ def test_compiled_loop_claims_the_blocks_it_is_given():
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_compiled_loop_claims_each_block_once_among_threads():
+    """Four threads in the compiled loop at once (it runs without the GIL), three given all blocks but
+    the last, claim 4096 blocks of 64 elements from one counter: every element written, as the whole
+    call writes it, and the counter at the last block's number, none lost."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(-128, 128, (4096, 64)).astype(np.int8)
+    s = rng.uniform(0.01, 0.1, 64).astype(np.float32)
+    with loop_kind("fused"):
+        want = odq.dequantize(x, s, axes=(1,))
+    setup = reference._checked(x.dtype, x.shape, s.dtype, s.shape, None, None, (1,), None, True)[4]
+    kernel, plan, no_z = setup[0], setup[1], setup[5]
+    claim = np.array([0, *range(0, x.size + 1, 64)], np.int64)
+    for _ in range(5):
+        claim[0] = 0
+        got = np.full(x.size, np.nan, np.float32)
+        args = (x.reshape(-1), no_z, s, got, 0, x.size, plan)
+        threads = [threading.Thread(target=kernel, args=(*args, claim[:-1])) for _ in range(3)]
+        for t in threads:
+            t.start()
+        kernel(*args, claim)
+        for t in threads:
+            t.join()
+        assert claim[0] == claim.shape[0] - 2
+        assert same_bits(got.reshape(x.shape), want)
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
 def test_guarded_call_probes_before_the_float32_kernel():
     """A guarded call whose first ``GUARD_PROBE`` elements lie beyond the bound goes to the float64
     kernel at once (the float32 one's thunk is never called, so it is never compiled); one whose probe is
     within it calls the float32 kernel, and the float64 one from where that stopped: to the end of the
-    call, or of the block it claimed, after which the float32 kernel goes on claiming."""
+    call, or of the block it claimed, after which float64 claims the blocks left. A zero point as large
+    as the input is probed beside it."""
     calls = []
     thunks = []
 
@@ -971,8 +1000,14 @@ def test_guarded_call_probes_before_the_float32_kernel():
     claim = np.array([0, 0, 2000, 5000, 9000, 10000], np.int64)  # four blocks
     x[reference.GUARD_PROBE - 1] = 0
     assert reference._guarded(guard, thunk("f64", rest), x, x, out, out, 0, 10000, None, claim) == 10000
-    # the kernel claims two blocks, stops in the second, which float64 computes; then the rest
-    assert calls == [("f32 claims", 0), ("f64", 2000, 5000, 3000, 0), ("f32 claims", 2)]
+    # the kernel claims two blocks, stops in the second, which float64 computes; then claims the rest
+    assert calls == [("f32 claims", 0), ("f64", 2000, 5000, 3000, 0), ("f64", 0, 10000, 10000, 6)]
+    calls.clear()
+    thunks.clear()
+    z = np.zeros(10000, np.int32)
+    z[3] = -(1 << 24)  # a zero point of the input's elements, beyond the bound in the probe
+    assert reference._guarded(guard, thunk("f64", rest), x, z, out, out, 0, 10000, None, whole) == 10000
+    assert calls == [("f64", 0, 10000, 10000, 0)] and thunks == ["f64"]
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")

@@ -111,6 +111,23 @@ def test_a_schedule_shrinks_its_blocks_to_a_tail_the_caller_alone_computes(monke
     assert list(one) == [0, 0, 896, 1000]  # starts on a multiple of _ALIGN (64) too
 
 
+def test_a_tail_is_about_TAIL_seconds_of_the_call_at_most_an_eighth():
+    assert _split._tail(1 << 20, _split.TAIL / 5000) == 4096  # 5000 elements' worth: a power of two below
+    assert _split._tail(1 << 20, _split.TAIL / 10) == _split._ALIGN  # at least a cache line's
+    assert _split._tail(1 << 17, _split.TAIL / 1e6) == 1 << 14  # at most an eighth
+    assert _split._tail(1 << 17, 1.0) == _split._ALIGN
+
+
+def test_the_tail_of_a_call_is_the_callers_alone(cut, monkeypatch):
+    cut(3)
+    monkeypatch.setattr(_split, "TAIL", 100.0)  # 100 elements at the fixture's 1 s an element: 64
+    k = Pieces(sleep=0.002, sleeper="caller")
+    _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert k.covers(1000)
+    assert [(a, b) for a, b, t in k.pieces if b > 936] == [(936, 1000)]
+    assert next(t for a, b, t in k.pieces if b == 1000) == threading.get_ident()
+
+
 @pytest.mark.parametrize("threads", [2, 3, 5])
 def test_blocks_cover_the_call_once_the_last_the_callers(cut, threads):
     cut(threads)
@@ -124,7 +141,7 @@ def test_blocks_cover_the_call_once_the_last_the_callers(cut, threads):
 
 def test_a_slower_thread_leaves_its_blocks_to_the_others(cut):
     cut(2)
-    k = Pieces(sleep=0.05, sleeper="caller")
+    k = Pieces(sleep=0.1, sleeper="caller")  # a helper woken within 0.1 s takes all but one or two
     _split.run(k, 1000, _split.Cost(), lambda: True)
     assert k.covers(1000)
     mine = [(a, b) for a, b, t in k.pieces if t == threading.get_ident()]
@@ -249,7 +266,7 @@ def test_a_kind_of_call_goes_the_way_measured_faster_and_tries_the_other_now_and
 
 def test_one_cut_call_a_descheduled_helper_made_slow_does_not_stop_the_cutting():
     """Past its trials, a cut call counts for at most ``OUTLIER`` whole calls' time: one 30x slower
-    call (a helper descheduled mid-piece) leaves a kind that cuts at half the time cutting, and one
+    call (a helper descheduled mid-call) leaves a kind that cuts at half the time cutting, and one
     retimed call resumes it after cut calls measured slower for a while; cut calls steadily slower than
     whole ones still stop it."""
     c = _split.Cost()
@@ -285,7 +302,7 @@ def test_an_error_before_the_blocks_start_lets_the_helpers_go(cut):
 
 
 def test_the_helpers_keep_no_call_alive(cut):
-    """A helper that wakes to find its piece taken by the caller drops it, and the call's arrays."""
+    """A helper that wakes to find its part dropped by the caller drops it too, and the call's arrays."""
     cut(6)
     refs = []
     for _ in range(30):
@@ -300,7 +317,7 @@ def test_the_helpers_keep_no_call_alive(cut):
         _split.run(kernel, x.size, _split.Cost(), lambda: True)
         del x, out, kernel
         time.sleep(0.002)  # the helpers fall asleep: the next call's blocks are the caller's
-    time.sleep(0.05)  # every helper has woken, seen its piece, and waits again
+    time.sleep(0.05)  # every helper has woken, seen its part dropped, and waits again
     gc.collect()
     assert not [r for r in refs if r() is not None]
 
