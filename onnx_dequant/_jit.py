@@ -1640,18 +1640,29 @@ def _swapped(typingctx, slots, old, new):  # pragma: no cover - compiled
 
 @_jit
 def claim_block(claim):  # pragma: no cover - compiled
-    """The number of the next block a claiming loop computes (``fused_for``'s ``claim``): ``claim[0]``
-    (int64, shared among the threads of a call) raised by one, atomically, where it is short of the
-    blocks ``claim`` holds (so that a thread given fewer of them than the others stops short of the
-    rest, and leaves them to the others); its value before."""
-    n = claim.shape[0] - 2
-    k = claim[0]
-    while k < n:
-        seen = _swapped(claim, k, k + 1)
-        if seen == k:
-            break
-        k = seen
-    return k
+    """The number of the next block a claiming loop computes (``fused_for``'s ``claim``), or -1 where
+    none is left to it. ``claim[0]`` (int64, shared among the threads of a call) holds the blocks not
+    yet claimed, ``front`` (low 32 bits) to ``back`` (high 32 bits); the caller's loop, given the whole
+    array, takes the block at the front, a helper's, given it less its last element (``claim[:-1]``),
+    the block at the back, and leaves the last one to the caller; each by a compare-and-swap. So each
+    thread computes the same part of the call from call to call where they run alike (what it computed
+    the last time is in its CPU's cache), and the two meet where they meet."""
+    helper = claim.shape[0] == claim[1] + 3
+    w = claim[0]
+    while True:
+        front, back = w & 0xFFFFFFFF, w >> 32
+        if helper:
+            if back - front <= 1:
+                return -1
+            k, new = back - 1, w - (1 << 32)
+        else:
+            if front >= back:
+                return -1
+            k, new = front, w + 1
+        seen = _swapped(claim, w, new)
+        if seen == w:
+            return k
+        w = seen
 
 
 GUARD_CHUNK = 1 << 16
@@ -1705,11 +1716,11 @@ def fused_for(kind, xkind, zkind, wkind, mode, guard=0):
     elements ``e0 <= e < e1``, called with the eight array and index arguments alone. It returns the end
     of what it wrote: ``e1``, or -1, writing nothing, where ``out`` overlaps an input.
 
-    ``claim`` (int64) is empty, or the blocks of ``e0..e1`` shared among the threads of a call: the next
-    block's number, then the blocks' bounds (``e0`` first, ``e1`` last). Each thread calls the loop on
-    the whole range and computes the blocks it claims (``claim_block``) until none is left; so a thread
-    that runs slower (a helper started late, a virtual CPU the host runs slower for a while) computes
-    fewer.
+    ``claim`` (int64) is empty, or the blocks of ``e0..e1`` shared among the threads of a call
+    (``_split.claim_of``): the blocks not yet claimed, their number, their bounds (``e0`` first, ``e1``
+    last) and a spare last element. Each thread calls the loop on the whole range and computes the
+    blocks it claims (``claim_block``) until none is left; so a thread that runs slower (a helper started
+    late, a virtual CPU the host runs slower for a while) computes fewer.
 
     ``plan`` (``reference._kernel_plan``'s, ``unplan``): ``tile`` elements per innermost unit;
     ``pattern`` (tiles) the scale offset of each of the tile's rows (of ``tile // len(pattern)``
@@ -1760,9 +1771,9 @@ def fused_for(kind, xkind, zkind, wkind, mode, guard=0):
                 if not claiming:
                     return e1
                 k = claim_block(claim)
-                if k >= claim.shape[0] - 2:
+                if k < 0:
                     return e1
-                e, end = claim[1 + k], claim[2 + k]
+                e, end = claim[2 + k], claim[3 + k]
             c = end
             if guarded:
                 c = min(end, e + GUARD_CHUNK)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Cost", "run", "untimed", "share", "schedule", "pool", "cpu_count", "NO_CLAIM"]
+__all__ = ["Cost", "run", "untimed", "share", "schedule", "claim_of", "block_end", "pool", "cpu_count", "NO_CLAIM"]
 
 MIN_ELEMENTS = 1 << 17
 """Calls of fewer elements run in one piece, untimed: at the slowest loop's 0.5 ns an element they take
@@ -187,8 +187,8 @@ def share(seconds: float, latency: float, threads: int) -> float:
 Kernel = Callable[[int, int, np.ndarray], Any]
 """A loop over elements ``[a, b)``, returning what the call returns: ``kernel(a, b, NO_CLAIM)`` computes
 them all; ``kernel(0, size, claim)``, called by each thread of a cut call, the blocks it claims until
-none is left (``claim``, int64: the next block's number, shared, then the blocks' bounds, ``schedule``;
-``_jit.fused_for``)."""
+none is left to it (``claim_of``; ``_jit.claim_block``: the caller from the front, the helpers, given
+``claim[:-1]``, from the back)."""
 
 NO_CLAIM = np.zeros(0, np.int64)
 """A kernel's ``claim`` where it computes its whole range."""
@@ -209,23 +209,43 @@ cut calls 1.1-1.25x slower than two fixed pieces at 0.1-0.2 ms a call."""
 
 
 def schedule(size: int, threads: int, tail: int) -> np.ndarray:
-    """A cut call's ``claim`` for ``size`` elements among ``threads`` threads (its counter at 0):
-    blocks of the ``2 * threads``-th part of what is left (at least ``BLOCK_MIN``, on multiples of
-    ``_ALIGN``: no two threads write one cache line), so that a thread that runs slower (a helper
-    started late, a CPU the host runs slower for a while) leaves the rest to the others, then a last
-    block of ``tail`` elements or a few more (``TAIL``), which the helpers do not see (``claim[:-1]``).
-    Kept for the next call of its size: a call claims from a copy."""
+    """A cut call's ``claim`` (``claim_of``) for ``size`` elements among ``threads`` threads: the caller's
+    part (the first ``threads``-th, which it claims from the front) and the helpers' (the rest, claimed
+    from the back) in blocks that shrink toward where the two meet (each the ``threads``-th part of what
+    is left on its side, at least ``BLOCK_MIN``, on multiples of ``_ALIGN``: no two threads write one
+    cache line), and between them a block of ``tail`` elements (``TAIL``), where threads that run alike
+    meet: the helpers leave the last block to the caller. A thread that runs slower (a helper started
+    late, a CPU the host runs slower for a while) leaves part of its side to the other. Kept for the next
+    call of its size: a call claims from a copy."""
     return _schedule(size, threads, tail, BLOCK_MIN, _ALIGN)
 
 
 @functools.lru_cache(maxsize=64)
 def _schedule(size: int, threads: int, tail: int, least: int, align: int) -> np.ndarray:
-    shared = max(0, size - tail) // align * align  # the tail starts on a multiple of ``align`` too
-    bounds = [0]
-    while bounds[-1] < shared:
-        step = max(least, (shared - bounds[-1]) // (2 * threads))
-        bounds.append(min(shared, -(-(bounds[-1] + step) // align) * align))
-    return np.array([0, *bounds, size], np.int64)
+    lo = max(0, size // threads - tail // 2) // align * align  # the meeting block [lo, hi)
+    hi = min(size, lo + -(-tail // align) * align)
+    left, right = [0], [size]
+    while left[-1] < lo:
+        step = max(least, (lo - left[-1]) // threads)
+        left.append(min(lo, -(-(left[-1] + step) // align) * align))
+    while right[-1] > hi:
+        step = max(least, (right[-1] - hi) // threads)
+        right.append(max(hi, (right[-1] - step) // align * align))
+    return claim_of(sorted(set(left + right)))
+
+
+def claim_of(bounds: list[int]) -> np.ndarray:
+    """The ``claim`` array of the blocks between consecutive ``bounds``: the blocks not yet claimed
+    (``claim[0]``: the first, low 32 bits, to one past the last, high 32 bits), their number, the bounds,
+    and the last bound again (so that ``claim[:-1]``, a helper's, holds them all)."""
+    n = len(bounds) - 1
+    return np.array([n << 32, n, *bounds, bounds[-1]], np.int64)
+
+
+def block_end(claim: np.ndarray, e: int) -> int:
+    """The end of ``claim``'s block that holds element ``e``."""
+    bounds = claim[2 : 3 + int(claim[1])]
+    return int(bounds[np.searchsorted(bounds, e, "right")])
 
 
 def untimed(size: int, cost: Cost) -> bool:

@@ -604,7 +604,7 @@ def _guarded(
         return done
     if not claim.shape[0]:
         return rest()(x, z, s, out[done - e0 :], done, e1, plan, claim)
-    end = int(claim[1 + np.searchsorted(claim[1:], done, "right")])  # the claimed block's end
+    end = _split.block_end(claim, done)
     rest()(x, z, s, out[done - e0 : end - e0], done, end, plan, _split.NO_CLAIM)
     return rest()(x, z, s, out, e0, e1, plan, claim)
 

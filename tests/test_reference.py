@@ -820,9 +820,11 @@ def test_fused_i32_to_half_in_float32_near_ties(out, cut_calls):
             args = (xs.reshape(-1), zf, s.view(np.uint16), o, 0, xs.size, setup[1])
             first = late * width // chunk * chunk if beyond_too else xs.size
             assert guarded()(*args, _split.NO_CLAIM) == first, (zp, width)
-            # claimed blocks of a chunk each: the first beyond the bound's start, the blocks claimed so far
-            claim = np.array([0, *range(0, xs.size, chunk), xs.size], np.int64)
-            assert guarded()(*args, claim) == first and claim[0] == -(-first // chunk) + (first < xs.size)
+            # claimed blocks of a chunk each, from the front: the first beyond the bound's start, the
+            # blocks claimed so far
+            claim = _split.claim_of([*range(0, xs.size, chunk), xs.size])
+            assert guarded()(*args, claim) == first
+            assert claim[0] & 0xFFFFFFFF == -(-first // chunk) + (first < xs.size)
     layouts = {
         reference._loop_layout(plan, 0)
         for axes, width, _ in I32_LAYOUTS
@@ -909,8 +911,9 @@ def test_array_subclasses_are_read_and_written_as_arrays(kind):
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
 def test_compiled_loop_claims_the_blocks_it_is_given():
     """The compiled loop computes the blocks it claims from a shared counter (``_jit.claim_block``) until
-    none is left, and a thread given all but the last (a helper: ``claim[:-1]``) stops short of it,
-    leaving it unclaimed: the caller's last call computes it alone. The blocks give the whole call's bits."""
+    none is left to it: given the whole array (the caller), from the front; given all but its last
+    element (a helper), from the back, leaving the last block unclaimed for the caller. The blocks give
+    the whole call's bits."""
     rng = np.random.default_rng(3)
     x = rng.integers(-128, 128, (300, 70)).astype(np.int8)
     s = rng.uniform(0.01, 0.1, 70).astype(np.float32)
@@ -918,22 +921,22 @@ def test_compiled_loop_claims_the_blocks_it_is_given():
     with loop_kind("fused"):
         want = odq.dequantize(x, s, z, axes=(1,))
     kernel, plan = reference._checked(x.dtype, x.shape, s.dtype, s.shape, z.dtype, z.shape, (1,), None, True)[4][:2]
-    claim = np.array([0, 0, 5000, 9000, 12000, 15000, 21000], np.int64)
+    claim = _split.claim_of([0, 5000, 9000, 12000, 15000, 21000])
     got = np.zeros(x.size, np.float32)
     args = (x.reshape(-1), z, s, got, 0, x.size, plan)
-    assert kernel(*args, claim[:-1]) == x.size
-    assert claim[0] == 4 and not got[15000:].any()  # the last block unclaimed, untouched
-    assert np.array_equal(got[:15000].view(np.uint32), want.reshape(-1)[:15000].view(np.uint32))
-    assert kernel(*args, claim) == x.size and claim[0] == 5
+    assert kernel(*args, claim[:-1]) == x.size  # a helper: blocks 4, 3, 2, 1; block 0 left
+    assert claim[0] == 1 << 32 and not got[:5000].any()
+    assert np.array_equal(got[5000:].view(np.uint32), want.reshape(-1)[5000:].view(np.uint32))
+    assert kernel(*args, claim) == x.size and claim[0] == (1 << 32) + 1
     assert same_bits(got.reshape(x.shape), want)
-    assert kernel(*args, claim) == x.size and claim[0] == 5  # none left: nothing claimed
+    assert kernel(*args, claim) == x.size and claim[0] == (1 << 32) + 1  # none left: nothing claimed
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
 def test_compiled_loop_claims_each_block_once_among_threads():
-    """Four threads in the compiled loop at once (it runs without the GIL), three given all blocks but
-    the last, claim 4096 blocks of 64 elements from one counter: every element written, as the whole
-    call writes it, and the counter at the last block's number, none lost."""
+    """Four threads in the compiled loop at once (it runs without the GIL), three of them helpers (from
+    the back), claim 4096 blocks of 64 elements from one counter: every element written, as the whole
+    call writes it, every block claimed."""
     rng = np.random.default_rng(5)
     x = rng.integers(-128, 128, (4096, 64)).astype(np.int8)
     s = rng.uniform(0.01, 0.1, 64).astype(np.float32)
@@ -941,9 +944,9 @@ def test_compiled_loop_claims_each_block_once_among_threads():
         want = odq.dequantize(x, s, axes=(1,))
     setup = reference._checked(x.dtype, x.shape, s.dtype, s.shape, None, None, (1,), None, True)[4]
     kernel, plan, no_z = setup[0], setup[1], setup[5]
-    claim = np.array([0, *range(0, x.size + 1, 64)], np.int64)
+    blocks = _split.claim_of(list(range(0, x.size + 1, 64)))
     for _ in range(5):
-        claim[0] = 0
+        claim = blocks.copy()
         got = np.full(x.size, np.nan, np.float32)
         args = (x.reshape(-1), no_z, s, got, 0, x.size, plan)
         threads = [threading.Thread(target=kernel, args=(*args, claim[:-1])) for _ in range(3)]
@@ -952,7 +955,8 @@ def test_compiled_loop_claims_each_block_once_among_threads():
         kernel(*args, claim)
         for t in threads:
             t.join()
-        assert claim[0] == claim.shape[0] - 2
+        front, back = claim[0] & 0xFFFFFFFF, claim[0] >> 32
+        assert front == back  # every block claimed, by the front or the back
         assert same_bits(got.reshape(x.shape), want)
 
 
@@ -974,10 +978,10 @@ def test_guarded_call_probes_before_the_float32_kernel():
         return get
 
     def kernel(x, z, s, out, e0, e1, plan, claim):
-        if claim.shape[0]:  # the blocks claimed: the second beyond the bound
-            calls.append(("f32 claims", int(claim[0])))
-            k = claim[0] = min(claim.shape[0] - 2, claim[0] + 2)
-            return claim[k] if k < claim.shape[0] - 2 else e1
+        if claim.shape[0]:  # two blocks claimed from the front, the second beyond the bound
+            calls.append(("f32 claims", int(claim[0] & 0xFFFFFFFF)))
+            claim[0] += 2
+            return claim[2 + 1]
         calls.append(("f32", e0, e1))
         return e0 + 5000 if e1 - e0 > 5000 else e1
 
@@ -997,11 +1001,11 @@ def test_guarded_call_probes_before_the_float32_kernel():
     assert reference._guarded(guard, thunk("f64", rest), x, x, out, out[256:], 256, 10000, None, whole) == 10000
     assert calls == [("f32", 256, 10000), ("f64", 5256, 10000, 4744, 0)] and thunks == ["f32", "f64"]
     calls.clear()
-    claim = np.array([0, 0, 2000, 5000, 9000, 10000], np.int64)  # four blocks
+    claim = _split.claim_of([0, 2000, 5000, 9000, 10000])  # four blocks
     x[reference.GUARD_PROBE - 1] = 0
     assert reference._guarded(guard, thunk("f64", rest), x, x, out, out, 0, 10000, None, claim) == 10000
     # the kernel claims two blocks, stops in the second, which float64 computes; then claims the rest
-    assert calls == [("f32 claims", 0), ("f64", 2000, 5000, 3000, 0), ("f64", 0, 10000, 10000, 6)]
+    assert calls == [("f32 claims", 0), ("f64", 2000, 5000, 3000, 0), ("f64", 0, 10000, 10000, 8)]
     calls.clear()
     thunks.clear()
     z = np.zeros(10000, np.int32)

@@ -32,10 +32,27 @@ def cut(monkeypatch):
     return threads
 
 
+def claim_block(claim: np.ndarray, lock: threading.Lock) -> int:
+    """``_jit.claim_block`` in Python, under ``lock``: the caller's next block from the front, a helper's
+    (given ``claim[:-1]``) from the back but the last one, or -1."""
+    with lock:
+        w = int(claim[0])
+        front, back = w & 0xFFFFFFFF, w >> 32
+        if claim.shape[0] == claim[1] + 3:  # a helper
+            if back - front <= 1:
+                return -1
+            claim[0] = w - (1 << 32)
+            return back - 1
+        if front >= back:
+            return -1
+        claim[0] = w + 1
+        return front
+
+
 class Pieces:
     """A kernel that records the blocks it computes and the thread of each, claiming them as the compiled
-    loop does (``_jit.claim_block``; here under a lock). ``sleep``: seconds the ``sleeper``'s (the caller's
-    or a helper's) every block takes; ``fail_on``: whose first block raises."""
+    loop does (``claim_block``). ``sleep``: seconds the ``sleeper``'s (the caller's or a helper's) every
+    block takes; ``fail_on``: whose first block raises."""
 
     def __init__(self, fail_on: str | None = None, sleep: float = 0.0, sleeper: str = "helper") -> None:
         self.pieces: list[tuple[int, int, int]] = []
@@ -51,13 +68,9 @@ class Pieces:
         if not claim.shape[0]:
             self.block(a, b)
             return True
-        while True:
-            with self.lock:
-                k = int(claim[0])
-                if k >= claim.shape[0] - 2:  # the helpers see all blocks but the last
-                    return True
-                claim[0] = k + 1
-            self.block(int(claim[1 + k]), int(claim[2 + k]))
+        while (k := claim_block(claim, self.lock)) >= 0:
+            self.block(int(claim[2 + k]), int(claim[3 + k]))
+        return True
 
     def block(self, a: int, b: int) -> None:
         with self.lock:
@@ -95,20 +108,23 @@ def test_share_balances_the_callers_piece_against_the_helpers_late_start():
     assert shares == sorted(shares, reverse=True) and shares[-1] > 0.5
 
 
-def test_a_schedule_shrinks_its_blocks_to_a_tail_the_caller_alone_computes(monkeypatch):
+def test_a_schedule_shrinks_its_blocks_from_both_ends_to_where_the_threads_meet(monkeypatch):
     monkeypatch.setattr(_split, "BLOCK_MIN", 1 << 13)
-    claim = _split.schedule(1 << 20, 2, 1 << 12)
-    bounds = claim[1:]
-    assert claim[0] == 0 and bounds[0] == 0 and bounds[-1] == 1 << 20
+    size, half = 1 << 20, 1 << 19
+    claim = _split.schedule(size, 2, 1 << 12)
+    n = int(claim[1])
+    bounds = claim[2 : 3 + n]
+    assert claim[0] == n << 32 and len(claim) == n + 4 and claim[-1] == size  # none claimed yet
+    assert bounds[0] == 0 and bounds[-1] == size and (bounds % _split._ALIGN == 0).all()
     steps = np.diff(bounds)
-    assert steps[0] == ((1 << 20) - (1 << 12)) // 4  # a quarter of what the two threads share
-    assert steps[-1] == 1 << 12  # the tail
-    assert (steps[:-1] >= 1 << 13).all() or steps[-2] < 1 << 13 and (steps[:-2] >= 1 << 13).all()
-    assert (np.diff(steps[:-2]) <= 0).all()  # each block the fourth of what is left, then BLOCK_MIN
-    assert (bounds % _split._ALIGN == 0).all()
-    assert 10 <= len(steps) <= 20
-    one = _split.schedule(1000, 2, 64)  # fewer elements than a block: one block and the tail, which
-    assert list(one) == [0, 0, 896, 1000]  # starts on a multiple of _ALIGN (64) too
+    (meet,) = np.flatnonzero(bounds[:-1] == half - 2048)
+    assert bounds[meet + 1] == half + 2048  # the tail, where threads that run alike meet
+    assert steps[0] == (half - 2048) // 2 and steps[-1] >= (half - 2048) // 2  # half of each side first
+    assert (np.diff(steps[:meet]) <= 0).all() and (np.diff(steps[meet + 1 :]) >= 0).all()
+    assert 10 <= n <= 20
+    one = _split.schedule(1000, 2, 64)  # fewer elements than a block: a block each side of the tail
+    assert list(one) == [3 << 32, 3, 0, 448, 512, 1000, 1000]
+    assert [_split.block_end(one, e) for e in (0, 447, 448, 511, 512, 999)] == [448, 448, 512, 512, 1000, 1000]
 
 
 def test_a_tail_is_about_TAIL_seconds_of_the_call_at_most_an_eighth():
@@ -118,24 +134,32 @@ def test_a_tail_is_about_TAIL_seconds_of_the_call_at_most_an_eighth():
     assert _split._tail(1 << 17, 1.0) == _split._ALIGN
 
 
-def test_the_tail_of_a_call_is_the_callers_alone(cut, monkeypatch):
+def callers_prefix(k: Pieces, size: int) -> int:
+    """Where the caller's blocks end, asserting that they are a prefix of ``0..size`` (claimed from the
+    front) and the helpers' the rest (claimed from the back)."""
+    assert k.covers(size)
+    mine = sorted((a, b) for a, b, t in k.pieces if t == k.caller)
+    assert mine and mine[0][0] == 0 and all(b == c for (_, b), (c, _) in zip(mine, mine[1:]))
+    return mine[-1][1]
+
+
+@pytest.mark.parametrize("sleeper", ["caller", "helper"])
+def test_the_caller_claims_from_the_front_the_helpers_from_the_back(cut, sleeper):
     cut(3)
-    monkeypatch.setattr(_split, "TAIL", 100.0)  # 100 elements at the fixture's 1 s an element: 64
-    k = Pieces(sleep=0.002, sleeper="caller")
+    k = Pieces(sleep=0.02, sleeper=sleeper)  # the other takes most of the call
     _split.run(k, 1000, _split.Cost(), lambda: True)
-    assert k.covers(1000)
-    assert [(a, b) for a, b, t in k.pieces if b > 936] == [(936, 1000)]
-    assert next(t for a, b, t in k.pieces if b == 1000) == threading.get_ident()
+    m = callers_prefix(k, 1000)
+    assert m < 500 if sleeper == "caller" else m > 500
+    helpers = [(a, b) for a, b, t in k.pieces if t != k.caller]
+    assert helpers and len(helpers) < len(k.pieces)  # the helpers leave the last block to the caller
 
 
 @pytest.mark.parametrize("threads", [2, 3, 5])
-def test_blocks_cover_the_call_once_the_last_the_callers(cut, threads):
+def test_blocks_cover_the_call_once_the_first_the_callers(cut, threads):
     cut(threads)
     k = Pieces(sleep=0.002, sleeper="caller")  # the helpers claim blocks while the caller sleeps in its own
     assert _split.run(k, 1000, _split.Cost(), lambda: True) is True
-    assert k.covers(1000)
-    last = next(p for p in k.pieces if p[1] == 1000)
-    assert last[2] == threading.get_ident()
+    callers_prefix(k, 1000)
     assert {t for _, _, t in k.pieces} - {threading.get_ident()}  # helpers took part
 
 
@@ -143,9 +167,9 @@ def test_a_slower_thread_leaves_its_blocks_to_the_others(cut):
     cut(2)
     k = Pieces(sleep=0.1, sleeper="caller")  # a helper woken within 0.1 s takes all but one or two
     _split.run(k, 1000, _split.Cost(), lambda: True)
-    assert k.covers(1000)
+    callers_prefix(k, 1000)
     mine = [(a, b) for a, b, t in k.pieces if t == threading.get_ident()]
-    assert len(mine) <= 3 and len(k.pieces) >= 8  # its first block (or two), the tail; the rest the helper's
+    assert len(mine) <= 3 and len(k.pieces) >= 8  # its first block (or two), the last; the rest the helper's
 
 
 def test_first_calls_of_a_kind_run_in_one_piece_and_are_timed(cut, monkeypatch):
