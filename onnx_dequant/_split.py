@@ -1,10 +1,12 @@
 """A compiled loop's call cut among threads where measurement says it pays.
 
-The calling thread and helper threads share the call's elements in blocks, each thread claiming the
-next block from a shared counter in the compiled loop itself (``schedule``: blocks that shrink to the
-end, the last the caller's alone), so that a thread that starts late or runs slower (a helper woken
-from sleep, a virtual CPU the host runs slower for a while) computes fewer of them and none waits long
-on another. A helper that has just computed its blocks spins for the next call for ``SPIN`` seconds
+The calling thread and helper threads share the call's elements in blocks, each thread claiming its
+next block from a shared counter in the compiled loop itself (``schedule``: the caller from the front,
+the helpers from the back, in blocks that shrink toward where they meet, the last block the caller's),
+so that a thread that starts late or runs slower (a helper woken from sleep, a virtual CPU the host
+runs slower for a while) computes fewer of them and none waits long on another, and threads that run
+alike compute the same part of the call from call to call (what each computed last is in its CPU's
+cache). A helper that has just computed its blocks spins for the next call for ``SPIN`` seconds
 without the GIL (``_spin``), then sleeps; the caller spins the same way for the helpers to end. A call
 posted to a spinning helper starts within a few microseconds; one posted to a sleeping helper, after the
 operating system wakes its core (20-50 us on a virtual machine, measured): a call is cut only where
@@ -201,11 +203,11 @@ costs it 0.05-0.07 us (the claim, the block's start in the odometer, the walk's 
 
 
 TAIL = 2e-6
-"""Seconds of a cut call's last block, which the caller alone computes: the helpers leave it to the
-caller, so that each is done (back from its loop into Python, which takes the GIL, and spinning
-again without it, ``_spin.serve``) before the caller's loop returns. Threads that leave their loops
-at once both take the GIL, and the one that finds it taken sleeps: a 20-50 us wake-up, measured as
-cut calls 1.1-1.25x slower than two fixed pieces at 0.1-0.2 ms a call."""
+"""Seconds of the block where a cut call's sides meet (``schedule``): a helper stops where one block is
+left, so the caller computes the last one, and each helper is done (back from its loop into Python,
+which takes the GIL, and spinning again without it, ``_spin.serve``) before the caller's loop returns.
+Threads that leave their loops at once both take the GIL, and the one that finds it taken sleeps: a
+20-50 us wake-up, measured as cut calls 1.1-1.25x slower than two fixed pieces at 0.1-0.2 ms a call."""
 
 
 def schedule(size: int, threads: int, tail: int) -> np.ndarray:
