@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from onnx_dequant import reference
@@ -17,3 +19,12 @@ NUMPY_ORACLE = {"test_lowering.py", "test_lowering_property.py", "test_lowering_
 def _oracle_loop(request, monkeypatch):
     if request.path.name in NUMPY_ORACLE:
         monkeypatch.setattr(reference, "FUSED_MIN_ELEMENTS", 1 << 62)
+
+
+@pytest.fixture(params=["ort-run", "bound"])
+def placement(request, monkeypatch):
+    """Both ways ``KernelSession.run`` runs: ONNX Runtime's own ``run`` (the test's outputs are too small
+    to bind), and every kernel's graph output bound, computed in place, however small."""
+    if request.param == "bound":
+        monkeypatch.setattr(importlib.import_module("onnx_dequant.ort.session"), "PLACE_MIN_BYTES", 1)
+    return request.param

@@ -39,7 +39,7 @@ AXES_PATTERNS = [(), (0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]
 @pytest.mark.parametrize("zero_point", [True, False], ids=["zp", "nozp"])
 @pytest.mark.parametrize("out_elem", KERNEL_OUTPUTS)
 @pytest.mark.parametrize("x_elem", KERNEL_INPUTS)
-def test_every_type_pair_and_axes_pattern_bit_exact(x_elem, out_elem, zero_point):
+def test_every_type_pair_and_axes_pattern_bit_exact(x_elem, out_elem, zero_point, placement):
     rng = np.random.default_rng(hash((x_elem, out_elem, zero_point)) % 2**32)
     nodes, vis, outs, feed, expected = [], [vi("x", x_elem, SHAPE)], [], {}, {}
     x = ints(rng, x_elem, SHAPE)
@@ -62,7 +62,9 @@ def test_every_type_pair_and_axes_pattern_bit_exact(x_elem, out_elem, zero_point
     assert isinstance(sess, ort.InferenceSession)
     assert sess.kernel_nodes == tuple(f"dq{k}" for k in range(len(AXES_PATTERNS)))
     assert sess.lowered_nodes == ()
+    placed = kernels.stats()["placed"]
     results = sess.run(None, feed)
+    assert kernels.stats()["placed"] - placed == (len(outs) if placement == "bound" else 0)
     for out, got in zip(outs, results):
         want = expected[out.name]
         assert got.dtype == dtypes.parse(out_elem).numpy
@@ -350,7 +352,7 @@ def test_unknown_input_type_is_a_clear_error():
         odq.session(model)
 
 
-def test_wrong_scale_shape_at_run_time_raises_dequantize_error():
+def test_wrong_scale_shape_at_run_time_raises_dequantize_error(placement):
     sess = odq.session(single_node_model("i8", "f32", (0, 2), scale_shape=None))
     x = np.zeros(SHAPE, np.int8)
     bad = {"x": x, "s": np.ones((3, 4), np.float32), "z": np.zeros((3, 4), np.int8)}
@@ -464,7 +466,7 @@ def test_kernel_errors_never_abort_the_interpreter():
 # ---- threads, many sessions, caller's SessionOptions ----
 
 
-def test_threads_running_concurrently_get_their_own_results_and_errors():
+def test_threads_running_concurrently_get_their_own_results_and_errors(placement):
     model = single_node_model("i16", "f32", (0, 2), scale_shape=None)
     assert set(prepare(model).fed) == {"x", "s", "z"}  # each run's kernel reads that run's own arrays
     sess = odq.session(model)
@@ -495,7 +497,7 @@ def test_threads_running_concurrently_get_their_own_results_and_errors():
     assert not errors, errors[0]
 
 
-def test_parallel_execution_mode_attributes_errors_to_the_right_run():
+def test_parallel_execution_mode_attributes_errors_to_the_right_run(placement):
     so = ort.SessionOptions()
     so.execution_mode = ort.ExecutionMode.ORT_PARALLEL
     nodes = [odq.make_node(["x", f"s{k}"], [f"y{k}"], axes=[1], name=f"dq{k}") for k in range(3)]
@@ -831,7 +833,7 @@ def _const_model(x_elem="u16", out_elem="f32", axes=(0, 2), *, zero_point=True, 
 @pytest.mark.parametrize("read_feeds", [True, False], ids=["x-read", "x-fed"])
 @pytest.mark.parametrize("zero_point", [True, False], ids=["zp", "nozp"])
 @pytest.mark.parametrize("x_elem,out_elem,axes", [("u16", "f32", (0, 2)), ("i8", "f64", ()), ("i32", "f32", (0, 1, 2))])
-def test_constant_params_are_held_by_the_session_not_fed(x_elem, out_elem, axes, zero_point, read_feeds):
+def test_constant_params_are_held_by_the_session_not_fed(x_elem, out_elem, axes, zero_point, read_feeds, placement):
     model, s, z = _const_model(x_elem, out_elem, axes, zero_point=zero_point)
     before = model.SerializeToString()
     sess = odq.session(model, read_feeds=read_feeds)
@@ -859,7 +861,7 @@ def test_constant_params_are_held_by_the_session_not_fed(x_elem, out_elem, axes,
     assert model.SerializeToString() == before  # the caller's model keeps its initializers
 
 
-def test_a_constant_weight_is_held_too():
+def test_a_constant_weight_is_held_too(placement):
     """Dequantize(W, s, zp) of constants (a weight, as nGraph's quantized models have): the kernel takes
     W's shape and the token, and the session holds W, so the extension copies nothing at each run."""
     rng = np.random.default_rng(19)

@@ -4,16 +4,21 @@ and every kernel returns exactly its declared dtype."""
 from __future__ import annotations
 
 import gc
+import importlib
 import threading
 import weakref
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 from helpers import SHAPE, ints, model_of, scales, single_node_model, vi
+from onnx import helper
 
 import onnx_dequant as odq
 from onnx_dequant.compare import same_bits
 from onnx_dequant.ort import kernels, runs
+
+session_module = importlib.import_module("onnx_dequant.ort.session")
 
 
 def _feed(seed, shape=SHAPE, axes=(0, 2), x_elem="i8", out_elem="f32"):
@@ -130,6 +135,123 @@ def test_concurrent_runs_never_share_a_buffer():
         t.join(120)
     assert not failures, failures
     assert sess.scratch.kept_bytes <= sess.scratch.max_bytes
+
+
+# ---- graph outputs computed where ONNX Runtime puts them ----
+
+
+@pytest.fixture
+def place_all(monkeypatch):
+    """``run`` binds every output a kernel computes, however small (the tests' outputs are)."""
+    monkeypatch.setattr(session_module, "PLACE_MIN_BYTES", 1)
+
+
+def _placed() -> int:
+    return kernels.stats()["placed"]
+
+
+def test_pool_lends_a_buffer_until_no_array_refers_to_it():
+    pool = runs.ScratchPool(1000)
+    a = pool.lend((10, 10), np.dtype(np.float32))
+    assert a.shape == (10, 10) and a.dtype == np.float32 and a.flags.c_contiguous and a.flags.writeable
+    assert pool.kept_bytes == 0
+    view = a[3:].T
+    del a
+    gc.collect()
+    assert pool.kept_bytes == 0  # a view still refers to the buffer
+    view[...] = 7
+    b = pool.lend((10, 10), np.dtype(np.float32))
+    assert not np.shares_memory(b, view)
+    del view, b
+    assert pool.kept_bytes == 800  # both back, each of 400 bytes
+    c = pool.lend((5, 20), np.dtype(np.float32))
+    assert pool.kept_bytes == 400  # one of them lent again
+    big = pool.lend((300,), np.dtype(np.float64))  # over max_bytes: a fresh array, never kept
+    assert big.nbytes == 2400 and big.flags.owndata
+    del c, big
+    assert pool.kept_bytes == 800
+
+
+def test_a_kernels_graph_output_is_computed_in_place_and_its_buffer_comes_back(place_all):
+    sess = odq.session(single_node_model("i16", "f32", (0, 2)))
+    feeds = [_feed(k, x_elem="i16") for k in range(3)]
+    before = _placed()
+    y = sess.run(None, feeds[0])[0]
+    assert _placed() == before + 1
+    assert same_bits(y, _want(feeds[0])) and y.flags.writeable
+    address = y.ctypes.data
+    del y
+    # the caller dropped it: the next run computes into the same memory
+    y = sess.run(["y"], feeds[1])[0]
+    assert y.ctypes.data == address and same_bits(y, _want(feeds[1]))
+    # one the caller keeps (a view of it, here) is never written again
+    kept = y[1:]
+    del y
+    y = sess.run(None, feeds[2])[0]
+    assert not np.shares_memory(y, kept)
+    assert same_bits(kept, _want(feeds[1])[1:]) and same_bits(y, _want(feeds[2]))
+    assert _placed() == before + 3
+
+
+def test_outputs_are_bound_only_where_every_one_asked_for_is_a_kernels_and_large_enough(place_all, monkeypatch):
+    nodes = [odq.make_node(["x", "s"], ["y"], axes=[2], name="dq"), helper.make_node("Relu", ["y"], ["r"])]
+    ins, outs = [vi("x", "i8", SHAPE), vi("s", "f32", (5,))], [vi("y", "f32", SHAPE), vi("r", "f32", SHAPE)]
+    model = model_of(nodes, ins, outs)
+    sess = odq.session(model)
+    rng = np.random.default_rng(3)
+    feed = {"x": ints(rng, "i8", SHAPE), "s": scales(rng, "f32", (5,))}
+    want = odq.dequantize(feed["x"], feed["s"], axes=[2])
+    before = _placed()
+    y, r = sess.run(None, feed)  # "r" is Relu's: ONNX Runtime's own run
+    assert same_bits(y, want) and same_bits(r, np.maximum(want, 0)) and _placed() == before
+    assert same_bits(sess.run(["y"], feed)[0], want) and _placed() == before + 1
+    # a list the kernel reads is converted as ORT converts it, once, and bound
+    assert same_bits(sess.run(["y"], dict(feed, x=feed["x"].tolist()))[0], want)
+    assert _placed() == before + 2
+    # an output too small to pay for the binding: ORT's own run
+    monkeypatch.setattr(session_module, "PLACE_MIN_BYTES", want.nbytes + 1)
+    assert same_bits(sess.run(["y"], feed)[0], want)
+    assert _placed() == before + 2
+    # wrong feeds and names still get ONNX Runtime's own errors
+    monkeypatch.setattr(session_module, "PLACE_MIN_BYTES", 1)
+    with pytest.raises(ValueError, match="missing"):
+        sess.run(["y"], {"x": feed["x"]})
+    with pytest.raises(Exception, match="nope"):
+        sess.run(["nope"], feed)
+
+
+def test_a_run_that_fails_with_its_output_bound_raises_and_the_next_is_right(place_all):
+    sess = odq.session(single_node_model("i8", "f32", (0, 2), scale_shape=None))
+    bad = dict(_feed(1), s=np.ones((3, 4), np.float32), z=np.zeros((3, 4), np.int8))
+    before = _placed()
+    with pytest.raises(odq.DequantizeError, match="dq"):
+        sess.run(None, bad)
+    good = _feed(2)
+    assert same_bits(sess.run(None, good)[0], _want(good))
+    assert _placed() == before + 2
+
+
+@pytest.mark.parametrize("how", ["buffer", "ortvalue"])
+def test_an_output_bound_by_the_caller_on_the_cpu_is_computed_in_place(how):
+    sess = odq.session(single_node_model("u8", "f64", (1,)))
+    rng = np.random.default_rng(4)
+    feed = {"x": ints(rng, "u8", SHAPE), "s": scales(rng, "f64", (4,)), "z": ints(rng, "u8", (4,))}
+    want = odq.dequantize(feed["x"], feed["s"], feed["z"], axes=[1], dtype="f64")
+    out = np.full(SHAPE, np.nan)
+    binding = sess.io_binding()
+    for k, v in feed.items():
+        binding.bind_cpu_input(k, v)
+    if how == "buffer":
+        binding.bind_output("y", "cpu", 0, np.float64, SHAPE, out.ctypes.data)
+    else:
+        binding.bind_ortvalue_output("y", ort.OrtValue.ortvalue_from_numpy(out))
+    before = _placed()
+    sess.run_with_iobinding(binding)
+    assert _placed() == before + 1 and same_bits(out, want)
+    # rebound where ONNX Runtime allocates: the kernel's own buffer, copied as before
+    binding.bind_output("y")
+    sess.run_with_iobinding(binding)
+    assert _placed() == before + 1 and same_bits(binding.copy_outputs_to_cpu()[0], want)
 
 
 # ---- exactly the declared dtype, on success and on error ----

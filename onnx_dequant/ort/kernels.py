@@ -127,12 +127,13 @@ def _all_specs() -> list[KernelSpec]:
     return specs
 
 
-_stats = {"calls": 0, "fast": 0, "errors": 0}
-"""Counters: kernel calls, those answered through the fast hook (the rest took the stock bridge), errors."""
+_stats = {"calls": 0, "fast": 0, "errors": 0, "placed": 0}
+"""Counters: kernel calls, those answered through the fast hook (the rest took the stock bridge), errors,
+and calls that computed into the array their graph output is bound to (``runs.Run.placed``)."""
 
 
 def stats() -> dict[str, int]:
-    """A copy of the kernel call counters (``calls``, ``fast``, ``errors``)."""
+    """A copy of the kernel call counters (``calls``, ``fast``, ``errors``, ``placed``)."""
     return dict(_stats)
 
 
@@ -174,7 +175,13 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
                 _, scale, zp = runs.inputs(run, odq_node)
             else:
                 scale, zp = feed[1], (feed[2] if spec.takes == "all" else None)
-            out = run.out_array(x.shape, out_dtype) if run is not None and isinstance(x, np.ndarray) else None
+            out = None
+            if run is not None and isinstance(x, np.ndarray):
+                out = run.placed.get(odq_node)  # a graph output bound to an array: computed in place
+                if out is not None and out.shape == x.shape and out.dtype == out_dtype:
+                    _stats["placed"] += 1
+                else:
+                    out = run.out_array(x.shape, out_dtype)
             y = dequantize(x, scale, zp, axes=_parse_axes(odq_axes), dtype=spec.out, out=out)
             if y.dtype != out_dtype or not y.flags.c_contiguous:  # the bridge copies raw bytes
                 y = np.ascontiguousarray(y, dtype=out_dtype)

@@ -49,6 +49,8 @@ class Prepared:
     path: str | None = None
     params: Params = field(default_factory=dict)  # node name -> the inputs the session hands its kernel
     fed: dict[str, np.dtype] = field(default_factory=dict)  # graph inputs kernels read from the feed -> dtype
+    # graph outputs a kernel node gives, whose shape (x's) is known before a run -> (node name, dtype)
+    placeable: dict[str, tuple[str, np.dtype]] = field(default_factory=dict)
 
 
 def load_copy(model: Any) -> tuple[ModelProto, str | None]:
@@ -200,6 +202,8 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     fed_inputs = _fed_inputs(copy) if read_feeds else {}
     fed: dict[str, np.dtype] = {}
     in_main = {id(n) for n in copy.graph.node}
+    graph_outputs = {o.name for o in copy.graph.output}
+    placeable: dict[str, tuple[str, np.dtype]] = {}
 
     def source(name: str) -> Source:
         if name in fed_inputs:
@@ -229,6 +233,8 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
                 else:
                     copy.graph.initializer.append(numpy_helper.from_array(np.array(x.shape, np.int64), shape))
                 inputs = [shape]
+                if node.output[0] in graph_outputs:
+                    placeable[node.output[0]] = (node.name, np.dtype(dtypes.parse(pair[1]).numpy))
         op = kernel_op_type(*pair, takes)
         assert op is not None  # the route checked the type pair
         inputs.append(token)
@@ -253,4 +259,4 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     copy.graph.input.append(helper.make_tensor_value_info(token, TensorProto.INT64, []))
     if not any(op.domain == KERNEL_DOMAIN for op in copy.opset_import):
         copy.opset_import.append(helper.make_opsetid(KERNEL_DOMAIN, OPSET_VERSION))
-    return Prepared(copy, tuple(routes), lowered, token, path, params, fed)
+    return Prepared(copy, tuple(routes), lowered, token, path, params, fed, placeable)

@@ -1,20 +1,25 @@
 """Per-run state the kernels share with ``KernelSession``: the errors they record, the output
-buffers they borrow, and the inputs that reach them through the session rather than through ONNX
-Runtime: constant scales and zero points the session holds, and graph inputs read from the caller's
-feed (``Params``).
+buffers they borrow or are handed, and the inputs that reach them through the session rather than
+through ONNX Runtime: constant scales and zero points the session holds, and graph inputs read from
+the caller's feed (``Params``).
 
 A run token (an int64 scalar fed to every kernel node) names one run of one session. Kernels record
 their errors under it (the session raises them when the run is over) and borrow output buffers from
-the session's ``ScratchPool``; the buffers go back to the pool when the run ends well. A pool keeps
-at most ``max_bytes`` between runs and is freed with its session.
+the session's ``ScratchPool``; the buffers go back to the pool when the run ends well. A kernel whose
+output is a graph output bound to an array (``Run.placed``) computes into that array instead: the
+extension's copy of its result is then a copy onto itself, which the C library skips. Arrays the
+session binds so are lent by the pool (``ScratchPool.lend``) and come back to it once the caller
+drops them. A pool keeps at most ``max_bytes`` between runs and is freed with its session.
 """
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -30,6 +35,7 @@ __all__ = [
     "Feeds",
     "NodeInputs",
     "Params",
+    "Placed",
     "Source",
     "ScratchPool",
     "Run",
@@ -87,13 +93,24 @@ class ScratchPool:
             raise DequantizeError(f"scratch_bytes must be an integer >= 0, got {max_bytes!r}")
         self.max_bytes = int(max_bytes)
         self._free: list[np.ndarray] = []
+        # buffers lent with arrays the caller has dropped since: appended by finalizers, which may run
+        # in any thread at any time (inside this pool's lock too), so only a list's atomic append
+        self._returned: list[np.ndarray] = []
         self._lock = threading.Lock()
 
     @property
     def kept_bytes(self) -> int:
         """Bytes held between runs now."""
         with self._lock:
+            self._collect()
             return sum(b.nbytes for b in self._free)
+
+    def _collect(self) -> None:
+        """Move the buffers that came back from the caller to the free list (under the lock)."""
+        while self._returned:
+            self._free.append(self._returned.pop())
+        if sum(b.nbytes for b in self._free) > self.max_bytes:
+            self._free = _largest_within(self._free, self.max_bytes)
 
     def take(self, nbytes: int) -> np.ndarray | None:
         """A byte buffer of at least ``nbytes`` (the smallest kept one that fits, else a new one);
@@ -101,6 +118,7 @@ class ScratchPool:
         if nbytes <= 0 or nbytes > self.max_bytes:
             return None
         with self._lock:
+            self._collect()
             fits = [i for i, b in enumerate(self._free) if b.nbytes >= nbytes]
             if fits:
                 best = min(fits, key=lambda i: self._free[i].nbytes)
@@ -110,27 +128,60 @@ class ScratchPool:
     def give(self, buffers: list[np.ndarray]) -> None:
         """Keep ``buffers``, largest first, while the total kept stays within ``max_bytes``."""
         with self._lock:
-            kept, total = [], 0
-            for b in sorted([*self._free, *buffers], key=lambda b: b.nbytes, reverse=True):
-                if total + b.nbytes <= self.max_bytes:
-                    kept.append(b)
-                    total += b.nbytes
-            self._free = kept
+            self._collect()
+            self._free = _largest_within([*self._free, *buffers], self.max_bytes)
+
+    def lend(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """A C-contiguous ``shape``/``dtype`` array for the caller to keep, in a kept buffer where one
+        fits (no page faults): the buffer comes back to the pool once no array refers to it. A fresh
+        array where the pool keeps none so large."""
+        dtype = np.dtype(dtype)
+        count = math.prod(shape)
+        raw = self.take(count * dtype.itemsize)
+        if raw is None:
+            return np.empty(shape, dtype)
+        # the arrays made from it (views included) refer to this carrier, not to ``raw``, which the
+        # pool keeps: the carrier dies with the last of them, and then ``raw`` is free again
+        carrier = (ctypes.c_char * raw.nbytes).from_buffer(raw)
+        weakref.finalize(carrier, self._returned.append, raw)
+        return np.frombuffer(carrier, dtype, count).reshape(shape)
 
     def clear(self) -> None:
-        """Drop every kept buffer."""
+        """Drop every kept buffer (a lent one comes back to the pool when the caller drops it)."""
         with self._lock:
+            self._collect()
             self._free = []
+
+
+def _largest_within(buffers: list[np.ndarray], max_bytes: int) -> list[np.ndarray]:
+    """``buffers``, largest first, while their total stays within ``max_bytes``."""
+    kept, total = [], 0
+    for b in sorted(buffers, key=lambda b: b.nbytes, reverse=True):
+        if total + b.nbytes <= max_bytes:
+            kept.append(b)
+            total += b.nbytes
+    return kept
+
+
+Placed = Mapping[str, np.ndarray]
+"""By node name, the arrays kernels compute their outputs into: graph outputs bound to them."""
 
 
 class Run:
     """One run: the ``(node, error)`` pairs recorded so far, the buffers borrowed, by thread, and (read
-    only) the session's inputs by node and the run's feed."""
+    only) the session's inputs by node, the run's feed and the arrays its graph outputs are bound to."""
 
-    def __init__(self, pool: ScratchPool | None, params: Params | None = None, feeds: Feeds | None = None) -> None:
+    def __init__(
+        self,
+        pool: ScratchPool | None,
+        params: Params | None = None,
+        feeds: Feeds | None = None,
+        placed: Placed | None = None,
+    ) -> None:
         self.errors: list[tuple[str, BaseException]] = []
         self.params: Mapping[str, NodeInputs] = MappingProxyType(params or {})
         self.feeds: Feeds = MappingProxyType(dict(feeds or {}))
+        self.placed: Placed = MappingProxyType(dict(placed or {}))
         self._pool = pool
         self._lock = threading.Lock()
         self._current: dict[int, np.ndarray] = {}  # thread id -> the buffer its last kernel call used
@@ -173,12 +224,17 @@ _runs: dict[int, Run] = {}
 _lock = threading.Lock()
 
 
-def begin(pool: ScratchPool | None = None, params: Params | None = None, feeds: Feeds | None = None) -> int:
-    """A fresh run token; kernels fed it record errors, borrow from ``pool`` and find the inputs
-    ``params`` names for them (held, or in ``feeds``) until ``end``."""
+def begin(
+    pool: ScratchPool | None = None,
+    params: Params | None = None,
+    feeds: Feeds | None = None,
+    placed: Placed | None = None,
+) -> int:
+    """A fresh run token; kernels fed it record errors, borrow from ``pool``, find the inputs ``params``
+    names for them (held, or in ``feeds``) and compute into the arrays ``placed`` binds until ``end``."""
     token = next(_counter)
     with _lock:
-        _runs[token] = Run(pool, params, feeds)
+        _runs[token] = Run(pool, params, feeds, placed)
     return token
 
 
