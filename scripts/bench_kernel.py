@@ -8,22 +8,31 @@
 Target (issue 4): on 16M int8 elements, multi-axis, f32 output, ``odq.session(...).run`` takes at most
 the reference's own time plus two casting copies (int8 -> f32 into a preallocated array). The
 contender "reference + 2 casting copies" runs exactly that budget, side by side, and is the baseline.
-"kernel in ORT, scratch_bytes=0" is the same session without reusable output buffers (a fresh array
-per kernel call): the price of the memory the default session keeps; "kernel in ORT, read_feeds=False"
+"kernel in ORT, output not bound" is the same session running ONNX Runtime's own ``run`` (the
+extension copies the kernel's result into ONNX Runtime's output) instead of binding the output to an
+array the kernel computes into; "kernel in ORT, scratch_bytes=0" is the same session without reusable
+output buffers (a fresh array per kernel call): the price of the memory the default session keeps;
+"kernel in ORT, read_feeds=False"
 the same session with every input handed over by ONNX Runtime (the extension copies each at every
 call) instead of read from the caller's arrays. "a call's fixed cost" times a 64-element model (the
 kernel against the reference and against ONNX Runtime's own DequantizeLinear on the same input). The
 contrast case runs the session through the extension's stock bridge (outputs turned into Python lists),
-on a smaller input so it finishes quickly.
+on a smaller input so it finishes quickly. "activations into Relu" runs the kernel's output into ONNX
+Runtime's Relu (bound, an output the session adds and does not show, or not) against ONNX Runtime's own
+DequantizeLinear into Relu. "a held weight into MatMul" runs a constant 1024x1024 int8
+weight, dequantized per column, into MatMul with 64 rows of activations: the kernel (the dequantized
+weight, MatMul's input, bound or not), the lowered model, and an f32 weight (no dequantizing) as the floor.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 import onnxruntime as ort
 from benchlib import Bench, case_data
 from onnx import TensorProto as TP
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import onnx_dequant as odq
 from onnx_dequant.compare import same_bits
@@ -57,10 +66,18 @@ def model(shape: tuple[int, ...], axes: tuple[int, ...], zero_point: bool):
     )
 
 
-def dql_model(shape: tuple[int, ...], axis: int):
-    """ONNX Runtime's own per-axis DequantizeLinear on the same input (int8 -> f32, no zero point)."""
+def dql_model(shape: tuple[int, ...], axis: int, consumer: str | None = None, *, ours: bool = False):
+    """ONNX Runtime's own per-axis DequantizeLinear on the same input (int8 -> f32, no zero point), or
+    (``ours``) the Dequantize op on that axis; its output ``y``, or ``consumer``'s of it."""
+    t = "t" if consumer else "y"
+    if ours:
+        nodes = [odq.make_node(["x", "s"], [t], axes=[axis], name="dq")]
+    else:
+        nodes = [helper.make_node("DequantizeLinear", ["x", "s"], [t], axis=axis)]
+    if consumer:
+        nodes.append(helper.make_node(consumer, ["t"], ["y"]))
     graph = helper.make_graph(
-        [helper.make_node("DequantizeLinear", ["x", "s"], ["y"], axis=axis)],
+        nodes,
         "dql",
         [
             helper.make_tensor_value_info("x", TP.INT8, list(shape)),
@@ -68,7 +85,43 @@ def dql_model(shape: tuple[int, ...], axis: int):
         ],
         [helper.make_tensor_value_info("y", TP.FLOAT, list(shape))],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    opsets = [helper.make_opsetid("", 21)] + ([helper.make_opsetid(odq.DOMAIN, 1)] if ours else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def weight_model(weight: np.ndarray, scale: np.ndarray | None, rows: int):
+    """a (rows x k, f32, fed) MatMul w: w a Dequantize of the int8 weight per column (``scale`` given),
+    else the f32 weight itself."""
+    k, n = weight.shape
+    inits = [numpy_helper.from_array(weight, "w")]
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["y"])]
+    if scale is not None:
+        inits = [numpy_helper.from_array(weight, "wq"), numpy_helper.from_array(scale, "ws")]
+        nodes.insert(0, odq.make_node(["wq", "ws"], ["w"], axes=[1], name="dq_w"))
+    graph = helper.make_graph(
+        nodes,
+        "weight",
+        [helper.make_tensor_value_info("a", TP.FLOAT, [rows, k])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, [rows, n])],
+        inits,
+    )
+    opsets = [helper.make_opsetid("", 21)] + ([helper.make_opsetid(odq.DOMAIN, 1)] if scale is not None else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def unbound(fn):
+    """``fn`` run with no kernel output bound: ONNX Runtime's own ``run``, the extension copying results."""
+    session_module = importlib.import_module("onnx_dequant.ort.session")
+
+    def run():
+        kept = session_module.PLACE_MIN_BYTES
+        session_module.PLACE_MIN_BYTES = 1 << 62
+        try:
+            return fn()
+        finally:
+            session_module.PLACE_MIN_BYTES = kept
+
+    return run
 
 
 def stock_bridge(fn):
@@ -129,6 +182,7 @@ def main() -> int:
                 "reference (odq.dequantize)": reference,
                 "reference + 2 casting copies": budget,
                 "kernel in ORT (odq.session.run)": lambda: sess.run(None, feed),
+                "kernel in ORT, output not bound": unbound(lambda: sess.run(None, feed)),
                 "kernel in ORT, scratch_bytes=0": lambda: fresh.run(None, feed),
                 "kernel in ORT, read_feeds=False": lambda: through.run(None, feed),
             },
@@ -154,6 +208,54 @@ def main() -> int:
                 "kernel in ORT (odq.session.run)": calls(lambda: sess.run(None, {"x": x, "s": s})),
             },
             baseline="ORT's own DequantizeLinear (a plain session)",
+        )
+
+    if bench.wants("into Relu"):
+        shape = (64 // quick, 16, 128, 128)
+        x, s, _ = case_data(rng, shape, (1,), False)
+        sess = odq.session(dql_model(shape, 1, "Relu", ours=True))
+        plain = ort.InferenceSession(
+            dql_model(shape, 1, "Relu").SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        feed = {"x": x, "s": s}
+        got = sess.run(None, feed)[0]
+        assert same_bits(got, np.maximum(odq.dequantize(x, s, axes=[1]), 0))
+        assert same_bits(got, unbound(lambda: sess.run(None, feed))()[0])
+        bench.case(
+            f"activations into Relu, {np.prod(shape) / 2**20:.0f}M int8 -> f32 per channel",
+            {
+                "ORT's DequantizeLinear -> Relu (a plain session)": lambda: plain.run(None, feed),
+                "kernel in ORT -> Relu (odq.session.run)": lambda: sess.run(None, feed),
+                "kernel in ORT -> Relu, output not bound": unbound(lambda: sess.run(None, feed)),
+            },
+            baseline="ORT's DequantizeLinear -> Relu (a plain session)",
+        )
+
+    if bench.wants("weight"):
+        rows, k, n = 64, 1024 // quick, 1024
+        weight = rng.integers(-128, 128, (k, n), dtype=np.int8)
+        scale = rng.uniform(0.001, 0.01, n).astype(np.float32)
+        a = rng.standard_normal((rows, k)).astype(np.float32)
+        quantized = weight_model(weight, scale, rows)
+        sess = odq.session(quantized)
+        lowered = ort.InferenceSession(odq.lower(quantized).SerializeToString(), providers=["CPUExecutionProvider"])
+        floor = ort.InferenceSession(
+            weight_model(odq.dequantize(weight, scale, axes=[1]), None, rows).SerializeToString(),
+            providers=["CPUExecutionProvider"],
+        )
+        got = sess.run(None, {"a": a})[0]
+        assert same_bits(got, unbound(lambda: sess.run(None, {"a": a}))()[0])
+        # the f32 weight is a constant ONNX Runtime packs for MatMul: other sums, the same values nearly
+        assert np.allclose(got, floor.run(None, {"a": a})[0], rtol=1e-4, atol=1e-4)
+        bench.case(
+            f"a held {k}x{n} int8 weight into MatMul, {rows} rows",
+            {
+                "f32 weight MatMul (a plain session)": lambda: floor.run(None, {"a": a}),
+                "kernel in ORT (odq.session.run)": lambda: sess.run(None, {"a": a}),
+                "kernel in ORT, output not bound": unbound(lambda: sess.run(None, {"a": a})),
+                "lowered (odq.lower) in ORT": lambda: lowered.run(None, {"a": a}),
+            },
+            baseline="f32 weight MatMul (a plain session)",
         )
 
     if not args.no_stock and bench.wants("stock"):

@@ -3,10 +3,15 @@ and every kernel returns exactly its declared dtype."""
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import importlib
+import subprocess
+import sys
+import textwrap
 import threading
 import weakref
+from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
@@ -170,6 +175,43 @@ def test_pool_lends_a_buffer_until_no_array_refers_to_it():
     assert big.nbytes == 2400 and big.flags.owndata
     del c, big
     assert pool.kept_bytes == 800
+    # a small array the caller keeps does not hold a kept buffer much larger than itself
+    small = pool.lend((10,), np.dtype(np.float32))
+    assert ctypes.sizeof(small.base.base) == 40 and pool.kept_bytes == 800  # its own buffer, not a kept one
+
+
+def test_lent_buffers_stay_lent_while_exit_handlers_run(tmp_path):
+    script = tmp_path / "at_exit.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import atexit, importlib, sys
+            import numpy as np
+            sys.path.insert(0, %r)
+            from helpers import ints, scales, single_node_model
+            import onnx_dequant as odq
+            from onnx_dequant.compare import same_bits
+            importlib.import_module("onnx_dequant.ort.session").PLACE_MIN_BYTES = 1
+            sess = odq.session(single_node_model("i16", "f32", (0, 2)))
+            rng = np.random.default_rng(0)
+            feeds = [{"x": ints(rng, "i16", (3, 4, 5)), "s": scales(rng, "f32", (3, 5)),
+                      "z": ints(rng, "i16", (3, 5))} for _ in range(2)]
+            held = {}
+
+            def at_exit():  # registered before the first array is lent
+                y = sess.run(None, feeds[1])[0]
+                want = odq.dequantize(feeds[0]["x"], feeds[0]["s"], feeds[0]["z"], axes=(0, 2))
+                print("HELD", same_bits(held["y"], want), np.shares_memory(held["y"], y))
+
+            atexit.register(at_exit)
+            held["y"] = sess.run(None, feeds[0])[0]
+            """
+        )
+        % str(Path(__file__).parent)
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "HELD True False" in proc.stdout
 
 
 def test_a_kernels_graph_output_is_computed_in_place_and_its_buffer_comes_back(place_all):
@@ -193,31 +235,75 @@ def test_a_kernels_graph_output_is_computed_in_place_and_its_buffer_comes_back(p
     assert _placed() == before + 3
 
 
-def test_outputs_are_bound_only_where_every_one_asked_for_is_a_kernels_and_large_enough(place_all, monkeypatch):
+def _relu_model(*, dq_output: bool):
+    """x -> Dequantize -> y -> Relu -> r; y a graph output or not."""
     nodes = [odq.make_node(["x", "s"], ["y"], axes=[2], name="dq"), helper.make_node("Relu", ["y"], ["r"])]
-    ins, outs = [vi("x", "i8", SHAPE), vi("s", "f32", (5,))], [vi("y", "f32", SHAPE), vi("r", "f32", SHAPE)]
-    model = model_of(nodes, ins, outs)
-    sess = odq.session(model)
+    outs = ([vi("y", "f32", SHAPE)] if dq_output else []) + [vi("r", "f32", SHAPE)]
+    model = model_of(nodes, [vi("x", "i8", SHAPE), vi("s", "f32", (5,))], outs)
     rng = np.random.default_rng(3)
     feed = {"x": ints(rng, "i8", SHAPE), "s": scales(rng, "f32", (5,))}
-    want = odq.dequantize(feed["x"], feed["s"], axes=[2])
+    return model, feed, odq.dequantize(feed["x"], feed["s"], axes=[2])
+
+
+def test_a_kernels_output_beside_other_outputs_is_bound_and_theirs_are_onnx_runtimes(place_all, monkeypatch):
+    model, feed, want = _relu_model(dq_output=True)
+    sess = odq.session(model)
     before = _placed()
-    y, r = sess.run(None, feed)  # "r" is Relu's: ONNX Runtime's own run
-    assert same_bits(y, want) and same_bits(r, np.maximum(want, 0)) and _placed() == before
-    assert same_bits(sess.run(["y"], feed)[0], want) and _placed() == before + 1
+    y, r = sess.run(None, feed)
+    assert same_bits(y, want) and same_bits(r, np.maximum(want, 0)) and _placed() == before + 1
+    (r,) = sess.run(["r"], feed)  # y is Relu's input only, here
+    assert same_bits(r, np.maximum(want, 0)) and _placed() == before + 2
     # a list the kernel reads is converted as ORT converts it, once, and bound
     assert same_bits(sess.run(["y"], dict(feed, x=feed["x"].tolist()))[0], want)
-    assert _placed() == before + 2
-    # an output too small to pay for the binding: ORT's own run
+    assert _placed() == before + 3
+    # outputs too small to pay for the binding: ORT's own run
     monkeypatch.setattr(session_module, "PLACE_MIN_BYTES", want.nbytes + 1)
     assert same_bits(sess.run(["y"], feed)[0], want)
-    assert _placed() == before + 2
-    # wrong feeds and names still get ONNX Runtime's own errors
+    assert _placed() == before + 3
+    # wrong feeds, names and options get ONNX Runtime's own errors, of its own types
     monkeypatch.setattr(session_module, "PLACE_MIN_BYTES", 1)
-    with pytest.raises(ValueError, match="missing"):
-        sess.run(["y"], {"x": feed["x"]})
-    with pytest.raises(Exception, match="nope"):
-        sess.run(["nope"], feed)
+    stop = ort.RunOptions()
+    stop.terminate = True
+    wrong = [
+        (["y"], {"x": feed["x"]}, None),  # an input missing
+        (["nope"], feed, None),
+        ("y", feed, None),  # not a list of names
+        (None, dict(feed, x=feed["x"].astype(np.int16)), None),
+        (None, dict(feed, x=feed["x"][:1]), None),
+        (None, dict(feed, s=feed["s"].astype(np.float64)), None),
+        (None, feed, stop),
+    ]
+    for names, given, options in wrong:
+        with pytest.raises(Exception) as bound:
+            sess.run(names, given, options)
+        monkeypatch.setattr(session_module, "PLACE_MIN_BYTES", 1 << 62)
+        with pytest.raises(Exception) as unbound:
+            sess.run(names, given, options)
+        monkeypatch.setattr(session_module, "PLACE_MIN_BYTES", 1)
+        assert type(bound.value) is type(unbound.value)
+        assert str(bound.value).splitlines()[0] == str(unbound.value).splitlines()[0]
+
+
+def test_a_kernels_output_other_nodes_read_is_bound_where_the_caller_does_not_see_it(place_all):
+    model, feed, want = _relu_model(dq_output=False)
+    sess = odq.session(model)
+    assert [o.name for o in sess.get_outputs()] == ["r"]
+    relu = np.maximum(want, 0)
+    before = _placed()
+    for outputs in (None, [], ["r"]):
+        got = sess.run(outputs, feed)
+        assert len(got) == 1 and same_bits(got[0], relu)
+    assert _placed() == before + 3
+    got = sess.run_with_ort_values(None, {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feed.items()})
+    assert len(got) == 1 and same_bits(got[0].numpy(), relu)
+    binding = sess.io_binding()
+    for k, v in feed.items():
+        binding.bind_cpu_input(k, v)
+    binding.bind_output("r")
+    sess.run_with_iobinding(binding)
+    assert [same_bits(a, relu) for a in binding.copy_outputs_to_cpu()] == [True]
+    # the saved model is the caller's: no output added
+    assert [o.name for o in model.graph.output] == ["r"]
 
 
 def test_a_run_that_fails_with_its_output_bound_raises_and_the_next_is_right(place_all):

@@ -8,7 +8,10 @@ attribute ``odq_axes``, and one extra graph input, the run token, fed to every k
 extension copies every op input at every call, so a main-graph node takes from the session instead
 (``Prepared.params``) a scale and zero point that are initializers the caller cannot override (held
 by the session) or graph inputs (read from the caller's feed), and its ``x`` too where that is either
-(a constant weight, say); ``read_feeds`` (``Prepared.fed``: the graph inputs so read).
+(a constant weight, say); ``read_feeds`` (``Prepared.fed``: the graph inputs so read). Such a node's
+output, whose shape is then known before a run, is one a run can bind to an array the kernel computes
+into (``Prepared.placeable``): where another node reads it, it is made a graph output as well
+(``Prepared.hidden``, which the session does not show).
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ class Prepared:
     fed: dict[str, np.dtype] = field(default_factory=dict)  # graph inputs kernels read from the feed -> dtype
     # graph outputs a kernel node gives, whose shape (x's) is known before a run -> (node name, dtype)
     placeable: dict[str, tuple[str, np.dtype]] = field(default_factory=dict)
+    inner: tuple[str, ...] = ()  # those other nodes read: a run binds them whether asked for or not
+    hidden: tuple[str, ...] = ()  # those made graph outputs here, so a run can bind them (not the caller's)
 
 
 def load_copy(model: Any) -> tuple[ModelProto, str | None]:
@@ -203,7 +208,10 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     fed: dict[str, np.dtype] = {}
     in_main = {id(n) for n in copy.graph.node}
     graph_outputs = {o.name for o in copy.graph.output}
+    read = {i for n in iter_nodes(copy) for i in n.input}  # subgraphs' nodes read outer values too
     placeable: dict[str, tuple[str, np.dtype]] = {}
+    inner: list[str] = []
+    hidden: list[str] = []
 
     def source(name: str) -> Source:
         if name in fed_inputs:
@@ -233,8 +241,14 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
                 else:
                     copy.graph.initializer.append(numpy_helper.from_array(np.array(x.shape, np.int64), shape))
                 inputs = [shape]
-                if node.output[0] in graph_outputs:
-                    placeable[node.output[0]] = (node.name, np.dtype(dtypes.parse(pair[1]).numpy))
+                y, out_type = node.output[0], dtypes.parse(pair[1])
+                if y in graph_outputs or y in read:
+                    placeable[y] = (node.name, np.dtype(out_type.numpy))
+                if y in read:
+                    inner.append(y)
+                    if y not in graph_outputs:  # another node's input only: made a graph output too
+                        copy.graph.output.append(helper.make_tensor_value_info(y, out_type.onnx, None))
+                        hidden.append(y)
         op = kernel_op_type(*pair, takes)
         assert op is not None  # the route checked the type pair
         inputs.append(token)
@@ -259,4 +273,4 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     copy.graph.input.append(helper.make_tensor_value_info(token, TensorProto.INT64, []))
     if not any(op.domain == KERNEL_DOMAIN for op in copy.opset_import):
         copy.opset_import.append(helper.make_opsetid(KERNEL_DOMAIN, OPSET_VERSION))
-    return Prepared(copy, tuple(routes), lowered, token, path, params, fed, placeable)
+    return Prepared(copy, tuple(routes), lowered, token, path, params, fed, placeable, tuple(inner), tuple(hidden))

@@ -81,6 +81,10 @@ Feeds = Mapping[str, np.ndarray]
 """A run's graph inputs as the kernels read them, by name (the caller's arrays, not copies)."""
 
 
+LEND_SLACK = 2
+"""``ScratchPool.lend`` lends a kept buffer at most this many times the array's size (else a new one)."""
+
+
 class ScratchPool:
     """Output buffers one session reuses from run to run; at most ``max_bytes`` kept between runs.
 
@@ -112,14 +116,15 @@ class ScratchPool:
         if sum(b.nbytes for b in self._free) > self.max_bytes:
             self._free = _largest_within(self._free, self.max_bytes)
 
-    def take(self, nbytes: int) -> np.ndarray | None:
-        """A byte buffer of at least ``nbytes`` (the smallest kept one that fits, else a new one);
-        None when ``nbytes`` is 0 or over ``max_bytes``."""
+    def take(self, nbytes: int, most: int | None = None) -> np.ndarray | None:
+        """A byte buffer of at least ``nbytes`` (the smallest kept one that fits, and holds at most
+        ``most`` bytes where given; else a new one); None when ``nbytes`` is 0 or over ``max_bytes``."""
         if nbytes <= 0 or nbytes > self.max_bytes:
             return None
+        most = self.max_bytes if most is None else most
         with self._lock:
             self._collect()
-            fits = [i for i, b in enumerate(self._free) if b.nbytes >= nbytes]
+            fits = [i for i, b in enumerate(self._free) if nbytes <= b.nbytes <= most]
             if fits:
                 best = min(fits, key=lambda i: self._free[i].nbytes)
                 return self._free.pop(best)
@@ -137,13 +142,15 @@ class ScratchPool:
         array where the pool keeps none so large."""
         dtype = np.dtype(dtype)
         count = math.prod(shape)
-        raw = self.take(count * dtype.itemsize)
+        nbytes = count * dtype.itemsize
+        raw = self.take(nbytes, LEND_SLACK * nbytes)  # an array the caller keeps holds all of ``raw``
         if raw is None:
             return np.empty(shape, dtype)
         # the arrays made from it (views included) refer to this carrier, not to ``raw``, which the
-        # pool keeps: the carrier dies with the last of them, and then ``raw`` is free again
+        # pool keeps: the carrier dies with the last of them, and then ``raw`` is free again. Not at
+        # the interpreter's exit, while exit handlers may still run the session beside arrays held
         carrier = (ctypes.c_char * raw.nbytes).from_buffer(raw)
-        weakref.finalize(carrier, self._returned.append, raw)
+        weakref.finalize(carrier, self._returned.append, raw).atexit = False
         return np.frombuffer(carrier, dtype, count).reshape(shape)
 
     def clear(self) -> None:

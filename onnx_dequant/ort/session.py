@@ -43,6 +43,25 @@ _REGISTERED_KEY = "onnx_dequant.extensions_library"
 
 _register_lock = threading.Lock()
 
+_NUMPY_TENSORS = frozenset(
+    f"tensor({t})"
+    for t in (
+        "float",
+        "double",
+        "float16",
+        "int8",
+        "uint8",
+        "int16",
+        "uint16",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "bool",
+    )
+)
+"""Output types whose ``OrtValue.numpy()`` is the array ``run`` returns (a view of ONNX Runtime's tensor)."""
+
 PLACE_MIN_BYTES = 1 << 20
 """``run`` binds the graph outputs kernels compute (``Prepared.placeable``) when they add up to at least
 this many bytes: below it binding them (about 15 us a run) costs more than the copy it saves."""
@@ -125,6 +144,12 @@ def _as_array(value: Any, dtype: np.dtype) -> np.ndarray | None:
     except Exception:  # noqa: BLE001 - ORT's own conversion reports what is wrong with the value
         return None
     return None
+
+
+class _Refused(Exception):
+    """ONNX Runtime refused a run ``run`` made through a binding: it raises every error as a
+    ``RuntimeError`` there, where its own ``run`` raises its own types (``InvalidArgument``, ``Fail``).
+    ``run`` then runs ONNX Runtime's own ``run``, which raises the error as ONNX Runtime reports it."""
 
 
 class KernelIOBinding(ort.IOBinding):
@@ -244,6 +269,8 @@ class KernelSession(ort.InferenceSession):
         self._params = prepared.params
         self._fed = prepared.fed
         self._placeable = prepared.placeable
+        self._inner = prepared.inner
+        self._hidden = frozenset(prepared.hidden)
         self._odq_path = prepared.path
         if self._token_input is not None:
             kernels.ensure_registered()
@@ -272,6 +299,7 @@ class KernelSession(ort.InferenceSession):
                 ) from e
             raise
         self._output_names = [o.name for o in self.get_outputs()]
+        self._numpy_outputs = {o.name for o in self.get_outputs() if o.type in _NUMPY_TENSORS}
         self._input_names = {i.name for i in self.get_inputs()}
 
     # ---- what the caller sees ----
@@ -279,6 +307,10 @@ class KernelSession(ort.InferenceSession):
     def get_inputs(self) -> list[Any]:
         """The model's inputs (the hidden run token left out)."""
         return [i for i in super().get_inputs() if i.name != self._token_input]
+
+    def get_outputs(self) -> list[Any]:
+        """The model's outputs (the kernels' outputs made graph outputs to be bound left out)."""
+        return [o for o in super().get_outputs() if o.name not in self._hidden]
 
     def io_binding(self) -> KernelIOBinding:
         """An ``IOBinding`` whose CPU inputs the kernels can read (``KernelIOBinding``)."""
@@ -363,31 +395,29 @@ class KernelSession(ort.InferenceSession):
         return None if x is None else x.shape
 
     def _place(
-        self, output_names: Any, feed: dict[str, Any], reads: dict[str, np.ndarray]
-    ) -> tuple[list[str], dict[str, np.ndarray]] | None:
-        """For ``run``: the outputs asked for, and by node the arrays lent for them, where every one is
-        a kernel's (``Prepared.placeable``), together at least ``PLACE_MIN_BYTES``, and the feed is
-        arrays of every model input and nothing else; None otherwise (ONNX Runtime's own ``run``, which
-        also reports a feed or output name that is wrong)."""
-        if not self._placeable:
+        self, names: list[str], feed: dict[str, Any], reads: dict[str, np.ndarray]
+    ) -> dict[str, np.ndarray] | None:
+        """For ``run``: by graph output (those asked for, and those other nodes read), the arrays lent
+        for the kernels' (``Prepared.placeable``) to be bound to, where they add up to at least
+        ``PLACE_MIN_BYTES``, the feed is arrays of every model input and nothing else, and each output
+        asked for is a model output whose array ONNX Runtime hands back as ``run`` does (a tensor of a
+        NumPy type); None otherwise: ONNX Runtime's own ``run``, which also reports a wrong name."""
+        if not self._placeable or feed.keys() != self._input_names:
             return None
-        names = list(output_names) if output_names else self._output_names
-        if len(set(names)) != len(names) or not all(isinstance(n, str) and n in self._placeable for n in names):
+        if not all(isinstance(v, np.ndarray) and v.dtype.kind in "biuf" for v in feed.values()):
             return None
-        if feed.keys() != self._input_names or not all(
-            isinstance(v, np.ndarray) and v.dtype.kind in "biuf" for v in feed.values()
-        ):
+        if len(set(names)) != len(names) or not all(isinstance(n, str) and n in self._numpy_outputs for n in names):
             return None
         wanted = {}
-        for name in names:
-            node, dtype = self._placeable[name]
-            shape = self._x_shape(node, reads)
-            if shape is None:
-                return None
-            wanted[node] = (shape, dtype)
+        for name in (*names, *self._inner):
+            if name in self._placeable:
+                node, dtype = self._placeable[name]
+                shape = self._x_shape(node, reads)
+                if shape is not None:
+                    wanted[name] = (shape, dtype)
         if sum(math.prod(shape) * dtype.itemsize for shape, dtype in wanted.values()) < PLACE_MIN_BYTES:
             return None
-        return names, {node: self.scratch.lend(shape, dtype) for node, (shape, dtype) in wanted.items()}
+        return {name: self.scratch.lend(shape, dtype) for name, (shape, dtype) in wanted.items()}
 
     def _checked(
         self,
@@ -411,14 +441,19 @@ class KernelSession(ort.InferenceSession):
         """As ``InferenceSession.run``; a kernel's error raises (``DequantizeError`` naming the node)."""
 
         feed, reads = self._feed(input_feed)
-        place = self._place(output_names, feed, reads)
-        if place is not None:
-            return self._run_placed(*place, feed, reads, run_options)
+        names = output_names or self._output_names
+        if isinstance(names, (list, tuple)):
+            placed = self._place(list(names), feed, reads)
+            if placed is not None:
+                try:
+                    return self._run_placed(list(names), placed, feed, reads, run_options)
+                except _Refused:  # ONNX Runtime's own run below raises ONNX Runtime's own error
+                    pass
 
         def call(token: int) -> Any:
             if self._token_input is not None:
                 feed[self._token_input] = self._token_value(token)
-            return super(KernelSession, self).run(output_names, feed, run_options)
+            return super(KernelSession, self).run(names, feed, run_options)
 
         return self._checked(call, reads)
 
@@ -430,7 +465,8 @@ class KernelSession(ort.InferenceSession):
         reads: dict[str, np.ndarray],
         run_options: Any,
     ) -> list[np.ndarray]:
-        """``run`` with the outputs ``names`` bound to the arrays ``placed`` lends their kernel nodes."""
+        """``run`` through a binding: the outputs in ``placed`` bound to its arrays (the kernels compute
+        into them), the others of ``names`` to what ONNX Runtime allocates (handed back, not copied)."""
 
         def call(token: int) -> list[np.ndarray]:
             binding = ort.IOBinding(self)
@@ -438,12 +474,23 @@ class KernelSession(ort.InferenceSession):
                 binding.bind_cpu_input(name, value)
             binding.bind_cpu_input(self._token_input, self._token_value(token))
             for name in names:
-                out = placed[self._placeable[name][0]]
+                out = placed.get(name)
+                if out is None:
+                    binding.bind_output(name, "cpu")
+                else:
+                    binding.bind_output(name, "cpu", 0, out.dtype, out.shape, out.ctypes.data)
+            for name in placed.keys() - set(names):  # not asked for: other nodes' inputs
+                out = placed[name]
                 binding.bind_output(name, "cpu", 0, out.dtype, out.shape, out.ctypes.data)
-            super(KernelSession, self).run_with_iobinding(binding, run_options)
-            return [placed[self._placeable[name][0]] for name in names]
+            try:
+                super(KernelSession, self).run_with_iobinding(binding, run_options)
+            except Exception as e:  # a kernel's own error, recorded, is raised by _checked instead
+                raise _Refused from e
+            values = binding.get_outputs()  # in the order bound
+            return [placed[n] if n in placed else values[i].numpy() for i, n in enumerate(names)]
 
-        return self._checked(call, reads, placed)
+        by_node = {self._placeable[name][0]: out for name, out in placed.items()}
+        return self._checked(call, reads, by_node)
 
     def run_with_ort_values(
         self, output_names: Any, input_dict_ort_values: dict[str, Any], run_options: Any = None
@@ -455,7 +502,7 @@ class KernelSession(ort.InferenceSession):
         def call(token: int) -> Any:
             if self._token_input is not None:
                 feed[self._token_input] = ort.OrtValue.ortvalue_from_numpy(self._token_value(token))
-            return super(KernelSession, self).run_with_ort_values(output_names, feed, run_options)
+            return super(KernelSession, self).run_with_ort_values(output_names or self._output_names, feed, run_options)
 
         return self._checked(call, reads)
 
@@ -501,7 +548,7 @@ class KernelSession(ort.InferenceSession):
 
         _track_async(token)
         try:
-            return super().run_async(output_names, feed, done, user_data, run_options)
+            return super().run_async(output_names or self._output_names, feed, done, user_data, run_options)
         except BaseException:
             runs.end(token, reuse=False)
             with _in_flight:
