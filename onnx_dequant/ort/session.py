@@ -243,7 +243,9 @@ class KernelSession(ort.InferenceSession):
     ``kernel_nodes``: names of the nodes the kernel runs. ``lowered_nodes``: names of the nodes lowered
     to standard ONNX because no kernel can carry their types; ``lowered`` maps them to the reason.
     ``scratch``: the output buffers the kernels reuse from run to run (at most ``scratch.max_bytes``
-    kept between runs; ``scratch.clear()`` drops them), freed with the session.
+    kept between runs; ``scratch.clear()`` drops them), freed with the session. An output ``run``
+    returns that a kernel computed in place is in such a buffer, lent to the caller: it goes back to
+    the pool when the caller drops the last array that refers to it, never before.
     """
 
     kernel_nodes: tuple[str, ...]
