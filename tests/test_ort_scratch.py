@@ -180,6 +180,14 @@ def test_pool_lends_a_buffer_until_no_array_refers_to_it():
     assert ctypes.sizeof(small.base.base) == 40 and pool.kept_bytes == 800  # its own buffer, not a kept one
 
 
+def test_buffers_coming_back_are_held_within_max_bytes_before_the_pool_is_next_used():
+    pool = runs.ScratchPool(1000)
+    arrays = [pool.lend((100,), np.dtype(np.float32)) for _ in range(3)]  # three new buffers of 400 bytes
+    del arrays
+    assert sum(b.nbytes for b in pool._returned.buffers) == 800  # the third is freed at once
+    assert pool.kept_bytes == 800
+
+
 def test_lent_buffers_stay_lent_while_exit_handlers_run(tmp_path):
     script = tmp_path / "at_exit.py"
     script.write_text(

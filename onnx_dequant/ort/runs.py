@@ -97,9 +97,7 @@ class ScratchPool:
             raise DequantizeError(f"scratch_bytes must be an integer >= 0, got {max_bytes!r}")
         self.max_bytes = int(max_bytes)
         self._free: list[np.ndarray] = []
-        # buffers lent with arrays the caller has dropped since: appended by finalizers, which may run
-        # in any thread at any time (inside this pool's lock too), so only a list's atomic append
-        self._returned: list[np.ndarray] = []
+        self._returned = _Returned(self.max_bytes)
         self._lock = threading.Lock()
 
     @property
@@ -111,8 +109,8 @@ class ScratchPool:
 
     def _collect(self) -> None:
         """Move the buffers that came back from the caller to the free list (under the lock)."""
-        while self._returned:
-            self._free.append(self._returned.pop())
+        while self._returned.buffers:
+            self._free.append(self._returned.buffers.pop())
         if sum(b.nbytes for b in self._free) > self.max_bytes:
             self._free = _largest_within(self._free, self.max_bytes)
 
@@ -150,7 +148,7 @@ class ScratchPool:
         # pool keeps: the carrier dies with the last of them, and then ``raw`` is free again. Not at
         # the interpreter's exit, while exit handlers may still run the session beside arrays held
         carrier = (ctypes.c_char * raw.nbytes).from_buffer(raw)
-        weakref.finalize(carrier, self._returned.append, raw).atexit = False
+        weakref.finalize(carrier, self._returned.add, raw).atexit = False
         return np.frombuffer(carrier, dtype, count).reshape(shape)
 
     def clear(self) -> None:
@@ -158,6 +156,21 @@ class ScratchPool:
         with self._lock:
             self._collect()
             self._free = []
+
+
+class _Returned:
+    """Buffers lent with arrays the caller has dropped since, at most ``max_bytes`` of them (the rest
+    are freed). Added to by finalizers, which may run in any thread at any time (inside the pool's
+    lock too): so no lock, only a list's atomic append; and no reference to the pool, which is freed
+    with its session while the caller still holds arrays."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.buffers: list[np.ndarray] = []
+
+    def add(self, raw: np.ndarray) -> None:
+        if raw.nbytes + sum(b.nbytes for b in list(self.buffers)) <= self.max_bytes:
+            self.buffers.append(raw)
 
 
 def _largest_within(buffers: list[np.ndarray], max_bytes: int) -> list[np.ndarray]:
