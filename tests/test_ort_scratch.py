@@ -325,34 +325,6 @@ def test_a_run_that_fails_with_its_output_bound_raises_and_the_next_is_right(pla
     assert _placed() == before + 2
 
 
-@pytest.mark.parametrize("dims", [SHAPE, ("n", 4, 5)], ids=["static", "symbolic"])
-def test_a_kernel_whose_x_another_node_computes_is_bound_where_the_model_fixes_its_shape(place_all, dims):
-    # x = QuantizeLinear(a): the kernel takes x as the extension hands it; its output's shape is the model's
-    nodes = [
-        helper.make_node("QuantizeLinear", ["a", "qs"], ["x"]),
-        odq.make_node(["x", "s"], ["y"], axes=[2], name="dq"),
-        helper.make_node("Relu", ["y"], ["r"]),
-    ]
-    inits = [helper.make_tensor("qs", 1, [], [0.05]), helper.make_tensor("s", 1, [5], [0.5, 1, 2, 4, 8])]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [vi("a", "f32", dims)],
-        [vi("y", "f32", dims), vi("r", "f32", dims)],
-        inits,
-        value_info=[vi("x", "u8", dims)],
-    )
-    sess = odq.session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()]))
-    a = np.random.default_rng(5).uniform(-2, 12, SHAPE).astype(np.float32)
-    x = np.clip(np.rint(a / np.float32(0.05)), 0, 255).astype(np.uint8)
-    want = odq.dequantize(x, np.array([0.5, 1, 2, 4, 8], np.float32), axes=[2])
-    before = _placed()
-    for names in (None, ["r"]):
-        got = dict(zip(names or ["y", "r"], sess.run(names, {"a": a})))
-        assert same_bits(got["r"], np.maximum(want, 0)) and ("y" not in got or same_bits(got["y"], want))
-    assert _placed() - before == (2 if dims == SHAPE else 0)
-
-
 @pytest.mark.parametrize("how", ["buffer", "ortvalue"])
 def test_an_output_bound_by_the_caller_on_the_cpu_is_computed_in_place(how):
     sess = odq.session(single_node_model("u8", "f64", (1,)))

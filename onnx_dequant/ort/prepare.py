@@ -8,10 +8,10 @@ attribute ``odq_axes``, and one extra graph input, the run token, fed to every k
 extension copies every op input at every call, so a main-graph node takes from the session instead
 (``Prepared.params``) a scale and zero point that are initializers the caller cannot override (held
 by the session) or graph inputs (read from the caller's feed), and its ``x`` too where that is either
-(a constant weight, say); ``read_feeds`` (``Prepared.fed``: the graph inputs so read). A main-graph
-node's output whose shape is known before a run (``x`` so read, or of a shape the model fixes) is one a
-run can bind to an array the kernel computes into (``Prepared.placeable``): where another node reads
-it, it is made a graph output as well (``Prepared.hidden``, which the session does not show).
+(a constant weight, say); ``read_feeds`` (``Prepared.fed``: the graph inputs so read). Such a node's
+output, whose shape is then known before a run, is one a run can bind to an array the kernel computes
+into (``Prepared.placeable``): where another node reads it, it is made a graph output as well
+(``Prepared.hidden``, which the session does not show).
 """
 
 from __future__ import annotations
@@ -52,9 +52,8 @@ class Prepared:
     path: str | None = None
     params: Params = field(default_factory=dict)  # node name -> the inputs the session hands its kernel
     fed: dict[str, np.dtype] = field(default_factory=dict)  # graph inputs kernels read from the feed -> dtype
-    # graph outputs a kernel node gives, whose shape (x's) is known before a run -> (node name, dtype,
-    # the shape where the model fixes it; None: x's, fed or held, at each run)
-    placeable: dict[str, tuple[str, np.dtype, tuple[int, ...] | None]] = field(default_factory=dict)
+    # graph outputs a kernel node gives, whose shape (x's) is known before a run -> (node name, dtype)
+    placeable: dict[str, tuple[str, np.dtype]] = field(default_factory=dict)
     inner: tuple[str, ...] = ()  # those other nodes read: a run binds them whether asked for or not
     hidden: tuple[str, ...] = ()  # those made graph outputs here, so a run can bind them (not the caller's)
 
@@ -136,13 +135,6 @@ def _array(t: TensorProto) -> np.ndarray:
     return a
 
 
-def _static_shape(t: TensorType | None) -> tuple[int, ...] | None:
-    """A type's shape where every dim is a known size, else None."""
-    if t is None or t.shape is None or not all(isinstance(d, int) and not isinstance(d, bool) for d in t.shape):
-        return None
-    return tuple(t.shape)
-
-
 def _drop_unused(model: ModelProto, names: set[str]) -> None:
     """Remove the initializers among ``names`` that no node (subgraphs included) or output reads."""
     used = {i for n in iter_nodes(model) for i in n.input} | {o.name for o in model.graph.output}
@@ -217,7 +209,7 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     in_main = {id(n) for n in copy.graph.node}
     graph_outputs = {o.name for o in copy.graph.output}
     read = {i for n in iter_nodes(copy) for i in n.input}  # subgraphs' nodes read outer values too
-    placeable: dict[str, tuple[str, np.dtype, tuple[int, ...] | None]] = {}
+    placeable: dict[str, tuple[str, np.dtype]] = {}
     inner: list[str] = []
     hidden: list[str] = []
 
@@ -249,16 +241,14 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
                 else:
                     copy.graph.initializer.append(numpy_helper.from_array(np.array(x.shape, np.int64), shape))
                 inputs = [shape]
-        # the output's shape before a run: x's, fed or held (the "shape" ops), else where it is static
-        static = _static_shape(types.get(node.input[0])) if takes != "shape" else None
-        y, out_type = node.output[0], dtypes.parse(pair[1])
-        if id(node) in in_main and (takes == "shape" or static is not None) and (y in graph_outputs or y in read):
-            placeable[y] = (node.name, np.dtype(out_type.numpy), static)
-            if y in read:
-                inner.append(y)
-                if y not in graph_outputs:  # another node's input only: made a graph output too
-                    copy.graph.output.append(helper.make_tensor_value_info(y, out_type.onnx, None))
-                    hidden.append(y)
+                y, out_type = node.output[0], dtypes.parse(pair[1])
+                if y in graph_outputs or y in read:
+                    placeable[y] = (node.name, np.dtype(out_type.numpy))
+                if y in read:
+                    inner.append(y)
+                    if y not in graph_outputs:  # another node's input only: made a graph output too
+                        copy.graph.output.append(helper.make_tensor_value_info(y, out_type.onnx, None))
+                        hidden.append(y)
         op = kernel_op_type(*pair, takes)
         assert op is not None  # the route checked the type pair
         inputs.append(token)

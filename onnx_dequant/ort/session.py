@@ -390,12 +390,8 @@ class KernelSession(ort.InferenceSession):
         if errors:
             _raise_recorded(errors, cause, self._odq_path)
 
-    def _shape_of(self, output: str, reads: dict[str, np.ndarray]) -> tuple[int, ...] | None:
-        """The shape of a kernel's ``output`` in this run: the model's, or its ``x``'s (None: ``x`` not
-        fed where the kernel reads it)."""
-        node, _, static = self._placeable[output]
-        if static is not None:
-            return static
+    def _x_shape(self, node: str, reads: dict[str, np.ndarray]) -> tuple[int, ...] | None:
+        """The shape of ``node``'s ``x`` in this run (None: not fed where the kernel reads it)."""
         x = self._params[node].x
         x = reads.get(x.name) if isinstance(x, runs.Fed) else x
         return None if x is None else x.shape
@@ -417,8 +413,8 @@ class KernelSession(ort.InferenceSession):
         wanted = {}
         for name in (*names, *self._inner):
             if name in self._placeable:
-                dtype = self._placeable[name][1]
-                shape = self._shape_of(name, reads)
+                node, dtype = self._placeable[name]
+                shape = self._x_shape(node, reads)
                 if shape is not None:
                     wanted[name] = (shape, dtype)
         if sum(math.prod(shape) * dtype.itemsize for shape, dtype in wanted.values()) < PLACE_MIN_BYTES:
