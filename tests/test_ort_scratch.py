@@ -325,6 +325,49 @@ def test_a_run_that_fails_with_its_output_bound_raises_and_the_next_is_right(pla
     assert _placed() == before + 2
 
 
+def test_an_output_bound_to_another_shape_is_an_error_not_an_abort(tmp_path):
+    # ONNX Runtime checks a bound output's shape against the kernel's result only when the extension
+    # asks for the output, where a mismatch throws through the extension and aborts the process
+    script = tmp_path / "wrong_shape.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys
+            import numpy as np
+            import onnxruntime as ort
+            sys.path.insert(0, %r)
+            from helpers import model_of, vi
+            import onnx_dequant as odq
+            model = model_of([odq.make_node(["x", "s"], ["y"], axes=[2], name="dq")],
+                             [vi("x", "i8", ("n", 4, 5)), vi("s", "f32", (5,))], [vi("y", "f32", ("n", 4, 5))])
+            x, s = np.ones((3, 4, 5), np.int8), np.ones(5, np.float32)
+            for read_feeds, binding in ((True, "ours"), (False, "ours"), (False, "onnxruntime's")):
+                sess = odq.session(model, read_feeds=read_feeds)
+                b = sess.io_binding() if binding == "ours" else ort.IOBinding(sess)
+                b.bind_cpu_input("x", x)
+                b.bind_cpu_input("s", s)
+                for shape in ((2, 4, 5), (3, 4, 5)):
+                    out = np.full(shape, -1, np.float32)
+                    b.bind_output("y", "cpu", 0, np.float32, shape, out.ctypes.data)
+                    try:
+                        sess.run_with_iobinding(b)
+                        print("RAN", binding, shape, bool((out == 1).all()))
+                    except odq.DequantizeError as e:
+                        print("REFUSED", binding, shape, e)
+            """
+        )
+        % str(Path(__file__).parent)
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 6, proc.stdout
+    for line in lines[0::2]:
+        assert line.startswith("REFUSED") and "node 'dq'" in line and "bound to an array of shape (2, 4, 5)" in line
+    for line in lines[1::2]:
+        assert line.startswith("RAN") and line.endswith("True")
+
+
 @pytest.mark.parametrize("how", ["buffer", "ortvalue"])
 def test_an_output_bound_by_the_caller_on_the_cpu_is_computed_in_place(how):
     sess = odq.session(single_node_model("u8", "f64", (1,)))

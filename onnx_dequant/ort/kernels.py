@@ -162,10 +162,12 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
         """
         _stats["calls"] += 1
         x = feed[0] if feed and spec.takes != "shape" else None
+        bound = None  # the array the node's output is bound to, if any: what ONNX Runtime expects back
         try:
             if len(feed) != n_inputs:
                 raise DequantizeError(f"kernel {spec.op_type} expects {n_inputs} inputs, got {len(feed)}")
             run = runs.lookup(feed[-1])
+            bound = run.placed.get(odq_node) if run is not None else None
             if spec.takes == "shape":
                 x, scale, zp = runs.inputs(run, odq_node)
                 declared = _declared_shape(feed[0])
@@ -176,12 +178,16 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
             else:
                 scale, zp = feed[1], (feed[2] if spec.takes == "all" else None)
             out = None
-            if run is not None and isinstance(x, np.ndarray):
-                out = run.placed.get(odq_node)  # a graph output bound to an array: computed in place
-                if out is not None and out.shape == x.shape and out.dtype == out_dtype:
-                    _stats["placed"] += 1
-                else:
-                    out = run.out_array(x.shape, out_dtype)
+            if bound is not None:  # computed in place; a result of another shape aborts the process
+                if bound.shape != x.shape or bound.dtype != out_dtype:
+                    raise DequantizeError(
+                        f"its output is bound to an array of shape {bound.shape} ({bound.dtype}); "
+                        f"it gives shape {x.shape} ({out_dtype})"
+                    )
+                out = bound
+                _stats["placed"] += 1
+            elif run is not None and isinstance(x, np.ndarray):
+                out = run.out_array(x.shape, out_dtype)
             y = dequantize(x, scale, zp, axes=_parse_axes(odq_axes), dtype=spec.out, out=out)
             if y.dtype != out_dtype or not y.flags.c_contiguous:  # the bridge copies raw bytes
                 y = np.ascontiguousarray(y, dtype=out_dtype)
@@ -191,8 +197,10 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
             if isinstance(e, DequantizeError):
                 e = e.at(node=odq_node or None)
             runs.record(feed[-1] if feed else None, odq_node, e)
-            try:  # the output's shape: x's, as ONNX Runtime expects it (a preallocated output must match)
-                if spec.takes == "shape":
+            try:  # the output's shape as ONNX Runtime expects it (a preallocated output must match)
+                if bound is not None:
+                    shape = bound.shape
+                elif spec.takes == "shape":
                     shape = _declared_shape(feed[0])
                 else:
                     shape = x.shape if isinstance(x, np.ndarray) else (0,)

@@ -55,6 +55,8 @@ class Prepared:
     # graph outputs a kernel node gives, whose shape (x's) is known before a run -> (node name, dtype)
     placeable: dict[str, tuple[str, np.dtype]] = field(default_factory=dict)
     inner: tuple[str, ...] = ()  # those other nodes read: a run binds them whether asked for or not
+    # every graph output a main-graph kernel node gives -> its node: a caller may bind it to an array
+    kernel_outputs: dict[str, str] = field(default_factory=dict)
     hidden: tuple[str, ...] = ()  # those made graph outputs here, so a run can bind them (not the caller's)
 
 
@@ -210,6 +212,7 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     graph_outputs = {o.name for o in copy.graph.output}
     read = {i for n in iter_nodes(copy) for i in n.input}  # subgraphs' nodes read outer values too
     placeable: dict[str, tuple[str, np.dtype]] = {}
+    kernel_outputs: dict[str, str] = {}
     inner: list[str] = []
     hidden: list[str] = []
 
@@ -249,6 +252,8 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
                     if y not in graph_outputs:  # another node's input only: made a graph output too
                         copy.graph.output.append(helper.make_tensor_value_info(y, out_type.onnx, None))
                         hidden.append(y)
+        if id(node) in in_main and node.output[0] in graph_outputs:
+            kernel_outputs[node.output[0]] = node.name
         op = kernel_op_type(*pair, takes)
         assert op is not None  # the route checked the type pair
         inputs.append(token)
@@ -273,4 +278,6 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     copy.graph.input.append(helper.make_tensor_value_info(token, TensorProto.INT64, []))
     if not any(op.domain == KERNEL_DOMAIN for op in copy.opset_import):
         copy.opset_import.append(helper.make_opsetid(KERNEL_DOMAIN, OPSET_VERSION))
-    return Prepared(copy, tuple(routes), lowered, token, path, params, fed, placeable, tuple(inner), tuple(hidden))
+    return Prepared(
+        copy, tuple(routes), lowered, token, path, params, fed, placeable, tuple(inner), kernel_outputs, tuple(hidden)
+    )

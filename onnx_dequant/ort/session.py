@@ -227,6 +227,22 @@ def _cpu_view(device_type: str, element_type: Any, shape: Any, buffer_ptr: int) 
         return None
 
 
+def _bound_outputs(iobinding: Any) -> dict[str, np.ndarray]:
+    """By name, the CPU arrays a binding's outputs are bound to: those a ``KernelIOBinding`` kept; for
+    another binding, those ORT 1.32's ``IOBinding`` lists (private: its names and its bound values in
+    the order bound), else none."""
+    if isinstance(iobinding, KernelIOBinding):
+        return iobinding.odq_outputs
+    try:
+        names, values = list(iobinding._bound_outputs), iobinding._iobinding.get_outputs()
+        if len(names) != len(values):
+            return {}
+        views = {name: _ortvalue_view(value) for name, value in zip(names, values)}
+    except Exception:  # noqa: BLE001 - another ONNX Runtime's binding: nothing known
+        return {}
+    return {name: view for name, view in views.items() if view is not None}
+
+
 def _ortvalue_view(value: Any) -> np.ndarray | None:
     """The array an ``OrtValue`` tensor on the CPU holds, in place (None: anything else)."""
     try:
@@ -272,6 +288,7 @@ class KernelSession(ort.InferenceSession):
         self._fed = prepared.fed
         self._placeable = prepared.placeable
         self._inner = prepared.inner
+        self._kernel_outputs = prepared.kernel_outputs
         self._hidden = frozenset(prepared.hidden)
         self._odq_path = prepared.path
         if self._token_input is not None:
@@ -512,8 +529,7 @@ class KernelSession(ort.InferenceSession):
         """As ``InferenceSession.run_with_iobinding`` (the token is bound here), with the kernel errors raised."""
 
         reads = self._bound_reads(iobinding)
-        bound = iobinding.odq_outputs if isinstance(iobinding, KernelIOBinding) else {}
-        placed = {self._placeable[n][0]: a for n, a in bound.items() if n in self._placeable}
+        placed = {self._kernel_outputs[n]: a for n, a in _bound_outputs(iobinding).items() if n in self._kernel_outputs}
 
         def call(token: int) -> Any:
             if self._token_input is not None:
