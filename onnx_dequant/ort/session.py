@@ -421,20 +421,19 @@ class KernelSession(ort.InferenceSession):
         ``PLACE_MIN_BYTES``, the feed is arrays of every model input and nothing else, and each output
         asked for is a model output whose array ONNX Runtime hands back as ``run`` does (a tensor of a
         NumPy type); None otherwise: ONNX Runtime's own ``run``, which also reports a wrong name."""
-        if not self._placeable or feed.keys() != self._input_names:
+        wanted, total = {}, 0  # sizes first: most runs of small models stop here, at little cost
+        for name in (*names, *self._inner):
+            found = self._placeable.get(name) if isinstance(name, str) else None
+            if found is not None and name not in wanted:
+                shape = self._x_shape(found[0], reads)
+                if shape is not None:
+                    wanted[name] = (shape, found[1])
+                    total += math.prod(shape) * found[1].itemsize
+        if total < PLACE_MIN_BYTES or feed.keys() != self._input_names:
             return None
         if not all(isinstance(v, np.ndarray) and v.dtype.kind in "biuf" for v in feed.values()):
             return None
         if len(set(names)) != len(names) or not all(isinstance(n, str) and n in self._numpy_outputs for n in names):
-            return None
-        wanted = {}
-        for name in (*names, *self._inner):
-            if name in self._placeable:
-                node, dtype = self._placeable[name]
-                shape = self._x_shape(node, reads)
-                if shape is not None:
-                    wanted[name] = (shape, dtype)
-        if sum(math.prod(shape) * dtype.itemsize for shape, dtype in wanted.values()) < PLACE_MIN_BYTES:
             return None
         return {name: self.scratch.lend(shape, dtype) for name, (shape, dtype) in wanted.items()}
 
