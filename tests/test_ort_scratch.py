@@ -312,6 +312,36 @@ def test_a_kernels_output_other_nodes_read_is_bound_where_the_caller_does_not_se
     assert [same_bits(a, relu) for a in binding.copy_outputs_to_cpu()] == [True]
     # the saved model is the caller's: no output added
     assert [o.name for o in model.graph.output] == ["r"]
+    # y stays an inner value, as in the caller's model: ONNX Runtime's own error for asking for it
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument, match="Invalid output name:y"):
+        sess.run(["y"], feed)
+    # a run that executes only what its outputs need binds nothing they do not ask for
+    only = ort.RunOptions()
+    only.only_execute_path_to_fetches = True
+    assert same_bits(sess.run(None, feed, only)[0], relu) and _placed() == before + 3
+
+
+def test_a_held_weights_output_that_other_nodes_read_stays_onnx_runtimes(place_all):
+    # a weight dequantized into MatMul: bound, it would live through the run beside every other one
+    rng = np.random.default_rng(6)
+    w, sw = ints(rng, "i8", (5, 4)), scales(rng, "f32", (4,))
+    nodes = [odq.make_node(["w", "sw"], ["wf"], axes=[1], name="dq_w"), helper.make_node("MatMul", ["a", "wf"], ["y"])]
+    inits = [helper.make_tensor("w", 3, [5, 4], w.reshape(-1).tolist()), helper.make_tensor("sw", 1, [4], sw.tolist())]
+    graph = helper.make_graph(nodes, "g", [vi("a", "f32", (3, 5))], [vi("y", "f32", (3, 4))], inits)
+    sess = odq.session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()]))
+    a = scales(rng, "f32", (3, 5))
+    before = _placed()
+    (y,) = sess.run(None, {"a": a})
+    assert np.allclose(y, a @ odq.dequantize(w, sw, axes=[1]), rtol=1e-5) and _placed() == before
+    assert [o.name for o in ort.InferenceSession.get_outputs(sess)] == ["y"]  # no output added
+
+
+def test_an_output_that_is_a_graph_input_is_never_the_callers_array(place_all):
+    model, feed, want = _relu_model(dq_output=True)
+    model.graph.output.append(vi("x", "i8", SHAPE))
+    sess = odq.session(model)
+    y, r, x = sess.run(None, feed)
+    assert same_bits(y, want) and same_bits(x, feed["x"]) and not np.shares_memory(x, feed["x"])
 
 
 def test_a_run_that_fails_with_its_output_bound_raises_and_the_next_is_right(place_all):

@@ -10,8 +10,10 @@ extension copies every op input at every call, so a main-graph node takes from t
 by the session) or graph inputs (read from the caller's feed), and its ``x`` too where that is either
 (a constant weight, say); ``read_feeds`` (``Prepared.fed``: the graph inputs so read). Such a node's
 output, whose shape is then known before a run, is one a run can bind to an array the kernel computes
-into (``Prepared.placeable``): where another node reads it, it is made a graph output as well
-(``Prepared.hidden``, which the session does not show).
+into (``Prepared.placeable``) where it is a graph output, or where ``x`` is read from the feed and
+another node reads it; such an output that is not a graph output is made one, under a new name
+(``Prepared.hidden``, which the session does not show: the old name stays an inner value, as the
+caller knows it).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class Prepared:
     fed: dict[str, np.dtype] = field(default_factory=dict)  # graph inputs kernels read from the feed -> dtype
     # graph outputs a kernel node gives, whose shape (x's) is known before a run -> (node name, dtype)
     placeable: dict[str, tuple[str, np.dtype]] = field(default_factory=dict)
-    inner: tuple[str, ...] = ()  # those other nodes read: a run binds them whether asked for or not
+    inner: tuple[str, ...] = ()  # those other nodes read (x fed): a run may bind them, asked for or not
     # every graph output a main-graph kernel node gives -> its node: a caller may bind it to an array
     kernel_outputs: dict[str, str] = field(default_factory=dict)
     hidden: tuple[str, ...] = ()  # those made graph outputs here, so a run can bind them (not the caller's)
@@ -135,6 +137,20 @@ def _array(t: TensorProto) -> np.ndarray:
     a = a if a.flags.c_contiguous and a.flags.owndata else a.copy(order="C")  # not ascontiguousarray: 0-d stays 0-d
     a.flags.writeable = False
     return a
+
+
+def _rename_output(model: ModelProto, node: NodeProto, new: str) -> str:
+    """Give ``node``'s output the name ``new``, in the nodes that read it too (subgraphs' included)."""
+    old = node.output[0]
+    for reader in iter_nodes(model):
+        for k, name in enumerate(reader.input):
+            if name == old:
+                reader.input[k] = new
+    for info in model.graph.value_info:
+        if info.name == old:
+            info.name = new
+    node.output[0] = new
+    return new
 
 
 def _drop_unused(model: ModelProto, names: set[str]) -> None:
@@ -245,13 +261,15 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
                     copy.graph.initializer.append(numpy_helper.from_array(np.array(x.shape, np.int64), shape))
                 inputs = [shape]
                 y, out_type = node.output[0], dtypes.parse(pair[1])
-                if y in graph_outputs or y in read:
+                if y in graph_outputs:
                     placeable[y] = (node.name, np.dtype(out_type.numpy))
-                if y in read:
-                    inner.append(y)
-                    if y not in graph_outputs:  # another node's input only: made a graph output too
+                if y in read and isinstance(x, Fed):  # activations; a held weight's stays ORT's to reuse
+                    if y not in graph_outputs:  # another node's input only: a graph output under a new name
+                        y = _rename_output(copy, node, names.fresh(f"{y}.onnx_dequant.placed", sep="."))
                         copy.graph.output.append(helper.make_tensor_value_info(y, out_type.onnx, None))
                         hidden.append(y)
+                    placeable[y] = (node.name, np.dtype(out_type.numpy))
+                    inner.append(y)
         if id(node) in in_main and node.output[0] in graph_outputs:
             kernel_outputs[node.output[0]] = node.name
         op = kernel_op_type(*pair, takes)

@@ -318,7 +318,8 @@ class KernelSession(ort.InferenceSession):
                 ) from e
             raise
         self._output_names = [o.name for o in self.get_outputs()]
-        self._numpy_outputs = {o.name for o in self.get_outputs() if o.type in _NUMPY_TENSORS}
+        given = {i.name for i in prepared.model.graph.input} | {t.name for t in prepared.model.graph.initializer}
+        self._numpy_outputs = {o.name for o in self.get_outputs() if o.type in _NUMPY_TENSORS and o.name not in given}
         self._input_names = {i.name for i in self.get_inputs()}
 
     # ---- what the caller sees ----
@@ -414,21 +415,32 @@ class KernelSession(ort.InferenceSession):
         return None if x is None else x.shape
 
     def _place(
-        self, names: list[str], feed: dict[str, Any], reads: dict[str, np.ndarray]
+        self, names: list[str], feed: dict[str, Any], reads: dict[str, np.ndarray], run_options: Any
     ) -> dict[str, np.ndarray] | None:
-        """For ``run``: by graph output (those asked for, and those other nodes read), the arrays lent
-        for the kernels' (``Prepared.placeable``) to be bound to, where they add up to at least
-        ``PLACE_MIN_BYTES``, the feed is arrays of every model input and nothing else, and each output
-        asked for is a model output whose array ONNX Runtime hands back as ``run`` does (a tensor of a
-        NumPy type); None otherwise: ONNX Runtime's own ``run``, which also reports a wrong name."""
+        """For ``run``: by graph output, the arrays lent for the kernels' (``Prepared.placeable``) to be
+        bound to: those asked for, and those other nodes read that are ``PLACE_MIN_BYTES`` each (within
+        the pool's ``max_bytes`` together; none where the run executes only what its outputs need).
+        None, for ONNX Runtime's own ``run`` (which also reports a wrong name), unless they add up to
+        ``PLACE_MIN_BYTES``, the feed is arrays of every model input and nothing else, and every output
+        asked for is a model output whose array ONNX Runtime hands back as ``run`` does: a tensor of a
+        NumPy type that is not a graph input or an initializer (``run`` copies those)."""
         wanted, total = {}, 0  # sizes first: most runs of small models stop here, at little cost
-        for name in (*names, *self._inner):
+        for name in names:
             found = self._placeable.get(name) if isinstance(name, str) else None
-            if found is not None and name not in wanted:
-                shape = self._x_shape(found[0], reads)
-                if shape is not None:
-                    wanted[name] = (shape, found[1])
-                    total += math.prod(shape) * found[1].itemsize
+            shape = None if found is None else self._x_shape(found[0], reads)
+            if shape is not None:
+                wanted[name] = (shape, found[1])
+                total += math.prod(shape) * found[1].itemsize
+        if self._inner and not (run_options is not None and run_options.only_execute_path_to_fetches):
+            extra = 0
+            for name in self._inner:
+                node, dtype = self._placeable[name]
+                shape = self._x_shape(node, reads)
+                nbytes = -1 if shape is None else math.prod(shape) * dtype.itemsize
+                if name not in wanted and nbytes >= PLACE_MIN_BYTES and extra + nbytes <= self.scratch.max_bytes:
+                    wanted[name] = (shape, dtype)
+                    extra += nbytes
+            total += extra
         if total < PLACE_MIN_BYTES or feed.keys() != self._input_names:
             return None
         if not all(isinstance(v, np.ndarray) and v.dtype.kind in "biuf" for v in feed.values()):
@@ -461,7 +473,7 @@ class KernelSession(ort.InferenceSession):
         feed, reads = self._feed(input_feed)
         names = output_names or self._output_names
         if isinstance(names, (list, tuple)):
-            placed = self._place(list(names), feed, reads)
+            placed = self._place(list(names), feed, reads, run_options)
             if placed is not None:
                 try:
                     return self._run_placed(list(names), placed, feed, reads, run_options)
