@@ -445,7 +445,7 @@ class KernelSession(ort.InferenceSession):
             return None
         if not all(isinstance(v, np.ndarray) and v.dtype.kind in "biuf" for v in feed.values()):
             return None
-        if len(set(names)) != len(names) or not all(isinstance(n, str) and n in self._numpy_outputs for n in names):
+        if not all(isinstance(n, str) and n in self._numpy_outputs for n in names) or len(set(names)) != len(names):
             return None
         return {name: self.scratch.lend(shape, dtype) for name, (shape, dtype) in wanted.items()}
 
