@@ -321,6 +321,57 @@ def test_a_kernels_output_other_nodes_read_is_bound_where_the_caller_does_not_se
     assert same_bits(sess.run(None, feed, only)[0], relu) and _placed() == before + 3
 
 
+def test_names_of_the_kernels_output_elsewhere_are_left_as_they_are(place_all):
+    # a Loop body's carried value and a local function's parameter both named as the kernel's output
+    x, s = ints(np.random.default_rng(7), "i8", (4, 5)), np.full(5, 0.5, np.float32)
+    want = odq.dequantize(x, s, axes=[1])
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c"], ["c2"]), helper.make_node("Add", ["y", "one"], ["y2"])],
+        "body",
+        [vi("i", "i64", ()), helper.make_tensor_value_info("c", 9, []), vi("y", "f32", (4, 5))],
+        [helper.make_tensor_value_info("c2", 9, []), vi("y2", "f32", (4, 5))],
+        [helper.make_tensor("one", 1, [], [1.0])],
+    )
+    relu = helper.make_function(
+        "local", "F", ["y"], ["o"], [helper.make_node("Relu", ["y"], ["o"])], [helper.make_opsetid("", 21)]
+    )
+    nodes = [
+        odq.make_node(["x", "s"], ["y"], axes=[1], name="dq"),
+        helper.make_node("Loop", ["n", "", "y"], ["looped"], body=body),
+        helper.make_node("F", ["y"], ["relu"], domain="local"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [vi("x", "i8", (4, 5)), vi("n", "i64", ())],
+        [vi("looped", "f32", (4, 5)), vi("relu", "f32", (4, 5))],
+        [helper.make_tensor("s", 1, [5], s.tolist())],
+    )
+    opsets = [helper.make_opsetid("", 21), odq.schema.opset_import(), helper.make_opsetid("local", 1)]
+    sess = odq.session(helper.make_model(graph, opset_imports=opsets, functions=[relu]))
+    before = _placed()
+    looped, relu_out = sess.run(None, {"x": x, "n": np.array(3, np.int64)})
+    assert same_bits(looped, want + np.float32(3)) and same_bits(relu_out, np.maximum(want, 0))
+    assert _placed() == before + 1
+
+
+def test_a_hidden_outputs_name_is_refused_by_every_run_method_as_onnx_runtime_refuses_it(place_all):
+    model, feed, _ = _relu_model(dq_output=False)
+    sess = odq.session(model)
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument, match="Invalid output name:y"):
+        sess.run_with_ort_values(["r", "y"], {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feed.items()})
+    done = threading.Event()
+    got = []
+    sess.run_async(["y"], feed, lambda res, data, err: (got.append((res, data, err)), done.set()), "data")
+    assert done.wait(30) and got == [([], "data", "Invalid output name: y")]
+    binding = sess.io_binding()
+    for k, v in feed.items():
+        binding.bind_cpu_input(k, v)
+    binding.bind_output("y")
+    with pytest.raises(RuntimeError, match="Invalid output name: y"):
+        sess.run_with_iobinding(binding)
+
+
 def test_a_held_weights_output_that_other_nodes_read_stays_onnx_runtimes(place_all):
     # a weight dequantized into MatMul: bound, it would live through the run beside every other one
     rng = np.random.default_rng(6)
@@ -384,6 +435,18 @@ def test_an_output_bound_to_another_shape_is_an_error_not_an_abort(tmp_path):
                         print("RAN", binding, shape, bool((out == 1).all()))
                     except odq.DequantizeError as e:
                         print("REFUSED", binding, shape, e)
+            # bound where ONNX Runtime allocates: it keeps the output it allocated bound for the next run
+            sess = odq.session(model)
+            b = sess.io_binding()
+            b.bind_cpu_input("s", s)
+            b.bind_output("y", "cpu")
+            for rows in (3, 7):
+                b.bind_cpu_input("x", np.ones((rows, 4, 5), np.int8))
+                try:
+                    sess.run_with_iobinding(b)
+                    print("STALE RAN", rows)
+                except odq.DequantizeError as e:
+                    print("STALE REFUSED", rows, e)
             """
         )
         % str(Path(__file__).parent)
@@ -391,7 +454,9 @@ def test_an_output_bound_to_another_shape_is_an_error_not_an_abort(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
-    assert len(lines) == 6, proc.stdout
+    assert len(lines) == 8, proc.stdout
+    assert lines[6] == "STALE RAN 3" and lines[7].startswith("STALE REFUSED 7") and "(3, 4, 5)" in lines[7]
+    lines = lines[:6]
     for line in lines[0::2]:
         assert line.startswith("REFUSED") and "node 'dq'" in line and "bound to an array of shape (2, 4, 5)" in line
     for line in lines[1::2]:

@@ -11,9 +11,9 @@ by the session) or graph inputs (read from the caller's feed), and its ``x`` too
 (a constant weight, say); ``read_feeds`` (``Prepared.fed``: the graph inputs so read). Such a node's
 output, whose shape is then known before a run, is one a run can bind to an array the kernel computes
 into (``Prepared.placeable``) where it is a graph output, or where ``x`` is read from the feed and
-another node reads it; such an output that is not a graph output is made one, under a new name
-(``Prepared.hidden``, which the session does not show: the old name stays an inner value, as the
-caller knows it).
+another node reads it; such an output that is not a graph output is made one (``Prepared.hidden``,
+which the session does not show, and refuses as ONNX Runtime refuses an inner value's name). Nothing
+is renamed: subgraphs and local functions may use the same name for values of their own.
 """
 
 from __future__ import annotations
@@ -139,20 +139,6 @@ def _array(t: TensorProto) -> np.ndarray:
     return a
 
 
-def _rename_output(model: ModelProto, node: NodeProto, new: str) -> str:
-    """Give ``node``'s output the name ``new``, in the nodes that read it too (subgraphs' included)."""
-    old = node.output[0]
-    for reader in iter_nodes(model):
-        for k, name in enumerate(reader.input):
-            if name == old:
-                reader.input[k] = new
-    for info in model.graph.value_info:
-        if info.name == old:
-            info.name = new
-    node.output[0] = new
-    return new
-
-
 def _drop_unused(model: ModelProto, names: set[str]) -> None:
     """Remove the initializers among ``names`` that no node (subgraphs included) or output reads."""
     used = {i for n in iter_nodes(model) for i in n.input} | {o.name for o in model.graph.output}
@@ -264,8 +250,7 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
                 if y in graph_outputs:
                     placeable[y] = (node.name, np.dtype(out_type.numpy))
                 if y in read and isinstance(x, Fed):  # activations; a held weight's stays ORT's to reuse
-                    if y not in graph_outputs:  # another node's input only: a graph output under a new name
-                        y = _rename_output(copy, node, names.fresh(f"{y}.onnx_dequant.placed", sep="."))
+                    if y not in graph_outputs:  # another node's input only: made a graph output too
                         copy.graph.output.append(helper.make_tensor_value_info(y, out_type.onnx, None))
                         hidden.append(y)
                     placeable[y] = (node.name, np.dtype(out_type.numpy))

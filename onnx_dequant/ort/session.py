@@ -29,6 +29,7 @@ import numpy as np
 import onnxruntime as ort
 from google.protobuf.message import EncodeError
 from onnx import helper
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
 from ..errors import DequantizeError
 from . import kernels, runs, signals
@@ -160,6 +161,7 @@ class KernelIOBinding(ort.IOBinding):
         super().__init__(session)
         self.odq_inputs: dict[str, Any] = {}  # name -> array, OrtValue, or None (bound where not readable)
         self.odq_outputs: dict[str, np.ndarray] = {}  # name -> the CPU array an output is bound to
+        self.odq_output_names: set[str] = set()  # every output bound, wherever
 
     def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
         arr_on_cpu = _settled(arr_on_cpu)
@@ -191,6 +193,7 @@ class KernelIOBinding(ort.IOBinding):
     ) -> None:
         super().bind_output(name, device_type, device_id, element_type, shape, buffer_ptr)
         self.odq_outputs.pop(name, None)
+        self.odq_output_names.add(name)
         if buffer_ptr is not None:
             view = _cpu_view(device_type, element_type, shape, buffer_ptr)
             if view is not None:
@@ -199,6 +202,7 @@ class KernelIOBinding(ort.IOBinding):
     def bind_ortvalue_output(self, name: str, ortvalue: Any) -> None:
         super().bind_ortvalue_output(name, ortvalue)
         self.odq_outputs.pop(name, None)
+        self.odq_output_names.add(name)
         view = _ortvalue_view(ortvalue)
         if view is not None:
             self.odq_outputs[name] = view
@@ -206,6 +210,7 @@ class KernelIOBinding(ort.IOBinding):
     def clear_binding_outputs(self) -> None:
         super().clear_binding_outputs()
         self.odq_outputs.clear()
+        self.odq_output_names.clear()
 
 
 def _cpu_view(device_type: str, element_type: Any, shape: Any, buffer_ptr: int) -> np.ndarray | None:
@@ -227,20 +232,24 @@ def _cpu_view(device_type: str, element_type: Any, shape: Any, buffer_ptr: int) 
         return None
 
 
-def _bound_outputs(iobinding: Any) -> dict[str, np.ndarray]:
-    """By name, the CPU arrays a binding's outputs are bound to: those a ``KernelIOBinding`` kept; for
-    another binding, those ORT 1.32's ``IOBinding`` lists (private: its names and its bound values in
-    the order bound), else none."""
-    if isinstance(iobinding, KernelIOBinding):
-        return iobinding.odq_outputs
+def _bound_outputs(iobinding: Any) -> tuple[set[str], dict[str, np.ndarray]]:
+    """The names of a binding's outputs, and by name the CPU arrays they are bound to.
+
+    ONNX Runtime binds an output it allocated to the array it allocated, for the next run too: what
+    ORT 1.32's ``IOBinding`` lists (private: its names, and its bound values in the order bound) is
+    read for every binding; a ``KernelIOBinding`` adds what it kept of the caller's own bindings."""
+    names, views = set(), {}
     try:
-        names, values = list(iobinding._bound_outputs), iobinding._iobinding.get_outputs()
-        if len(names) != len(values):
-            return {}
-        views = {name: _ortvalue_view(value) for name, value in zip(names, values)}
+        listed, values = list(iobinding._bound_outputs), iobinding._iobinding.get_outputs()
+        names = set(listed)
+        if len(listed) == len(values):
+            views = {name: _ortvalue_view(value) for name, value in zip(listed, values)}
     except Exception:  # noqa: BLE001 - another ONNX Runtime's binding: nothing known
-        return {}
-    return {name: view for name, view in views.items() if view is not None}
+        pass
+    if isinstance(iobinding, KernelIOBinding):
+        names |= iobinding.odq_output_names
+        views.update(iobinding.odq_outputs)
+    return names, {name: view for name, view in views.items() if view is not None}
 
 
 def _ortvalue_view(value: Any) -> np.ndarray | None:
@@ -408,6 +417,21 @@ class KernelSession(ort.InferenceSession):
         if errors:
             _raise_recorded(errors, cause, self._odq_path)
 
+    def _hidden_among(self, names: Any) -> str | None:
+        """The first of ``names`` (output names as a caller gives them) that is a hidden output's."""
+        if not self._hidden or not names or isinstance(names, (str, bytes)):
+            return None
+        try:
+            return next((n for n in names if isinstance(n, str) and n in self._hidden), None)
+        except TypeError:  # not iterable: ONNX Runtime reports it
+            return None
+
+    def _refuse_hidden(self, names: Any) -> None:
+        """Raise as ONNX Runtime's ``run`` raises for an inner value's name asked for as an output."""
+        hidden = self._hidden_among(names)
+        if hidden is not None:
+            raise InvalidArgument(f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid output name:{hidden}")
+
     def _x_shape(self, node: str, reads: dict[str, np.ndarray]) -> tuple[int, ...] | None:
         """The shape of ``node``'s ``x`` in this run (None: not fed where the kernel reads it)."""
         x = self._params[node].x
@@ -470,6 +494,7 @@ class KernelSession(ort.InferenceSession):
     def run(self, output_names: Any, input_feed: dict[str, Any], run_options: Any = None) -> Any:
         """As ``InferenceSession.run``; a kernel's error raises (``DequantizeError`` naming the node)."""
 
+        self._refuse_hidden(output_names)
         feed, reads = self._feed(input_feed)
         names = output_names or self._output_names
         if isinstance(names, (list, tuple)):
@@ -526,6 +551,7 @@ class KernelSession(ort.InferenceSession):
         self, output_names: Any, input_dict_ort_values: dict[str, Any], run_options: Any = None
     ) -> Any:
         """As ``InferenceSession.run_with_ort_values``, with the kernel errors raised."""
+        self._refuse_hidden(output_names)
 
         feed, reads = self._feed(input_dict_ort_values, convert=False)
 
@@ -540,7 +566,11 @@ class KernelSession(ort.InferenceSession):
         """As ``InferenceSession.run_with_iobinding`` (the token is bound here), with the kernel errors raised."""
 
         reads = self._bound_reads(iobinding)
-        placed = {self._kernel_outputs[n]: a for n, a in _bound_outputs(iobinding).items() if n in self._kernel_outputs}
+        names, views = _bound_outputs(iobinding)
+        hidden = self._hidden_among(names)
+        if hidden is not None:  # as ONNX Runtime refuses an inner value's name bound as an output
+            raise RuntimeError(f"Error in execution: Invalid output name: {hidden}")
+        placed = {self._kernel_outputs[n]: a for n, a in views.items() if n in self._kernel_outputs}
 
         def call(token: int) -> Any:
             if self._token_input is not None:
@@ -555,6 +585,10 @@ class KernelSession(ort.InferenceSession):
         """As ``InferenceSession.run_async``; a kernel's error reaches ``callback`` as its ``err`` string."""
         if self._token_input is None:
             return super().run_async(output_names, input_feed, callback, user_data, run_options)
+        hidden = self._hidden_among(output_names)
+        if hidden is not None:  # as ONNX Runtime reports an inner value's name: to the callback, later
+            threading.Thread(target=callback, args=([], user_data, f"Invalid output name: {hidden}")).start()
+            return None
         feed, reads = self._feed(input_feed)
         token = runs.begin(self.scratch, self._params, reads)
         feed[self._token_input] = self._token_value(token)
