@@ -370,6 +370,20 @@ def test_a_hidden_outputs_name_is_refused_by_every_run_method_as_onnx_runtime_re
     binding.bind_output("y")
     with pytest.raises(RuntimeError, match="Invalid output name: y"):
         sess.run_with_iobinding(binding)
+    # as bytes, which ONNX Runtime reads as the same name
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument, match="Invalid output name:y"):
+        sess.run([b"y"], feed)
+    binding.clear_binding_outputs()
+    binding.bind_output(b"y")
+    with pytest.raises(RuntimeError, match="Invalid output name: y"):
+        sess.run_with_iobinding(binding)
+    # what ONNX Runtime checks first is still reported first: a missing input, a name that is no output
+    with pytest.raises(ValueError, match="missing"):
+        sess.run(["y"], {"x": feed["x"]})
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument, match="Invalid output name:nope"):
+        sess.run(["nope", "y"], feed)
+    with pytest.raises(TypeError):
+        sess.run(["y", 1], feed)
 
 
 def test_a_held_weights_output_that_other_nodes_read_stays_onnx_runtimes(place_all):
@@ -447,6 +461,23 @@ def test_an_output_bound_to_another_shape_is_an_error_not_an_abort(tmp_path):
                     print("STALE RAN", rows)
                 except odq.DequantizeError as e:
                     print("STALE REFUSED", rows, e)
+            # a name given as bytes is the same output: rebound, and bound to a wrong shape
+            sess = odq.session(model)
+            b = sess.io_binding()
+            b.bind_cpu_input("s", s)
+            b.bind_cpu_input("x", np.ones((3, 4, 5), np.int8))
+            old = np.full((3, 4, 5), -9, np.float32)
+            b.bind_output("y", "cpu", 0, np.float32, old.shape, old.ctypes.data)
+            b.bind_output(b"y", "cpu")
+            sess.run_with_iobinding(b)
+            print("BYTES REBOUND", bool((old == -9).all()), bool((b.copy_outputs_to_cpu()[0] == 1).all()))
+            wrong = np.zeros((2, 4, 5), np.float32)
+            b.bind_output(b"y", "cpu", 0, np.float32, wrong.shape, wrong.ctypes.data)
+            try:
+                sess.run_with_iobinding(b)
+                print("BYTES RAN")
+            except odq.DequantizeError as e:
+                print("BYTES REFUSED", e)
             """
         )
         % str(Path(__file__).parent)
@@ -454,8 +485,9 @@ def test_an_output_bound_to_another_shape_is_an_error_not_an_abort(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
-    assert len(lines) == 8, proc.stdout
+    assert len(lines) == 10, proc.stdout
     assert lines[6] == "STALE RAN 3" and lines[7].startswith("STALE REFUSED 7") and "(3, 4, 5)" in lines[7]
+    assert lines[8] == "BYTES REBOUND True True" and lines[9].startswith("BYTES REFUSED") and "(2, 4, 5)" in lines[9]
     lines = lines[:6]
     for line in lines[0::2]:
         assert line.startswith("REFUSED") and "node 'dq'" in line and "bound to an array of shape (2, 4, 5)" in line

@@ -191,6 +191,7 @@ class KernelIOBinding(ort.IOBinding):
         shape: Any = None,
         buffer_ptr: Any = None,
     ) -> None:
+        name = _text(name)  # one name for b"y" and "y", as ONNX Runtime has one slot for them
         super().bind_output(name, device_type, device_id, element_type, shape, buffer_ptr)
         self.odq_outputs.pop(name, None)
         self.odq_output_names.add(name)
@@ -200,6 +201,7 @@ class KernelIOBinding(ort.IOBinding):
                 self.odq_outputs[name] = view
 
     def bind_ortvalue_output(self, name: str, ortvalue: Any) -> None:
+        name = _text(name)
         super().bind_ortvalue_output(name, ortvalue)
         self.odq_outputs.pop(name, None)
         self.odq_output_names.add(name)
@@ -239,8 +241,9 @@ def _bound_outputs(iobinding: Any) -> tuple[set[str], dict[str, np.ndarray]]:
     ORT 1.32's ``IOBinding`` lists (private: its names, and its bound values in the order bound) is
     read for every binding; a ``KernelIOBinding`` adds what it kept of the caller's own bindings."""
     names, views = set(), {}
-    try:
-        listed, values = list(iobinding._bound_outputs), iobinding._iobinding.get_outputs()
+    try:  # names as ONNX Runtime reads them (b"y" is "y"), each where it was first bound: its slot
+        listed = list(dict.fromkeys(_text(n) for n in iobinding._bound_outputs))
+        values = iobinding._iobinding.get_outputs()
         names = set(listed)
         if len(listed) == len(values):
             views = {name: _ortvalue_view(value) for name, value in zip(listed, values)}
@@ -250,6 +253,16 @@ def _bound_outputs(iobinding: Any) -> tuple[set[str], dict[str, np.ndarray]]:
         names |= iobinding.odq_output_names
         views.update(iobinding.odq_outputs)
     return names, {name: view for name, view in views.items() if view is not None}
+
+
+def _text(name: Any) -> Any:
+    """A name as ONNX Runtime reads it: ``bytes`` decoded (UTF-8), anything else as it is."""
+    if isinstance(name, bytes):
+        try:
+            return name.decode()
+        except UnicodeDecodeError:
+            return name
+    return name
 
 
 def _ortvalue_view(value: Any) -> np.ndarray | None:
@@ -418,18 +431,27 @@ class KernelSession(ort.InferenceSession):
             _raise_recorded(errors, cause, self._odq_path)
 
     def _hidden_among(self, names: Any) -> str | None:
-        """The first of ``names`` (output names as a caller gives them) that is a hidden output's."""
-        if not self._hidden or not names or isinstance(names, (str, bytes)):
+        """The hidden output's name among ``names`` (output names as a caller gives them) where it comes
+        before any name ONNX Runtime would refuse first; None where there is none, or where ``names`` is
+        not a list, tuple or array of strings (ONNX Runtime reports those)."""
+        if not self._hidden or not isinstance(names, (list, tuple, np.ndarray)):
             return None
-        try:
-            return next((n for n in names if isinstance(n, str) and n in self._hidden), None)
-        except TypeError:  # not iterable: ONNX Runtime reports it
+        texts = [_text(n) for n in names]
+        if not all(isinstance(t, str) for t in texts):
             return None
+        for t in texts:
+            if t in self._hidden:
+                return t
+            if t not in self._output_names:  # ONNX Runtime's own error names this one
+                return None
+        return None
 
-    def _refuse_hidden(self, names: Any) -> None:
-        """Raise as ONNX Runtime's ``run`` raises for an inner value's name asked for as an output."""
+    def _refuse_hidden(self, names: Any, feed_names: list[str]) -> None:
+        """Raise as ONNX Runtime's ``run`` raises for an inner value's name asked for as an output, after
+        the check of the feed's names that it makes first."""
         hidden = self._hidden_among(names)
         if hidden is not None:
+            self._validate_input([*feed_names, self._token_input])
             raise InvalidArgument(f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid output name:{hidden}")
 
     def _x_shape(self, node: str, reads: dict[str, np.ndarray]) -> tuple[int, ...] | None:
@@ -494,7 +516,7 @@ class KernelSession(ort.InferenceSession):
     def run(self, output_names: Any, input_feed: dict[str, Any], run_options: Any = None) -> Any:
         """As ``InferenceSession.run``; a kernel's error raises (``DequantizeError`` naming the node)."""
 
-        self._refuse_hidden(output_names)
+        self._refuse_hidden(output_names, list(input_feed))
         feed, reads = self._feed(input_feed)
         names = output_names or self._output_names
         if isinstance(names, (list, tuple)):
@@ -551,7 +573,7 @@ class KernelSession(ort.InferenceSession):
         self, output_names: Any, input_dict_ort_values: dict[str, Any], run_options: Any = None
     ) -> Any:
         """As ``InferenceSession.run_with_ort_values``, with the kernel errors raised."""
-        self._refuse_hidden(output_names)
+        self._refuse_hidden(output_names, list(input_dict_ort_values))
 
         feed, reads = self._feed(input_dict_ort_values, convert=False)
 
@@ -567,7 +589,7 @@ class KernelSession(ort.InferenceSession):
 
         reads = self._bound_reads(iobinding)
         names, views = _bound_outputs(iobinding)
-        hidden = self._hidden_among(names)
+        hidden = min(names & self._hidden, default=None)
         if hidden is not None:  # as ONNX Runtime refuses an inner value's name bound as an output
             raise RuntimeError(f"Error in execution: Invalid output name: {hidden}")
         placed = {self._kernel_outputs[n]: a for n, a in views.items() if n in self._kernel_outputs}
@@ -585,8 +607,9 @@ class KernelSession(ort.InferenceSession):
         """As ``InferenceSession.run_async``; a kernel's error reaches ``callback`` as its ``err`` string."""
         if self._token_input is None:
             return super().run_async(output_names, input_feed, callback, user_data, run_options)
-        hidden = self._hidden_among(output_names)
+        hidden = self._hidden_among(output_names) if callable(callback) else None
         if hidden is not None:  # as ONNX Runtime reports an inner value's name: to the callback, later
+            self._validate_input([*input_feed, self._token_input])
             threading.Thread(target=callback, args=([], user_data, f"Invalid output name: {hidden}")).start()
             return None
         feed, reads = self._feed(input_feed)
