@@ -247,14 +247,14 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
                     copy.graph.initializer.append(numpy_helper.from_array(np.array(x.shape, np.int64), shape))
                 inputs = [shape]
                 y, out_type = node.output[0], dtypes.parse(pair[1])
-                if y in graph_outputs:
+                read_on = y in read and isinstance(x, Fed)  # activations; a held weight's stays ORT's to reuse
+                if y in graph_outputs or read_on:
                     placeable[y] = (node.name, np.dtype(out_type.numpy))
-                if y in read and isinstance(x, Fed):  # activations; a held weight's stays ORT's to reuse
+                if read_on:
+                    inner.append(y)
                     if y not in graph_outputs:  # another node's input only: made a graph output too
                         copy.graph.output.append(helper.make_tensor_value_info(y, out_type.onnx, None))
                         hidden.append(y)
-                    placeable[y] = (node.name, np.dtype(out_type.numpy))
-                    inner.append(y)
         if id(node) in in_main and node.output[0] in graph_outputs:
             kernel_outputs[node.output[0]] = node.name
         op = kernel_op_type(*pair, takes)

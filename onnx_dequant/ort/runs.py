@@ -95,10 +95,14 @@ class ScratchPool:
     def __init__(self, max_bytes: int = SCRATCH_MAX_BYTES) -> None:
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise DequantizeError(f"scratch_bytes must be an integer >= 0, got {max_bytes!r}")
-        self.max_bytes = int(max_bytes)
         self._free: list[np.ndarray] = []
-        self._returned = _Returned(self.max_bytes)
+        self._returned = _Returned(int(max_bytes))
         self._lock = threading.Lock()
+
+    @property
+    def max_bytes(self) -> int:
+        """The most bytes kept between runs (and, apart, of buffers coming back from the caller)."""
+        return self._returned.max_bytes
 
     @property
     def kept_bytes(self) -> int:
