@@ -20,8 +20,9 @@ contrast case runs the session through the extension's stock bridge (outputs tur
 on a smaller input so it finishes quickly. "activations into Relu" runs the kernel's output into ONNX
 Runtime's Relu (bound, an output the session adds and does not show, or not) against ONNX Runtime's own
 DequantizeLinear into Relu. "a held weight into MatMul" runs a constant 1024x1024 int8
-weight, dequantized per column, into MatMul with 64 rows of activations: the kernel (the dequantized
-weight, MatMul's input, bound or not), the lowered model, and an f32 weight (no dequantizing) as the floor.
+weight, dequantized per column, into MatMul with 64 rows of activations: the kernel (a held weight's
+output is never bound: the two rows time one thing), the lowered model, and an f32 weight (no
+dequantizing) as the floor.
 """
 
 from __future__ import annotations
