@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import ml_dtypes
@@ -130,23 +130,23 @@ def dequantize(
     # (about 35 ns each: ``x.size`` is a product of the shape's)
     shape, size = x.shape, x.size
     z_dtype, z_shape = (None, None) if zp is None else (zp.dtype, zp.shape)
+    if type(axes) is not tuple:
+        axes = _axes_key(axes)
+    fused = size >= FUSED_MIN_ELEMENTS
     try:  # the key's parts as arguments, not a tuple unpacked (0.1-0.2 us of a call's 1.8 outside the loop)
-        checked = _checked(
-            x.dtype,
-            shape,
-            scale.dtype,
-            scale.shape,
-            z_dtype,
-            z_shape,
-            tuple(axes) if type(axes) is list else axes,
-            dtype,
-            size >= FUSED_MIN_ELEMENTS,
-        )
+        checked = _checked(x.dtype, shape, scale.dtype, scale.shape, z_dtype, z_shape, axes, dtype, fused)
     except TypeError:  # axes or dtype that cannot be a cache key (a NumPy array, say): checked afresh
-        checked = _checked.__wrapped__(
-            x.dtype, shape, scale.dtype, scale.shape, z_dtype, z_shape, axes, dtype, size >= FUSED_MIN_ELEMENTS
-        )
-    out_t, axes_t, work, bshape, setup, out_np = checked
+        checked = _checked.__wrapped__(x.dtype, shape, scale.dtype, scale.shape, z_dtype, z_shape, axes, dtype, fused)
+    out_t, axes_t, work, bshape, setup, out_np, kept_axes, kept_kinds, kept_dtype = checked
+    # a kept entry's key may equal this call's with other types (``True == 1``, ``1.0 == 1``, which the
+    # contract refuses, or ``np.int64(1) == 1``): told apart by the types, unless the caller passes the
+    # very objects kept, and then kept under a key that holds the types too
+    if (kept_axes is not axes and kept_kinds != _kinds(axes)) or (
+        kept_dtype is not dtype and type(kept_dtype) is not type(dtype)
+    ):
+        kinds = (_kinds(axes), type(dtype))
+        checked = _checked(x.dtype, shape, scale.dtype, scale.shape, z_dtype, z_shape, axes, dtype, fused, kinds)
+        out_t, axes_t, work, bshape, setup, out_np = checked[:6]
     fresh = out is None  # a fresh array overlaps no input
     if fresh:
         out = np.empty(shape, out_np)
@@ -213,6 +213,25 @@ def dequantize(
     return out
 
 
+def _axes_key(axes: Any) -> Any:
+    """``axes`` spelled as a cache key of the same meaning: a set (nGraph's AxisSet, the natural spelling),
+    a list or another iterable as a tuple, an integer array's one dim as a tuple of ints; an int or None
+    as it is; what else (a 0-d or float array) as it is, checked afresh each call."""
+    t = type(axes)
+    if t is set or t is list or t is frozenset:
+        return tuple(axes)
+    if axes is None or isinstance(axes, (int, np.integer, str, bytes)):
+        return axes
+    if t is _NDARRAY:
+        return tuple(axes.tolist()) if axes.ndim == 1 and axes.dtype.kind in "iu" else axes
+    return tuple(axes) if isinstance(axes, Iterable) else axes
+
+
+def _kinds(axes: Any) -> Any:
+    """The types of the axes (of each axis in a tuple): what a cache key's equality does not tell apart."""
+    return tuple(map(type, axes)) if type(axes) is tuple else type(axes)
+
+
 def _overlaps(out: np.ndarray, *inputs: np.ndarray | None) -> bool:
     """Whether ``out``'s memory may overlap an input's (as ``_jit.overlaps``, which the fused loop asks)."""
     return any(a is not None and np.may_share_memory(out, a) for a in inputs)
@@ -229,14 +248,16 @@ def _checked(
     axes: Any,
     dtype: Any,
     fused: bool,
-) -> tuple[TensorType, tuple[int, ...], type, tuple[int, ...], FusedSetup | None, np.dtype]:
+    kinds: Any = None,
+) -> tuple[TensorType, tuple[int, ...], type, tuple[int, ...], FusedSetup | None, np.dtype, Any, Any, Any]:
     """The contract's checks of a call with these argument types (``infer``), and what the call derives from them:
     (output type, sorted axes, the NumPy loop's work type, the scale's broadcast shape, the fused loop's
     ``_fused_setup`` where ``fused`` (the input has ``FUSED_MIN_ELEMENTS`` or more) and Numba can be imported,
-    else None: Numba is not imported for smaller inputs; the output's NumPy type). Kept for the next call with
+    else None: Numba is not imported for smaller inputs; the output's NumPy type; ``axes``, its types
+    (``_kinds``) and ``dtype``, which a later call's may equal with other types). Kept for the next call with
     the same types: a call's fixed cost is most of it on inputs of tens of thousands of elements (one kept
     lookup, not two: 10.5 -> 9.5 us a call, ``(65536,)`` ``{0}`` u8 -> f16). A call that breaks the contract
-    raises, and is not kept."""
+    raises, and is not kept. ``kinds`` is only part of the key (``dequantize`` gives the types there)."""
     axes_t = normalize_axes(axes)
     xt = TensorType(dtypes.parse(x_dtype), x_shape)
     zt = None if z_dtype is None else TensorType(dtypes.parse(z_dtype), z_shape)
@@ -247,7 +268,7 @@ def _checked(
     if fused and all(x_shape) and _fused.available():  # empty inputs run no loop; a kernel compiles at its first call
         fused_work = fused_work_type(xt.elem_type, out_t.elem_type).numpy
         setup = _fused_setup(x_shape, axes_t, fused_work, out_t.elem_type.numpy, x_dtype, z_dtype is not None)
-    return out_t, axes_t, work, bshape, setup, np.dtype(out_t.elem_type.numpy)
+    return out_t, axes_t, work, bshape, setup, np.dtype(out_t.elem_type.numpy), axes, _kinds(axes), dtype
 
 
 def _parallel(run: Any, items: list[Any], *args: Any) -> None:

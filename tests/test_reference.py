@@ -1424,6 +1424,69 @@ def test_checks_are_kept_per_argument_types_and_errors_are_not():
 
 
 @pytest.mark.parametrize(
+    ("kept", "other", "message"),
+    [
+        ({"axes": (1,)}, {"axes": (True,)}, "Quantization axis (True) must be an integer"),
+        ({"axes": (1,)}, {"axes": (1.0,)}, "Quantization axis (1.0) must be an integer"),
+        ({"axes": [1]}, {"axes": [1.0]}, "Quantization axis (1.0) must be an integer"),
+        ({"axes": {1}}, {"axes": {1.0}}, "Quantization axis (1.0) must be an integer"),
+        ({"axes": (1,)}, {"axes": (np.True_,)}, "must be an integer"),
+        ({"axes": (1,)}, {"axes": np.array([1.0])}, "must be an integer"),
+        ({"axes": (1,), "dtype": 1}, {"axes": (1,), "dtype": True}, "Unknown element type True"),
+        ({"axes": (1,), "dtype": 1}, {"axes": (1,), "dtype": 1.0}, "Unknown element type 1.0"),
+    ],
+)
+def test_a_kept_call_lets_through_no_equal_axes_or_dtype_of_another_type(kept, other, message, fresh_plans):
+    """A kept call's checks are not another call's whose axes or dtype equal its own but are of types
+    the contract refuses (``True == 1`` and ``1.0 == 1`` as cache keys): that call raises, as it does
+    when nothing is kept."""
+    x = np.arange(24, dtype=np.int8).reshape(2, 3, 4)
+    s = np.linspace(0.5, 2, 3, dtype=np.float32)
+    odq.dequantize(x, s, **kept)
+    with pytest.raises(odq.DequantizeError) as e:
+        odq.dequantize(x, s, **other)
+    assert message in str(e.value)
+    reference._checked.cache_clear()
+    with pytest.raises(odq.DequantizeError) as fresh:
+        odq.dequantize(x, s, **other)
+    assert str(fresh.value) == str(e.value)
+    odq.dequantize(x, s, axes=1)  # a scalar kept, then one of another type
+    with pytest.raises(odq.DequantizeError, match="must be a set of axis indices, got True"):
+        odq.dequantize(x, s, axes=True)
+
+
+@pytest.mark.parametrize("axes", [{0, 2}, [2, 0], frozenset({0, 2}), np.array([0, 2]), range(0, 3, 2)])
+def test_axes_spelled_as_a_set_or_an_iterable_are_checked_once(axes, fresh_plans):
+    """Axes given as a set (nGraph's AxisSet), a list, an integer array or a range are checked once and
+    kept like a tuple: the next call of the same types finds them (a call checked afresh costs tens of
+    microseconds)."""
+    x = np.arange(60, dtype=np.int8).reshape(3, 4, 5)
+    s = np.linspace(0.5, 2, 15, dtype=np.float32).reshape(3, 5)
+    want = odq.dequantize(x, s, axes=(0, 2))
+    odq.dequantize(x, s, axes=axes)
+    before = reference._checked.cache_info()
+    for _ in range(3):
+        assert same_bits(odq.dequantize(x, s, axes=axes), want)
+    after = reference._checked.cache_info()
+    assert (after.hits - before.hits, after.misses - before.misses) == (3, 0)
+
+
+def test_equal_axes_of_other_integer_types_are_kept_apart(fresh_plans):
+    """Axes equal to a kept call's but of other integer types (NumPy's) are checked once and kept too,
+    under a key that holds their types: two lookups a call, not a check afresh."""
+    x = np.arange(60, dtype=np.int8).reshape(3, 4, 5)
+    s = np.linspace(0.5, 2, 5, dtype=np.float32)
+    want = odq.dequantize(x, s, axes=(2,))
+    odq.dequantize(x, s, axes=(np.int64(2),))
+    before = reference._checked.cache_info()
+    for _ in range(3):
+        assert same_bits(odq.dequantize(x, s, axes=(np.int64(2),)), want)
+        assert same_bits(odq.dequantize(x, s, axes=(2,)), want)
+    after = reference._checked.cache_info()
+    assert after.misses == before.misses
+
+
+@pytest.mark.parametrize(
     ("pattern", "width", "varies", "want"),
     [
         ([0, 0, 0, 4, 4, 4], 4, True, 3),
