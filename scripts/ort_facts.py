@@ -233,6 +233,48 @@ def lower_rank_operand_against_trailing_one_is_slow():
     return bool(timed(()) > 4 * timed((1, 1, 1)))
 
 
+@fact
+def bf16_rounding_in_integer_ops_is_slower_than_cast():
+    """ORT has BitCast (opset 26), but rounding float32 to bf16 bits in its integer ops (BitCast, BitShift,
+    BitwiseAnd, Add, Cast to uint16) takes 2x or more a Cast to bf16 (even one followed by a BitCast to
+    uint16), with the same bits."""
+    import time
+
+    n = 1 << 20
+    u32 = lambda name, v: helper.make_tensor(name, TP.UINT32, [], [v])  # noqa: E731
+    chain = [
+        helper.make_node("BitCast", ["x"], ["u"], to=TP.UINT32),
+        helper.make_node("BitShift", ["u", "k16"], ["a"], direction="RIGHT"),
+        helper.make_node("BitwiseAnd", ["a", "k1"], ["b"]),
+        helper.make_node("Add", ["u", "b"], ["c"]),
+        helper.make_node("Add", ["c", "k7fff"], ["d"]),
+        helper.make_node("BitShift", ["d", "k16"], ["e"], direction="RIGHT"),
+        helper.make_node("Cast", ["e"], ["y"], to=TP.UINT16),
+    ]
+    cast = [
+        helper.make_node("Cast", ["x"], ["b"], to=TP.BFLOAT16),
+        helper.make_node("BitCast", ["b"], ["y"], to=TP.UINT16),
+    ]
+    x = (np.random.default_rng(0).standard_normal(n) * 1e3).astype(np.float32)
+    sessions = [
+        _session(
+            _model(nodes, [_vi("x", TP.FLOAT, [n])], [_vi("y", TP.UINT16, [n])], inits, opset=26),
+            ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        )
+        for nodes, inits in ((cast, ()), (chain, (u32("k16", 16), u32("k1", 1), u32("k7fff", 0x7FFF))))
+    ]
+    results = [s.run(None, {"x": x})[0] for s in sessions]
+    if not np.array_equal(results[0], results[1]):
+        return False
+    best = [float("inf")] * 2
+    for _ in range(5):
+        for i, s in enumerate(sessions):
+            t0 = time.perf_counter()
+            s.run(None, {"x": x})
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return bool(best[1] > 2 * best[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", action="store_true", help="print JSON")
