@@ -133,19 +133,24 @@ def dequantize(
     if type(axes) is not tuple:
         axes = _axes_key(axes)
     fused = size >= FUSED_MIN_ELEMENTS
-    try:  # the key's parts as arguments, not a tuple unpacked (0.1-0.2 us of a call's 1.8 outside the loop)
-        checked = _checked(x.dtype, shape, scale.dtype, scale.shape, z_dtype, z_shape, axes, dtype, fused)
-    except TypeError:  # axes or dtype that cannot be a cache key (a NumPy array, say): checked afresh
-        checked = _checked.__wrapped__(x.dtype, shape, scale.dtype, scale.shape, z_dtype, z_shape, axes, dtype, fused)
-    out_t, axes_t, work, bshape, setup, out_np, kept_axes, kept_kinds, kept_dtype = checked
-    # a kept entry's key may equal this call's with other types (``True == 1``, ``1.0 == 1``, which the
-    # contract refuses, or ``np.int64(1) == 1``): told apart by the types, unless the caller passes the
-    # very objects kept, and then kept under a key that holds the types too
-    if (kept_axes is not axes and kept_kinds != _kinds(axes)) or (
-        kept_dtype is not dtype and type(kept_dtype) is not type(dtype)
+    try:
+        try:  # the key's parts as arguments, not a tuple unpacked (0.1-0.2 us of a call's 1.8 outside the loop)
+            checked = _checked(x.dtype, shape, scale.dtype, scale.shape, z_dtype, z_shape, axes, dtype, fused)
+        except TypeError:  # axes or dtype that cannot be a cache key (a float array, say): checked afresh
+            checked = _checked.__wrapped__(
+                x.dtype, shape, scale.dtype, scale.shape, z_dtype, z_shape, axes, dtype, fused
+            )
+    except DequantizeError:  # an input in the other byte order: its element type is looked up native
+        if all(a is None or a.dtype.isnative for a in (x, scale, zp)):
+            raise
+        return dequantize(*(_native(a) for a in (x, scale, zp)), axes=axes, dtype=dtype, out=out)
+    out_t, axes_t, work, bshape, setup, out_np, kept_axes, kept_dtype = checked
+    # a kept entry's key may equal this call's with parts of types the contract refuses (``True == 1``,
+    # ``1.0 == 1``): those are checked afresh (and raise), unless the caller passes the very objects kept
+    if (kept_axes is not axes and not _integers(axes)) or (
+        kept_dtype is not dtype and isinstance(kept_dtype, _INTEGERS) and not _integers(dtype)
     ):
-        kinds = (_kinds(axes), type(dtype))
-        checked = _checked(x.dtype, shape, scale.dtype, scale.shape, z_dtype, z_shape, axes, dtype, fused, kinds)
+        checked = _checked.__wrapped__(x.dtype, shape, scale.dtype, scale.shape, z_dtype, z_shape, axes, dtype, fused)
         out_t, axes_t, work, bshape, setup, out_np = checked[:6]
     fresh = out is None  # a fresh array overlaps no input
     if fresh:
@@ -160,9 +165,12 @@ def dequantize(
         if isinstance(out, _NDARRAY) and type(out) is not _NDARRAY:  # a subclass: written through a base view
             dequantize(x, scale, zp, axes=axes_t, dtype=dtype, out=out.view(_NDARRAY))
             return out
+        wrong = _out_problem(out, shape, out_np)
+        if wrong is None:  # the output's type in the other byte order: computed, then copied in swapped
+            np.copyto(out, dequantize(x, scale, zp, axes=axes_t, dtype=dtype))
+            return out
         raise DequantizeError(
-            f"out must be a writeable C-contiguous {out_t.elem_type} array of shape {shape}, got "
-            + (f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__)
+            f"out must be a writeable C-contiguous {out_t.elem_type} array of shape {shape}, got {wrong}"
         )
     if size == 0:
         return out
@@ -215,21 +223,49 @@ def dequantize(
 
 def _axes_key(axes: Any) -> Any:
     """``axes`` spelled as a cache key of the same meaning: a set (nGraph's AxisSet, the natural spelling),
-    a list or another iterable as a tuple, an integer array's one dim as a tuple of ints; an int or None
-    as it is; what else (a 0-d or float array) as it is, checked afresh each call."""
+    a list or another iterable as a tuple; an integer array as a tuple of ints, an empty one as ``()``; an
+    int or None as it is; what else (a float array) as it is, checked afresh each call."""
     t = type(axes)
     if t is set or t is list or t is frozenset:
         return tuple(axes)
     if axes is None or isinstance(axes, (int, np.integer, str, bytes)):
         return axes
     if t is _NDARRAY:
-        return tuple(axes.tolist()) if axes.ndim == 1 and axes.dtype.kind in "iu" else axes
+        if axes.dtype.kind in "iu" and axes.ndim <= 1:
+            return tuple(axes.reshape(-1).tolist())
+        return () if axes.ndim == 1 and axes.size == 0 else axes
     return tuple(axes) if isinstance(axes, Iterable) else axes
 
 
-def _kinds(axes: Any) -> Any:
-    """The types of the axes (of each axis in a tuple): what a cache key's equality does not tell apart."""
-    return tuple(map(type, axes)) if type(axes) is tuple else type(axes)
+_INTEGERS = (int, np.integer)
+
+
+def _integers(value: Any) -> bool:
+    """Whether ``value`` (an int, or a tuple of them) is made of integers of the types the contract takes
+    (not bools, which equal 0 and 1, nor floats): a kept entry's axes and ONNX type number are."""
+    if type(value) is tuple:
+        return all(isinstance(v, _INTEGERS) and type(v) is not bool for v in value)
+    return value is None or (isinstance(value, _INTEGERS) and type(value) is not bool)
+
+
+def _native(a: np.ndarray | None) -> np.ndarray | None:
+    """``a`` in the machine's byte order (a copy where it is not)."""
+    return a if a is None or a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
+def _out_problem(out: Any, shape: tuple[int, ...], out_np: np.dtype) -> str | None:
+    """What makes ``out`` unusable as the output, for the error: its type and shape, then whether it is
+    not C-contiguous or read-only; None when it differs from a usable one only in byte order."""
+    if not isinstance(out, np.ndarray):
+        return type(out).__name__
+    flags = [
+        w
+        for w, bad in (("not C-contiguous", not out.flags.c_contiguous), ("read-only", not out.flags.writeable))
+        if bad
+    ]
+    if not flags and out.shape == shape and not out.dtype.isnative and out.dtype.newbyteorder("=") == out_np:
+        return None
+    return ", ".join([f"{out.dtype} {out.shape}", *flags])
 
 
 def _overlaps(out: np.ndarray, *inputs: np.ndarray | None) -> bool:
@@ -248,16 +284,15 @@ def _checked(
     axes: Any,
     dtype: Any,
     fused: bool,
-    kinds: Any = None,
-) -> tuple[TensorType, tuple[int, ...], type, tuple[int, ...], FusedSetup | None, np.dtype, Any, Any, Any]:
+) -> tuple[TensorType, tuple[int, ...], type, tuple[int, ...], FusedSetup | None, np.dtype, Any, Any]:
     """The contract's checks of a call with these argument types (``infer``), and what the call derives from them:
     (output type, sorted axes, the NumPy loop's work type, the scale's broadcast shape, the fused loop's
     ``_fused_setup`` where ``fused`` (the input has ``FUSED_MIN_ELEMENTS`` or more) and Numba can be imported,
-    else None: Numba is not imported for smaller inputs; the output's NumPy type; ``axes``, its types
-    (``_kinds``) and ``dtype``, which a later call's may equal with other types). Kept for the next call with
+    else None: Numba is not imported for smaller inputs; the output's NumPy type; ``axes`` and ``dtype``
+    themselves, which a later call's may equal with other types). Kept for the next call with
     the same types: a call's fixed cost is most of it on inputs of tens of thousands of elements (one kept
     lookup, not two: 10.5 -> 9.5 us a call, ``(65536,)`` ``{0}`` u8 -> f16). A call that breaks the contract
-    raises, and is not kept. ``kinds`` is only part of the key (``dequantize`` gives the types there)."""
+    raises, and is not kept."""
     axes_t = normalize_axes(axes)
     xt = TensorType(dtypes.parse(x_dtype), x_shape)
     zt = None if z_dtype is None else TensorType(dtypes.parse(z_dtype), z_shape)
@@ -268,7 +303,7 @@ def _checked(
     if fused and all(x_shape) and _fused.available():  # empty inputs run no loop; a kernel compiles at its first call
         fused_work = fused_work_type(xt.elem_type, out_t.elem_type).numpy
         setup = _fused_setup(x_shape, axes_t, fused_work, out_t.elem_type.numpy, x_dtype, z_dtype is not None)
-    return out_t, axes_t, work, bshape, setup, np.dtype(out_t.elem_type.numpy), axes, _kinds(axes), dtype
+    return out_t, axes_t, work, bshape, setup, np.dtype(out_t.elem_type.numpy), axes, dtype
 
 
 def _parallel(run: Any, items: list[Any], *args: Any) -> None:

@@ -243,6 +243,35 @@ def test_a_kernels_graph_output_is_computed_in_place_and_its_buffer_comes_back(p
     assert _placed() == before + 3
 
 
+def test_inputs_fed_as_cpu_ortvalues_are_bound_and_the_output_computed_in_place(place_all):
+    """``run`` with inputs fed as ``OrtValue``s on the CPU binds them as they are and computes the kernel's
+    output in place, as for arrays; an ``OrtValue`` of a wrong shape gets ONNX Runtime's own error."""
+    sess = odq.session(single_node_model("i16", "f32", (0, 2)))
+    feeds = [_feed(k, x_elem="i16") for k in range(2)]
+    before = _placed()
+    kept = sess.run(None, {**feeds[0], "x": ort.OrtValue.ortvalue_from_numpy(feeds[0]["x"])})[0]
+    y = sess.run(None, {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feeds[1].items()})[0]
+    assert _placed() == before + 2
+    assert same_bits(kept, _want(feeds[0])) and same_bits(y, _want(feeds[1]))
+    wrong = {**feeds[0], "x": ort.OrtValue.ortvalue_from_numpy(feeds[0]["x"][:, :1].copy())}
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument):  # ORT's own run's error type
+        sess.run(None, wrong)
+
+
+def test_a_missing_inputs_error_does_not_show_the_run_token():
+    """The run token each run adds to the feed is left out of ONNX Runtime's missing-input error."""
+    sess = odq.session(single_node_model("i16", "f32", (0, 2)))
+    feed = _feed(0, x_elem="i16")
+    del feed["z"]
+    for run in (
+        lambda: sess.run(None, feed),
+        lambda: sess.run_with_ort_values(None, {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feed.items()}),
+    ):
+        with pytest.raises(ValueError) as e:
+            run()
+        assert str(e.value) == "Required inputs (['z']) are missing from input feed (['x', 's'])."
+
+
 def _relu_model(*, dq_output: bool):
     """x -> Dequantize -> y -> Relu -> r; y a graph output or not."""
     nodes = [odq.make_node(["x", "s"], ["y"], axes=[2], name="dq"), helper.make_node("Relu", ["y"], ["r"])]

@@ -1455,6 +1455,66 @@ def test_a_kept_call_lets_through_no_equal_axes_or_dtype_of_another_type(kept, o
         odq.dequantize(x, s, axes=True)
 
 
+@pytest.mark.parametrize(
+    ("axes", "want"),
+    [
+        (np.array(1), (1,)),
+        (np.array([], np.float64), ()),
+        (np.array([], np.int64), ()),
+        (np.array([1], np.uint8), (1,)),
+    ],
+)
+def test_axes_as_arrays_are_kept_like_tuples(axes, want, fresh_plans):
+    """An integer array's axes (0-d or 1-D) and an empty array of any type are kept as the tuple they
+    mean (``np.array([])`` is float64): not checked afresh on every call."""
+    x = np.arange(24, dtype=np.int8).reshape(4, 6)
+    s = np.linspace(0.5, 2, 6, dtype=np.float32) if want else np.float32(0.5)
+    expected = odq.dequantize(x, s, axes=want)
+    odq.dequantize(x, s, axes=axes)
+    before = reference._checked.cache_info()
+    assert same_bits(odq.dequantize(x, s, axes=axes), expected)
+    after = reference._checked.cache_info()
+    assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
+
+
+def test_inputs_and_out_in_the_other_byte_order_give_the_same_bits():
+    """Arrays in the other byte order (``'>i2'``, ``'>f4'``) are dequantized as their values, as the
+    session's kernels take them; an ``out`` in the other byte order gets the result's values."""
+    x = np.arange(-12, 12, dtype=np.int16).reshape(2, 3, 4)
+    s = np.linspace(0.5, 2, 3, dtype=np.float32)
+    z = np.arange(3, dtype=np.int16)
+    want = odq.dequantize(x, s, z, axes=(1,))
+    swapped = (x.astype(">i2"), s.astype(">f4"), z.astype(">i2"))
+    assert same_bits(odq.dequantize(*swapped, axes=(1,)), want)
+    out = np.empty(x.shape, ">f4")
+    assert odq.dequantize(x, s, z, axes=(1,), out=out) is out
+    assert same_bits(out.astype(np.float32), want)
+    with pytest.raises(
+        odq.DequantizeError, match=r"^Zero point element type \(i32\) must match input element type \(i16\)$"
+    ):
+        odq.dequantize(x.astype(">i2"), s.astype(">f4"), z.astype(">i4"), axes=(1,))
+
+
+@pytest.mark.parametrize(
+    ("make", "told"),
+    [
+        (lambda: np.empty((4, 3, 2), np.float32).transpose(2, 1, 0), "float32 (2, 3, 4), not C-contiguous"),
+        (lambda: np.empty((2, 3, 4), np.float32)[:, :, :].copy(), "float32 (2, 3, 4), read-only"),
+        (lambda: np.empty((2, 3, 4), np.float64), "float64 (2, 3, 4)"),
+        (lambda: np.empty((2, 3), np.float32), "float32 (2, 3)"),
+        (lambda: [0.0], "list"),
+    ],
+)
+def test_an_unusable_out_is_refused_saying_what_is_wrong(make, told):
+    x = np.arange(24, dtype=np.int8).reshape(2, 3, 4)
+    out = make()
+    if told.endswith("read-only"):
+        out.flags.writeable = False
+    with pytest.raises(odq.DequantizeError) as e:
+        odq.dequantize(x, np.float32(0.5), out=out)
+    assert str(e.value) == f"out must be a writeable C-contiguous f32 array of shape (2, 3, 4), got {told}"
+
+
 @pytest.mark.parametrize("axes", [{0, 2}, [2, 0], frozenset({0, 2}), np.array([0, 2]), range(0, 3, 2)])
 def test_axes_spelled_as_a_set_or_an_iterable_are_checked_once(axes, fresh_plans):
     """Axes given as a set (nGraph's AxisSet), a list, an integer array or a range are checked once and
@@ -1471,9 +1531,9 @@ def test_axes_spelled_as_a_set_or_an_iterable_are_checked_once(axes, fresh_plans
     assert (after.hits - before.hits, after.misses - before.misses) == (3, 0)
 
 
-def test_equal_axes_of_other_integer_types_are_kept_apart(fresh_plans):
-    """Axes equal to a kept call's but of other integer types (NumPy's) are checked once and kept too,
-    under a key that holds their types: two lookups a call, not a check afresh."""
+def test_equal_axes_of_other_integer_types_share_the_kept_checks(fresh_plans):
+    """Axes equal to a kept call's but of other integer types (NumPy's, which the contract takes too) use
+    the kept checks: no call is checked afresh."""
     x = np.arange(60, dtype=np.int8).reshape(3, 4, 5)
     s = np.linspace(0.5, 2, 5, dtype=np.float32)
     want = odq.dequantize(x, s, axes=(2,))

@@ -265,6 +265,22 @@ def _text(name: Any) -> Any:
     return name
 
 
+def _bindable(value: Any) -> bool:
+    """Whether a fed value can be bound as it is for a bound run: an array of a numeric type, or an
+    ``OrtValue`` tensor of one on the CPU."""
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "biuf"
+    try:
+        return (
+            isinstance(value, ort.OrtValue)
+            and value.is_tensor()
+            and value.device_name().lower() == "cpu"
+            and value.data_type() in _NUMPY_TENSORS
+        )
+    except Exception:  # noqa: BLE001 - ORT's own run reports what is wrong with the value
+        return False
+
+
 def _ortvalue_view(value: Any) -> np.ndarray | None:
     """The array an ``OrtValue`` tensor on the CPU holds, in place (None: anything else)."""
     try:
@@ -467,9 +483,10 @@ class KernelSession(ort.InferenceSession):
         bound to: those asked for, and those other nodes read that are ``PLACE_MIN_BYTES`` each (within
         the pool's ``max_bytes`` together; none where the run executes only what its outputs need).
         None, for ONNX Runtime's own ``run`` (which also reports a wrong name), unless they add up to
-        ``PLACE_MIN_BYTES``, the feed is arrays of every model input and nothing else, and every output
-        asked for is a model output whose array ONNX Runtime hands back as ``run`` does: a tensor of a
-        NumPy type that is not a graph input or an initializer (``run`` copies those)."""
+        ``PLACE_MIN_BYTES``, the feed is arrays or CPU ``OrtValue``s (``_bindable``) of every model input
+        and nothing else, and every output asked for is a model output whose array ONNX Runtime hands
+        back as ``run`` does: a tensor of a NumPy type that is not a graph input or an initializer
+        (``run`` copies those)."""
         wanted, total = {}, 0  # sizes first: most runs of small models stop here, at little cost
         for name in names:
             found = self._placeable.get(name) if isinstance(name, str) else None
@@ -489,7 +506,7 @@ class KernelSession(ort.InferenceSession):
             total += extra
         if total < PLACE_MIN_BYTES or feed.keys() != self._input_names:
             return None
-        if not all(isinstance(v, np.ndarray) and v.dtype.kind in "biuf" for v in feed.values()):
+        if not all(_bindable(v) for v in feed.values()):
             return None
         if not all(isinstance(n, str) and n in self._numpy_outputs for n in names) or len(set(names)) != len(names):
             return None
@@ -512,6 +529,17 @@ class KernelSession(ort.InferenceSession):
             raise
         self._finish(token, None)
         return result
+
+    def _validate_input(self, feed_input_names: list[str]) -> None:
+        """ONNX Runtime's check that the feed names every required input (its ``run`` methods call it), with
+        the run token, which each run adds to the feed, left out of what the error reports."""
+        token = self._token_input
+        shown = [n for n in feed_input_names if n != token]
+        missing = [
+            i.name for i in self.get_inputs() if i.name not in feed_input_names and not i.type.startswith("optional")
+        ]
+        if missing:
+            raise ValueError(f"Required inputs ({missing}) are missing from input feed ({shown}).")
 
     def run(self, output_names: Any, input_feed: dict[str, Any], run_options: Any = None) -> Any:
         """As ``InferenceSession.run``; a kernel's error raises (``DequantizeError`` naming the node)."""
@@ -548,7 +576,10 @@ class KernelSession(ort.InferenceSession):
         def call(token: int) -> list[np.ndarray]:
             binding = ort.IOBinding(self)
             for name, value in feed.items():
-                binding.bind_cpu_input(name, value)
+                if isinstance(value, ort.OrtValue):
+                    binding.bind_ortvalue_input(name, value)
+                else:
+                    binding.bind_cpu_input(name, value)
             binding.bind_cpu_input(self._token_input, self._token_value(token))
             for name in names:
                 out = placed.get(name)
