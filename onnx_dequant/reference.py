@@ -143,6 +143,8 @@ def dequantize(
     except DequantizeError:  # an input in the other byte order: its element type is looked up native
         if all(a is None or a.dtype.isnative for a in (x, scale, zp)):
             raise
+        checked = None
+    if checked is None:  # outside the handler: an error of the native call is not shown as this one's
         return dequantize(*(_native(a) for a in (x, scale, zp)), axes=axes, dtype=dtype, out=out)
     out_t, axes_t, work, bshape, setup, out_np, kept_axes, kept_dtype = checked
     # a kept entry's key may equal this call's with parts of types the contract refuses (``True == 1``,
@@ -224,16 +226,16 @@ def dequantize(
 def _axes_key(axes: Any) -> Any:
     """``axes`` spelled as a cache key of the same meaning: a set (nGraph's AxisSet, the natural spelling),
     a list or another iterable as a tuple; an integer array as a tuple of ints, an empty one as ``()``; an
-    int or None as it is; what else (a float array) as it is, checked afresh each call."""
+    int or None as it is; what else (a float array, an array subclass) as it is, checked afresh each call."""
     t = type(axes)
     if t is set or t is list or t is frozenset:
         return tuple(axes)
     if axes is None or isinstance(axes, (int, np.integer, str, bytes)):
         return axes
-    if t is _NDARRAY:
-        if axes.dtype.kind in "iu" and axes.ndim <= 1:
+    if isinstance(axes, np.ndarray):  # a subclass's items may not be its values (a masked array's)
+        if t is _NDARRAY and axes.dtype.kind in "iu" and axes.ndim <= 1:
             return tuple(axes.reshape(-1).tolist())
-        return () if axes.ndim == 1 and axes.size == 0 else axes
+        return () if t is _NDARRAY and axes.ndim == 1 and axes.size == 0 else axes
     return tuple(axes) if isinstance(axes, Iterable) else axes
 
 

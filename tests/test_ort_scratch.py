@@ -258,6 +258,23 @@ def test_inputs_fed_as_cpu_ortvalues_are_bound_and_the_output_computed_in_place(
         sess.run(None, wrong)
 
 
+def test_an_ortvalue_of_another_session_gets_onnx_runtimes_own_error(place_all):
+    """An ``OrtValue`` another session made is refused as ONNX Runtime's ``run`` refuses it, not in the
+    words of the binding the bound run makes."""
+    model = single_node_model("i16", "f32", (0, 2))
+    lowered = odq.lower(model).SerializeToString()
+    sess, other, plain = odq.session(model), ort.InferenceSession(lowered), ort.InferenceSession(lowered)
+    feed = _feed(0, x_elem="i16")
+    if not hasattr(other, "create_ortvalue_from_shape_and_type"):
+        pytest.skip("this ONNX Runtime makes no session-scoped OrtValues")
+    foreign = other.create_ortvalue_from_shape_and_type(list(feed["x"].shape), np.int16, "cpu")
+    with pytest.raises(Exception) as theirs:
+        plain.run(None, {**feed, "x": foreign})
+    with pytest.raises(Exception) as ours:
+        sess.run(None, {**feed, "x": foreign})
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+
+
 def test_a_missing_inputs_error_does_not_show_the_run_token():
     """The run token each run adds to the feed is left out of ONNX Runtime's missing-input error."""
     sess = odq.session(single_node_model("i16", "f32", (0, 2)))

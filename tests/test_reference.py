@@ -1477,6 +1477,27 @@ def test_axes_as_arrays_are_kept_like_tuples(axes, want, fresh_plans):
     assert (after.hits - before.hits, after.misses - before.misses) == (1, 0)
 
 
+@pytest.mark.parametrize("axes", [np.ma.masked_array(1), np.asarray(1).view(np.recarray), np.ma.masked_array([1])])
+def test_axes_as_an_array_subclass_are_read_as_the_contract_reads_them(axes):
+    """An array subclass's axes (a masked array's, say) are left to the contract, which reads a 0-d one's
+    value and iterates a 1-D one: not iterated as a key (a 0-d array cannot be)."""
+    x = np.arange(12, dtype=np.int8).reshape(3, 4)
+    s = np.linspace(0.5, 2, 4, dtype=np.float32)
+    assert same_bits(odq.dequantize(x, s, axes=axes), odq.dequantize(x, s, axes=(1,)))
+
+
+def test_an_error_of_an_input_in_the_other_byte_order_is_its_own():
+    """An input in the other byte order that breaks the contract otherwise raises that error alone, not
+    chained to the lookup of its element type."""
+    x = np.arange(12, dtype=">i2").reshape(3, 4)
+    with pytest.raises(odq.DequantizeError) as e:
+        odq.dequantize(x, np.ones(3, np.float32), axes=(1,))
+    with pytest.raises(odq.DequantizeError) as native:
+        odq.dequantize(x.astype(np.int16), np.ones(3, np.float32), axes=(1,))
+    assert str(e.value) == str(native.value)
+    assert e.value.__context__ is None and e.value.__cause__ is None
+
+
 def test_inputs_and_out_in_the_other_byte_order_give_the_same_bits():
     """Arrays in the other byte order (``'>i2'``, ``'>f4'``) are dequantized as their values, as the
     session's kernels take them; an ``out`` in the other byte order gets the result's values."""

@@ -575,22 +575,22 @@ class KernelSession(ort.InferenceSession):
 
         def call(token: int) -> list[np.ndarray]:
             binding = ort.IOBinding(self)
-            for name, value in feed.items():
-                if isinstance(value, ort.OrtValue):
-                    binding.bind_ortvalue_input(name, value)
-                else:
-                    binding.bind_cpu_input(name, value)
-            binding.bind_cpu_input(self._token_input, self._token_value(token))
-            for name in names:
-                out = placed.get(name)
-                if out is None:
-                    binding.bind_output(name, "cpu")
-                else:
+            try:  # binding checks too (an OrtValue of another session's), in words of its own
+                for name, value in feed.items():
+                    if isinstance(value, ort.OrtValue):
+                        binding.bind_ortvalue_input(name, value)
+                    else:
+                        binding.bind_cpu_input(name, value)
+                binding.bind_cpu_input(self._token_input, self._token_value(token))
+                for name in names:
+                    out = placed.get(name)
+                    if out is None:
+                        binding.bind_output(name, "cpu")
+                    else:
+                        binding.bind_output(name, "cpu", 0, out.dtype, out.shape, out.ctypes.data)
+                for name in placed.keys() - set(names):  # not asked for: other nodes' inputs
+                    out = placed[name]
                     binding.bind_output(name, "cpu", 0, out.dtype, out.shape, out.ctypes.data)
-            for name in placed.keys() - set(names):  # not asked for: other nodes' inputs
-                out = placed[name]
-                binding.bind_output(name, "cpu", 0, out.dtype, out.shape, out.ctypes.data)
-            try:
                 super(KernelSession, self).run_with_iobinding(binding, run_options)
             except Exception as e:  # a kernel's own error, recorded, is raised by _checked instead
                 raise _Refused from e
