@@ -25,4 +25,4 @@ class DequantizeError(ValueError):
 
     def at(self, *, node: str | None = None, path: str | None = None) -> DequantizeError:
         """The same error with the node and/or file filled in where they were missing."""
-        return DequantizeError(self.rule, node=self.node or node, path=self.path or path)
+        return type(self)(self.rule, node=self.node or node, path=self.path or path)

@@ -180,7 +180,7 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
             out = None
             if bound is not None:  # computed in place; a result of another shape aborts the process
                 if bound.shape != x.shape or bound.dtype != out_dtype:
-                    raise DequantizeError(
+                    raise runs.Misplaced(
                         f"its output is bound to an array of shape {bound.shape} ({bound.dtype}); "
                         f"it gives shape {x.shape} ({out_dtype})"
                     )

@@ -8,12 +8,14 @@ attribute ``odq_axes``, and one extra graph input, the run token, fed to every k
 extension copies every op input at every call, so a main-graph node takes from the session instead
 (``Prepared.params``) a scale and zero point that are initializers the caller cannot override (held
 by the session) or graph inputs (read from the caller's feed), and its ``x`` too where that is either
-(a constant weight, say); ``read_feeds`` (``Prepared.fed``: the graph inputs so read). Such a node's
-output, whose shape is then known before a run, is one a run can bind to an array the kernel computes
-into (``Prepared.placeable``) where it is a graph output, or where ``x`` is read from the feed and
-another node reads it; such an output that is not a graph output is made one (``Prepared.hidden``,
-which the session does not show, and refuses as ONNX Runtime refuses an inner value's name). Nothing
-is renamed: subgraphs and local functions may use the same name for values of their own.
+(a constant weight, say); ``read_feeds`` (``Prepared.fed``: the graph inputs so read). A main-graph
+node's output whose shape is known before a run (such an ``x``'s, or where another node computes ``x``,
+the shape the model states for it whole) is one a run can bind to an array the kernel computes into
+(``Prepared.placeable``) where it is a graph output, or where it is an activation's (``x`` read from
+the feed or computed) that another node reads; such an output that is not a graph output is made one
+(``Prepared.hidden``, which the session does not show, and refuses as ONNX Runtime refuses an inner
+value's name). Nothing is renamed: subgraphs and local functions may use the same name for values of
+their own.
 """
 
 from __future__ import annotations
@@ -54,9 +56,10 @@ class Prepared:
     path: str | None = None
     params: Params = field(default_factory=dict)  # node name -> the inputs the session hands its kernel
     fed: dict[str, np.dtype] = field(default_factory=dict)  # graph inputs kernels read from the feed -> dtype
-    # graph outputs a kernel node gives, whose shape (x's) is known before a run -> (node name, dtype)
-    placeable: dict[str, tuple[str, np.dtype]] = field(default_factory=dict)
-    inner: tuple[str, ...] = ()  # those other nodes read (x fed): a run may bind them, asked for or not
+    # graph outputs a kernel node gives, whose shape (x's) is known before a run -> (node name, dtype, the
+    # shape the model states where another node computes x; None: x's, read by the session, at each run)
+    placeable: dict[str, tuple[str, np.dtype, tuple[int, ...] | None]] = field(default_factory=dict)
+    inner: tuple[str, ...] = ()  # those other nodes read (activations'): a run may bind them, asked for or not
     # every graph output a main-graph kernel node gives -> its node: a caller may bind it to an array
     kernel_outputs: dict[str, str] = field(default_factory=dict)
     hidden: tuple[str, ...] = ()  # those made graph outputs here, so a run can bind them (not the caller's)
@@ -139,6 +142,13 @@ def _array(t: TensorProto) -> np.ndarray:
     return a
 
 
+def _static_shape(t: Any) -> tuple[int, ...] | None:
+    """A type's shape where every dim is a size, else None."""
+    if t is None or t.shape is None or not all(isinstance(d, int) and not isinstance(d, bool) for d in t.shape):
+        return None
+    return tuple(t.shape)
+
+
 def _drop_unused(model: ModelProto, names: set[str]) -> None:
     """Remove the initializers among ``names`` that no node (subgraphs included) or output reads."""
     used = {i for n in iter_nodes(model) for i in n.input} | {o.name for o in model.graph.output}
@@ -213,7 +223,7 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     in_main = {id(n) for n in copy.graph.node}
     graph_outputs = {o.name for o in copy.graph.output}
     read = {i for n in iter_nodes(copy) for i in n.input}  # subgraphs' nodes read outer values too
-    placeable: dict[str, tuple[str, np.dtype]] = {}
+    placeable: dict[str, tuple[str, np.dtype, tuple[int, ...] | None]] = {}
     kernel_outputs: dict[str, str] = {}
     inner: list[str] = []
     hidden: list[str] = []
@@ -246,15 +256,21 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
                 else:
                     copy.graph.initializer.append(numpy_helper.from_array(np.array(x.shape, np.int64), shape))
                 inputs = [shape]
-                y, out_type = node.output[0], dtypes.parse(pair[1])
-                read_on = y in read and isinstance(x, Fed)  # activations; a held weight's stays ORT's to reuse
-                if y in graph_outputs or read_on:
-                    placeable[y] = (node.name, np.dtype(out_type.numpy))
-                if read_on:
-                    inner.append(y)
-                    if y not in graph_outputs:  # another node's input only: made a graph output too
-                        copy.graph.output.append(helper.make_tensor_value_info(y, out_type.onnx, None))
-                        hidden.append(y)
+        if id(node) in in_main:
+            # the output's shape before a run: x's where the session reads x (fed or held), else where the
+            # model states it whole (a run whose kernel then gives another shape runs again unbound)
+            x_read = node.name in params and params[node.name].x is not None
+            stated = None if x_read else _static_shape(types.get(node.input[0]))
+            y, out_type = node.output[0], dtypes.parse(pair[1])
+            activation = stated is not None or (x_read and isinstance(params[node.name].x, Fed))
+            read_on = y in read and activation  # a held weight's output stays ORT's to reuse
+            if (x_read or stated is not None) and (y in graph_outputs or read_on):
+                placeable[y] = (node.name, np.dtype(out_type.numpy), stated)
+            if read_on:
+                inner.append(y)
+                if y not in graph_outputs:  # another node's input only: made a graph output too
+                    copy.graph.output.append(helper.make_tensor_value_info(y, out_type.onnx, None))
+                    hidden.append(y)
         if id(node) in in_main and node.output[0] in graph_outputs:
             kernel_outputs[node.output[0]] = node.name
         op = kernel_op_type(*pair, takes)

@@ -32,6 +32,7 @@ from ..errors import DequantizeError
 __all__ = [
     "SCRATCH_MAX_BYTES",
     "Fed",
+    "Misplaced",
     "Feeds",
     "NodeInputs",
     "Params",
@@ -50,6 +51,10 @@ log = logging.getLogger("onnx_dequant.ort")
 
 SCRATCH_MAX_BYTES = 256 << 20
 """Default for ``ScratchPool.max_bytes``: the most scratch a session keeps between runs."""
+
+
+class Misplaced(DequantizeError):
+    """A kernel's output bound to an array of another shape or type than the kernel gives."""
 
 
 @dataclass(frozen=True)

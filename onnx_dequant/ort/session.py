@@ -8,8 +8,9 @@ session owns the scratch buffers its kernels compute into (``runs.ScratchPool``)
 kernels the graph inputs they read from the caller's feed (``Prepared.fed``): the caller's arrays,
 which ONNX Runtime validates as it validates any input, and which the extension would otherwise copy.
 
-A kernel node's output that is a graph output, of a shape known before the run (``x`` fed or held),
-is computed where ONNX Runtime puts it: ``run`` binds such outputs to arrays the session's pool lends
+A kernel node's output that is a graph output, of a shape known before the run (``x`` fed or held,
+or the shape the model states for an ``x`` another node computes), is computed where ONNX Runtime puts
+it: ``run`` binds such outputs to arrays the session's pool lends
 (``runs.ScratchPool.lend``) and ``run_with_iobinding`` tells the kernels where a ``KernelIOBinding``
 bound them on the CPU. The extension's copy of the kernel's result into ONNX Runtime's output is then a
 copy of the array onto itself, which the C library's ``memcpy`` returns from at once (glibc).
@@ -325,6 +326,7 @@ class KernelSession(ort.InferenceSession):
         self._params = prepared.params
         self._fed = prepared.fed
         self._placeable = prepared.placeable
+        self._misstated = False  # a run found a shape the model states wrong: those are not bound
         self._inner = prepared.inner
         self._kernel_outputs = prepared.kernel_outputs
         self._hidden = frozenset(prepared.hidden)
@@ -470,8 +472,13 @@ class KernelSession(ort.InferenceSession):
             self._validate_input([*feed_names, self._token_input])
             raise InvalidArgument(f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid output name:{hidden}")
 
-    def _x_shape(self, node: str, reads: dict[str, np.ndarray]) -> tuple[int, ...] | None:
-        """The shape of ``node``'s ``x`` in this run (None: not fed where the kernel reads it)."""
+    def _out_shape(self, output: str, reads: dict[str, np.ndarray]) -> tuple[int, ...] | None:
+        """The shape of a kernel's ``output`` (``Prepared.placeable``) in this run: its ``x``'s where the
+        session reads ``x``, else the shape the model states (None: ``x`` not fed, or a stated shape a
+        run of this session found wrong)."""
+        node, _, stated = self._placeable[output]
+        if stated is not None:
+            return None if self._misstated else stated
         x = self._params[node].x
         x = reads.get(x.name) if isinstance(x, runs.Fed) else x
         return None if x is None else x.shape
@@ -490,15 +497,15 @@ class KernelSession(ort.InferenceSession):
         wanted, total = {}, 0  # sizes first: most runs of small models stop here, at little cost
         for name in names:
             found = self._placeable.get(name) if isinstance(name, str) else None
-            shape = None if found is None else self._x_shape(found[0], reads)
+            shape = None if found is None else self._out_shape(name, reads)
             if shape is not None:
                 wanted[name] = (shape, found[1])
                 total += math.prod(shape) * found[1].itemsize
         if self._inner and not (run_options is not None and run_options.only_execute_path_to_fetches):
             extra = 0
             for name in self._inner:
-                node, dtype = self._placeable[name]
-                shape = self._x_shape(node, reads)
+                dtype = self._placeable[name][1]
+                shape = self._out_shape(name, reads)
                 nbytes = -1 if shape is None else math.prod(shape) * dtype.itemsize
                 if name not in wanted and nbytes >= PLACE_MIN_BYTES and extra + nbytes <= self.scratch.max_bytes:
                     wanted[name] = (shape, dtype)
@@ -600,7 +607,16 @@ class KernelSession(ort.InferenceSession):
             return [placed[n] if n in placed else values[i].numpy() for i, n in enumerate(names)]
 
         by_node = {self._placeable[name][0]: out for name, out in placed.items()}
-        return self._checked(call, reads, by_node)
+        stated = any(self._placeable[name][2] is not None for name in placed)
+        try:
+            return self._checked(call, reads, by_node)
+        except runs.Misplaced:
+            if not stated:
+                raise
+            # a shape the model states was wrong (the kernel gave another, and zeros of the bound shape
+            # instead): ONNX Runtime's own run follows, and this session binds no stated shape again
+            self._misstated = True
+            raise _Refused from None
 
     def run_with_ort_values(
         self, output_names: Any, input_dict_ort_values: dict[str, Any], run_options: Any = None
