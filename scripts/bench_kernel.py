@@ -19,7 +19,9 @@ kernel against the reference and against ONNX Runtime's own DequantizeLinear on 
 contrast case runs the session through the extension's stock bridge (outputs turned into Python lists),
 on a smaller input so it finishes quickly. "activations into Relu" runs the kernel's output into ONNX
 Runtime's Relu (bound, an output the session adds and does not show, or not) against ONNX Runtime's own
-DequantizeLinear into Relu. "a held weight into MatMul" runs a constant 1024x1024 int8
+DequantizeLinear into Relu. "x computed by QuantizeLinear" runs the kernel on an x another node
+computes (bound at the shape the model states, or not) against ONNX Runtime's own QuantizeLinear ->
+DequantizeLinear. "a held weight into MatMul" runs a constant 1024x1024 int8
 weight, dequantized per column, into MatMul with 64 rows of activations: the kernel (a held weight's
 output is never bound: the two rows time one thing), the lowered model, and an f32 weight (no
 dequantizing) as the floor.
@@ -85,6 +87,29 @@ def dql_model(shape: tuple[int, ...], axis: int, consumer: str | None = None, *,
             helper.make_tensor_value_info("s", TP.FLOAT, [shape[axis]]),
         ],
         [helper.make_tensor_value_info("y", TP.FLOAT, list(shape))],
+    )
+    opsets = [helper.make_opsetid("", 21)] + ([helper.make_opsetid(odq.DOMAIN, 1)] if ours else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=10)
+
+
+def qdq_model(shape: tuple[int, ...], axis: int, scale: float, *, ours: bool):
+    """a (f32, fed) -> QuantizeLinear (int8, per tensor) -> x -> the Dequantize op on ``axis`` (``ours``)
+    or ONNX Runtime's own per-axis DequantizeLinear -> y: a Dequantize whose x another node computes."""
+    inits = [helper.make_tensor("qs", TP.FLOAT, [], [scale]), helper.make_tensor("qz", TP.INT8, [], [0])]
+    if ours:
+        dq = odq.make_node(["x", "s"], ["y"], axes=[axis], name="dq")
+    else:  # an explicit zero point: without one, ONNX Runtime's optimizer hands it the QuantizeLinear's scalar
+        dq = helper.make_node("DequantizeLinear", ["x", "s", "dz"], ["y"], axis=axis)
+        inits.append(helper.make_tensor("dz", TP.INT8, [shape[axis]], [0] * shape[axis]))
+    graph = helper.make_graph(
+        [helper.make_node("QuantizeLinear", ["a", "qs", "qz"], ["x"]), dq],
+        "qdq",
+        [
+            helper.make_tensor_value_info("a", TP.FLOAT, list(shape)),
+            helper.make_tensor_value_info("s", TP.FLOAT, [shape[axis]]),
+        ],
+        [helper.make_tensor_value_info("y", TP.FLOAT, list(shape))],
+        inits,
     )
     opsets = [helper.make_opsetid("", 21)] + ([helper.make_opsetid(odq.DOMAIN, 1)] if ours else [])
     return helper.make_model(graph, opset_imports=opsets, ir_version=10)
@@ -230,6 +255,28 @@ def main() -> int:
                 "kernel in ORT -> Relu, output not bound": unbound(lambda: sess.run(None, feed)),
             },
             baseline="ORT's DequantizeLinear -> Relu (a plain session)",
+        )
+
+    if bench.wants("QuantizeLinear"):
+        shape = (64 // quick, 16, 128, 128)
+        a = rng.standard_normal(shape).astype(np.float32)
+        s = rng.uniform(0.001, 0.01, shape[1]).astype(np.float32)
+        sess = odq.session(qdq_model(shape, 1, 0.05, ours=True))
+        plain = ort.InferenceSession(
+            qdq_model(shape, 1, 0.05, ours=False).SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+        feed = {"a": a, "s": s}
+        got = sess.run(None, feed)[0]
+        assert same_bits(got, plain.run(None, feed)[0])  # int8 x f32 scale: one rounding either way
+        assert same_bits(got, unbound(lambda: sess.run(None, feed))()[0])
+        bench.case(
+            f"x computed by QuantizeLinear, {np.prod(shape) / 2**20:.0f}M f32 -> int8 -> f32 per channel",
+            {
+                "ORT's QuantizeLinear -> DequantizeLinear (a plain session)": lambda: plain.run(None, feed),
+                "QuantizeLinear -> kernel (odq.session.run)": lambda: sess.run(None, feed),
+                "QuantizeLinear -> kernel, output not bound": unbound(lambda: sess.run(None, feed)),
+            },
+            baseline="ORT's QuantizeLinear -> DequantizeLinear (a plain session)",
         )
 
     if bench.wants("weight"):
