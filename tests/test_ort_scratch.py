@@ -492,18 +492,39 @@ def _quantized_x_want(a):
 
 
 @pytest.mark.parametrize("dims", [SHAPE, ("n", 4, 5)], ids=["static", "symbolic"])
-def test_a_kernel_whose_x_another_node_computes_is_bound_where_the_model_states_its_shape(place_all, dims):
+def test_a_kernel_whose_x_another_node_computes_is_bound_at_the_shape_stated_or_inferred(place_all, dims):
     """The kernel takes ``x`` as the extension hands it; its output's shape before the run is the one the
-    model states for ``x`` whole (a symbolic dim: not bound). Bound as a graph output asked for, and as
-    an activation only Relu reads."""
+    model states for ``x`` whole, or (a symbolic dim) the one ONNX shape inference finds for the run's
+    input shapes, from the second run of those shapes on. Bound as a graph output asked for, and as an
+    activation only Relu reads."""
     sess = odq.session(_quantized_x_model(dims, dims))
     a = np.random.default_rng(5).uniform(-2, 12, SHAPE).astype(np.float32)
     want = _quantized_x_want(a)
-    before = _placed()
-    for names in (None, ["r"]):
+    placed = []
+    for names in (None, ["r"], None):
+        before = _placed()
         got = dict(zip(names or ["y", "r"], sess.run(names, {"a": a})))
         assert same_bits(got["r"], np.maximum(want, 0)) and ("y" not in got or same_bits(got["y"], want))
-    assert _placed() - before == (2 if dims == SHAPE else 0)
+        placed.append(_placed() - before)
+    assert placed == ([1, 1, 1] if dims == SHAPE else [0, 1, 1])
+
+
+def test_shapes_are_inferred_once_for_each_input_shape_seen_twice(place_all, monkeypatch):
+    """Inference runs for input shapes on their second run, once, and each batch gets its own shape."""
+    sess = odq.session(_quantized_x_model(("n", 4, 5), ("n", 4, 5)))
+    calls = []
+    real = session_module.static_shapes
+    monkeypatch.setattr(session_module, "static_shapes", lambda *a: calls.append(a[1]) or real(*a))
+    rng = np.random.default_rng(7)
+    feeds = {n: rng.uniform(-2, 12, (n, 4, 5)).astype(np.float32) for n in (1, 2, 6)}
+    placed = []
+    for n in (1, 2, 1, 6, 2, 1, 2):
+        before = _placed()
+        y, r = sess.run(None, {"a": feeds[n]})
+        assert same_bits(y, _quantized_x_want(feeds[n])) and y.shape == (n, 4, 5)
+        placed.append(_placed() - before)
+    assert placed == [0, 0, 1, 0, 1, 1, 1]
+    assert [c["a"] for c in calls] == [(1, 4, 5), (2, 4, 5)]
 
 
 def test_a_shape_the_model_states_wrongly_runs_again_unbound(tmp_path):

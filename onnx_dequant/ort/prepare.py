@@ -39,7 +39,7 @@ from ..schema import OPSET_VERSION, check_node, is_dequantize, node_attributes
 from .kernels import KERNEL_DOMAIN, kernel_carries, kernel_op_type, kernel_reads
 from .runs import Fed, NodeInputs, Params, Source
 
-__all__ = ["Prepared", "prepare", "load_copy"]
+__all__ = ["Prepared", "prepare", "load_copy", "static_shapes"]
 
 TOKEN_INPUT = "onnx_dequant.run_token"
 """Name (made unique per model) of the hidden graph input that carries the run token."""
@@ -63,6 +63,10 @@ class Prepared:
     # every graph output a main-graph kernel node gives -> its node: a caller may bind it to an array
     kernel_outputs: dict[str, str] = field(default_factory=dict)
     hidden: tuple[str, ...] = ()  # those made graph outputs here, so a run can bind them (not the caller's)
+    # placeable outputs whose x another node computes, of a shape the model leaves symbolic -> x's name:
+    # its shape is inferred for each run's input shapes, from ``shapes_model`` (large constants' data left out)
+    inferred: dict[str, str] = field(default_factory=dict)
+    shapes_model: ModelProto | None = None
 
 
 def load_copy(model: Any) -> tuple[ModelProto, str | None]:
@@ -142,6 +146,48 @@ def _array(t: TensorProto) -> np.ndarray:
     return a
 
 
+SKELETON_BYTES = 4096
+"""Initializers of at most this many bytes keep their data in ``Prepared.shapes_model``: the values a
+Reshape's or an Expand's shape is read from."""
+
+
+def _skeleton(model: ModelProto) -> ModelProto:
+    """A copy of ``model`` for shape inference, its initializers over ``SKELETON_BYTES`` made typed graph
+    inputs (``graphs.without_large_initializers``): what a session keeps beside ONNX Runtime's own."""
+    skeleton = without_large_initializers(model, SKELETON_BYTES, external=True)
+    if skeleton is model:
+        skeleton = ModelProto()
+        skeleton.CopyFrom(model)
+    return skeleton
+
+
+def static_shapes(
+    skeleton: ModelProto, inputs: dict[str, tuple[int, ...]], names: set[str]
+) -> dict[str, tuple[int, ...]]:
+    """The shapes of the values ``names`` that ONNX shape inference finds whole, every dim a size, where
+    the graph inputs have the shapes ``inputs`` (the others as the model states them); {} where it fails."""
+    model = ModelProto()
+    model.CopyFrom(skeleton)
+    for i in model.graph.input:
+        shape = inputs.get(i.name)
+        if shape is None or not i.type.HasField("tensor_type"):
+            continue
+        i.type.tensor_type.shape.Clear()
+        for d in shape:
+            i.type.tensor_type.shape.dim.add().dim_value = d
+    try:
+        done = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - not bound then: ONNX Runtime's own output
+        return {}
+    found = {}
+    for v in (*done.graph.value_info, *done.graph.output):
+        if v.name in names and v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
+            dims = v.type.tensor_type.shape.dim
+            if all(d.HasField("dim_value") and d.dim_value >= 0 for d in dims):
+                found[v.name] = tuple(int(d.dim_value) for d in dims)
+    return found
+
+
 def _static_shape(t: Any) -> tuple[int, ...] | None:
     """A type's shape where every dim is a size, else None."""
     if t is None or t.shape is None or not all(isinstance(d, int) and not isinstance(d, bool) for d in t.shape):
@@ -212,6 +258,7 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
         return Prepared(copy, (), lowered, None, path)
 
     names = FreshNames.of(copy)
+    skeleton = _skeleton(copy)  # before the kernels' rewriting: inference runs through the op's schema
     token = names.fresh(TOKEN_INPUT, sep=".")
     done = set()
     shape_nodes: dict[int, NodeProto] = {}  # kernel node id -> the Shape node its x's shape comes from
@@ -224,6 +271,7 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     graph_outputs = {o.name for o in copy.graph.output}
     read = {i for n in iter_nodes(copy) for i in n.input}  # subgraphs' nodes read outer values too
     placeable: dict[str, tuple[str, np.dtype, tuple[int, ...] | None]] = {}
+    inferred: dict[str, str] = {}
     kernel_outputs: dict[str, str] = {}
     inner: list[str] = []
     hidden: list[str] = []
@@ -262,10 +310,12 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
             x_read = node.name in params and params[node.name].x is not None
             stated = None if x_read else _static_shape(types.get(node.input[0]))
             y, out_type = node.output[0], dtypes.parse(pair[1])
-            activation = stated is not None or (x_read and isinstance(params[node.name].x, Fed))
+            activation = not x_read or isinstance(params[node.name].x, Fed)
             read_on = y in read and activation  # a held weight's output stays ORT's to reuse
-            if (x_read or stated is not None) and (y in graph_outputs or read_on):
+            if y in graph_outputs or read_on:
                 placeable[y] = (node.name, np.dtype(out_type.numpy), stated)
+                if not x_read and stated is None:
+                    inferred[y] = node.input[0]
             if read_on:
                 inner.append(y)
                 if y not in graph_outputs:  # another node's input only: made a graph output too
@@ -298,5 +348,17 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
     if not any(op.domain == KERNEL_DOMAIN for op in copy.opset_import):
         copy.opset_import.append(helper.make_opsetid(KERNEL_DOMAIN, OPSET_VERSION))
     return Prepared(
-        copy, tuple(routes), lowered, token, path, params, fed, placeable, tuple(inner), kernel_outputs, tuple(hidden)
+        copy,
+        tuple(routes),
+        lowered,
+        token,
+        path,
+        params,
+        fed,
+        placeable,
+        tuple(inner),
+        kernel_outputs,
+        tuple(hidden),
+        inferred,
+        skeleton if inferred else None,
     )

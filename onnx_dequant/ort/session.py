@@ -34,7 +34,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
 from ..errors import DequantizeError
 from . import kernels, runs, signals
-from .prepare import Prepared, prepare
+from .prepare import Prepared, prepare, static_shapes
 
 __all__ = ["session", "KernelSession", "KernelIOBinding"]
 
@@ -67,6 +67,9 @@ _NUMPY_TENSORS = frozenset(
 PLACE_MIN_BYTES = 1 << 20
 """``run`` binds the graph outputs kernels compute (``Prepared.placeable``) when they add up to at least
 this many bytes: below it binding them (about 15 us a run) costs more than the copy it saves."""
+
+SIGNATURES = 64
+"""Input shapes a session keeps the shapes inferred from (``KernelSession._inferred_shape``)."""
 
 _in_flight = threading.Condition()
 _async_runs: set[int] = set()
@@ -266,6 +269,11 @@ def _text(name: Any) -> Any:
     return name
 
 
+def _value_shape(value: Any) -> Any:
+    """A fed array's or ``OrtValue``'s shape (an error for anything else)."""
+    return value.shape() if isinstance(value, ort.OrtValue) else value.shape
+
+
 def _bindable(value: Any) -> bool:
     """Whether a fed value can be bound as it is for a bound run: an array of a numeric type, or an
     ``OrtValue`` tensor of one on the CPU."""
@@ -326,7 +334,10 @@ class KernelSession(ort.InferenceSession):
         self._params = prepared.params
         self._fed = prepared.fed
         self._placeable = prepared.placeable
-        self._misstated = False  # a run found a shape the model states wrong: those are not bound
+        self._misstated = False  # a run found a shape stated or inferred wrong: those are not bound
+        self._inferred = prepared.inferred
+        self._shapes_model = prepared.shapes_model
+        self._signatures: dict[tuple, Any] = {}  # input shapes -> 0 (seen once) or x's shapes inferred
         self._inner = prepared.inner
         self._kernel_outputs = prepared.kernel_outputs
         self._hidden = frozenset(prepared.hidden)
@@ -472,16 +483,38 @@ class KernelSession(ort.InferenceSession):
             self._validate_input([*feed_names, self._token_input])
             raise InvalidArgument(f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid output name:{hidden}")
 
-    def _out_shape(self, output: str, reads: dict[str, np.ndarray]) -> tuple[int, ...] | None:
+    def _out_shape(self, output: str, reads: dict[str, np.ndarray], inferred: Callable[[], dict]) -> Any:
         """The shape of a kernel's ``output`` (``Prepared.placeable``) in this run: its ``x``'s where the
-        session reads ``x``, else the shape the model states (None: ``x`` not fed, or a stated shape a
-        run of this session found wrong)."""
+        session reads ``x``; else the shape the model states, or the one in ``inferred()`` (by ``x``'s
+        name: ``_inferred_shapes``). None: ``x`` not fed, not inferred (yet), or a run of this session
+        found a stated or inferred shape wrong."""
         node, _, stated = self._placeable[output]
-        if stated is not None:
-            return None if self._misstated else stated
+        if stated is not None or output in self._inferred:
+            if self._misstated:
+                return None
+            return stated if stated is not None else inferred().get(self._inferred[output])
         x = self._params[node].x
         x = reads.get(x.name) if isinstance(x, runs.Fed) else x
         return None if x is None else x.shape
+
+    def _inferred_shapes(self, feed: dict[str, Any]) -> dict[str, tuple[int, ...]]:
+        """The shapes ONNX shape inference finds for the kernels' ``x`` (``Prepared.inferred``) given this
+        run's input shapes, from the second run of those shapes on (inference takes milliseconds: not for
+        shapes seen once); the last ``SIGNATURES`` input shapes are kept."""
+        try:
+            key = tuple((name, tuple(_value_shape(value))) for name, value in feed.items())
+        except Exception:  # noqa: BLE001 - a value of no shape: ONNX Runtime's own run reports it
+            return {}
+        found = self._signatures.get(key)
+        if isinstance(found, dict):
+            return found
+        if found is None:  # seen once
+            while len(self._signatures) >= SIGNATURES:
+                self._signatures.pop(next(iter(self._signatures)), None)
+            self._signatures[key] = 0
+            return {}
+        found = self._signatures[key] = static_shapes(self._shapes_model, dict(key), set(self._inferred.values()))
+        return found
 
     def _place(
         self, names: list[str], feed: dict[str, Any], reads: dict[str, np.ndarray], run_options: Any
@@ -495,9 +528,16 @@ class KernelSession(ort.InferenceSession):
         back as ``run`` does: a tensor of a NumPy type that is not a graph input or an initializer
         (``run`` copies those)."""
         wanted, total = {}, 0  # sizes first: most runs of small models stop here, at little cost
+        once: list[dict] = []
+
+        def inferred() -> dict:  # asked for once a run at most
+            if not once:
+                once.append(self._inferred_shapes(feed))
+            return once[0]
+
         for name in names:
             found = self._placeable.get(name) if isinstance(name, str) else None
-            shape = None if found is None else self._out_shape(name, reads)
+            shape = None if found is None else self._out_shape(name, reads, inferred)
             if shape is not None:
                 wanted[name] = (shape, found[1])
                 total += math.prod(shape) * found[1].itemsize
@@ -505,7 +545,7 @@ class KernelSession(ort.InferenceSession):
             extra = 0
             for name in self._inner:
                 dtype = self._placeable[name][1]
-                shape = self._out_shape(name, reads)
+                shape = self._out_shape(name, reads, inferred)
                 nbytes = -1 if shape is None else math.prod(shape) * dtype.itemsize
                 if name not in wanted and nbytes >= PLACE_MIN_BYTES and extra + nbytes <= self.scratch.max_bytes:
                     wanted[name] = (shape, dtype)
@@ -607,7 +647,7 @@ class KernelSession(ort.InferenceSession):
             return [placed[n] if n in placed else values[i].numpy() for i, n in enumerate(names)]
 
         by_node = {self._placeable[name][0]: out for name, out in placed.items()}
-        stated = any(self._placeable[name][2] is not None for name in placed)
+        stated = any(self._placeable[name][2] is not None or name in self._inferred for name in placed)
         try:
             return self._checked(call, reads, by_node)
         except runs.Misplaced:
