@@ -140,9 +140,12 @@ def _elem(data_type: int) -> dtypes.DType | None:
         return None
 
 
-def value_types(graph: GraphProto, types: dict[str, TensorType] | None = None) -> dict[str, TensorType]:
-    """Types stated in ``graph`` and its subgraphs: initializers, inputs, outputs, value_info and
-    Constant nodes, added to ``types``; a later statement fills only what earlier ones left unknown."""
+def value_types(
+    graph: GraphProto, types: dict[str, TensorType] | None = None, *, subgraphs: bool = True
+) -> dict[str, TensorType]:
+    """Types stated in ``graph`` and its subgraphs (``subgraphs=False``: in ``graph`` alone, whose own
+    values a subgraph's of the same name do not describe): initializers, inputs, outputs, value_info
+    and Constant nodes, added to ``types``; a later statement fills only what earlier ones left unknown."""
     types = {} if types is None else types
 
     def merge(name: str, t: TensorType) -> None:
@@ -152,7 +155,7 @@ def value_types(graph: GraphProto, types: dict[str, TensorType] | None = None) -
         else:
             types[name] = TensorType(old.elem_type or t.elem_type, old.shape if old.shape is not None else t.shape)
 
-    for g in iter_graphs(graph):
+    for g in iter_graphs(graph) if subgraphs else (graph,):
         for name, t in constants(g):
             merge(name, TensorType(_elem(t.data_type), tuple(int(d) for d in t.dims)))
         for v in (*g.input, *g.output, *g.value_info):

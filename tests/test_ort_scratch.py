@@ -17,7 +17,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 from helpers import SHAPE, ints, model_of, scales, single_node_model, vi
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import onnx_dequant as odq
 from onnx_dequant.compare import same_bits
@@ -560,6 +560,127 @@ def test_a_shape_the_model_states_wrongly_runs_again_unbound(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     # the first run's kernel refused the bound output once (an error recorded), then ran unbound
     assert proc.stdout.split("\n")[:3] == ["RUN True 0 1", "RUN True 0 0", "RUN True 0 0"], proc.stdout
+
+
+def test_a_misstated_shape_stops_the_run_before_any_node_reads_what_the_kernel_hands_back(tmp_path):
+    """A kernel that cannot fill the array bound at a wrong stated shape stops the run (its RunOptions'
+    ``terminate``): a Loop that sums the output until it reaches 100 would never end on the zeros it hands
+    back. A subprocess: a regression hangs (killed by the timeout) or aborts."""
+    script = tmp_path / "stopped.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import importlib, sys
+            import numpy as np
+            from onnx import TensorProto, helper
+            sys.path.insert(0, %r)
+            from helpers import vi
+            import test_ort_scratch as t
+            import onnx_dequant as odq
+            body = helper.make_graph(
+                [helper.make_node("Add", ["acc_in", "tot"], ["acc_out"]),
+                 helper.make_node("Less", ["acc_out", "lim"], ["cond_out"])],
+                "body",
+                [vi("i", "i64", []), helper.make_tensor_value_info("c", TensorProto.BOOL, []), vi("acc_in", "f32", [])],
+                [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), vi("acc_out", "f32", [])],
+            )
+            m = t._quantized_x_model((64, 4, 5), ("n", 4, 5))
+            g = m.graph
+            g.node.extend([
+                helper.make_node("ReduceSum", ["y"], ["tot"], keepdims=0),
+                helper.make_node("Constant", [], ["lim"], value=helper.make_tensor("lim", 1, [], [100.0])),
+                helper.make_node("Constant", [], ["go"], value=helper.make_tensor("go", TensorProto.BOOL, [], [True])),
+                helper.make_node("Constant", [], ["z0"], value=helper.make_tensor("z0", 1, [], [0.0])),
+                helper.make_node("Loop", ["", "go", "z0"], ["acc"], body=body),
+            ])
+            g.output.append(vi("acc", "f32", []))
+            importlib.import_module("onnx_dequant.ort.session").PLACE_MIN_BYTES = 1
+            sess = odq.session(m)
+            a = np.full((2, 4, 5), 2.0, np.float32)
+            y, r, acc = sess.run(None, {"a": a})
+            print("DONE", float(acc) >= 100, bool((y == t._quantized_x_want(a)).all()))
+            """
+        )
+        % str(Path(__file__).parent)
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "DONE True True" in proc.stdout
+
+
+def test_stated_shapes_beyond_max_bytes_are_not_bound(place_all):
+    """A stated shape is bound only within the pool's ``max_bytes``: one of 320 MiB where 2 rows flow is
+    not lent at all (the run is ONNX Runtime's own, right and at once)."""
+    sess = odq.session(_quantized_x_model((1 << 24, 4, 5), ("n", 4, 5)))
+    a = np.random.default_rng(5).uniform(-2, 12, (2, 4, 5)).astype(np.float32)
+    before = kernels.stats()
+    y, r = sess.run(None, {"a": a})
+    assert same_bits(y, _quantized_x_want(a))
+    after = kernels.stats()
+    assert (after["placed"] - before["placed"], after["errors"] - before["errors"]) == (0, 0)
+
+
+def test_a_subgraphs_value_of_the_same_name_is_not_the_stated_shape(place_all):
+    """The shape a Loop body states for a value of its own named like the kernel's ``x`` is not ``x``'s:
+    nothing is bound at it (the first run of the input shapes is ONNX Runtime's own, the second bound at
+    the inferred shape), and no run refuses a bound array."""
+    model = _quantized_x_model(None, None)  # no shape stated in the main graph
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["x_out"]), helper.make_node("Identity", ["c"], ["c_out"])],
+        "body",
+        [vi("i", "i64", []), helper.make_tensor_value_info("c", 9, []), vi("x", "u8", (1024, 8))],
+        [helper.make_tensor_value_info("c_out", 9, []), vi("x_out", "u8", (1024, 8))],
+    )
+    model.graph.node.extend(
+        [
+            helper.make_node("Constant", [], ["trips"], value=helper.make_tensor("trips", 7, [], [1])),
+            helper.make_node("Constant", [], ["go"], value=helper.make_tensor("go", 9, [], [True])),
+            helper.make_node("Loop", ["trips", "go", "b"], ["lo"], body=body),
+        ]
+    )
+    model.graph.input.append(vi("b", "u8", (1024, 8)))
+    model.graph.output.append(vi("lo", "u8", None))
+    sess = odq.session(model)
+    a = np.random.default_rng(5).uniform(-2, 12, (2, 4, 5)).astype(np.float32)
+    feed = {"a": a, "b": np.ones((1024, 8), np.uint8)}
+    placed = []
+    for _ in range(2):
+        before = kernels.stats()
+        y = sess.run(None, feed)[0]
+        after = kernels.stats()
+        assert same_bits(y, _quantized_x_want(a)) and after["errors"] == before["errors"]
+        placed.append(after["placed"] - before["placed"])
+    assert placed == [0, 1]
+
+
+def test_a_stated_shape_onnx_runtime_refuses_to_bind_is_not_bound_again(place_all, monkeypatch):
+    """x stated (64,8,5) where y is declared ("n",4,5): ONNX Runtime refuses the bound output before any
+    kernel runs. Its own run then succeeds, and the session binds no stated shape after: one bound try."""
+    sess = odq.session(_quantized_x_model((64, 8, 5), ("n", 4, 5)))
+    tries = []
+    real = sess._run_placed
+    monkeypatch.setattr(sess, "_run_placed", lambda *a, **k: tries.append(1) or real(*a, **k))
+    a = np.random.default_rng(5).uniform(-2, 12, (2, 4, 5)).astype(np.float32)
+    for _ in range(3):
+        assert same_bits(sess.run(None, {"a": a})[0], _quantized_x_want(a))
+    assert len(tries) == 1
+
+
+def test_a_held_weights_output_with_a_computed_scale_stays_onnx_runtimes(place_all):
+    """A constant x with a scale another node computes is a weight, not an activation: its output that
+    only other nodes read is not bound (nor made a graph output)."""
+    w = np.random.default_rng(0).integers(0, 255, (64, 32), dtype=np.uint8)
+    nodes = [
+        helper.make_node("Abs", ["sin"], ["sc"]),
+        odq.make_node(["w", "sc"], ["y"], axes=[], name="dq"),
+        helper.make_node("Relu", ["y"], ["r"]),
+    ]
+    model = model_of(nodes, [vi("sin", "f32", ())], [vi("r", "f32", (64, 32))], [numpy_helper.from_array(w, "w")])
+    sess = odq.session(model)
+    before = _placed()
+    r = sess.run(None, {"sin": np.array(-0.5, np.float32)})[0]
+    assert same_bits(r, np.maximum(odq.dequantize(w, np.float32(0.5)), 0)) and _placed() == before
+    assert "y" not in {o.name for o in ort.InferenceSession.get_outputs(sess)}
 
 
 def test_an_output_bound_to_another_shape_is_an_error_not_an_abort(tmp_path):

@@ -180,6 +180,8 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
             out = None
             if bound is not None:  # computed in place; a result of another shape aborts the process
                 if bound.shape != x.shape or bound.dtype != out_dtype:
+                    if run.stop is not None:  # no node may run on what this one hands back instead
+                        run.stop.terminate = True
                     raise runs.Misplaced(
                         f"its output is bound to an array of shape {bound.shape} ({bound.dtype}); "
                         f"it gives shape {x.shape} ({out_dtype})"
@@ -198,9 +200,11 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
                 e = e.at(node=odq_node or None)
             runs.record(feed[-1] if feed else None, odq_node, e)
             try:  # the output's shape as ONNX Runtime expects it (a preallocated output must match)
+                if bound is not None and bound.dtype == out_dtype:  # as it is: its size may not be allocatable
+                    return bound
                 if bound is not None:
-                    shape = bound.shape
-                elif spec.takes == "shape":
+                    return np.zeros(bound.shape, out_dtype)
+                if spec.takes == "shape":
                     shape = _declared_shape(feed[0])
                 else:
                     shape = x.shape if isinstance(x, np.ndarray) else (0,)

@@ -34,7 +34,14 @@ from onnx import ModelProto, NodeProto, TensorProto, helper, numpy_helper
 from .. import dtypes, modelio
 from ..contract import TensorType
 from ..errors import DequantizeError
-from ..graphs import FreshNames, dequantize_nodes, function_nodes, iter_nodes, value_types, without_large_initializers
+from ..graphs import (
+    FreshNames,
+    dequantize_nodes,
+    function_nodes,
+    iter_nodes,
+    value_types,
+    without_large_initializers,
+)
 from ..schema import OPSET_VERSION, check_node, is_dequantize, node_attributes
 from .kernels import KERNEL_DOMAIN, kernel_carries, kernel_op_type, kernel_reads
 from .runs import Fed, NodeInputs, Params, Source
@@ -243,10 +250,13 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
 
     inferred = _infer_shapes(copy, path)
     types = value_types(inferred.graph)
+    # a main-graph node's values are the main graph's own (a subgraph may name a value of its own alike)
+    main_types = value_types(inferred.graph, subgraphs=False)
+    main_ids = {id(n) for n in copy.graph.node}
     routes: dict[str, tuple[Any, Any]] = {}
     lowered: dict[str, str] = {}
     for node in nodes:
-        pair, reason = _route(node, types, path)
+        pair, reason = _route(node, main_types if id(node) in main_ids else types, path)
         if pair is None:
             lowered[node.name] = reason
         else:
@@ -308,10 +318,11 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
             # the output's shape before a run: x's where the session reads x (fed or held), else where the
             # model states it whole (a run whose kernel then gives another shape runs again unbound)
             x_read = node.name in params and params[node.name].x is not None
-            stated = None if x_read else _static_shape(types.get(node.input[0]))
+            stated = None if x_read else _static_shape(main_types.get(node.input[0]))
             y, out_type = node.output[0], dtypes.parse(pair[1])
-            activation = not x_read or isinstance(params[node.name].x, Fed)
-            read_on = y in read and activation  # a held weight's output stays ORT's to reuse
+            # an activation's: x fed or computed (a held weight's output stays ORT's to reuse)
+            activation = isinstance(params[node.name].x, Fed) if x_read else node.input[0] not in constants
+            read_on = y in read and activation
             if y in graph_outputs or read_on:
                 placeable[y] = (node.name, np.dtype(out_type.numpy), stated)
                 if not x_read and stated is None:

@@ -198,7 +198,8 @@ Placed = Mapping[str, np.ndarray]
 
 class Run:
     """One run: the ``(node, error)`` pairs recorded so far, the buffers borrowed, by thread, and (read
-    only) the session's inputs by node, the run's feed and the arrays its graph outputs are bound to."""
+    only) the session's inputs by node, the run's feed and the arrays its graph outputs are bound to;
+    ``stop``, the ``RunOptions`` a kernel whose bound array it cannot fill terminates the run with."""
 
     def __init__(
         self,
@@ -206,7 +207,9 @@ class Run:
         params: Params | None = None,
         feeds: Feeds | None = None,
         placed: Placed | None = None,
+        stop: Any = None,
     ) -> None:
+        self.stop = stop
         self.errors: list[tuple[str, BaseException]] = []
         self.params: Mapping[str, NodeInputs] = MappingProxyType(params or {})
         self.feeds: Feeds = MappingProxyType(dict(feeds or {}))
@@ -258,12 +261,14 @@ def begin(
     params: Params | None = None,
     feeds: Feeds | None = None,
     placed: Placed | None = None,
+    stop: Any = None,
 ) -> int:
     """A fresh run token; kernels fed it record errors, borrow from ``pool``, find the inputs ``params``
-    names for them (held, or in ``feeds``) and compute into the arrays ``placed`` binds until ``end``."""
+    names for them (held, or in ``feeds``) and compute into the arrays ``placed`` binds until ``end``
+    (``stop``: ``Run.stop``)."""
     token = next(_counter)
     with _lock:
-        _runs[token] = Run(pool, params, feeds, placed)
+        _runs[token] = Run(pool, params, feeds, placed, stop)
     return token
 
 

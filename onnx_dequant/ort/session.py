@@ -154,7 +154,10 @@ def _as_array(value: Any, dtype: np.dtype) -> np.ndarray | None:
 class _Refused(Exception):
     """ONNX Runtime refused a run ``run`` made through a binding: it raises every error as a
     ``RuntimeError`` there, where its own ``run`` raises its own types (``InvalidArgument``, ``Fail``).
-    ``run`` then runs ONNX Runtime's own ``run``, which raises the error as ONNX Runtime reports it."""
+    ``run`` then runs ONNX Runtime's own ``run``, which raises the error as ONNX Runtime reports it.
+    ``guessed``: outputs of shapes stated or inferred were bound."""
+
+    guessed = False
 
 
 class KernelIOBinding(ort.IOBinding):
@@ -483,19 +486,24 @@ class KernelSession(ort.InferenceSession):
             self._validate_input([*feed_names, self._token_input])
             raise InvalidArgument(f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid output name:{hidden}")
 
-    def _out_shape(self, output: str, reads: dict[str, np.ndarray], inferred: Callable[[], dict]) -> Any:
+    def _out_shape(
+        self, output: str, reads: dict[str, np.ndarray], inferred: Callable[[], dict] | None
+    ) -> tuple[int, ...] | None:
         """The shape of a kernel's ``output`` (``Prepared.placeable``) in this run: its ``x``'s where the
-        session reads ``x``; else the shape the model states, or the one in ``inferred()`` (by ``x``'s
-        name: ``_inferred_shapes``). None: ``x`` not fed, not inferred (yet), or a run of this session
-        found a stated or inferred shape wrong."""
+        session reads ``x``; else, where ``inferred`` is given, the shape the model states, or the one in
+        ``inferred()`` (by ``x``'s name: ``_inferred_shapes``). None: ``x`` not fed, not inferred (yet)."""
         node, _, stated = self._placeable[output]
         if stated is not None or output in self._inferred:
-            if self._misstated:
+            if inferred is None:
                 return None
             return stated if stated is not None else inferred().get(self._inferred[output])
         x = self._params[node].x
         x = reads.get(x.name) if isinstance(x, runs.Fed) else x
         return None if x is None else x.shape
+
+    def _guessed(self, output: str) -> bool:
+        """Whether ``output``'s shape before a run is the model's word or inference's, not ``x``'s own."""
+        return self._placeable[output][2] is not None or output in self._inferred
 
     def _inferred_shapes(self, feed: dict[str, Any]) -> dict[str, tuple[int, ...]]:
         """The shapes ONNX shape inference finds for the kernels' ``x`` (``Prepared.inferred``) given this
@@ -530,17 +538,27 @@ class KernelSession(ort.InferenceSession):
         wanted, total = {}, 0  # sizes first: most runs of small models stop here, at little cost
         once: list[dict] = []
 
-        def inferred() -> dict:  # asked for once a run at most
+        def shapes() -> dict:  # asked for once a run at most
             if not once:
                 once.append(self._inferred_shapes(feed))
             return once[0]
+
+        # shapes the model states or inference finds are bound only where the run can be stopped (its own
+        # RunOptions), within ``max_bytes`` together: a wrong one costs a run stopped and made again
+        inferred = shapes if run_options is None and not self._misstated else None
+        guessed = 0
 
         for name in names:
             found = self._placeable.get(name) if isinstance(name, str) else None
             shape = None if found is None else self._out_shape(name, reads, inferred)
             if shape is not None:
+                nbytes = math.prod(shape) * found[1].itemsize
+                if self._guessed(name):
+                    if guessed + nbytes > self.scratch.max_bytes:
+                        continue
+                    guessed += nbytes
                 wanted[name] = (shape, found[1])
-                total += math.prod(shape) * found[1].itemsize
+                total += nbytes
         if self._inner and not (run_options is not None and run_options.only_execute_path_to_fetches):
             extra = 0
             for name in self._inner:
@@ -548,6 +566,10 @@ class KernelSession(ort.InferenceSession):
                 shape = self._out_shape(name, reads, inferred)
                 nbytes = -1 if shape is None else math.prod(shape) * dtype.itemsize
                 if name not in wanted and nbytes >= PLACE_MIN_BYTES and extra + nbytes <= self.scratch.max_bytes:
+                    if self._guessed(name):
+                        if guessed + nbytes > self.scratch.max_bytes:
+                            continue
+                        guessed += nbytes
                     wanted[name] = (shape, dtype)
                     extra += nbytes
             total += extra
@@ -564,10 +586,11 @@ class KernelSession(ort.InferenceSession):
         call: Callable[[int], Any],
         reads: dict[str, np.ndarray] | None = None,
         placed: runs.Placed | None = None,
+        stop: Any = None,
     ) -> Any:
         if self._token_input is None:
             return call(0)
-        token = runs.begin(self.scratch, self._params, reads, placed)
+        token = runs.begin(self.scratch, self._params, reads, placed, stop)
         try:
             with signals.deferred():  # Ctrl-C inside a kernel would abort: raised once the run is over
                 result = call(token)
@@ -594,20 +617,24 @@ class KernelSession(ort.InferenceSession):
         self._refuse_hidden(output_names, list(input_feed))
         feed, reads = self._feed(input_feed)
         names = output_names or self._output_names
+        suspect = False
         if isinstance(names, (list, tuple)):
             placed = self._place(list(names), feed, reads, run_options)
             if placed is not None:
                 try:
                     return self._run_placed(list(names), placed, feed, reads, run_options)
-                except _Refused:  # ONNX Runtime's own run below raises ONNX Runtime's own error
-                    pass
+                except _Refused as e:  # ONNX Runtime's own run below raises ONNX Runtime's own error
+                    suspect = e.guessed
 
         def call(token: int) -> Any:
             if self._token_input is not None:
                 feed[self._token_input] = self._token_value(token)
             return super(KernelSession, self).run(names, feed, run_options)
 
-        return self._checked(call, reads)
+        result = self._checked(call, reads)
+        if suspect:  # the bound run failed where this one did not: its guessed shapes are not to be trusted
+            self._misstated = True
+        return result
 
     def _run_placed(
         self,
@@ -638,7 +665,7 @@ class KernelSession(ort.InferenceSession):
                 for name in placed.keys() - set(names):  # not asked for: other nodes' inputs
                     out = placed[name]
                     binding.bind_output(name, "cpu", 0, out.dtype, out.shape, out.ctypes.data)
-                super(KernelSession, self).run_with_iobinding(binding, run_options)
+                super(KernelSession, self).run_with_iobinding(binding, stop)
             except Exception as e:  # a kernel's own error, recorded, is raised by _checked instead
                 raise _Refused from e
             if all(n in placed for n in names):  # nothing of ONNX Runtime's to hand back (4 us a run)
@@ -647,16 +674,20 @@ class KernelSession(ort.InferenceSession):
             return [placed[n] if n in placed else values[i].numpy() for i, n in enumerate(names)]
 
         by_node = {self._placeable[name][0]: out for name, out in placed.items()}
-        stated = any(self._placeable[name][2] is not None or name in self._inferred for name in placed)
+        guessed = any(self._guessed(name) for name in placed)
+        stop = ort.RunOptions() if guessed else run_options  # ``_place`` guesses only where run_options is None
         try:
-            return self._checked(call, reads, by_node)
+            return self._checked(call, reads, by_node, stop)
         except runs.Misplaced:
-            if not stated:
+            if not guessed:
                 raise
-            # a shape the model states was wrong (the kernel gave another, and zeros of the bound shape
-            # instead): ONNX Runtime's own run follows, and this session binds no stated shape again
+            # a shape stated or inferred was wrong (the kernel gave another, and stopped the run): ONNX
+            # Runtime's own run follows, and this session guesses no shape again
             self._misstated = True
             raise _Refused from None
+        except _Refused as e:  # a guess is suspect where ONNX Runtime's own run then succeeds
+            e.guessed = guessed
+            raise
 
     def run_with_ort_values(
         self, output_names: Any, input_dict_ort_values: dict[str, Any], run_options: Any = None
