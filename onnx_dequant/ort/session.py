@@ -546,17 +546,21 @@ class KernelSession(ort.InferenceSession):
         # shapes the model states or inference finds are bound only where the run can be stopped (its own
         # RunOptions), within ``max_bytes`` together: a wrong one costs a run stopped and made again
         inferred = shapes if run_options is None and not self._misstated else None
-        guessed = 0
+        guessed = [0]
+
+        def within(name: str, nbytes: int) -> bool:  # counted where taken
+            if not self._guessed(name):
+                return True
+            if guessed[0] + nbytes > self.scratch.max_bytes:
+                return False
+            guessed[0] += nbytes
+            return True
 
         for name in names:
             found = self._placeable.get(name) if isinstance(name, str) else None
             shape = None if found is None else self._out_shape(name, reads, inferred)
-            if shape is not None:
-                nbytes = math.prod(shape) * found[1].itemsize
-                if self._guessed(name):
-                    if guessed + nbytes > self.scratch.max_bytes:
-                        continue
-                    guessed += nbytes
+            nbytes = -1 if shape is None else math.prod(shape) * found[1].itemsize
+            if nbytes >= 0 and within(name, nbytes):
                 wanted[name] = (shape, found[1])
                 total += nbytes
         if self._inner and not (run_options is not None and run_options.only_execute_path_to_fetches):
@@ -565,11 +569,12 @@ class KernelSession(ort.InferenceSession):
                 dtype = self._placeable[name][1]
                 shape = self._out_shape(name, reads, inferred)
                 nbytes = -1 if shape is None else math.prod(shape) * dtype.itemsize
-                if name not in wanted and nbytes >= PLACE_MIN_BYTES and extra + nbytes <= self.scratch.max_bytes:
-                    if self._guessed(name):
-                        if guessed + nbytes > self.scratch.max_bytes:
-                            continue
-                        guessed += nbytes
+                if (
+                    name not in wanted
+                    and nbytes >= PLACE_MIN_BYTES
+                    and extra + nbytes <= self.scratch.max_bytes
+                    and within(name, nbytes)
+                ):
                     wanted[name] = (shape, dtype)
                     extra += nbytes
             total += extra
