@@ -17,6 +17,7 @@ from .schema import is_dequantize, tensor_type_of
 
 __all__ = [
     "without_large_initializers",
+    "shapes_only",
     "large_data_hidden",
     "LARGE_BYTES",
     "subgraphs",
@@ -205,6 +206,23 @@ def without_large_initializers(model: ModelProto, limit: int | None = None, *, e
         elif t.name not in declared:
             typed_graph.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
     return typed
+
+
+def shapes_only(model: ModelProto, limit: int) -> ModelProto:
+    """A copy of ``model`` for shape inference alone, without the data of its tensors over ``limit``
+    bytes (or in external files): the main graph's initializers made typed graph inputs
+    (``without_large_initializers``), the other graphs' initializers and every graph's Constant values
+    kept with their type and dims only; sparse initializers dropped."""
+    copy = without_large_initializers(model, limit, external=True)
+    if copy is model:
+        copy = ModelProto()
+        copy.CopyFrom(model)
+    for g in iter_graphs(copy.graph):
+        for _, t in constants(g):
+            if _nbytes(t) > limit or t.data_location == onnx.TensorProto.EXTERNAL:
+                t.CopyFrom(onnx.TensorProto(name=t.name, data_type=t.data_type, dims=t.dims))
+        del g.sparse_initializer[:]
+    return copy
 
 
 @contextmanager

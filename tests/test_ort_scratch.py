@@ -562,6 +562,84 @@ def test_a_shape_the_model_states_wrongly_runs_again_unbound(tmp_path):
     assert proc.stdout.split("\n")[:3] == ["RUN True 0 1", "RUN True 0 0", "RUN True 0 0"], proc.stdout
 
 
+def test_the_input_shapes_inferred_are_the_last_used(place_all, monkeypatch):
+    """The session keeps the ``SIGNATURES`` input shapes last used: one used again is kept over one used
+    before it (a first sight counts as a use)."""
+    monkeypatch.setattr(session_module, "SIGNATURES", 2)
+    sess = odq.session(_quantized_x_model(("n", 4, 5), ("n", 4, 5)))
+    rng = np.random.default_rng(7)
+    feeds = {n: rng.uniform(-2, 12, (n, 4, 5)).astype(np.float32) for n in (1, 2, 3)}
+    placed = []
+    for n in (1, 1, 2, 2, 1, 3, 3, 1):
+        before = _placed()
+        assert same_bits(sess.run(None, {"a": feeds[n]})[0], _quantized_x_want(feeds[n]))
+        placed.append(_placed() - before)
+    assert placed == [0, 1, 0, 1, 1, 0, 1, 1]
+
+
+def test_small_inputs_are_not_inferred():
+    """Inputs of fewer than ``PLACE_MIN_BYTES / 4`` elements in all make no x worth binding, as a rule:
+    no shape inference is run for them, however often they come."""
+    sess = odq.session(_quantized_x_model(("n", 4, 5), ("n", 4, 5)))
+    calls = []
+    sess_static = session_module.static_shapes
+    try:
+        session_module.static_shapes = lambda *a: calls.append(1) or sess_static(*a)
+        a = np.ones((2, 4, 5), np.float32)
+        for _ in range(3):
+            sess.run(None, {"a": a})
+    finally:
+        session_module.static_shapes = sess_static
+    assert calls == []
+
+
+def test_threads_sharing_the_input_shapes_kept_never_fail(place_all, monkeypatch):
+    """The input shapes kept are shared by the session's runs in every thread: eviction while another
+    thread adds one raises nothing (it did: 'dictionary changed size during iteration')."""
+    monkeypatch.setattr(session_module, "SIGNATURES", 4)
+    monkeypatch.setattr(session_module, "static_shapes", lambda *a: {})
+    sess = odq.session(_quantized_x_model(("n", 4, 5), ("n", 4, 5)))
+    errors = []
+
+    def hammer(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for n in rng.integers(1, 400, 3000):
+                sess._inferred_shapes({"a": np.empty((int(n), 4, 5), np.float32)})
+        except Exception as e:  # noqa: BLE001 - the test's finding
+            errors.append(e)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=hammer, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == [] and len(sess._signatures) <= 4
+
+
+def test_the_shapes_model_holds_no_large_constant():
+    """The copy kept for shape inference holds no tensor over ``SKELETON_BYTES``: not a Constant node's
+    value, nor a subgraph's initializer (a 1 MiB weight as a Constant here)."""
+    w = np.ones((5, 65536), np.float32)
+    nodes = [
+        helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(w, "w")),
+        helper.make_node("MatMul", ["a", "w"], ["m"]),
+        helper.make_node("QuantizeLinear", ["m", "qs"], ["x"]),
+        odq.make_node(["x", "s"], ["y"], axes=[], name="dq"),
+    ]
+    inits = [helper.make_tensor("qs", 1, [], [0.05]), helper.make_tensor("s", 1, [], [0.5])]
+    graph = helper.make_graph(nodes, "g", [vi("a", "f32", ("n", 5))], [vi("y", "f32", ("n", 65536))], inits)
+    sess = odq.session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()]))
+    assert sess._shapes_model is not None and sess._shapes_model.ByteSize() < 64 << 10
+    shapes = importlib.import_module("onnx_dequant.ort.prepare").static_shapes(sess._shapes_model, {"a": (3, 5)}, {"x"})
+    assert shapes == {"x": (3, 65536)}
+
+
 def test_a_misstated_shape_stops_the_run_before_any_node_reads_what_the_kernel_hands_back(tmp_path):
     """A kernel that cannot fill the array bound at a wrong stated shape stops the run (its RunOptions'
     ``terminate``): a Loop that sums the output until it reaches 100 would never end on the zeros it hands

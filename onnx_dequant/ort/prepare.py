@@ -39,6 +39,7 @@ from ..graphs import (
     dequantize_nodes,
     function_nodes,
     iter_nodes,
+    shapes_only,
     value_types,
     without_large_initializers,
 )
@@ -154,18 +155,8 @@ def _array(t: TensorProto) -> np.ndarray:
 
 
 SKELETON_BYTES = 4096
-"""Initializers of at most this many bytes keep their data in ``Prepared.shapes_model``: the values a
-Reshape's or an Expand's shape is read from."""
-
-
-def _skeleton(model: ModelProto) -> ModelProto:
-    """A copy of ``model`` for shape inference, its initializers over ``SKELETON_BYTES`` made typed graph
-    inputs (``graphs.without_large_initializers``): what a session keeps beside ONNX Runtime's own."""
-    skeleton = without_large_initializers(model, SKELETON_BYTES, external=True)
-    if skeleton is model:
-        skeleton = ModelProto()
-        skeleton.CopyFrom(model)
-    return skeleton
+"""Tensors of at most this many bytes keep their data in ``Prepared.shapes_model`` (``graphs.shapes_only``):
+the values a Reshape's or an Expand's shape is read from."""
 
 
 def static_shapes(
@@ -268,7 +259,7 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
         return Prepared(copy, (), lowered, None, path)
 
     names = FreshNames.of(copy)
-    skeleton = _skeleton(copy)  # before the kernels' rewriting: inference runs through the op's schema
+    skeleton = shapes_only(copy, SKELETON_BYTES)  # before the kernels' rewriting: inferred through the op's schema
     token = names.fresh(TOKEN_INPUT, sep=".")
     done = set()
     shape_nodes: dict[int, NodeProto] = {}  # kernel node id -> the Shape node its x's shape comes from

@@ -23,6 +23,7 @@ import ctypes
 import logging
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -340,7 +341,8 @@ class KernelSession(ort.InferenceSession):
         self._misstated = False  # a run found a shape stated or inferred wrong: those are not bound
         self._inferred = prepared.inferred
         self._shapes_model = prepared.shapes_model
-        self._signatures: dict[tuple, Any] = {}  # input shapes -> 0 (seen once) or x's shapes inferred
+        self._signatures: OrderedDict[tuple, Any] = OrderedDict()  # input shapes -> 0 (seen once) or x's shapes
+        self._signatures_lock = threading.Lock()
         self._inner = prepared.inner
         self._kernel_outputs = prepared.kernel_outputs
         self._hidden = frozenset(prepared.hidden)
@@ -508,20 +510,32 @@ class KernelSession(ort.InferenceSession):
     def _inferred_shapes(self, feed: dict[str, Any]) -> dict[str, tuple[int, ...]]:
         """The shapes ONNX shape inference finds for the kernels' ``x`` (``Prepared.inferred``) given this
         run's input shapes, from the second run of those shapes on (inference takes milliseconds: not for
-        shapes seen once); the last ``SIGNATURES`` input shapes are kept."""
+        shapes seen once); the ``SIGNATURES`` input shapes last used are kept."""
+        # not for a run that cannot be bound, nor where the inputs are too small for an x of PLACE_MIN_BYTES
+        # to be likely (most small models': a guess that a small input makes a large x is left out)
+        if feed.keys() != self._input_names or not all(_bindable(v) for v in feed.values()):
+            return {}
         try:
             key = tuple((name, tuple(_value_shape(value))) for name, value in feed.items())
+            small = sum(math.prod(shape) for _, shape in key) < PLACE_MIN_BYTES // 4
         except Exception:  # noqa: BLE001 - a value of no shape: ONNX Runtime's own run reports it
             return {}
-        found = self._signatures.get(key)
+        if small:
+            return {}
+        with self._signatures_lock:  # the last SIGNATURES used, the least recently used dropped first
+            found = self._signatures.get(key)
+            if found is None:  # seen once now
+                while len(self._signatures) >= SIGNATURES:
+                    self._signatures.popitem(last=False)
+                self._signatures[key] = 0
+                return {}
+            self._signatures.move_to_end(key)
         if isinstance(found, dict):
             return found
-        if found is None:  # seen once
-            while len(self._signatures) >= SIGNATURES:
-                self._signatures.pop(next(iter(self._signatures)), None)
-            self._signatures[key] = 0
-            return {}
-        found = self._signatures[key] = static_shapes(self._shapes_model, dict(key), set(self._inferred.values()))
+        found = static_shapes(self._shapes_model, dict(key), set(self._inferred.values()))
+        with self._signatures_lock:
+            if key in self._signatures:
+                self._signatures[key] = found
         return found
 
     def _place(
