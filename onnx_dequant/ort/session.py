@@ -273,6 +273,26 @@ def _text(name: Any) -> Any:
     return name
 
 
+class _Guesses:
+    """One run's guessed output shapes: ``inferred()`` (the shapes inference finds, asked for once at
+    most), and a budget of ``max_bytes`` for the outputs bound at them together (``take``)."""
+
+    def __init__(self, infer: Callable[[], dict], max_bytes: int) -> None:
+        self._infer, self._found, self._left = infer, None, max_bytes
+
+    def inferred(self) -> dict:
+        if self._found is None:
+            self._found = self._infer()
+        return self._found
+
+    def take(self, nbytes: int) -> bool:
+        """Whether an output of ``nbytes`` fits what is left (taken from it if so)."""
+        if nbytes > self._left:
+            return False
+        self._left -= nbytes
+        return True
+
+
 def _value_shape(value: Any) -> Any:
     """A fed array's or ``OrtValue``'s shape (an error for anything else)."""
     return value.shape() if isinstance(value, ort.OrtValue) else value.shape
@@ -343,6 +363,7 @@ class KernelSession(ort.InferenceSession):
         self._shapes_model = prepared.shapes_model
         self._signatures: OrderedDict[tuple, Any] = OrderedDict()  # input shapes -> 0 (seen once) or x's shapes
         self._signatures_lock = threading.Lock()
+        self._guessable = bool(self._inferred) or any(p[2] is not None for p in self._placeable.values())
         self._inner = prepared.inner
         self._kernel_outputs = prepared.kernel_outputs
         self._hidden = frozenset(prepared.hidden)
@@ -377,6 +398,7 @@ class KernelSession(ort.InferenceSession):
         given = {i.name for i in prepared.model.graph.input} | {t.name for t in prepared.model.graph.initializer}
         self._numpy_outputs = {o.name for o in self.get_outputs() if o.type in _NUMPY_TENSORS and o.name not in given}
         self._input_names = {i.name for i in self.get_inputs()}
+        self._required = [i.name for i in self.get_inputs() if not i.type.startswith("optional")]
 
     # ---- what the caller sees ----
 
@@ -488,17 +510,15 @@ class KernelSession(ort.InferenceSession):
             self._validate_input([*feed_names, self._token_input])
             raise InvalidArgument(f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid output name:{hidden}")
 
-    def _out_shape(
-        self, output: str, reads: dict[str, np.ndarray], inferred: Callable[[], dict] | None
-    ) -> tuple[int, ...] | None:
+    def _out_shape(self, output: str, reads: dict[str, np.ndarray], guesses: _Guesses | None) -> tuple[int, ...] | None:
         """The shape of a kernel's ``output`` (``Prepared.placeable``) in this run: its ``x``'s where the
-        session reads ``x``; else, where ``inferred`` is given, the shape the model states, or the one in
-        ``inferred()`` (by ``x``'s name: ``_inferred_shapes``). None: ``x`` not fed, not inferred (yet)."""
+        session reads ``x``; else, where ``guesses`` are taken, the shape the model states, or the one
+        inferred (``_inferred_shapes``). None: ``x`` not fed, not inferred (yet)."""
         node, _, stated = self._placeable[output]
         if stated is not None or output in self._inferred:
-            if inferred is None:
+            if guesses is None:
                 return None
-            return stated if stated is not None else inferred().get(self._inferred[output])
+            return stated if stated is not None else guesses.inferred().get(self._inferred[output])
         x = self._params[node].x
         x = reads.get(x.name) if isinstance(x, runs.Fed) else x
         return None if x is None else x.shape
@@ -550,44 +570,29 @@ class KernelSession(ort.InferenceSession):
         back as ``run`` does: a tensor of a NumPy type that is not a graph input or an initializer
         (``run`` copies those)."""
         wanted, total = {}, 0  # sizes first: most runs of small models stop here, at little cost
-        once: list[dict] = []
-
-        def shapes() -> dict:  # asked for once a run at most
-            if not once:
-                once.append(self._inferred_shapes(feed))
-            return once[0]
-
         # shapes the model states or inference finds are bound only where the run can be stopped (its own
         # RunOptions), within ``max_bytes`` together: a wrong one costs a run stopped and made again
-        inferred = shapes if run_options is None and not self._misstated else None
-        guessed = [0]
-
-        def within(name: str, nbytes: int) -> bool:  # counted where taken
-            if not self._guessed(name):
-                return True
-            if guessed[0] + nbytes > self.scratch.max_bytes:
-                return False
-            guessed[0] += nbytes
-            return True
-
+        guesses = None
+        if self._guessable and run_options is None and not self._misstated:
+            guesses = _Guesses(lambda: self._inferred_shapes(feed), self.scratch.max_bytes)
         for name in names:
             found = self._placeable.get(name) if isinstance(name, str) else None
-            shape = None if found is None else self._out_shape(name, reads, inferred)
+            shape = None if found is None else self._out_shape(name, reads, guesses)
             nbytes = -1 if shape is None else math.prod(shape) * found[1].itemsize
-            if nbytes >= 0 and within(name, nbytes):
+            if nbytes >= 0 and (not self._guessed(name) or guesses.take(nbytes)):
                 wanted[name] = (shape, found[1])
                 total += nbytes
         if self._inner and not (run_options is not None and run_options.only_execute_path_to_fetches):
             extra = 0
             for name in self._inner:
                 dtype = self._placeable[name][1]
-                shape = self._out_shape(name, reads, inferred)
+                shape = self._out_shape(name, reads, guesses)
                 nbytes = -1 if shape is None else math.prod(shape) * dtype.itemsize
                 if (
                     name not in wanted
                     and nbytes >= PLACE_MIN_BYTES
                     and extra + nbytes <= self.scratch.max_bytes
-                    and within(name, nbytes)
+                    and (not self._guessed(name) or guesses.take(nbytes))
                 ):
                     wanted[name] = (shape, dtype)
                     extra += nbytes
@@ -622,12 +627,9 @@ class KernelSession(ort.InferenceSession):
     def _validate_input(self, feed_input_names: list[str]) -> None:
         """ONNX Runtime's check that the feed names every required input (its ``run`` methods call it), with
         the run token, which each run adds to the feed, left out of what the error reports."""
-        token = self._token_input
-        shown = [n for n in feed_input_names if n != token]
-        missing = [
-            i.name for i in self.get_inputs() if i.name not in feed_input_names and not i.type.startswith("optional")
-        ]
+        missing = [name for name in self._required if name not in feed_input_names]
         if missing:
+            shown = [n for n in feed_input_names if n != self._token_input]
             raise ValueError(f"Required inputs ({missing}) are missing from input feed ({shown}).")
 
     def run(self, output_names: Any, input_feed: dict[str, Any], run_options: Any = None) -> Any:
