@@ -306,8 +306,9 @@ def prepare(model: Any, *, opset: int | None = None, read_feeds: bool = True) ->
                     copy.graph.initializer.append(numpy_helper.from_array(np.array(x.shape, np.int64), shape))
                 inputs = [shape]
         if id(node) in in_main:
-            # the output's shape before a run: x's where the session reads x (fed or held), else where the
-            # model states it whole (a run whose kernel then gives another shape runs again unbound)
+            # the output's shape before a run: x's where the session reads x (fed or held); else a guess,
+            # the shape the model states for x whole or, where it does not, the one inferred for each run's
+            # input shapes (a run whose kernel then gives another is stopped and made again unbound)
             x_read = node.name in params and params[node.name].x is not None
             stated = None if x_read else _static_shape(main_types.get(node.input[0]))
             y, out_type = node.output[0], dtypes.parse(pair[1])
