@@ -211,17 +211,36 @@ def without_large_initializers(model: ModelProto, limit: int | None = None, *, e
 def shapes_only(model: ModelProto, limit: int) -> ModelProto:
     """A copy of ``model`` for shape inference alone, without the data of its tensors over ``limit``
     bytes (or in external files): the main graph's initializers made typed graph inputs
-    (``without_large_initializers``), the other graphs' initializers and every graph's Constant values
-    kept with their type and dims only; sparse initializers dropped."""
+    (``without_large_initializers``), the other graphs' initializers and the Constant values of every
+    graph and local function kept with their type and dims only; sparse initializers dropped."""
     copy = without_large_initializers(model, limit, external=True)
     if copy is model:
         copy = ModelProto()
         copy.CopyFrom(model)
-    for g in iter_graphs(copy.graph):
-        for _, t in constants(g):
-            if _nbytes(t) > limit or t.data_location == onnx.TensorProto.EXTERNAL:
-                t.CopyFrom(onnx.TensorProto(name=t.name, data_type=t.data_type, dims=t.dims))
+
+    def bare(t: onnx.TensorProto) -> None:
+        if _nbytes(t) > limit or t.data_location == onnx.TensorProto.EXTERNAL:
+            t.CopyFrom(onnx.TensorProto(name=t.name, data_type=t.data_type, dims=t.dims))
+
+    tops = [copy.graph, *(sub for f in copy.functions for n in f.node for sub in subgraphs(n))]
+    graphs = [g for top in tops for g in iter_graphs(top)]
+    for g in graphs:
+        for t in g.initializer:
+            bare(t)
         del g.sparse_initializer[:]
+    for node in [*(n for g in graphs for n in g.node), *(n for f in copy.functions for n in f.node)]:
+        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+            continue
+        for a in node.attribute:
+            if a.name == "value":
+                bare(a.t)
+            elif a.name == "sparse_value":  # a dense tensor of its type and dims, no data
+                dense = onnx.TensorProto(data_type=a.sparse_tensor.values.data_type, dims=a.sparse_tensor.dims)
+                a.CopyFrom(onnx.helper.make_attribute("value", dense))
+            elif a.name in ("value_floats", "value_ints") and 8 * max(len(a.floats), len(a.ints)) > limit:
+                kind = onnx.TensorProto.FLOAT if a.name == "value_floats" else onnx.TensorProto.INT64
+                size = len(a.floats) if a.name == "value_floats" else len(a.ints)
+                a.CopyFrom(onnx.helper.make_attribute("value", onnx.TensorProto(data_type=kind, dims=[size])))
     return copy
 
 

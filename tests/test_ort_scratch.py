@@ -14,6 +14,7 @@ import weakref
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from helpers import SHAPE, ints, model_of, scales, single_node_model, vi
@@ -593,6 +594,33 @@ def test_small_inputs_are_not_inferred():
     assert calls == []
 
 
+def test_small_inputs_that_make_a_large_x_are_inferred_once_a_run_has_seen_it():
+    """Small inputs that a MatMul widens into a large x (8 -> 40000 columns) are inferred once a run of
+    the session has handed a kernel an x of ``PLACE_MIN_BYTES / 4`` elements: the first run shows it, the
+    second is the input shape's first sight, the third is bound."""
+    w = np.random.default_rng(3).uniform(-1, 1, (8, 40000)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["a", "w"], ["m"]),
+        helper.make_node("QuantizeLinear", ["m", "qs"], ["x"]),
+        odq.make_node(["x", "s"], ["y"], axes=[], name="dq"),
+    ]
+    inits = [
+        numpy_helper.from_array(w, "w"),
+        helper.make_tensor("qs", 1, [], [0.05]),
+        helper.make_tensor("s", 1, [], [0.5]),
+    ]
+    model = model_of(nodes, [vi("a", "f32", ("n", 8))], [vi("y", "f32", ("n", 40000))], inits)
+    sess = odq.session(model)
+    plain = ort.InferenceSession(odq.lower(model).SerializeToString(), providers=["CPUExecutionProvider"])
+    a = np.random.default_rng(4).uniform(-1, 1, (16, 8)).astype(np.float32)
+    placed = []
+    for _ in range(4):
+        before = _placed()
+        assert same_bits(sess.run(None, {"a": a})[0], plain.run(None, {"a": a})[0])
+        placed.append(_placed() - before)
+    assert placed == [0, 0, 1, 1]
+
+
 def test_threads_sharing_the_input_shapes_kept_never_fail(place_all, monkeypatch):
     """The input shapes kept are shared by the session's runs in every thread: eviction while another
     thread adds one raises nothing (it did: 'dictionary changed size during iteration')."""
@@ -620,6 +648,46 @@ def test_threads_sharing_the_input_shapes_kept_never_fail(place_all, monkeypatch
     finally:
         sys.setswitchinterval(interval)
     assert errors == [] and len(sess._signatures) <= 4
+
+
+def test_shapes_only_strips_every_large_tensor_and_leaves_the_model_as_it_was():
+    """``graphs.shapes_only``: a local function's Constant, a Constant's ``sparse_value`` and a long
+    ``value_floats`` keep their type and dims, not their data; the model given is not changed, and shape
+    inference finds the same shapes on the copy."""
+    from onnx_dequant.graphs import shapes_only
+
+    big = numpy_helper.from_array(np.ones((64, 256), np.float32), "c")
+    fn = helper.make_function(
+        "local",
+        "F",
+        ["a"],
+        ["b"],
+        [helper.make_node("Constant", [], ["c"], value=big), helper.make_node("Add", ["a", "c"], ["b"])],
+        [helper.make_opsetid("", 21)],
+    )
+    sparse = helper.make_sparse_tensor(
+        numpy_helper.from_array(np.ones(2000, np.float32)), numpy_helper.from_array(np.arange(2000)), [4000]
+    )
+    nodes = [
+        helper.make_node("F", ["x"], ["y"], domain="local"),
+        helper.make_node("Constant", [], ["k"], value_floats=[1.0] * 5000),
+        helper.make_node("Constant", [], ["sp"], sparse_value=sparse),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [vi("x", "f32", (64, 256))], [vi("y", "f32", None), vi("k", "f32", None), vi("sp", "f32", None)]
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("local", 1)], functions=[fn]
+    )
+    before = model.SerializeToString()
+    copy = shapes_only(model, 4096)
+    assert model.SerializeToString() == before and copy.ByteSize() < 4096
+
+    def shapes(m):
+        done = onnx.shape_inference.infer_shapes(m, strict_mode=False)
+        return {o.name: [d.dim_value for d in o.type.tensor_type.shape.dim] for o in done.graph.output}
+
+    assert shapes(copy) == shapes(model) == {"y": [64, 256], "k": [5000], "sp": [4000]}
 
 
 def test_the_shapes_model_holds_no_large_constant():

@@ -210,6 +210,7 @@ class Run:
         stop: Any = None,
     ) -> None:
         self.stop = stop
+        self.largest = 0  # the most elements an x that reached a kernel as an op input had (kernels set it)
         self.errors: list[tuple[str, BaseException]] = []
         self.params: Mapping[str, NodeInputs] = MappingProxyType(params or {})
         self.feeds: Feeds = MappingProxyType(dict(feeds or {}))

@@ -364,6 +364,7 @@ class KernelSession(ort.InferenceSession):
         self._signatures: OrderedDict[tuple, Any] = OrderedDict()  # input shapes -> 0 (seen once) or x's shapes
         self._signatures_lock = threading.Lock()
         self._guessable = bool(self._inferred) or any(p[2] is not None for p in self._placeable.values())
+        self._large_x = False  # a run handed a kernel an x of PLACE_MIN_BYTES / 4 elements or more
         self._inner = prepared.inner
         self._kernel_outputs = prepared.kernel_outputs
         self._hidden = frozenset(prepared.hidden)
@@ -531,16 +532,16 @@ class KernelSession(ort.InferenceSession):
         """The shapes ONNX shape inference finds for the kernels' ``x`` (``Prepared.inferred``) given this
         run's input shapes, from the second run of those shapes on (inference takes milliseconds: not for
         shapes seen once); the ``SIGNATURES`` input shapes last used are kept."""
-        # not for a run that cannot be bound, nor where the inputs are too small for an x of PLACE_MIN_BYTES
-        # to be likely (most small models': a guess that a small input makes a large x is left out)
-        if feed.keys() != self._input_names or not all(_bindable(v) for v in feed.values()):
-            return {}
+        # not where no x of PLACE_MIN_BYTES is likely: the inputs hold fewer elements than such an x, and
+        # no run of this session handed a kernel one (small models' runs); nor for a run that cannot be bound
         try:
             key = tuple((name, tuple(_value_shape(value))) for name, value in feed.items())
             small = sum(math.prod(shape) for _, shape in key) < PLACE_MIN_BYTES // 4
         except Exception:  # noqa: BLE001 - a value of no shape: ONNX Runtime's own run reports it
             return {}
-        if small:
+        if small and not self._large_x:
+            return {}
+        if feed.keys() != self._input_names or not all(_bindable(v) for v in feed.values()):
             return {}
         with self._signatures_lock:  # the last SIGNATURES used, the least recently used dropped first
             found = self._signatures.get(key)
@@ -615,9 +616,12 @@ class KernelSession(ort.InferenceSession):
         if self._token_input is None:
             return call(0)
         token = runs.begin(self.scratch, self._params, reads, placed, stop)
+        run = runs.lookup(token)
         try:
             with signals.deferred():  # Ctrl-C inside a kernel would abort: raised once the run is over
                 result = call(token)
+                if self._inferred and run is not None and run.largest >= PLACE_MIN_BYTES // 4:
+                    self._large_x = True
         except BaseException as e:
             self._finish(token, e)
             raise
