@@ -177,8 +177,9 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
                 _, scale, zp = runs.inputs(run, odq_node)
             else:
                 scale, zp = feed[1], (feed[2] if spec.takes == "all" else None)
-            if run is not None and spec.takes != "shape" and x.size > run.largest:  # x another node computes
-                run.largest = x.size
+            size = getattr(x, "size", 0)  # an x that is no array is the reference's to refuse, below
+            if run is not None and spec.takes != "shape" and size > run.largest:  # x another node computes
+                run.largest = size
             out = None
             if bound is not None:  # computed in place; a result of another shape aborts the process
                 if bound.shape != x.shape or bound.dtype != out_dtype:
