@@ -616,11 +616,11 @@ class KernelSession(ort.InferenceSession):
         if self._token_input is None:
             return call(0)
         token = runs.begin(self.scratch, self._params, reads, placed, stop)
-        run = runs.lookup(token)
+        run = runs.lookup(token) if self._inferred and not self._large_x else None  # what its kernels saw
         try:
             with signals.deferred():  # Ctrl-C inside a kernel would abort: raised once the run is over
                 result = call(token)
-                if self._inferred and run is not None and run.largest >= PLACE_MIN_BYTES // 4:
+                if run is not None and run.largest >= PLACE_MIN_BYTES // 4:
                     self._large_x = True
         except BaseException as e:
             self._finish(token, e)
