@@ -10,7 +10,8 @@ extension copies every op input at every call, so a main-graph node takes from t
 by the session) or graph inputs (read from the caller's feed), and its ``x`` too where that is either
 (a constant weight, say); ``read_feeds`` (``Prepared.fed``: the graph inputs so read). A main-graph
 node's output whose shape is known before a run (such an ``x``'s, or where another node computes ``x``,
-the shape the model states for it whole) is one a run can bind to an array the kernel computes into
+the shape the model states for it whole, else the one shape inference finds for each run's input
+shapes: ``Prepared.inferred``) is one a run can bind to an array the kernel computes into
 (``Prepared.placeable``) where it is a graph output, or where it is an activation's (``x`` read from
 the feed or computed) that another node reads; such an output that is not a graph output is made one
 (``Prepared.hidden``, which the session does not show, and refuses as ONNX Runtime refuses an inner
@@ -65,7 +66,7 @@ class Prepared:
     params: Params = field(default_factory=dict)  # node name -> the inputs the session hands its kernel
     fed: dict[str, np.dtype] = field(default_factory=dict)  # graph inputs kernels read from the feed -> dtype
     # graph outputs a kernel node gives, whose shape (x's) is known before a run -> (node name, dtype, the
-    # shape the model states where another node computes x; None: x's, read by the session, at each run)
+    # shape the model states where another node computes x; None: x's as the session reads it, or inferred)
     placeable: dict[str, tuple[str, np.dtype, tuple[int, ...] | None]] = field(default_factory=dict)
     inner: tuple[str, ...] = ()  # those other nodes read (activations'): a run may bind them, asked for or not
     # every graph output a main-graph kernel node gives -> its node: a caller may bind it to an array
