@@ -708,6 +708,54 @@ def test_the_shapes_model_holds_no_large_constant():
     assert shapes == {"x": (3, 65536)}
 
 
+def test_a_wrong_guess_stops_guessing_for_its_own_output_only(tmp_path):
+    """Two kernels whose x another node computes, one stated wrongly (3 rows where 2 flow): after the run
+    that finds it, the other is still bound at its shape, the wrong one is not. A subprocess: a regression
+    could abort it."""
+    script = tmp_path / "two.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import importlib, sys
+            import numpy as np
+            from onnx import helper
+            sys.path.insert(0, %r)
+            from helpers import vi
+            import onnx_dequant as odq
+            from onnx_dequant.ort import kernels
+            importlib.import_module("onnx_dequant.ort.session").PLACE_MIN_BYTES = 1
+            nodes = []
+            for k in ("1", "2"):
+                nodes += [helper.make_node("QuantizeLinear", ["a" + k, "qs"], ["x" + k]),
+                          odq.make_node(["x" + k, "s"], ["y" + k], axes=[], name="dq" + k)]
+            graph = helper.make_graph(
+                nodes, "g", [vi("a1", "f32", ("n", 4)), vi("a2", "f32", ("m", 4))],
+                [vi("y1", "f32", ("n", 4)), vi("y2", "f32", ("m", 4))],
+                [helper.make_tensor("qs", 1, [], [0.05]), helper.make_tensor("s", 1, [], [0.5])],
+                value_info=[vi("x1", "u8", (3, 4)), vi("x2", "u8", (5, 4))],
+            )
+            m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+            sess = odq.session(m)
+            plain = __import__("onnxruntime").InferenceSession(odq.lower(m).SerializeToString())
+            feed = {"a1": np.full((2, 4), 3.0, np.float32), "a2": np.full((5, 4), 7.0, np.float32)}
+            want = plain.run(None, feed)
+            for _ in range(3):
+                before = kernels.stats()
+                got = sess.run(None, feed)
+                after = kernels.stats()
+                right = all(np.array_equal(g, w) for g, w in zip(got, want))
+                print("RUN", right, after["placed"] - before["placed"], after["errors"] - before["errors"])
+            """
+        )
+        % str(Path(__file__).parent)
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs_ = [line for line in proc.stdout.split("\n") if line.startswith("RUN")]
+    # the first run binds both (one may have been computed before the other refused), then only y2
+    assert runs_[0].startswith("RUN True") and runs_[0].endswith(" 1") and runs_[1:] == ["RUN True 1 0"] * 2
+
+
 def test_a_misstated_shape_stops_the_run_before_any_node_reads_what_the_kernel_hands_back(tmp_path):
     """A kernel that cannot fill the array bound at a wrong stated shape stops the run (its RunOptions'
     ``terminate``): a Loop that sums the output until it reaches 100 would never end on the zeros it hands

@@ -358,7 +358,8 @@ class KernelSession(ort.InferenceSession):
         self._params = prepared.params
         self._fed = prepared.fed
         self._placeable = prepared.placeable
-        self._misstated = False  # a run found a shape stated or inferred wrong: those are not bound
+        self._misstated = False  # a bound run failed where the unbound one did not: no shape is guessed
+        self._misguessed: set[str] = set()  # outputs a run found of another shape than guessed
         self._inferred = prepared.inferred
         self._shapes_model = prepared.shapes_model
         self._signatures: OrderedDict[tuple, Any] = OrderedDict()  # input shapes -> 0 (seen once) or x's shapes
@@ -517,7 +518,7 @@ class KernelSession(ort.InferenceSession):
         inferred (``_inferred_shapes``). None: ``x`` not fed, not inferred (yet)."""
         node, _, stated = self._placeable[output]
         if stated is not None or output in self._inferred:
-            if guesses is None:
+            if guesses is None or output in self._misguessed:
                 return None
             return stated if stated is not None else guesses.inferred().get(self._inferred[output])
         x = self._params[node].x
@@ -703,12 +704,16 @@ class KernelSession(ort.InferenceSession):
         stop = ort.RunOptions() if guessed else run_options  # ``_place`` guesses only where run_options is None
         try:
             return self._checked(call, reads, by_node, stop)
-        except runs.Misplaced:
+        except runs.Misplaced as e:
             if not guessed:
                 raise
             # a shape stated or inferred was wrong (the kernel gave another, and stopped the run): ONNX
-            # Runtime's own run follows, and this session guesses no shape again
-            self._misstated = True
+            # Runtime's own run follows, and this session guesses that node's output no more
+            wrong = {name for name in placed if self._placeable[name][0] == e.node and self._guessed(name)}
+            if wrong:
+                self._misguessed |= wrong
+            else:
+                self._misstated = True
             raise _Refused from None
         except _Refused as e:  # a guess is suspect where ONNX Runtime's own run then succeeds
             e.guessed = guessed
