@@ -150,6 +150,24 @@ def unbound(fn):
     return run
 
 
+def against_plain(bench, title: str, sess, plain, feed: dict, want: np.ndarray, labels: tuple[str, str]) -> None:
+    """A case timing the kernel's session (its output bound, and not) against ONNX Runtime's own session
+    ``plain`` on ``feed``, once the kernel's output is checked to have ``want``'s bits either way.
+    ``labels``: what ONNX Runtime's graph and the kernel's are called."""
+    got = sess.run(None, feed)[0]
+    assert same_bits(got, want) and same_bits(got, unbound(lambda: sess.run(None, feed))()[0])
+    theirs, ours = labels
+    bench.case(
+        title,
+        {
+            f"{theirs} (a plain session)": lambda: plain.run(None, feed),
+            f"{ours} (odq.session.run)": lambda: sess.run(None, feed),
+            f"{ours}, output not bound": unbound(lambda: sess.run(None, feed)),
+        },
+        baseline=f"{theirs} (a plain session)",
+    )
+
+
 def stock_bridge(fn):
     """``fn`` run with the extension's own (list-building) invocation handler installed."""
     import onnxruntime_extensions as ox
@@ -244,17 +262,14 @@ def main() -> int:
             dql_model(shape, 1, "Relu").SerializeToString(), providers=["CPUExecutionProvider"]
         )
         feed = {"x": x, "s": s}
-        got = sess.run(None, feed)[0]
-        assert same_bits(got, np.maximum(odq.dequantize(x, s, axes=[1]), 0))
-        assert same_bits(got, unbound(lambda: sess.run(None, feed))()[0])
-        bench.case(
+        against_plain(
+            bench,
             f"activations into Relu, {np.prod(shape) / 2**20:.0f}M int8 -> f32 per channel",
-            {
-                "ORT's DequantizeLinear -> Relu (a plain session)": lambda: plain.run(None, feed),
-                "kernel in ORT -> Relu (odq.session.run)": lambda: sess.run(None, feed),
-                "kernel in ORT -> Relu, output not bound": unbound(lambda: sess.run(None, feed)),
-            },
-            baseline="ORT's DequantizeLinear -> Relu (a plain session)",
+            sess,
+            plain,
+            feed,
+            np.maximum(odq.dequantize(x, s, axes=[1]), 0),
+            ("ORT's DequantizeLinear -> Relu", "kernel in ORT -> Relu"),
         )
 
     if bench.wants("QuantizeLinear"):
@@ -266,17 +281,14 @@ def main() -> int:
             qdq_model(shape, 1, 0.05, ours=False).SerializeToString(), providers=["CPUExecutionProvider"]
         )
         feed = {"a": a, "s": s}
-        got = sess.run(None, feed)[0]
-        assert same_bits(got, plain.run(None, feed)[0])  # int8 x f32 scale: one rounding either way
-        assert same_bits(got, unbound(lambda: sess.run(None, feed))()[0])
-        bench.case(
+        against_plain(
+            bench,
             f"x computed by QuantizeLinear, {np.prod(shape) / 2**20:.0f}M f32 -> int8 -> f32 per channel",
-            {
-                "ORT's QuantizeLinear -> DequantizeLinear (a plain session)": lambda: plain.run(None, feed),
-                "QuantizeLinear -> kernel (odq.session.run)": lambda: sess.run(None, feed),
-                "QuantizeLinear -> kernel, output not bound": unbound(lambda: sess.run(None, feed)),
-            },
-            baseline="ORT's QuantizeLinear -> DequantizeLinear (a plain session)",
+            sess,
+            plain,
+            feed,
+            plain.run(None, feed)[0],  # int8 x f32 scale: one rounding either way
+            ("ORT's QuantizeLinear -> DequantizeLinear", "QuantizeLinear -> kernel"),
         )
 
     if bench.wants("weight"):
