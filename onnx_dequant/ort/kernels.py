@@ -127,13 +127,15 @@ def _all_specs() -> list[KernelSpec]:
     return specs
 
 
-_stats = {"calls": 0, "fast": 0, "errors": 0, "placed": 0}
+_stats = {"calls": 0, "fast": 0, "errors": 0, "placed": 0, "misplaced": 0}
 """Counters: kernel calls, those answered through the fast hook (the rest took the stock bridge), errors,
-and calls that computed into the array their graph output is bound to (``runs.Run.placed``)."""
+calls that computed into the array their graph output is bound to (``runs.Run.placed``), and calls that
+refused such an array of the wrong shape (``runs.Misplaced``: the session makes the run again unbound;
+not an error)."""
 
 
 def stats() -> dict[str, int]:
-    """A copy of the kernel call counters (``calls``, ``fast``, ``errors``, ``placed``)."""
+    """A copy of the kernel call counters (``calls``, ``fast``, ``errors``, ``placed``, ``misplaced``)."""
     return dict(_stats)
 
 
@@ -198,7 +200,7 @@ def _make_body(spec: KernelSpec) -> Callable[..., np.ndarray]:
                 y = np.ascontiguousarray(y, dtype=out_dtype)
             return y
         except BaseException as e:  # noqa: BLE001 - anything escaping aborts the interpreter
-            _stats["errors"] += 1
+            _stats["misplaced" if isinstance(e, runs.Misplaced) else "errors"] += 1
             if isinstance(e, DequantizeError):
                 e = e.at(node=odq_node or None)
             runs.record(feed[-1] if feed else None, odq_node, e)
