@@ -14,7 +14,7 @@ import numpy as np
 
 from . import dtypes
 from .dtypes import DType
-from .errors import DequantizeError
+from .errors import DequantizeError, shown
 
 __all__ = [
     "TensorType",
@@ -109,11 +109,11 @@ def _shape(shape: Any, what: str) -> Shape:
     if shape is None:
         return None
     if isinstance(shape, (str, bytes)):
-        raise DequantizeError(f"{what} shape must be a sequence of dimensions, got {shape!r}")
+        raise DequantizeError(f"{what} shape must be a sequence of dimensions, got {shown(shape)}")
     try:
         dims = tuple(shape)
     except TypeError:
-        raise DequantizeError(f"{what} shape must be a sequence of dimensions, got {shape!r}") from None
+        raise DequantizeError(f"{what} shape must be a sequence of dimensions, got {shown(shape)}") from None
     out: list[Dim] = []
     for d in dims:
         if d is None or isinstance(d, str):
@@ -121,7 +121,7 @@ def _shape(shape: Any, what: str) -> Shape:
         elif isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) and d >= 0:
             out.append(int(d))
         else:
-            raise DequantizeError(f"{what} shape {shape!r} has an invalid dimension {d!r}")
+            raise DequantizeError(f"{what} shape {shown(shape)} has an invalid dimension {shown(d)}")
     return tuple(out)
 
 
@@ -140,11 +140,11 @@ def normalize_axes(axes: Any) -> tuple[int, ...]:
         if isinstance(axes, int) and not isinstance(axes, bool):
             axes = (axes,)
     if isinstance(axes, (str, bytes)) or not isinstance(axes, Iterable):
-        raise DequantizeError(f"Quantization axes must be a set of axis indices, got {axes!r}")
+        raise DequantizeError(f"Quantization axes must be a set of axis indices, got {shown(axes)}")
     out: list[int] = []
     for a in axes:
         if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
-            raise DequantizeError(f"Quantization axis ({a!r}) must be an integer")
+            raise DequantizeError(f"Quantization axis ({shown(a)}) must be an integer")
         if a < 0:
             raise DequantizeError(f"Quantization axis ({int(a)}) must not be negative")
         out.append(int(a))

@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+import reprlib
+from typing import Any
+
 __all__ = ["DequantizeError"]
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 3
+_SHOWN.maxtuple = _SHOWN.maxlist = _SHOWN.maxset = _SHOWN.maxfrozenset = _SHOWN.maxdict = 10
+_SHOWN.maxstring = _SHOWN.maxother = 80
+
+
+def shown(value: Any) -> str:
+    """A user's value as an error message shows it: its ``repr``, cut short where it is long or deeply
+    nested (a hostile value never makes the message itself fail)."""
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # noqa: BLE001 - a __repr__ that raises, or recurses without end
+        return f"<{type(value).__name__}>"
 
 
 class DequantizeError(ValueError):

@@ -159,6 +159,35 @@ def test_bad_axes(axes, message):
     assert message in str(e.value)
 
 
+def _nested(depth: int) -> list:
+    value: list = [0]
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+class _BadRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+@pytest.mark.parametrize(
+    "axes,shape,message",
+    [
+        (_nested(5000), (2,), "Quantization axis ([[[[...]]]]) must be an integer"),  # was RecursionError
+        ([list(range(10**5))], (2,), "Quantization axis ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ...]) must be"),
+        ([_BadRepr()], (2,), "Quantization axis (<_BadRepr instance at "),
+        ([0], _nested(5000), "Scale shape [[[[...]]]] has an invalid dimension [[[[...]]]]"),
+    ],
+)
+def test_hostile_values_are_shown_cut_short(axes, shape, message):
+    """A value an error message shows is cut short: a deeply nested or huge one, or one whose repr raises,
+    still gives the contract's error."""
+    with pytest.raises(odq.DequantizeError) as e:
+        odq.infer(T("i8", (2, 2)), T("f32", shape), None, axes=axes)
+    assert message in str(e.value) and len(str(e.value)) < 200
+
+
 @pytest.mark.parametrize("shape", [(2, -1), (2.5,), "ab", 3, (True,)])
 def test_bad_shapes(shape):
     with pytest.raises(odq.DequantizeError):
