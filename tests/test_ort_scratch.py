@@ -402,6 +402,33 @@ def test_names_of_the_kernels_output_elsewhere_are_left_as_they_are(place_all):
     assert _placed() == before + 1
 
 
+def test_the_run_tokens_name_fed_is_refused_as_onnx_runtime_refuses_an_input_the_model_lacks(place_all):
+    """The hidden run token is no input of the model the caller sees (``get_inputs`` leaves it out): fed
+    by name, it is refused in ONNX Runtime's words for an unknown input, not silently replaced."""
+    model, feed, _ = _relu_model(dq_output=False)
+    sess = odq.session(model)
+    token = sess._token_input
+    assert token is not None and token not in {i.name for i in sess.get_inputs()}
+    plain = ort.InferenceSession(odq.lower(model).SerializeToString())
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument) as e:
+        plain.run(None, {**feed, "nope": np.array(0, np.int64)})
+    want = str(e.value).replace("nope", token)
+    bad = {**feed, token: np.array(0, np.int64)}
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument) as e:
+        sess.run(None, bad)
+    assert str(e.value) == want
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.InvalidArgument) as e:
+        sess.run_with_ort_values(None, {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in bad.items()})
+    assert str(e.value) == want
+    done = threading.Event()
+    got = []
+    sess.run_async(None, bad, lambda res, data, err: (got.append((res, data, err)), done.set()), "data")
+    assert done.wait(30) and got == [([], "data", f"Invalid input name: {token}")]
+    with pytest.raises(ValueError, match="missing"):  # a missing input is still reported first
+        sess.run(None, {token: np.array(0, np.int64)})
+    assert same_bits(sess.run(["r"], feed)[0], plain.run(["r"], feed)[0])
+
+
 def test_a_hidden_outputs_name_is_refused_by_every_run_method_as_onnx_runtime_refuses_it(place_all):
     model, feed, _ = _relu_model(dq_output=False)
     sess = odq.session(model)

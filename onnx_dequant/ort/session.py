@@ -504,13 +504,24 @@ class KernelSession(ort.InferenceSession):
                 return None
         return None
 
-    def _refuse_hidden(self, names: Any, feed_names: list[str]) -> None:
-        """Raise as ONNX Runtime's ``run`` raises for an inner value's name asked for as an output, after
-        the check of the feed's names that it makes first."""
+    def _refused_name(self, names: Any, feed_names: list[str]) -> tuple[str, str] | None:
+        """A name the model as the caller sees it lacks, as ``("input", name)`` (the run token fed: each run
+        feeds its own) or ``("output", name)`` (an inner value's name asked for); None: neither. Raises first
+        as ONNX Runtime does for a missing input."""
+        token = self._token_input is not None and self._token_input in feed_names
         hidden = self._hidden_among(names)
-        if hidden is not None:
-            self._validate_input([*feed_names, self._token_input])
-            raise InvalidArgument(f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid output name:{hidden}")
+        if not token and hidden is None:
+            return None
+        self._validate_input([*feed_names, self._token_input])
+        return ("input", self._token_input) if token else ("output", hidden)
+
+    def _refuse_hidden(self, names: Any, feed_names: list[str]) -> None:
+        """Raise as ONNX Runtime's ``run`` raises for a name the model as the caller sees it lacks."""
+        refused = self._refused_name(names, feed_names)
+        if refused is not None:
+            what, name = refused
+            spaced = " " if what == "input" else ""  # ONNX Runtime's own spellings of the two
+            raise InvalidArgument(f"[ONNXRuntimeError] : 2 : INVALID_ARGUMENT : Invalid {what} name:{spaced}{name}")
 
     def _out_shape(self, output: str, reads: dict[str, np.ndarray], guesses: _Guesses | None) -> tuple[int, ...] | None:
         """The shape of a kernel's ``output`` (``Prepared.placeable``) in this run: its ``x``'s where the
@@ -757,10 +768,10 @@ class KernelSession(ort.InferenceSession):
         """As ``InferenceSession.run_async``; a kernel's error reaches ``callback`` as its ``err`` string."""
         if self._token_input is None:
             return super().run_async(output_names, input_feed, callback, user_data, run_options)
-        hidden = self._hidden_among(output_names) if callable(callback) else None
-        if hidden is not None:  # as ONNX Runtime reports an inner value's name: to the callback, later
-            self._validate_input([*input_feed, self._token_input])
-            threading.Thread(target=callback, args=([], user_data, f"Invalid output name: {hidden}")).start()
+        refused = self._refused_name(output_names, list(input_feed)) if callable(callback) else None
+        if refused is not None:  # as ONNX Runtime reports a name the model lacks: to the callback, later
+            what, name = refused
+            threading.Thread(target=callback, args=([], user_data, f"Invalid {what} name: {name}")).start()
             return None
         feed, reads = self._feed(input_feed)
         token = runs.begin(self.scratch, self._params, reads)
