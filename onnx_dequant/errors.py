@@ -5,7 +5,7 @@ from __future__ import annotations
 import reprlib
 from typing import Any
 
-__all__ = ["DequantizeError"]
+__all__ = ["DequantizeError", "shown"]
 
 _SHOWN = reprlib.Repr()
 _SHOWN.maxlevel = 3
