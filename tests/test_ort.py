@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import zlib
 
 import ml_dtypes
 import numpy as np
@@ -40,7 +41,7 @@ AXES_PATTERNS = [(), (0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]
 @pytest.mark.parametrize("out_elem", KERNEL_OUTPUTS)
 @pytest.mark.parametrize("x_elem", KERNEL_INPUTS)
 def test_every_type_pair_and_axes_pattern_bit_exact(x_elem, out_elem, zero_point, placement):
-    rng = np.random.default_rng(hash((x_elem, out_elem, zero_point)) % 2**32)
+    rng = np.random.default_rng(zlib.crc32(repr((x_elem, out_elem, zero_point)).encode()))  # not hash(): per process
     nodes, vis, outs, feed, expected = [], [vi("x", x_elem, SHAPE)], [], {}, {}
     x = ints(rng, x_elem, SHAPE)
     feed["x"] = x

@@ -134,6 +134,48 @@ def test_a_tail_is_about_TAIL_seconds_of_the_call_at_most_an_eighth():
     assert _split._tail(1 << 17, 1.0) == _split._ALIGN
 
 
+class Gated(Pieces):
+    """``Pieces`` whose ``sleeper`` is slow by rule, not by the clock: its first block waits (10 s at
+    most) until the others have claimed all they will, and where the helpers are the slow ones the
+    caller's first block waits until each helper is in a block of its own. What a thread that starts
+    late or runs slower sees, whatever else the machine runs (a fixed sleep lost to descheduling)."""
+
+    def __init__(self, sleeper: str, helpers: int) -> None:
+        super().__init__(sleeper=sleeper)
+        self.helpers = helpers
+        self.changed = threading.Condition(self.lock)
+        self.in_block: set[int] = set()  # helpers that claimed a block
+        self.done: set[int] = set()  # threads whose claiming is over
+        self.waited: set[int] = set()
+
+    def __call__(self, a: int, b: int, claim: np.ndarray) -> bool:
+        try:
+            return super().__call__(a, b, claim)
+        finally:
+            with self.changed:
+                self.done.add(threading.get_ident())
+                self.changed.notify_all()
+
+    def _others_done(self) -> bool:
+        if self.sleeper == "caller":
+            return len(self.done - {self.caller}) == self.helpers
+        return self.caller in self.done
+
+    def block(self, a: int, b: int) -> None:
+        me, role = threading.get_ident(), self.role()
+        with self.changed:
+            if role == "helper":
+                self.in_block.add(me)
+                self.changed.notify_all()
+            if me not in self.waited:
+                self.waited.add(me)
+                if role == self.sleeper:
+                    self.changed.wait_for(self._others_done, 10)
+                elif role == "caller":
+                    self.changed.wait_for(lambda: len(self.in_block) == self.helpers, 10)
+        super().block(a, b)
+
+
 def callers_prefix(k: Pieces, size: int) -> int:
     """Where the caller's blocks end, asserting that they are a prefix of ``0..size`` (claimed from the
     front) and the helpers' the rest (claimed from the back)."""
@@ -146,7 +188,7 @@ def callers_prefix(k: Pieces, size: int) -> int:
 @pytest.mark.parametrize("sleeper", ["caller", "helper"])
 def test_the_caller_claims_from_the_front_the_helpers_from_the_back(cut, sleeper):
     cut(3)
-    k = Pieces(sleep=0.02, sleeper=sleeper)  # the other takes most of the call
+    k = Gated(sleeper, helpers=2)  # the other takes most of the call
     _split.run(k, 1000, _split.Cost(), lambda: True)
     m = callers_prefix(k, 1000)
     assert m < 500 if sleeper == "caller" else m > 500
