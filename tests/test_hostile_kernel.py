@@ -136,3 +136,76 @@ def test_ctrl_c_while_the_command_loads_exits_130_with_one_line():
     assert first == "loaded before main: []\n", first
     assert proc.returncode == 130, (proc.returncode, err)
     assert err == "onnx-dequant: interrupted\n" or err == "onnx-dequant validate: interrupted\n", err
+
+
+_RESTORE_CHILD = textwrap.dedent(
+    """
+    import os, signal, threading, time
+    from onnx_dequant.ort import signals
+
+    def on_term(signum, frame):
+        pass
+
+    signal.signal(signal.SIGTERM, on_term)
+    armed = [False]
+    def on_int(signum, frame):  # raises once per arming, as in the storm above
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_int)
+    stop = time.monotonic() + 2.0
+    def storm():
+        while time.monotonic() < stop:
+            time.sleep(2e-5)
+            os.kill(os.getpid(), signal.SIGINT)
+    t = threading.Thread(target=storm)
+    t.start()
+    interrupts = 0
+    while t.is_alive() and signal.getsignal(signal.SIGTERM) is on_term:
+        try:
+            armed[0] = True
+            with signals.deferred():
+                sum(range(50))
+            armed[0] = False
+        except KeyboardInterrupt:
+            interrupts += 1
+    armed[0] = False
+    t.join()
+    print("SIGTERM", signal.getsignal(signal.SIGTERM).__name__, "interrupts", interrupts > 0, flush=True)
+    """
+)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+def test_a_signal_while_the_handlers_go_back_leaves_every_other_handler_in_place():
+    """A SIGINT handled while ``deferred`` puts the handlers back raises there: the handlers of the other
+    signals still go back (a raise between two left SIGTERM's with the stand-in, swallowed for good)."""
+    proc = subprocess.run([sys.executable, "-c", _RESTORE_CHILD], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "SIGTERM on_term interrupts True\n", proc.stdout
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
+def test_a_stand_in_left_by_a_restore_cut_short_is_taken_for_the_handler_it_replaced():
+    """A restore that a raising handler cut short leaves later signals with the stand-in: the next run's
+    deferral takes it for the handler it replaced, so that handler is back once the run ends, and a
+    signal that arrived meanwhile is delivered to it then."""
+    signals = __import__("onnx_dequant.ort.signals", fromlist=["deferred"])
+    got = []
+
+    def mine(signum, frame):
+        got.append(signum)
+
+    old = signal.signal(signal.SIGUSR1, mine)
+    try:
+        with signals.deferred():
+            assert signal.getsignal(signal.SIGUSR1) is signals._note
+        assert signal.getsignal(signal.SIGUSR1) is mine
+        signal.signal(signal.SIGUSR1, signals._note)  # as a restore cut short leaves it
+        os.kill(os.getpid(), signal.SIGUSR1)  # noted, not delivered: no run is under way
+        assert got == []
+        with signals.deferred():
+            pass
+        assert signal.getsignal(signal.SIGUSR1) is mine and got == [signal.SIGUSR1]
+    finally:
+        signal.signal(signal.SIGUSR1, old)

@@ -27,10 +27,11 @@ __all__ = ["DEFERRED", "deferred"]
 
 DEFERRED: tuple[signal.Signals, ...] = tuple(
     getattr(signal, name)
-    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGUSR1", "SIGUSR2")
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGALRM", "SIGUSR1", "SIGUSR2", "SIGINT")
     if hasattr(signal, name)
 )
-"""The signals whose Python handlers ``deferred`` holds back."""
+"""The signals whose Python handlers ``deferred`` holds back, in the order their handlers go back
+(``_restore``): SIGINT last."""
 
 _NUMBERS: tuple[int, ...] = tuple(int(s) for s in DEFERRED)
 """``DEFERRED`` as the plain ints ``_signal`` takes: ``signal.getsignal`` and ``signal.signal`` convert
@@ -39,6 +40,8 @@ numbers and handlers to and from enums, 14 us of a run's swap against 1.5 this w
 _depth = 0
 _saved: dict[int, Any] = {}
 _pending: list[tuple[int, FrameType | None]] = []
+_originals: dict[int, Any] = {}
+"""Each signal's handler that ``_note`` last replaced: what it stands for where a restore was cut short."""
 
 
 def _note(signum: int, frame: FrameType | None) -> None:
@@ -51,7 +54,10 @@ def _install() -> None:
     for sig in _NUMBERS:
         try:
             handler = _calls.getsignal(sig)
+            if handler is _note:  # left by a restore that a signal's handler cut short: it stands for this
+                handler = _originals.get(sig)
             if callable(handler):
+                _originals[sig] = handler
                 _calls.signal(sig, _note)
                 _saved[sig] = handler
         except (OSError, ValueError, RuntimeError):  # a signal this platform will not let us catch
@@ -59,13 +65,23 @@ def _install() -> None:
 
 
 def _restore() -> list[tuple[Any, int, FrameType | None]]:
-    for sig, handler in _saved.items():
-        with contextlib.suppress(OSError, ValueError, RuntimeError):
-            _calls.signal(sig, handler)
-    due = [(_saved.get(signum), signum, frame) for signum, frame in _pending]
+    # A put-back handler runs (and may raise: Ctrl-C) wherever Python checks for signals: at its bytecodes
+    # and in each ``signal.signal`` call, before it sets. The handlers go back in one C-level loop
+    # (``map``: no bytecode between two), SIGINT's last, so Ctrl-C cannot cut the loop short; a handler of
+    # another signal that raises there leaves the rest with ``_note``, which the next ``_install`` takes
+    # for their ``_originals``. Until the first handler is back, every handler is ``_note``: it never raises.
+    saved = dict(_saved)
     _saved.clear()
-    _pending.clear()
-    return due
+    try:
+        list(map(_calls.signal, saved, saved.values()))
+    except (OSError, ValueError, RuntimeError):  # one by one: the others still go back
+        for sig, handler in saved.items():
+            with contextlib.suppress(OSError, ValueError, RuntimeError):
+                _calls.signal(sig, handler)
+    finally:  # nothing is delivered twice: a slice and a clear, no check for signals between
+        pending = _pending[:]
+        _pending.clear()
+    return [(saved.get(signum), signum, frame) for signum, frame in pending]
 
 
 class _Deferred:
