@@ -13,6 +13,7 @@ import contextlib
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -132,15 +133,33 @@ def atomic_path(
         finish(tmp, real)
 
 
+_umask_lock = threading.Lock()
+
+
+def _umask() -> int:
+    """The process's umask, read without setting it where the system says it (Linux's
+    ``/proc/self/status``): ``os.umask`` only sets, and two threads setting and restoring it at once can
+    leave it at 0 for the whole process."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:  # elsewhere: set and put back, one thread of this package at a time
+        umask = os.umask(0)
+        os.umask(umask)
+    return umask
+
+
 def finish(tmp: Path, real: Path) -> None:
     """Install the written temporary file ``tmp`` as ``real``: the target's mode (or the umask's
     default, not mkstemp's 0600), renamed into place."""
     try:
         mode = real.stat().st_mode & 0o7777
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        mode = 0o666 & ~_umask()
     os.chmod(tmp, mode)
     os.replace(tmp, real)
 

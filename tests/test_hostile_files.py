@@ -249,3 +249,37 @@ def test_nul_in_an_external_location_is_bad_input(tmp_path, capsys):
         modelio.load(path)
     assert main(["lower", str(path), "-o", str(tmp_path / "o.onnx")]) == 2
     assert "NUL" in _one_error_line(capsys)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").is_file(), reason="the umask read from /proc")
+def test_a_new_files_mode_comes_from_the_umask_which_is_never_set(tmp_path, monkeypatch):
+    """A new output gets the umask's default mode (not mkstemp's 0600), read without ``os.umask``: two
+    threads setting and putting it back at once could leave the process's umask at 0."""
+    from onnx_dequant import fileio
+
+    old = os.umask(0o027)
+    try:
+
+        def refused(mask):
+            raise AssertionError("os.umask called")
+
+        monkeypatch.setattr(fileio.os, "umask", refused)
+        threads = []
+        for k in range(8):
+
+            def write(k=k):
+                with fileio.atomic_path(tmp_path / f"out{k}.bin") as tmp:
+                    tmp.write_bytes(b"x")
+
+            threads.append(threading.Thread(target=write))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        monkeypatch.undo()
+        assert os.umask(0o027) == 0o027
+        assert sorted((p.name, p.stat().st_mode & 0o777) for p in tmp_path.iterdir()) == [
+            (f"out{k}.bin", 0o640) for k in range(8)
+        ]
+    finally:
+        os.umask(old)
