@@ -210,6 +210,20 @@ def test_run_output_naming_an_input_file_is_refused(tmp_path, capsys):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
+def test_convert_output_naming_its_graph_is_refused(tmp_path, capsys):
+    """``convert GRAPH.json -o GRAPH.json`` (or a link to it) would put ONNX bytes where the nGraph graph
+    was: refused, the graph intact."""
+    graph = tmp_path / "g.json"
+    graph.write_bytes((ROOT / "models" / "qdq_chain.json").read_bytes())
+    (tmp_path / "link.onnx").symlink_to(graph)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for out in ("g.json", "link.onnx"):
+        assert main(["convert", str(graph), "-o", str(tmp_path / out)]) == 2
+        assert "is a file the input reads" in _one_error_line(capsys)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert main(["convert", str(graph), "-o", str(tmp_path / "g.onnx")]) == 0
+
+
 def _finishes(argv: list[str], seconds: float = 60) -> int:
     """main(argv) in a daemon thread; fails (instead of hanging the suite) when it does not return."""
     result: list[int] = []

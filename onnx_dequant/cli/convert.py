@@ -10,6 +10,7 @@ import sys
 import time
 from collections import Counter
 
+from .. import fileio
 from ..errors import DequantizeError
 from ..graphs import count_dequantize, iter_nodes
 from ..ngraph import DEFAULT_OPSET, convert
@@ -61,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         return run_tree(args)
     if args.jobs is not None:
         raise DequantizeError("--jobs applies to a folder of graphs only", path=args.graph)
+    fileio.output_path(args.output, reads=[args.graph])  # the graph is JSON: never written over
     t0 = time.perf_counter()
     model = convert(args.graph, function=args.function, opset=args.opset)
     dequantize = count_dequantize(model)
