@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from onnx import helper
 
-from .errors import DequantizeError
+from .errors import DequantizeError, shown
 
 __all__ = ["MIN_OPSET", "MAX_OPSET", "DEFAULT_OPSET", "check_opset", "default_opset", "set_default_opset"]
 
@@ -20,13 +21,16 @@ DEFAULT_OPSET = 21
 
 
 def check_opset(opset: Any) -> int:
-    """``opset`` if it is a supported default-domain opset, else ``DequantizeError``."""
-    if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= MAX_OPSET:
+    """``opset`` as an ``int`` (any integer type: a NumPy one too) if it is a supported default-domain
+    opset, else ``DequantizeError``."""
+    if isinstance(opset, (bool, np.bool_)) or not isinstance(opset, (int, np.integer)):
+        raise DequantizeError(f"The target opset must be an integer, got {shown(opset)} ({type(opset).__name__})")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
         raise DequantizeError(
-            f"Unsupported target opset {opset!r}: supported are {MIN_OPSET} to {MAX_OPSET} "
+            f"Unsupported target opset {int(opset)}: supported are {MIN_OPSET} to {MAX_OPSET} "
             "(ONNX Runtime has no DequantizeLinear-28 kernel)"
         )
-    return opset
+    return int(opset)
 
 
 def default_opset(opsets: Any) -> int | None:

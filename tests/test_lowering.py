@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -10,9 +12,12 @@ from helpers import domain_nodes, model_of, one_node_model, random_case, run_ort
 from onnx import helper, numpy_helper
 
 import onnx_dequant as odq
+from onnx_dequant import opsets
 from onnx_dequant.compare import same_bits, ulp_distance
 from onnx_dequant.lowering import LowerOptions, lower_model
 from onnx_dequant.lowering.strategies import guarded
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PATTERNS = [
     ((4, 5, 6), ()),
@@ -129,11 +134,30 @@ def test_contract_violation_names_node_and_rule():
         odq.lower(m)
 
 
-@pytest.mark.parametrize("opset", [12, 28, "x"])
-def test_unsupported_opset(opset):
+@pytest.mark.parametrize(
+    "opset,message",
+    [
+        (12, "Unsupported target opset 12: supported are 13 to 27"),
+        (np.int64(28), "Unsupported target opset 28: supported"),
+        ("17", "The target opset must be an integer, got '17' (str)"),
+        (17.0, "must be an integer, got 17.0 (float)"),
+        (True, "must be an integer, got True (bool)"),
+    ],
+)
+def test_unsupported_opset(opset, message):
     m = one_node_model(np.zeros((2,), np.int8), np.ones((), np.float32), None, ())
-    with pytest.raises(odq.DequantizeError, match="opset"):
+    with pytest.raises(odq.DequantizeError) as e:
         odq.lower(m, opset=opset)
+    assert message in str(e.value)
+
+
+@pytest.mark.parametrize("opset", [np.int64(17), np.int32(19), np.uint8(21)])
+def test_an_opset_of_a_numpy_integer_type_is_taken(opset):
+    m = one_node_model(np.zeros((2,), np.int8), np.ones((), np.float32), None, ())
+    lowered = odq.lower(m, opset=opset)
+    assert [(o.domain, type(o.version), o.version) for o in lowered.opset_import] == [("", int, int(opset))]
+    converted = odq.ngraph.convert(ROOT / "models" / "qdq_chain.json", opset=opset)
+    assert opsets.default_opset(converted.opset_import) == int(opset)
 
 
 def test_unknown_target():

@@ -56,7 +56,7 @@ class LowerOptions:
         if self.weights not in WEIGHTS:
             raise DequantizeError(f"Unknown weights mode '{self.weights}' (expected one of: {', '.join(WEIGHTS)})")
         if self.opset is not None:
-            check_opset(self.opset)
+            object.__setattr__(self, "opset", check_opset(self.opset))  # a NumPy integer as an int
 
     def wants(self, node: NodeProto) -> bool:
         """Whether ``node`` (one of ours) is to be lowered."""

@@ -117,7 +117,7 @@ def _convert_source(source: Any, function: str | None, opset: int) -> onnx.Model
     data, path = reader.load(source)
     fn = reader.read_function(data, function, path)
     try:
-        check_opset(opset)
+        opset = check_opset(opset)
         with np.errstate(over="ignore"):  # Constant values beyond their type's range are infinities
             return _convert(fn, opset, path)
     except DequantizeError as e:
