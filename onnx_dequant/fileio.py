@@ -90,8 +90,8 @@ def output_path(target: str | os.PathLike[str], *, reads: Iterable[str | os.Path
     if not text:
         raise DequantizeError("the output file name is empty")
     real = Path(os.path.realpath(text))
-    try:
-        mode = real.stat().st_mode
+    try:  # what the name itself leads to: ``/dev/stdout``'s link to a pipe has no path realpath can follow
+        mode = os.stat(text).st_mode
     except FileNotFoundError:
         mode = None
     except OSError as e:
@@ -108,14 +108,29 @@ def output_path(target: str | os.PathLike[str], *, reads: Iterable[str | os.Path
 @contextlib.contextmanager
 def temporary(real: Path, suffix: str = "") -> Iterator[Path]:
     """A new empty file beside ``real`` (``.NAME.XXXX<suffix>.tmp``), removed on the way out unless it was
-    renamed into place meanwhile (``finish``)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=suffix + ".tmp", dir=real.parent)
+    renamed into place meanwhile (``finish``). An ``OSError`` of the temporary file (or of no file: a full
+    disk) is raised naming ``real``."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=suffix + ".tmp", dir=real.parent)
+    except OSError as e:
+        raise _unwritable(e, real) from None
     os.close(fd)
     try:
         yield Path(tmp)
+    except OSError as e:  # a full disk, a file size limit: the output is named, not the temporary file
+        if e.filename is not None and e.filename != tmp:
+            raise
+        raise _unwritable(e, real) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _unwritable(e: OSError, real: Path) -> OSError:
+    """``e`` (of its own class: ``PermissionError``...) naming the output rather than a temporary file."""
+    if e.errno is None:
+        return e
+    return type(e)(e.errno, e.strerror, str(real))
 
 
 @contextlib.contextmanager

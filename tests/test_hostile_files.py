@@ -297,3 +297,27 @@ def test_a_new_files_mode_comes_from_the_umask_which_is_never_set(tmp_path, monk
         ]
     finally:
         os.umask(old)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="RLIMIT_FSIZE and /dev/stdout as Linux has them")
+def test_a_write_the_system_refuses_names_the_output_not_a_temporary_file(tmp_path):
+    """A file size limit (as a full disk) stops the write: one line naming the output, exit 2, the old
+    output and no temporary file left; ``-o /dev/stdout`` on a pipe is refused as a FIFO."""
+    src = _external_dq(tmp_path)
+    out = tmp_path / "out.onnx"
+    out.write_bytes(b"old")
+    cli = [sys.executable, "-m", "onnx_dequant.cli", "lower", str(src)]
+    limit = "import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64)); "
+    limited = [
+        sys.executable,
+        "-c",
+        limit + "sys.argv = sys.argv[1:]; runpy.run_module('onnx_dequant.cli', run_name='__main__')",
+    ]
+    proc = subprocess.run([*limited, "x", "lower", str(src), "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr == f"onnx-dequant lower: error: File too large: {out}\n"
+    assert out.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    proc = subprocess.run([*cli, "-o", "/dev/stdout"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout[:200]
+    assert (
+        proc.stderr == "onnx-dequant lower: error: /dev/stdout: is a FIFO: refused as an output (name a regular file)\n"
+    )
