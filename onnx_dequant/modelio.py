@@ -24,6 +24,7 @@ from .errors import DequantizeError
 from .graphs import iter_graphs, subgraphs, without_large_initializers
 
 __all__ = [
+    "PROTOBUF_LIMIT",
     "load",
     "save",
     "check_model",
@@ -38,7 +39,8 @@ __all__ = [
 EXTERNAL_THRESHOLD = 1024
 """Tensors of at least this many bytes go to the external data file when a model is saved with one."""
 _CHUNK = 16 << 20
-_TWO_GB = (2 << 30) - (64 << 20)  # protobuf's limit, with room for the graph
+PROTOBUF_LIMIT = (2 << 30) - (64 << 20)
+"""The bytes of tensors a model may hold in itself: protobuf's 2 GB limit, with room for the graph."""
 
 
 def _attribute_tensors(node: onnx.NodeProto) -> Iterator[TensorProto]:
@@ -271,7 +273,7 @@ def save(
     tensors = list(iter_tensors(model))
     has_ext = any(t.data_location == TensorProto.EXTERNAL for t in tensors)
     if external is None:
-        external = has_ext or sum(len(t.raw_data) for t in tensors) > _TWO_GB
+        external = has_ext or sum(len(t.raw_data) for t in tensors) > PROTOBUF_LIMIT
     if has_ext and source_dir is None:
         raise DequantizeError("The model has external data: its folder (source_dir) is needed to copy it")
     with contextlib.ExitStack() as stack:

@@ -269,7 +269,7 @@ def test_over_2gb_goes_to_external_data(tmp_path, monkeypatch):
     """A model whose tensors exceed protobuf's 2 GB limit is written with external data (limit scaled down)."""
     x, s, z = random_case(RNG, (64, 32), (0,), "i8", "f32")
     m = one_node_model(x, s, z, (0,), x_const=True)
-    monkeypatch.setattr(modelio, "_TWO_GB", 1000)
+    monkeypatch.setattr(modelio, "PROTOBUF_LIMIT", 1000)
     files = modelio.save(odq.lower(m), tmp_path / "m.onnx")
     assert [Path(f).name for f in files] == ["m.onnx", "m.onnx.data"]
     assert same_bits(_run_file(tmp_path / "m.onnx"), odq.dequantize(x, s, z, axes=(0,)))

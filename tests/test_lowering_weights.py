@@ -3,6 +3,7 @@ constant weights kept quantized (ORT's fusions) or folded to exact float initial
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import numpy as np
@@ -94,3 +95,20 @@ def test_cli_weights_notes(tmp_path, capsys):
     assert "1 fold-weight" in out and "kept quantized" not in out
     with pytest.raises(odq.DequantizeError, match="weights mode"):
         odq.lower(_weight_model()[0], weights="half")
+
+
+def test_a_weight_too_large_to_fold_is_kept_quantized_saying_why(monkeypatch):
+    """A folded weight over protobuf's limit for one tensor (2 GB; 8 KiB here) could not be held in the
+    lowered model: ``weights='float'`` keeps that weight quantized, the refusal in the report."""
+    folded = importlib.import_module("onnx_dequant.lowering.strategies.folded")
+    monkeypatch.setattr(folded, "PROTOBUF_LIMIT", 8 << 10)  # the weight folds to 64 * 32 * 4 = 8 KiB + 0
+    model, (w, s, z) = _weight_model()
+    result = lower_model(model, LowerOptions(weights="float"))
+    assert [n.strategy for n in result.nodes] == ["fold-weight"]
+    model, _ = _weight_model(k=65)
+    result = lower_model(model, LowerOptions(weights="float"))
+    (node,) = result.nodes
+    assert node.strategy != "fold-weight"
+    assert node.refused["fold-weight"] == "folded, the weight would be 0.0 GiB: over protobuf's 2 GB for one tensor"
+    kept = {t.name: t.data_type for t in result.model.graph.initializer}
+    assert kept["w"] == TensorProto.INT8

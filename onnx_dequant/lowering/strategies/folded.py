@@ -4,8 +4,11 @@ times the bytes of an 8-bit weight (and no integer MatMul/Conv fusion)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ...modelio import PROTOBUF_LIMIT
 from ...reference import dequantize
 from ..emitter import Emitter
 from ..facts import NodeInfo
@@ -28,6 +31,9 @@ class Folded(Strategy[Values]):
             return Refusal("the scale or zero point is not a constant")
         if info.read is None or info.known_shape is None:
             return Refusal("the weight's shape is unknown")
+        nbytes = math.prod(info.known_shape) * info.out_type.bits // 8
+        if nbytes > PROTOBUF_LIMIT:  # the lowered model holds it as one protobuf message until it is saved
+            return Refusal(f"folded, the weight would be {nbytes / 2**30:.1f} GiB: over protobuf's 2 GB for one tensor")
         x, s = info.read(info.x), info.read(info.scale)
         z = None if info.zero_point is None else info.read(info.zero_point)
         if x is None or s is None or (info.zero_point is not None and z is None):
