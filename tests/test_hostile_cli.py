@@ -183,6 +183,24 @@ def test_sigterm_exits_143_and_removes_temporary_files(tmp_path):
     assert list(out.parent.iterdir()) == []  # neither the output nor a .o.onnx.*.tmp
 
 
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    """``onnx-dequant validate ... | head``: the pipe closed before the report is written is exit 141 (as
+    a Unix tool killed by SIGPIPE), with no error line."""
+    reader_gone = "import os, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1); "
+    code = reader_gone + "from onnx_dequant.cli import main; sys.exit(main(sys.argv[1:]))"
+    graph = str(ROOT / "models" / "qdq_chain.json")
+    proc = subprocess.run([sys.executable, "-c", code, "validate", graph, "--json"], capture_output=True, text=True)
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_negative_numbers_in_scientific_notation_are_values_not_options(capsys):
+    graph = str(ROOT / "models" / "qdq_chain.json")
+    assert main(["validate", graph, "--json", "--real-range", "-1e3", "-5E-1"]) == 0
+    assert '"ok": true' in capsys.readouterr().out.replace("\n", " ")
+    assert main(["validate", graph, "--real-range", "-1e3"]) == 2  # still two values
+    assert "expected 2 arguments" in capsys.readouterr().err
+
+
 # ---- the API ----
 
 

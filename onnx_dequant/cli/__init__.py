@@ -12,12 +12,13 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
 import traceback
 from collections.abc import Iterator, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from ..errors import DequantizeError
 
@@ -40,6 +41,12 @@ class _Terminated(BaseException):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a value such as ``--real-range -1e3 1e3`` is a negative number, not an option (argparse before
+        # Python 3.13 knows only ``-1`` and ``-1.5``)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-inf(inity)?$", re.I)
+
     def error(self, message: str) -> NoReturn:  # one line instead of usage + message
         raise _UsageError(self.prog, f"{message} (see {self.prog} --help)")
 
@@ -110,6 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of the output went away (``| head``): quiet, as a Unix tool is
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 141
     except _Terminated:
         print(f"{command}: terminated", file=sys.stderr)
         return 143
