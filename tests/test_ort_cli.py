@@ -162,3 +162,26 @@ def test_console_script_runs(model_path, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "o.npz").exists()
+
+
+@pytest.mark.parametrize("x_type,out_type", [("i4", "f32"), ("u4", "f16"), ("u8", "bf16"), ("i4", "bf16")])
+def test_run_carries_4_bit_inputs_and_bf16_outputs(tmp_path, capsys, x_type, out_type):
+    """ONNX Runtime's Python API exchanges no bf16 or 4-bit tensor with NumPy: ``run`` carries them through
+    exact Casts, as ``validate`` does; the outputs are the reference's, bit for bit, in their own type."""
+    xt, ot = odq.dtypes.parse(x_type), odq.dtypes.parse(out_type)
+    x = np.array([[1, -2, 3], [7, -8, 0]] if xt.signed else [[1, 2, 3], [15, 0, 9]]).astype(xt.numpy)
+    s = np.array([0.5, 3.25], ot.numpy)
+    graph = helper.make_graph(
+        [odq.make_node(["x", "s"], ["y"], axes=(0,), name="dq")],
+        "g",
+        [helper.make_tensor_value_info("x", xt.onnx, [2, 3])],
+        [helper.make_tensor_value_info("y", ot.onnx, [2, 3])],
+        [onnx.numpy_helper.from_array(s, "s")],
+    )
+    model = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()]), model)
+    np.savez(tmp_path / "in.npz", x=x)
+    assert main(["run", str(model), "--inputs", str(tmp_path / "in.npz"), "-o", str(tmp_path / "out.npz")]) == 0
+    assert f"y: {ot.numpy.name} (2, 3)" in capsys.readouterr().out
+    y = np.load(tmp_path / "out.npz")["y"]  # bf16 comes back as its bits (|V2): NumPy has no bf16 of its own
+    assert y.dtype.itemsize == ot.bits // 8 and same_bits(y.view(ot.numpy), odq.dequantize(x, s, axes=(0,)))

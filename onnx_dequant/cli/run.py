@@ -2,7 +2,10 @@
 
 Inputs are taken from the npz by name and checked against the model's declared inputs
 (``validation.inputs.check_feeds``): a missing, extra or mistyped input is an error, exit 2. The outputs
-are written, by name, to an npz that appears whole or not at all.
+are written, by name, to an npz that appears whole or not at all. bf16 and 4-bit inputs and outputs, which
+ONNX Runtime's Python API cannot exchange with NumPy, are carried through exact Casts
+(``validation.carriers``), as ``validate`` carries them; bf16 outputs are stored as ml_dtypes arrays
+(``|V2`` in the npz: their bits).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 
 from .. import fileio, modelio
 from ..errors import DequantizeError
+from ..validation.carriers import with_carriers
 from ..validation.inputs import check_feeds, graph_inputs, load_npz
 
 __all__ = ["add_parser", "run_command"]
@@ -70,8 +74,10 @@ def run_command(args: argparse.Namespace) -> int:
     if args.no_optimizations:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     t0 = time.perf_counter()
+    carried, in_map, out_map = with_carriers(model, {})  # bf16 and 4-bit tensors through exact Casts
+    feed = {in_map[n][0] if n in in_map else n: v.astype(in_map[n][1]) if n in in_map else v for n, v in feed.items()}
     try:
-        sess = make_session(model, sess_options=options, opset=args.opset)
+        sess = make_session(carried, sess_options=options, opset=args.opset)
         t1 = time.perf_counter()
         names = [o.name for o in sess.get_outputs()]
         values = sess.run(names, feed)
@@ -86,7 +92,8 @@ def run_command(args: argparse.Namespace) -> int:
     for name, value in zip(names, values):
         if not isinstance(value, np.ndarray):
             raise DequantizeError(f"output '{name}' is a {type(value).__name__}, not a tensor: cannot store it in npz")
-        outputs[name] = value
+        name, carrier = out_map.get(name, (name, None))
+        outputs[name] = value if carrier is None else value.astype(carrier)
     with fileio.atomic_path(args.output, reads=reads) as tmp:
         _write_npz(tmp, outputs)
 
