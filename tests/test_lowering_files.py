@@ -79,6 +79,22 @@ def test_cli_external_data(tmp_path, capsys):
     assert all((p.stat().st_mode & 0o777) == 0o666 & ~umask for p in out_dir.iterdir())  # not mkstemp's 0600
 
 
+def test_cli_lower_shows_progress_of_a_slow_run_unless_quiet(tmp_path, capsys, monkeypatch):
+    """A lowering that runs past ``SLOW_AFTER`` (0 here) is shown on stderr, and how long it took; ``-q``
+    shows nothing."""
+    from onnx_dequant.validation import progress
+
+    monkeypatch.setattr(progress, "SLOW_AFTER", 0.0)
+    src, *_ = _external_model(tmp_path)
+    out = tmp_path / "low.onnx"
+    assert cli_main(["lower", str(src), "-o", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    step = f"lower: lowering {src} into {out}"
+    assert err[0] == f"{step} ..." and err[1].startswith(f"{step}: ")
+    assert cli_main(["lower", str(src), "-o", str(out), "-q"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_cli_output_equals_input(tmp_path, capsys):
     src, w, s, z = _external_model(tmp_path, location="model.onnx.data")
     assert cli_main(["lower", str(src), "-o", str(src), "--target", "portable"]) == 0

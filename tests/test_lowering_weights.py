@@ -97,7 +97,7 @@ def test_cli_weights_notes(tmp_path, capsys):
         odq.lower(_weight_model()[0], weights="half")
 
 
-def test_a_weight_too_large_to_fold_is_kept_quantized_saying_why(monkeypatch):
+def test_a_weight_too_large_to_fold_is_kept_quantized_saying_why(monkeypatch, tmp_path, capsys):
     """A folded weight over protobuf's limit for one tensor (2 GB; 8 KiB here) could not be held in the
     lowered model: ``weights='float'`` keeps that weight quantized, the refusal in the report."""
     folded = importlib.import_module("onnx_dequant.lowering.strategies.folded")
@@ -112,3 +112,8 @@ def test_a_weight_too_large_to_fold_is_kept_quantized_saying_why(monkeypatch):
     assert node.refused["fold-weight"] == "folded, the weight would be 0.0 GiB: over protobuf's 2 GB for one tensor"
     kept = {t.name: t.data_type for t in result.model.graph.initializer}
     assert kept["w"] == TensorProto.INT8
+    onnx.save(_weight_model(k=65)[0], tmp_path / "w.onnx")
+    assert main(["lower", str(tmp_path / "w.onnx"), "-o", str(tmp_path / "f.onnx"), "--weights", "float"]) == 0
+    out = capsys.readouterr().out
+    assert "1 constant weight(s) kept quantized: see why fold-weight refused each" in out
+    assert "--weights float" not in out

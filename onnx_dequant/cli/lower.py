@@ -9,6 +9,7 @@ import time
 from ..lowering import TARGETS, LowerOptions, lower_file
 from ..lowering.options import WEIGHTS
 from ..opsets import MAX_OPSET, MIN_OPSET, default_opset
+from ..validation.progress import Progress
 
 __all__ = ["add_parser", "run"]
 
@@ -53,17 +54,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "initializer with the exact reference (exact in every runtime, 4x the bytes of an 8-bit weight)",
     )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr (shown after 2 s)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     options = LowerOptions(opset=args.opset, target=args.target, wrap_int32=args.wrap_int32, weights=args.weights)
-    result = lower_file(args.input, args.output, options)
+    with Progress(not args.quiet, prefix="lower").step(f"lowering {args.input} into {args.output}"):
+        result = lower_file(args.input, args.output, options)
     report, files = result.nodes, result.files
     kept = sum(1 for r in report if r.weight and r.strategy != "fold-weight")
     notes = list(result.changes)
-    if kept:
+    if kept and args.weights == "float":
+        notes.append(f"{kept} constant weight(s) kept quantized: see why fold-weight refused each")
+    elif kept:
         notes.append(
             f"{kept} constant weight(s) kept quantized: ONNX Runtime fuses them with their MatMul/Conv (fast), "
             "and at its default session.qdq_matmulnbits_accuracy_level the fused MatMulNBits quantizes the "
