@@ -145,7 +145,10 @@ def validate(
     )
     given = None if expected is None else load_given(expected, original)
     oracle = run.reference(with_placeholders, arrays, report)
-    run.expected = Expected(oracle, feeds, [o.name for o in original.graph.output], show)
+    try:
+        run.expected = Expected(oracle, feeds, [o.name for o in original.graph.output], show)
+    except DequantizeError as e:
+        raise e.at(path=os.fspath(model) if isinstance(model, (str, os.PathLike)) else None) from None
     if given is not None:
         report.paths.append(run.given(*given))
     for path in chosen:

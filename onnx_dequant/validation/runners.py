@@ -94,7 +94,9 @@ class ReferenceRunner:
                 return {k: v for k, v in res.items() if k}
             values = self.evaluator.run(None, {**self._constants, **feeds})
         except DequantizeError as e:
-            raise DequantizeError(f"the reference cannot run the model on these inputs: {e}") from None
+            raise DequantizeError(
+                f"the reference cannot run the model on these inputs: {e.rule}", node=e.node, path=e.path
+            ) from None
         except Exception as e:  # noqa: BLE001
             raise DequantizeError(
                 f"the reference cannot run the model on these inputs: {type(e).__name__}: {e}"

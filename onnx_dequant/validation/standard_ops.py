@@ -13,7 +13,9 @@ them for the oracle:
   overflow for large quotients); NaN gives the zero point. Non-integer output types go to onnx's kernel.
 
 - ``Loop``: with its optional ``cond`` omitted, ``M`` iterations with the body's condition ignored, as the
-  spec says (onnx's kernel runs none: a false disagreement with ONNX Runtime).
+  spec says (onnx's kernel runs none: a false disagreement with ONNX Runtime); scan outputs stacked along
+  a new first axis (onnx's kernel concatenates them along the existing one), and ``(0, ...)`` ones after
+  zero iterations (onnx's kernel fails).
 
 ``OPS`` is the list for ``ReferenceEvaluator(model, new_ops=...)``.
 """
@@ -118,34 +120,94 @@ class QuantizeLinear(OpRun):
 
 
 class Loop(_OnnxLoop):
-    """onnx's Loop with the optional ``cond`` omitted as the spec says: ``M`` iterations, the body's
-    condition output ignored (onnx 1.2x's kernel reads a missing ``cond`` as false and runs none)."""
+    """Loop as the spec says, where onnx 1.2x's kernel does not:
 
-    def __init__(self, onnx_node, run_params):  # type: ignore[no-untyped-def]
-        super().__init__(onnx_node, run_params)
-        self._ignore_cond = False
+    - with the optional ``cond`` omitted, ``M`` iterations, the body's condition output ignored (onnx's
+      kernel reads a missing ``cond`` as false and runs none);
+    - scan outputs stacked along a new first axis, ``(iterations, *per_iteration)`` (onnx's kernel joins
+      them with ``np.vstack``, so two (2, 3) values gave (4, 3) instead of (2, 2, 3));
+    - zero iterations give scan outputs of shape ``(0, *per_iteration)`` with the body's declared
+      per-iteration shape and type (onnx's kernel fails on the empty list); where the body does not
+      declare a static shape for one, ``DequantizeError`` naming the node.
+
+    Body inputs shadow outer-scope values of the same name from the first iteration on.
+    """
+
+    def _run(  # type: ignore[no-untyped-def,override]
+        self,
+        M,  # noqa: N803 - the spec's name
+        cond,
+        *initial,
+        context=None,
+        body=None,
+        attributes=None,
+        bindings=None,
+    ):
         run_body = getattr(self, "_run_body", None)
         if run_body is None:  # another onnx: its own kernel decides
-            return
-        cond_index = self.output_index[self.body.output_names[0]]
+            return super()._run(M, cond, *initial, context=context, body=body, attributes=attributes)
+        names_in = list(self.body.input_names)
+        names_out = list(self.body.output_names)
+        n_carried = len(names_in) - 2
+        n_scan = len(names_out) - 1 - n_carried
+        inputs: dict = dict(context or {})
+        inputs.update(zip(names_in[2:], initial))
+        use_cond = cond is not None
+        go = bool(np.asarray(cond).reshape(-1)[0]) if use_cond else True
+        trips = None if M is None else int(np.asarray(M).reshape(-1)[0])
+        if trips is None and not use_cond:
+            raise DequantizeError("a Loop with neither a trip count nor a condition never ends", node=self._label())
+        carried = list(initial)
+        scans: list[list[np.ndarray]] = [[] for _ in range(n_scan)]
+        it = 0
+        while go and (trips is None or it < trips):
+            if names_in[0]:
+                inputs[names_in[0]] = np.array(it, dtype=np.int64)
+            if names_in[1]:
+                inputs[names_in[1]] = np.array(go)
+            outputs = run_body(inputs, attributes=attributes, bindings=bindings)
+            if use_cond:
+                if outputs[0] is None:
+                    raise DequantizeError(f"the body's condition '{names_out[0]}' is missing", node=self._label())
+                go = bool(np.asarray(outputs[0]).reshape(-1)[0])
+            carried = list(outputs[1 : 1 + n_carried])
+            inputs.update(zip(names_in[2:], carried))
+            for k in range(n_scan):
+                scans[k].append(np.asarray(outputs[1 + n_carried + k]))
+            it += 1
+        results = carried + [self._stack(k, values) for k, values in enumerate(scans)]
+        while len(results) < len(self.onnx_node.output):
+            results.append(np.empty(shape=()))
+        return self._check_and_fix_outputs(tuple(results))
 
-        def run(inputs, **kwargs):  # type: ignore[no-untyped-def]
-            outputs = run_body(inputs, **kwargs)
-            if self._ignore_cond:
-                outputs = list(outputs)
-                outputs[cond_index] = np.array(True)
-            return outputs
+    def _label(self) -> str:
+        return self.onnx_node.name or f"Loop -> {', '.join(self.onnx_node.output)}"
 
-        self._run_body = run
-
-    def _run(self, M, cond, *args, **kwargs):  # type: ignore[no-untyped-def]  # noqa: N803 - the spec's name
-        if cond is not None or M is None:
-            return super()._run(M, cond, *args, **kwargs)
-        self._ignore_cond = True
-        try:
-            return super()._run(M, np.array(True), *args, **kwargs)
-        finally:
-            self._ignore_cond = False
+    def _stack(self, k: int, values: list[np.ndarray]) -> np.ndarray:
+        """Scan output ``k`` of the iterations' ``values``: stacked along a new axis 0."""
+        n_carried = len(self.body.input_names) - 2
+        name = self.body.output_names[1 + n_carried + k]
+        if values:
+            shapes = {v.shape for v in values}
+            if len(shapes) > 1:
+                raise DequantizeError(
+                    f"scan output '{name}' has different shapes in different iterations "
+                    f"({', '.join(map(str, sorted(shapes)))}); ONNX stacks values of one shape",
+                    node=self._label(),
+                )
+            return np.stack(values, axis=0)
+        graph = next((a.g for a in self.onnx_node.attribute if a.name == "body"), None)
+        declared = None if graph is None else graph.output[1 + n_carried + k].type
+        tt = None if declared is None or not declared.HasField("tensor_type") else declared.tensor_type
+        dims = None if tt is None or not tt.HasField("shape") else list(tt.shape.dim)
+        if tt is None or not tt.elem_type or dims is None or not all(d.HasField("dim_value") for d in dims):
+            raise DequantizeError(
+                f"the Loop ran zero times and its body does not declare a static shape for scan output "
+                f"'{name}', so the shape of the empty result (0, ...) is unknown; declare the body output's "
+                "shape, or give inputs that run the Loop at least once",
+                node=self._label(),
+            )
+        return np.empty((0, *(d.dim_value for d in dims)), helper.tensor_dtype_to_np_dtype(tt.elem_type))
 
 
 OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear, Loop]

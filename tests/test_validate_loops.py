@@ -1,0 +1,185 @@
+"""Validation of models with Loop and Scan: the oracle's control flow follows the ONNX spec (scan outputs
+stacked along a new first axis, empty ones after zero iterations), in the main graph and in subgraphs.
+
+Expected values are computed by hand here, and ONNX Runtime runs every model too: none is onnx's own
+kernel's output, so these stay right when onnx fixes its Loop."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import onnx_dequant as odq
+from onnx_dequant.cli import main
+from onnx_dequant.validation import validate
+from onnx_dequant.validation.runners import ReferenceRunner
+
+vi = helper.make_tensor_value_info
+X = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+S = np.array([0.5, 0.25, 2.0], np.float32)
+
+
+def _body(*, with_dq: bool = False, static: bool = True) -> onnx.GraphProto:
+    """Carries ``acc`` (acc + i), emits ``x`` (or our op's dequantized ``q``) as a scan output."""
+    nodes = [
+        helper.make_node("Identity", ["c_in"], ["c_out"]),
+        helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["acc_in", "fi"], ["acc_out"]),
+    ]
+    if with_dq:
+        nodes.append(odq.make_node(["q", "s"], ["ys_out"], axes=(1,), name="dq"))
+    else:
+        nodes.append(helper.make_node("Identity", ["x"], ["ys_out"]))
+    return helper.make_graph(
+        nodes,
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("c_in", TensorProto.BOOL, []), vi("acc_in", TensorProto.FLOAT, [])],
+        [
+            vi("c_out", TensorProto.BOOL, []),
+            vi("acc_out", TensorProto.FLOAT, []),
+            vi("ys_out", TensorProto.FLOAT, [2, 3] if static else None),
+        ],
+    )
+
+
+def loop_model(*, with_dq: bool = False, static: bool = True, cond: bool = True) -> onnx.ModelProto:
+    loop = helper.make_node(
+        "Loop",
+        ["M", "cond" if cond else "", "acc0"],
+        ["acc", "ys"],
+        body=_body(with_dq=with_dq, static=static),
+        name="loop",
+    )
+    inputs = [vi("M", TensorProto.INT64, []), vi("x", TensorProto.FLOAT, [2, 3])]
+    inits = [
+        numpy_helper.from_array(np.array(True), "cond"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "acc0"),
+    ]
+    if with_dq:
+        inputs.append(vi("q", TensorProto.INT8, [2, 3]))
+        inits.append(numpy_helper.from_array(S, "s"))
+    g = helper.make_graph(
+        [loop], "g", inputs, [vi("acc", TensorProto.FLOAT, []), vi("ys", TensorProto.FLOAT, ["T", 2, 3])], inits
+    )
+    opsets = [helper.make_opsetid("", 21)] + ([odq.schema.opset_import()] if with_dq else [])
+    return helper.make_model(g, opset_imports=opsets)
+
+
+def _feeds(m: int, with_dq: bool = False) -> dict[str, np.ndarray]:
+    feeds = {"M": np.array(m, np.int64), "x": X}
+    if with_dq:
+        feeds["q"] = np.array([[-128, 127, 0], [1, -1, 5]], np.int8)
+    return feeds
+
+
+def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+@pytest.mark.parametrize("trips", [0, 1, 2, 3])
+def test_loop_scan_outputs_stack_along_a_new_axis(trips):
+    model = loop_model()
+    got = ReferenceRunner(model).run(_feeds(trips))
+    assert got["ys"].shape == (trips, 2, 3) and got["ys"].dtype == np.float32
+    np.testing.assert_array_equal(got["ys"], np.stack([X] * trips) if trips else np.empty((0, 2, 3), np.float32))
+    assert got["acc"] == np.float32(0.5 + sum(range(trips)))
+    acc, ys = _ort(model, _feeds(trips))
+    assert ys.shape == got["ys"].shape and acc == got["acc"]
+    report = validate(model, _feeds(trips))
+    assert report.ok, report.to_text()
+
+
+def test_loop_with_our_op_in_the_body_validates_on_every_path():
+    model = loop_model(with_dq=True)
+    feeds = _feeds(2, with_dq=True)
+    report = validate(model, feeds)
+    assert report.ok, report.to_text()
+    assert {p.path for p in report.paths} == {"lowered", "kernel"}
+    ys = ReferenceRunner(model).run(feeds)["ys"]
+    one = feeds["q"].astype(np.float32) * S
+    np.testing.assert_array_equal(ys, np.stack([one, one]))
+
+
+def test_loop_in_a_subgraph_uses_the_corrected_kernel():
+    """The Loop inside an If branch: the evaluator of the branch gets our kernels too."""
+    loop = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc", "ys"], body=_body(), name="inner_loop")
+    then_g = helper.make_graph(
+        [loop], "then", [], [vi("acc", TensorProto.FLOAT, []), vi("ys", TensorProto.FLOAT, ["T", 2, 3])]
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Identity", ["acc0"], ["a"]), helper.make_node("Unsqueeze", ["x", "zero"], ["e"])],
+        "else",
+        [],
+        [vi("a", TensorProto.FLOAT, []), vi("e", TensorProto.FLOAT, ["T", 2, 3])],
+    )
+    g = helper.make_graph(
+        [helper.make_node("If", ["c"], ["acc", "ys"], then_branch=then_g, else_branch=else_g, name="if")],
+        "g",
+        [vi("M", TensorProto.INT64, []), vi("x", TensorProto.FLOAT, [2, 3]), vi("c", TensorProto.BOOL, [])],
+        [vi("acc", TensorProto.FLOAT, []), vi("ys", TensorProto.FLOAT, ["T", 2, 3])],
+        [
+            numpy_helper.from_array(np.array(True), "cond"),
+            numpy_helper.from_array(np.array(0.5, np.float32), "acc0"),
+            numpy_helper.from_array(np.array([0], np.int64), "zero"),
+        ],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    feeds = {**_feeds(3), "c": np.array(True)}
+    ys = ReferenceRunner(model).run(feeds)["ys"]
+    np.testing.assert_array_equal(ys, np.stack([X, X, X]))
+    report = validate(model, feeds)
+    assert report.ok, report.to_text()
+
+
+def test_loop_condition_stops_it_early():
+    """With ``cond`` given, the body's condition ends the loop (here after the iteration where i == 1)."""
+    model = loop_model()
+    body = model.graph.node[0].attribute[0].g
+    body.node[0].CopyFrom(helper.make_node("Less", ["i", "one"], ["c_out"]))
+    body.initializer.append(numpy_helper.from_array(np.array(1, np.int64), "one"))
+    got = ReferenceRunner(model).run(_feeds(5))
+    assert got["ys"].shape == (2, 2, 3) and got["acc"] == np.float32(0.5 + 0 + 1)
+    report = validate(model, _feeds(5))
+    assert report.ok, report.to_text()
+
+
+def test_zero_trips_without_a_static_body_shape_is_bad_input_naming_the_node(tmp_path, capsys):
+    model = loop_model(static=False)
+    with pytest.raises(odq.DequantizeError, match="ran zero times") as e:
+        validate(model, _feeds(0))
+    assert e.value.node == "loop"
+    path = tmp_path / "loop.onnx"
+    onnx.save(model, path)
+    np.savez(tmp_path / "in.npz", **_feeds(0))
+    assert main(["validate", str(path), "--inputs", str(tmp_path / "in.npz"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert str(path) in err and "node 'loop'" in err and "ran zero times" in err and "Traceback" not in err
+    assert validate(model, _feeds(2)).ok  # one iteration or more: its values give the shape
+
+
+def test_scan_outputs_agree():
+    """onnx's Scan stacks its scan outputs along a new axis already (checked here against ONNX Runtime and
+    a hand-computed running sum)."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "r"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["o"])],
+        "b",
+        [vi("s_in", TensorProto.FLOAT, [3]), vi("r", TensorProto.FLOAT, [3])],
+        [vi("s_out", TensorProto.FLOAT, [3]), vi("o", TensorProto.FLOAT, [3])],
+    )
+    scan = helper.make_node("Scan", ["s0", "xs"], ["sf", "os"], body=body, num_scan_inputs=1, name="scan")
+    g = helper.make_graph(
+        [scan],
+        "g",
+        [vi("s0", TensorProto.FLOAT, [3]), vi("xs", TensorProto.FLOAT, ["T", 3])],
+        [vi("sf", TensorProto.FLOAT, [3]), vi("os", TensorProto.FLOAT, ["T", 3])],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    feeds = {"s0": np.zeros(3, np.float32), "xs": np.arange(12, dtype=np.float32).reshape(4, 3)}
+    got = ReferenceRunner(model).run(feeds)
+    np.testing.assert_array_equal(got["os"], np.cumsum(feeds["xs"], axis=0))
+    report = validate(model, feeds)
+    assert report.ok, report.to_text()
