@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import onnx_dequant as odq
 from onnx_dequant.cli import main
 from onnx_dequant.validation import validate
+from onnx_dequant.validation.inputs import TRIP_COUNTS, generate, graph_inputs
 from onnx_dequant.validation.runners import ReferenceRunner
 
 vi = helper.make_tensor_value_info
@@ -183,3 +184,50 @@ def test_scan_outputs_agree():
     np.testing.assert_array_equal(got["os"], np.cumsum(feeds["xs"], axis=0))
     report = validate(model, feeds)
     assert report.ok, report.to_text()
+
+
+def test_generated_trip_counts_are_small():
+    """An input that is a Loop's trip count gets values in TRIP_COUNTS (the whole int64 range ran the
+    reference's loop forever); other int64 inputs still span their range."""
+    model = loop_model()
+    g = model.graph
+    g.input.append(vi("n", TensorProto.INT64, [4]))
+    g.output.append(vi("n_out", TensorProto.INT64, [4]))
+    g.node.append(helper.make_node("Identity", ["n"], ["n_out"]))
+    specs = graph_inputs(model)
+    assert [s.trip_count for s in specs] == [True, False, False]
+    low, high = TRIP_COUNTS
+    assert 0 <= low <= high <= 4
+    seen = set()
+    for seed in range(20):
+        feeds = generate(specs, seed=seed)
+        assert feeds["M"].dtype == np.int64 and feeds["M"].shape == ()
+        seen.add(int(feeds["M"]))
+        assert feeds["n"][0] == np.iinfo(np.int64).min and feeds["n"][1] == np.iinfo(np.int64).max
+    assert seen == set(range(low, high + 1))
+    report = validate(model, seed=1)
+    assert report.ok, report.to_text()
+    assert report.paths[0].outputs[1].name == "ys"
+
+
+def test_trip_count_of_a_loop_in_a_subgraph_is_small():
+    """The graph input read as the trip count of a Loop inside an If branch."""
+    loop = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=_body(), name="inner")
+    body = loop.attribute[0].g
+    del body.output[2]  # no scan output
+    body.node.pop()
+    then_g = helper.make_graph([loop], "then", [], [vi("acc", TensorProto.FLOAT, [])])
+    else_g = helper.make_graph(
+        [helper.make_node("Identity", ["acc0"], ["a"])], "else", [], [vi("a", TensorProto.FLOAT, [])]
+    )
+    g = helper.make_graph(
+        [helper.make_node("If", ["c"], ["acc"], then_branch=then_g, else_branch=else_g)],
+        "g",
+        [vi("M", TensorProto.INT64, [1]), vi("c", TensorProto.BOOL, [])],
+        [vi("acc", TensorProto.FLOAT, [])],
+        [numpy_helper.from_array(np.array(True), "cond"), numpy_helper.from_array(np.array(0.5, np.float32), "acc0")],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    (m, _) = graph_inputs(model)
+    assert m.trip_count
+    assert TRIP_COUNTS[0] <= generate([m], seed=3)["M"][0] <= TRIP_COUNTS[1]

@@ -2,9 +2,10 @@
 declared types and shapes.
 
 Generated integer inputs are uniform random bits, so they span their type's whole range, and the
-first two elements are the type's minimum and maximum. Real inputs are uniform in a range the caller
-sets. Symbolic (or unnamed unknown) dims take the size the caller gives per name, else ``DEFAULT_DIM``.
-The same seed gives the same inputs.
+first two elements are the type's minimum and maximum, except for a Loop's trip count, which takes
+small values (``TRIP_COUNTS``: the whole int64 range would run the loop forever). Real inputs are
+uniform in a range the caller sets. Symbolic (or unnamed unknown) dims take the size the caller gives
+per name, else ``DEFAULT_DIM``. The same seed gives the same inputs.
 """
 
 from __future__ import annotations
@@ -20,12 +21,27 @@ import onnx
 
 from .. import dtypes, fileio
 from ..errors import DequantizeError
+from ..graphs import iter_graphs
 from ..schema import tensor_type_of
 
-__all__ = ["DEFAULT_DIM", "InputSpec", "check_feeds", "generate", "graph_inputs", "load_npz", "parse_dims"]
+__all__ = [
+    "DEFAULT_DIM",
+    "TRIP_COUNTS",
+    "InputSpec",
+    "check_feeds",
+    "generate",
+    "graph_inputs",
+    "load_npz",
+    "parse_dims",
+]
 
 DEFAULT_DIM = 3
 """Size of a symbolic or unknown dim with no ``--dim``: small, and not 1 (1 hides broadcasting mistakes)."""
+
+TRIP_COUNTS = (1, 3)
+"""The range (both ends included) of generated values for an input that is a Loop's trip count ``M``: small,
+so the reference's loop ends quickly, and at least one iteration (a loop that runs zero times is tested
+with ``--inputs``)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,7 @@ class InputSpec:
     name: str
     elem: int  # ONNX TensorProto data type
     shape: tuple[int | str | None, ...] | None
+    trip_count: bool = False  # the input is a Loop's trip count M (generated small)
 
     @property
     def numpy(self) -> np.dtype:
@@ -52,6 +69,12 @@ class InputSpec:
 def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
     """The main graph's inputs that are not initializers (those are the ones a caller feeds)."""
     inits = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.sparse_initializer}
+    trips = {
+        n.input[0]
+        for g in iter_graphs(model.graph)
+        for n in g.node
+        if n.op_type == "Loop" and n.domain in ("", "ai.onnx") and n.input and n.input[0]
+    }
     specs = []
     for vi in model.graph.input:
         if vi.name in inits:
@@ -59,7 +82,7 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
         if not vi.type.HasField("tensor_type"):
             raise DequantizeError(f"input '{vi.name}' is not a tensor; validation feeds tensors only")
         shape = tensor_type_of(vi.type).shape
-        specs.append(InputSpec(vi.name, int(vi.type.tensor_type.elem_type), shape))
+        specs.append(InputSpec(vi.name, int(vi.type.tensor_type.elem_type), shape, vi.name in trips))
     return specs
 
 
@@ -121,6 +144,9 @@ def _generate_one(
         return out.astype(dt.numpy)
     if dt.kind == "boolean":
         return (_random_bits(rng, np.dtype(np.uint8), shape) & 1).astype(np.bool_)
+    if spec.trip_count:  # a loop's count: small, never negative
+        low, high = TRIP_COUNTS
+        return rng.integers(low, high + 1, size=shape).astype(dt.numpy)
     if dt.bits == 4:  # ml_dtypes 4-bit types: draw a nibble, map to the type's range
         nib = (_random_bits(rng, np.dtype(np.uint8), shape) & 0xF).astype(np.int8)
         out = (nib - 8 if dt.signed else nib).astype(dt.numpy)
