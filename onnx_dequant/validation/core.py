@@ -63,6 +63,26 @@ def _feeds(
     raise DequantizeError(f"inputs must be a mapping of name to array or an .npz path, got {type(given).__name__}")
 
 
+def _generated_hint(
+    e: DequantizeError, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], source: str
+) -> DequantizeError:
+    """``e`` (the reference failed) with, for generated inputs, the sizes their symbolic dims took and how
+    to give others."""
+    specs = inputs_mod.graph_inputs(model)
+    sizes = inputs_mod.symbolic_sizes(specs, feeds) if source == "generated" else {}
+    if not sizes:
+        return e
+    taken = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    fixed = inputs_mod.fixed_sizes(specs)
+    clashes = [(k, f) for k, v in sizes.items() for f in fixed.get(k, ()) if f[0] != v]
+    if clashes:
+        name, (size, node, x, axis) = clashes[0]
+        advice = f"node '{node}' fixes dim {axis} of input '{x}' to {size}: give --dim {name}={size}"
+    else:
+        advice = "give the right sizes with --dim NAME=SIZE"
+    return DequantizeError(f"{e.rule} (generated inputs with {taken}; {advice})", node=e.node, path=e.path)
+
+
 def _choose_paths(paths: Sequence[str] | None, model: onnx.ModelProto, against: onnx.ModelProto | None) -> list[str]:
     if paths is None:
         if against is not None:
@@ -126,7 +146,11 @@ def validate(
         original, label = load_model(model)
         other, other_label = (None, None) if against is None else load_model(against, what="other model")
     chosen = _choose_paths(paths, original, other)
-    feeds, source = _feeds(original, inputs, seed=seed, dims=dims, real_range=real_range)
+    model_path = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
+    try:
+        feeds, source = _feeds(original, inputs, seed=seed, dims=dims, real_range=real_range)
+    except DequantizeError as e:
+        raise (e.at(path=model_path) if inputs is None else e) from None
     other_feeds = None if other is None else _other_feeds(original, other, other_label, feeds)
     # Large initializers are held once, as arrays shared by the reference and ONNX Runtime (OrtValues
     # over them): the lowering and the kernel's preparation then do not copy them, and no session
@@ -148,7 +172,7 @@ def validate(
     try:
         run.expected = Expected(oracle, feeds, [o.name for o in original.graph.output], show)
     except DequantizeError as e:
-        raise e.at(path=os.fspath(model) if isinstance(model, (str, os.PathLike)) else None) from None
+        raise _generated_hint(e, original, feeds, source).at(path=model_path) from None
     if given is not None:
         report.paths.append(run.given(*given))
     for path in chosen:

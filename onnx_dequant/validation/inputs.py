@@ -5,7 +5,8 @@ Generated integer inputs are uniform random bits, so they span their type's whol
 first two elements are the type's minimum and maximum, except for a Loop's trip count, which takes
 small values (``TRIP_COUNTS``: the whole int64 range would run the loop forever). Real inputs are
 uniform in a range the caller sets. Symbolic (or unnamed unknown) dims take the size the caller gives
-per name, else ``DEFAULT_DIM``. The same seed gives the same inputs.
+per name, else the size that a constant scale or zero point of a Dequantize node reading the input
+fixes at a quantization axis, else ``DEFAULT_DIM``. The same seed gives the same inputs.
 """
 
 from __future__ import annotations
@@ -21,18 +22,20 @@ import onnx
 
 from .. import dtypes, fileio
 from ..errors import DequantizeError
-from ..graphs import iter_graphs
-from ..schema import tensor_type_of
+from ..graphs import constants, iter_graphs
+from ..schema import is_dequantize, node_attributes, tensor_type_of
 
 __all__ = [
     "DEFAULT_DIM",
     "TRIP_COUNTS",
     "InputSpec",
     "check_feeds",
+    "fixed_sizes",
     "generate",
     "graph_inputs",
     "load_npz",
     "parse_dims",
+    "symbolic_sizes",
 ]
 
 DEFAULT_DIM = 3
@@ -52,6 +55,9 @@ class InputSpec:
     elem: int  # ONNX TensorProto data type
     shape: tuple[int | str | None, ...] | None
     trip_count: bool = False  # the input is a Loop's trip count M (generated small)
+    fixed: tuple[tuple[int, int, str], ...] = ()
+    """``(axis, size, node)``: a Dequantize node ``node`` reads the input directly with a constant scale or
+    zero point whose shape fixes the input's dim ``axis`` to ``size``."""
 
     @property
     def numpy(self) -> np.dtype:
@@ -75,6 +81,7 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
         for n in g.node
         if n.op_type == "Loop" and n.domain in ("", "ai.onnx") and n.input and n.input[0]
     }
+    fixed = _fixed_dims(model)
     specs = []
     for vi in model.graph.input:
         if vi.name in inits:
@@ -82,8 +89,81 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
         if not vi.type.HasField("tensor_type"):
             raise DequantizeError(f"input '{vi.name}' is not a tensor; validation feeds tensors only")
         shape = tensor_type_of(vi.type).shape
-        specs.append(InputSpec(vi.name, int(vi.type.tensor_type.elem_type), shape, vi.name in trips))
+        elem = int(vi.type.tensor_type.elem_type)
+        specs.append(InputSpec(vi.name, elem, shape, vi.name in trips, fixed.get(vi.name, ())))
     return specs
+
+
+def _fixed_dims(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, int, str], ...]]:
+    """``InputSpec.fixed`` by input name: the dims of graph inputs that the scale or zero point of a
+    Dequantize node reading the input directly fixes, where that has a known shape (a constant, or a graph
+    input declared with fixed dims): by the op's contract, it has the input's shape at the quantization axes."""
+    main: dict[str, tuple[int, ...]] = {name: tuple(t.dims) for name, t in constants(model.graph)}
+    for vi in model.graph.input:
+        if vi.name not in main and vi.type.HasField("tensor_type"):
+            shape = tensor_type_of(vi.type).shape
+            if shape is not None and all(isinstance(d, int) for d in shape):
+                main[vi.name] = tuple(int(d) for d in shape)  # type: ignore[arg-type]
+    out: dict[str, list[tuple[int, int, str]]] = {}
+    for g in iter_graphs(model.graph):
+        known = {**main, **{name: tuple(t.dims) for name, t in constants(g)}}
+        for n in g.node:
+            if not is_dequantize(n) or len(n.input) < 2 or not n.input[0]:
+                continue
+            try:
+                axes, _ = node_attributes(n)
+            except DequantizeError:
+                continue  # the checker names it
+            for param in n.input[1:3]:
+                dims = known.get(param) if param else None
+                if dims is not None and len(dims) == len(axes) and axes:
+                    label = n.name or f"Dequantize -> {n.output[0] if n.output else '?'}"
+                    out.setdefault(n.input[0], []).extend((a, int(d), label) for a, d in zip(axes, dims))
+                    break
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def fixed_sizes(specs: list[InputSpec]) -> dict[str, list[tuple[int, str, str, int]]]:
+    """What the Dequantize nodes fix of each symbolic dim name (``InputSpec.fixed``): ``(size, node, input,
+    axis)`` by name."""
+    out: dict[str, list[tuple[int, str, str, int]]] = {}
+    for spec in specs:
+        for axis, size, node in spec.fixed:
+            if spec.shape is not None and axis < len(spec.shape) and isinstance(spec.shape[axis], str):
+                out.setdefault(spec.shape[axis], []).append((size, node, spec.name, axis))
+    return out
+
+
+def _dim_sizes(specs: list[InputSpec], dims: Mapping[str, int]) -> dict[str, int]:
+    """The sizes of the symbolic dims: the caller's ``dims`` (they win), else the size the nodes fix;
+    ``DequantizeError`` naming the node when two nodes fix one name to different sizes."""
+    sizes = {}
+    for name, entries in fixed_sizes(specs).items():
+        if name in dims:
+            continue
+        size, node, x, _ = entries[0]
+        for other, node2, x2, axis in entries[1:]:
+            if other != size:
+                raise DequantizeError(
+                    f"dim '{name}' must be {size} for node '{node}' (input '{x}') but {other} for this node "
+                    f"(input '{x2}', dim {axis}): the model cannot run with any size",
+                    node=node2,
+                )
+        sizes[name] = size
+    return {**sizes, **dims}
+
+
+def symbolic_sizes(specs: list[InputSpec], feeds: Mapping[str, np.ndarray]) -> dict[str, int]:
+    """The size each symbolic dim name has in ``feeds``, by name."""
+    sizes: dict[str, int] = {}
+    for spec in specs:
+        arr = feeds.get(spec.name)
+        if spec.shape is None or arr is None or np.ndim(arr) != len(spec.shape):
+            continue
+        for d, n in zip(spec.shape, np.shape(arr)):
+            if isinstance(d, str):
+                sizes.setdefault(d, int(n))
+    return sizes
 
 
 def parse_dims(items: Any) -> dict[str, int]:
@@ -116,7 +196,11 @@ def _concrete_shape(spec: InputSpec, dims: Mapping[str, int], default: int) -> t
         raise DequantizeError(
             f"input '{spec.name}' has no declared shape, so it cannot be generated; give it with --inputs"
         )
-    return tuple(d if isinstance(d, int) else int(dims.get(d, default)) if d else default for d in spec.shape)
+    fixed = {axis: size for axis, size, _ in spec.fixed}
+    return tuple(
+        d if isinstance(d, int) else int(dims.get(d, default)) if d else fixed.get(i, default)
+        for i, d in enumerate(spec.shape)
+    )
 
 
 def _random_bits(rng: np.random.Generator, dt: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
@@ -177,7 +261,7 @@ def generate(
         raise DequantizeError(f"real input range must be finite with LOW <= HIGH, got [{low}, {high}]")
     if int(seed) < 0:
         raise DequantizeError(f"seed must be >= 0, got {seed}")
-    dims = dict(dims or {})
+    dims = _dim_sizes(specs, dict(dims or {}))
     feeds = {}
     for i, spec in enumerate(specs):
         rng = np.random.default_rng([int(seed), i])

@@ -54,6 +54,13 @@ class ReferenceRunner:
             """Our reference op, writing a node's output into the array ``run(into=...)`` names for it."""
 
             def _run(self, x, scale, zero_point=None, axes=None, type=None):  # the attribute's name
+                try:
+                    return self._into(x, scale, zero_point, axes, type)
+                except DequantizeError as e:
+                    node = self.onnx_node
+                    raise e.at(node=node.name or f"Dequantize -> {', '.join(node.output)}") from None
+
+            def _into(self, x, scale, zero_point, axes, type):  # noqa: A002 - the attribute's name
                 out = into.pop(self.onnx_node.output[0], None) if self.onnx_node.output else None
                 if (
                     out is not None
