@@ -19,6 +19,7 @@ from helpers import (
     two_stage_model,
 )
 
+import onnx_dequant as odq
 from onnx_dequant.cli import main
 from onnx_dequant.validation.inputs import generate, graph_inputs
 
@@ -237,3 +238,54 @@ def test_matmulnbits_accuracy_config_makes_the_fused_samples_agree(name, capsys)
 def test_bad_ort_config_exits_2(files, capsys):
     assert main(["validate", files["model"], "--ort-config", "novalue", "-q"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err
+
+
+def _no_output_model(with_dq: bool) -> onnx.ModelProto:
+    from onnx import TensorProto, helper, numpy_helper
+
+    vi = helper.make_tensor_value_info
+    if with_dq:
+        s = numpy_helper.from_array(np.full(4, 0.5, np.float32), "s")
+        g = helper.make_graph(
+            [odq.make_node(["x", "s"], ["y"], axes=(1,), name="dq")], "g", [vi("x", TensorProto.INT8, [2, 4])], [], [s]
+        )
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), odq.schema.opset_import()])
+    g = helper.make_graph([helper.make_node("Identity", ["a"], ["b"])], "g", [vi("a", TensorProto.FLOAT, [2])], [])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("with_dq", [False, True])
+def test_model_without_outputs_is_bad_input(tmp_path, capfd, with_dq):
+    path = tmp_path / "noout.onnx"
+    onnx.save(_no_output_model(with_dq), path)
+    assert main(["validate", str(path)]) == 2
+    captured = capfd.readouterr()
+    assert (
+        captured.err.strip()
+        == f"onnx-dequant validate: error: {path}: the model has no outputs: there is nothing to compare"
+    )
+    with pytest.raises(odq.DequantizeError, match="no outputs"):
+        odq.validate(str(path))
+
+
+def test_a_path_onnx_runtime_fails_to_run_is_reported_without_its_cpp_log(tmp_path, capfd):
+    """ONNX Runtime logs a kernel's run-time failure on stderr at error level; validation reports it in the
+    table (exit 1) and ORT's own coloured log stays silent."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    vi = helper.make_tensor_value_info
+    paths = {}
+    for name, idx in (("ok", 0), ("bad", 7)):
+        g = helper.make_graph(
+            [helper.make_node("Gather", ["x", "i"], ["y"])],
+            "g",
+            [vi("x", TensorProto.FLOAT, [3])],
+            [vi("y", TensorProto.FLOAT, [1])],
+            [numpy_helper.from_array(np.array([idx], np.int64), "i")],
+        )
+        paths[name] = tmp_path / f"{name}.onnx"
+        onnx.save(onnx.helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), paths[name])
+    assert main(["validate", str(paths["ok"]), "--against", str(paths["bad"]), "-q"]) == 1
+    captured = capfd.readouterr()
+    assert "out of data bounds" in captured.out and "ERROR" in captured.out
+    assert captured.err == ""

@@ -49,6 +49,8 @@ def load_model(source: Any, *, what: str = "model") -> tuple[onnx.ModelProto, st
     else:
         raise DequantizeError(f"{what} must be an onnx.ModelProto or a file path, got {type(source).__name__}")
     _check(model, path)
+    if not model.graph.output:
+        raise DequantizeError(f"the {what} has no outputs: there is nothing to compare", path=path or label)
     return model, label
 
 
