@@ -45,6 +45,7 @@ class DType:
 
     @property
     def onnx_name(self) -> str:
+        """ONNX's name of the type: ``FLOAT``, ``INT8``."""
         return TensorProto.DataType.Name(self.onnx)
 
     @property

@@ -68,10 +68,12 @@ class TreeReport:
 
     @property
     def converted(self) -> list[GraphResult]:
+        """The graphs written."""
         return [r for r in self.results if r.status == "converted"]
 
     @property
     def refused(self) -> list[GraphResult]:
+        """The graphs not written, each with the reason."""
         return [r for r in self.results if r.status != "converted"]
 
     @property
@@ -86,6 +88,7 @@ class TreeReport:
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready values (the migration report's ``--json``)."""
         return {
             "source": self.source,
             "output": self.output,

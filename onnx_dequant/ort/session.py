@@ -172,21 +172,25 @@ class KernelIOBinding(ort.IOBinding):
         self.odq_output_names: set[str] = set()  # every output bound, wherever
 
     def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
+        """As ``IOBinding.bind_cpu_input``; the kernels read the array itself."""
         arr_on_cpu = _settled(arr_on_cpu)
         super().bind_cpu_input(name, arr_on_cpu)
         self.odq_inputs[name] = arr_on_cpu
 
     def bind_ortvalue_input(self, name: str, ortvalue: Any) -> None:
+        """As ``IOBinding.bind_ortvalue_input``; the kernels read a CPU ``OrtValue``'s data itself."""
         super().bind_ortvalue_input(name, ortvalue)
         self.odq_inputs[name] = ortvalue
 
     def bind_input(
         self, name: str, device_type: str, device_id: int, element_type: Any, shape: Any, buffer_ptr: int
     ) -> None:
+        """As ``IOBinding.bind_input``; the kernels read CPU memory at ``buffer_ptr`` itself."""
         super().bind_input(name, device_type, device_id, element_type, shape, buffer_ptr)
         self.odq_inputs[name] = _cpu_view(device_type, element_type, shape, buffer_ptr)
 
     def clear_binding_inputs(self) -> None:
+        """As ``IOBinding.clear_binding_inputs``; the inputs the kernels read are forgotten too."""
         super().clear_binding_inputs()
         self.odq_inputs.clear()
 
@@ -199,6 +203,7 @@ class KernelIOBinding(ort.IOBinding):
         shape: Any = None,
         buffer_ptr: Any = None,
     ) -> None:
+        """As ``IOBinding.bind_output``; a kernel computes its output into CPU memory bound here."""
         name = _text(name)  # one name for b"y" and "y", as ONNX Runtime has one slot for them
         super().bind_output(name, device_type, device_id, element_type, shape, buffer_ptr)
         self.odq_outputs.pop(name, None)
@@ -209,6 +214,7 @@ class KernelIOBinding(ort.IOBinding):
                 self.odq_outputs[name] = view
 
     def bind_ortvalue_output(self, name: str, ortvalue: Any) -> None:
+        """As ``IOBinding.bind_ortvalue_output``; a kernel computes into a CPU ``OrtValue``'s data."""
         name = _text(name)
         super().bind_ortvalue_output(name, ortvalue)
         self.odq_outputs.pop(name, None)
@@ -218,6 +224,7 @@ class KernelIOBinding(ort.IOBinding):
             self.odq_outputs[name] = view
 
     def clear_binding_outputs(self) -> None:
+        """As ``IOBinding.clear_binding_outputs``; the outputs the kernels compute into are forgotten too."""
         super().clear_binding_outputs()
         self.odq_outputs.clear()
         self.odq_output_names.clear()

@@ -44,6 +44,7 @@ class OutputResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """This result as JSON-ready values (what ``to_json`` and the ``--json`` output hold)."""
         return {
             "name": self.name,
             "dtype": self.dtype,

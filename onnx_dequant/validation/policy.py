@@ -137,6 +137,7 @@ class Policy:
                 raise DequantizeError(f"policy: {name} must be a non-negative integer, got {v!r}")
 
     def to_dict(self) -> dict[str, int | None]:
+        """The policy as JSON-ready values (the ``--json`` report's ``policy``)."""
         return {
             "exact_ulp": self.exact_ulp,
             "rounded_ulp": self.rounded_ulp,

@@ -44,6 +44,7 @@ class FirstDifference:
         return s + (f" ({self.note})" if self.note else "")
 
     def to_dict(self) -> dict[str, Any]:
+        """This result as JSON-ready values (what ``to_json`` and the ``--json`` output hold)."""
         return {
             "node": self.node,
             "op_type": self.op_type,
@@ -72,9 +73,11 @@ class PathResult:
 
     @property
     def ok(self) -> bool:
+        """The path passed, or was skipped (not a disagreement)."""
         return self.status in ("pass", "skipped")
 
     def to_dict(self) -> dict[str, Any]:
+        """This result as JSON-ready values (what ``to_json`` and the ``--json`` output hold)."""
         return {
             "path": self.path,
             "level": self.level,
@@ -109,6 +112,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
+        """At least one path was compared, and every path is ok."""
         return self.compared > 0 and all(p.ok for p in self.paths)
 
     @property
@@ -118,6 +122,7 @@ class Report:
 
     @property
     def verdict(self) -> str:
+        """The report's last line: AGREE, or what disagreed."""
         if self.ok and self.no_reference:
             return f"AGREE WITHOUT A REFERENCE: {self.compared} path(s) match ONNX Runtime without optimizations"
         if self.ok:
@@ -128,6 +133,7 @@ class Report:
         return f"DISAGREE: {', '.join(bad)}"
 
     def to_dict(self) -> dict[str, Any]:
+        """This result as JSON-ready values (what ``to_json`` and the ``--json`` output hold)."""
         return {
             "model": self.model,
             "against": self.against,
