@@ -257,6 +257,17 @@ def test_symbolic_dims_must_agree():
         check_feeds(specs, {"a": np.zeros((3, 2), np.int8), "b": np.zeros(4, np.int8)})
 
 
+def test_feeds_in_the_other_byte_order_are_taken_by_their_values():
+    """An npz saved on a big-endian machine holds ``'>f4'``, ``'>i2'``: the same values, in this machine's order."""
+    specs = [InputSpec("a", TensorProto.FLOAT, (2,)), InputSpec("b", TensorProto.INT16, (3,))]
+    a, b = np.array([1.5, -2.25], ">f4"), np.array([-300, 7, 32767], ">i2")
+    got = check_feeds(specs, {"a": a, "b": b})
+    assert got["a"].dtype == np.float32 and got["b"].dtype == np.int16
+    assert got["a"].tolist() == [1.5, -2.25] and got["b"].tolist() == [-300, 7, 32767]
+    with pytest.raises(odq.DequantizeError, match="'b' must have element type int16, got >i4"):
+        check_feeds(specs, {"a": a, "b": b.astype(">i4")})
+
+
 @pytest.mark.parametrize("dims,message", [(["N"], "NAME=SIZE"), (["N=x"], "integer"), (["N=-1"], ">= 0")])
 def test_bad_dims(dims, message):
     with pytest.raises(odq.DequantizeError, match=message):

@@ -313,7 +313,8 @@ _UNSTORABLE = frozenset(dtypes.parse(name).onnx for name in ("bf16", "i4", "u4")
 
 def check_feeds(specs: list[InputSpec], feeds: Mapping[str, Any], *, source: str = "inputs") -> dict[str, np.ndarray]:
     """``feeds`` checked against ``specs``: every input present, no extra names, types and fixed dims
-    matching, one size per symbolic dim. Returns the arrays (raw-byte ml_dtypes arrays viewed as their type)."""
+    matching, one size per symbolic dim. Returns the arrays (raw-byte ml_dtypes arrays viewed as their type,
+    arrays in the other byte order converted to this machine's)."""
     names = {s.name for s in specs}
     missing = [s.name for s in specs if s.name not in feeds]
     extra = sorted(set(feeds) - names)
@@ -334,6 +335,8 @@ def check_feeds(specs: list[InputSpec], feeds: Mapping[str, Any], *, source: str
         want = spec.numpy
         if spec.elem in _UNSTORABLE and arr.dtype.kind == "V" and arr.dtype.itemsize == np.dtype(want).itemsize:
             arr = arr.view(want)
+        if not arr.dtype.isnative and arr.dtype.newbyteorder("=") == want:  # '>f4' saved on another machine
+            arr = arr.astype(want)
         if arr.dtype != want:
             raise DequantizeError(f"{source}: input '{spec.name}' must have element type {want}, got {arr.dtype}")
         if spec.shape is not None:
