@@ -5,6 +5,7 @@ raises DequantizeError where it promises it, and ``out=`` may alias an input."""
 from __future__ import annotations
 
 import io
+import json
 import signal
 import subprocess
 import sys
@@ -191,6 +192,26 @@ def test_a_reader_that_goes_away_ends_the_command_quietly():
     graph = str(ROOT / "models" / "qdq_chain.json")
     proc = subprocess.run([sys.executable, "-c", code, "validate", graph, "--json"], capture_output=True, text=True)
     assert (proc.returncode, proc.stderr) == (141, "")
+
+
+@pytest.mark.parametrize(
+    "argv,error",
+    [
+        (["validate", "/nonexistent/m.onnx", "--json"], "/nonexistent/m.onnx: model file not found"),
+        (
+            ["lower", "--json"],
+            "the following arguments are required: IN.onnx, -o/--output (see onnx-dequant lower --help)",
+        ),
+    ],
+)
+def test_a_failure_with_json_asked_for_is_json_on_stdout_too(argv, error, capsys):
+    """A program reading ``--json`` output reads every outcome there, failures included; the person
+    still gets the one line on stderr."""
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"ok": False, "exit_code": 2, "error": error}
+    assert err.endswith(f"error: {error}\n") and err.count("\n") == 1
+    assert main(argv[:-1]) == 2 and capsys.readouterr().out == ""  # without --json: stdout stays empty
 
 
 def test_negative_numbers_in_scientific_notation_are_values_not_options(capsys):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import json
 import os
 import re
 import signal
@@ -108,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (``ONNX_DEQUANT_TRACEBACK=1`` shows the traceback too), Ctrl-C is exit 130, SIGTERM 143.
     """
     command = "onnx-dequant"
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         with _sigterm_raises():
             parser = build_parser()  # inside: Ctrl-C while the modules load is handled too
@@ -115,23 +117,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = f"onnx-dequant {args.command}"
             return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print(f"{command}: interrupted", file=sys.stderr)
-        return 130
+        return _failed(argv, f"{command}: interrupted", "interrupted", 130)
     except BrokenPipeError:  # the reader of the output went away (``| head``): quiet, as a Unix tool is
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
     except _Terminated:
-        print(f"{command}: terminated", file=sys.stderr)
-        return 143
+        return _failed(argv, f"{command}: terminated", "terminated", 143)
     except SystemExit as e:  # --help, or a subcommand's own exit
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     except BaseException as e:  # noqa: BLE001 - the one place: one line, never a traceback
         command = e.prog if isinstance(e, _UsageError) else command
         if os.environ.get("ONNX_DEQUANT_TRACEBACK"):
             traceback.print_exc()
-        print(f"{command}: error: {one_line(e)}", file=sys.stderr)
-        return 2
+        text = one_line(e)
+        return _failed(argv, f"{command}: error: {text}", text, 2)
+
+
+def _failed(argv: Sequence[str], line: str, error: str, status: int) -> int:
+    """``status``, after ``line`` on stderr and, where ``--json`` was asked for, the failure as JSON on
+    stdout (``{"ok": false, "exit_code": ..., "error": ...}``: a program reads every outcome there)."""
+    print(line, file=sys.stderr)
+    if "--json" in argv:
+        with contextlib.suppress(OSError):
+            print(json.dumps({"ok": False, "exit_code": status, "error": error}), flush=True)
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover
