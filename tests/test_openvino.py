@@ -95,3 +95,18 @@ def test_validate_runtime_option(capsys):
         assert "lowered/openvino-f32" in out and "kernel/openvino-f32" in out  # the kernel path: skipped
         assert ("lowered/openvino-default" in out) == (default_hint() not in ("f32", "float32"))
         assert main(["validate", path, "--runtime", "tensorrt", "-q"]) == 2
+
+
+@pytest.mark.parametrize("shape,axes,rt", [((0, 3, 4), (1,), "f32"), ((2, 0), (), "f16")])
+def test_an_empty_output_keeps_its_shape_in_openvino(shape, axes, rt):
+    """OpenVINO returns an empty initializer that is a graph output with shape ``()``: for its target the
+    empty output is a ConstantOfShape, which it returns with the output's shape."""
+    x, s, z = random_case(np.random.default_rng(3), shape, axes, "i8", rt)
+    model = one_node_model(x, s, z, axes)
+    lowered = lower_model(model, LowerOptions(target="openvino"))
+    assert [n.strategy for n in lowered.nodes] == ["empty-output"]
+    assert [n.op_type for n in lowered.model.graph.node] == ["ConstantOfShape"]
+    report = odq.validate(
+        model, {"x": x}, paths=["lowered"], target="openvino", runtimes=("onnxruntime", "openvino"), levels=["default"]
+    )
+    assert report.ok and "lowered/openvino-f32" in _statuses(report), report.to_text()

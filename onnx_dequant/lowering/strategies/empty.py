@@ -1,10 +1,12 @@
 """Empty: an input known to hold no elements (a dim of 0) -> its output, an empty constant of the output's
 shape and type. Nothing is computed, and no Reshape is emitted (a 0 in a Reshape's shape means "copy that
-dim" at opsets below 14, or without ``allowzero``)."""
+dim" at opsets below 14, or without ``allowzero``). For ``target="openvino"``, a ConstantOfShape of that
+shape: OpenVINO 2025 returns an empty initializer that is a graph output as a tensor of shape ``()``."""
 
 from __future__ import annotations
 
 import numpy as np
+from onnx import numpy_helper
 
 from ..emitter import Emitter
 from ..facts import NodeInfo
@@ -25,4 +27,9 @@ class Empty(Strategy[None]):
         return 0.0  # nothing is computed at run time
 
     def emit(self, info: NodeInfo, choice: None, em: Emitter) -> None:
-        em.constant_output(np.zeros(info.known_shape or (0,), info.out_type.numpy), info.output)
+        shape = info.known_shape or (0,)
+        if info.target == "openvino":
+            zero = numpy_helper.from_array(np.zeros(1, info.out_type.numpy))
+            em.node("ConstantOfShape", [em.const(shape, np.int64, "shape")], info.output, value=zero)
+        else:
+            em.constant_output(np.zeros(shape, info.out_type.numpy), info.output)
