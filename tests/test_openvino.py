@@ -110,3 +110,52 @@ def test_an_empty_output_keeps_its_shape_in_openvino(shape, axes, rt):
         model, {"x": x}, paths=["lowered"], target="openvino", runtimes=("onnxruntime", "openvino"), levels=["default"]
     )
     assert report.ok and "lowered/openvino-f32" in _statuses(report), report.to_text()
+
+
+def test_the_openvino_target_inlines_local_functions():
+    """OpenVINO converts no model-local function (``No conversion rule found for operations: local.F``):
+    its target inlines them, and OpenVINO runs the model exactly."""
+    from onnx import TensorProto, helper
+
+    x, s, z = random_case(np.random.default_rng(4), (2, 3), (1,), "i8", "f32")
+    body = [odq.make_node(["a", "s", "z"], ["b"], axes=(1,), name="dq_in_fn")]
+    fn = helper.make_function(
+        "local", "F", ["a", "s", "z"], ["b"], body, [helper.make_opsetid("", 21), odq.schema.opset_import()]
+    )
+    graph = helper.make_graph(
+        [helper.make_node("F", ["x", "s", "z"], ["y"], domain="local", name="call")],
+        "g",
+        [
+            helper.make_tensor_value_info(n, t, v.shape)
+            for n, t, v in (("x", TensorProto.INT8, x), ("s", TensorProto.FLOAT, s), ("z", TensorProto.INT8, z))
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)],
+    )
+    opsets = [helper.make_opsetid("", 21), odq.schema.opset_import(), helper.make_opsetid("local", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, functions=[fn])
+    lowered = lower_model(model, LowerOptions(target="openvino"))
+    assert (
+        not lowered.model.functions
+        and "inlined the model's local functions (OpenVINO converts none)" in lowered.changes
+    )
+    assert (
+        len(lower_model(helper.make_model(graph, opset_imports=opsets, functions=[fn])).model.functions) == 1
+    )  # ort keeps them
+    report = odq.validate(
+        model,
+        {"x": x, "s": s, "z": z},
+        paths=["lowered"],
+        target="openvino",
+        runtimes=("onnxruntime", "openvino"),
+        levels=["default"],
+    )
+    assert report.ok and _statuses(report)["lowered/openvino-default"] == "pass", report.to_text()
+
+
+def test_a_runtime_error_in_the_report_keeps_the_reason_of_a_multi_line_message():
+    from onnx_dequant.validation.report import error_line
+
+    where = "Exception from src/inference/src/cpp/core.cpp:105:"
+    why = "-- No conversion rule found for operations: local.F"
+    assert error_line(RuntimeError(f"{where}\nSummary:\n{why}\n")) == f"RuntimeError: {where} Summary: {why}"
+    assert len(error_line(RuntimeError("x" * 1000))) == 400

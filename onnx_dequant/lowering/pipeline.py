@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+import onnx.inliner
 from onnx import ModelProto, NodeProto, TensorProto
 
 from ..graphs import FreshNames
@@ -33,11 +34,15 @@ def lower_model(
     """Lower ``model``'s Dequantize nodes as ``options`` say (default: all, for ONNX Runtime).
 
     Works on ``model`` itself (callers copy); the result's model is ``model`` unless the opset was
-    converted. ``base_dir`` is the model's folder, for reading small external constants.
+    converted or, for ``target="openvino"``, its local functions inlined. ``base_dir`` is the model's
+    folder, for reading small external constants.
     """
     options = options or LowerOptions()
     options.check()
     changes: list[str] = []
+    if options.target == "openvino" and model.functions:  # OpenVINO (2026.4) converts no model-local function
+        model = onnx.inliner.inline_local_functions(model)
+        changes.append("inlined the model's local functions (OpenVINO converts none)")
     before = default_opset(model.opset_import)
     if options.opset is not None and options.opset != before:
         model = convert_model(model, options.opset)

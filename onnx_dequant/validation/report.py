@@ -268,6 +268,6 @@ def _val(v: Any, dtype: str) -> str:
 
 
 def error_line(e: BaseException, limit: int = 400) -> str:
-    """An exception as one line for the report: its type and the first line of its message."""
-    text = str(e).strip()
-    return f"{type(e).__name__}: {text.splitlines()[0] if text else ''}"[:limit]
+    """An exception as one line for the report: its type and its message's lines joined, cut at ``limit``
+    characters (OpenVINO's reason comes lines after where it was raised)."""
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"[:limit]
