@@ -83,6 +83,20 @@ def test_not_utf8(tmp_path):
         odq.ngraph.convert(p)
 
 
+def test_huge_integer_literal_is_malformed_json(tmp_path):
+    """An integer literal past Python's int-from-text limit (4300 digits) is malformed JSON naming the file,
+    not a bare ValueError; in a folder it is that graph's refusal, not an internal error."""
+    text = '[{"name": "f", "x": ' + "9" * 100_000 + ', "parameters": [], "result": [], "ops": []}]'
+    e = expect_error(tmp_path, text, "malformed JSON: an integer literal longer than")
+    assert type(e) is odq.DequantizeError
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    (folder / "big.json").write_text(text)
+    report = odq.ngraph.convert_tree(folder, tmp_path / "out", jobs=1)
+    (r,) = report.results
+    assert r.status == "refused" and r.error.startswith("malformed JSON: an integer literal"), r
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(odq.DequantizeError, match="cannot read the graph"):
         odq.ngraph.convert(tmp_path / "nope.json")

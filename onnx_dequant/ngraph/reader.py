@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,10 @@ def load(source: Any) -> tuple[list[Any], str | None]:
             raise DequantizeError(f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}", path=path) from None
         except RecursionError:
             raise DequantizeError("malformed JSON: nested too deeply", path=path) from None
+        except ValueError:  # an integer literal longer than Python converts to int
+            raise DequantizeError(
+                f"malformed JSON: an integer literal longer than {_int_digits()} digits", path=path
+            ) from None
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):
@@ -102,6 +107,12 @@ def load(source: Any) -> tuple[list[Any], str | None]:
     if not data:
         raise DequantizeError("the file holds no functions (an empty JSON array)", path=path)
     return data, path
+
+
+def _int_digits() -> int:
+    """How many digits an integer literal may have (Python's limit on converting text to int)."""
+    get = getattr(sys, "get_int_max_str_digits", None)  # Python 3.10.7 and later
+    return get() if get is not None else 4300
 
 
 def _kind(v: Any) -> str:
