@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,6 +96,107 @@ def test_huge_integer_literal_is_malformed_json(tmp_path):
     report = odq.ngraph.convert_tree(folder, tmp_path / "out", jobs=1)
     (r,) = report.results
     assert r.status == "refused" and r.error.startswith("malformed JSON: an integer literal"), r
+
+
+def _surrogate_in(g: list[dict], where: str) -> None:
+    """Put a lone surrogate (JSON ``\\ud800``) into one name of ``small_graph()``."""
+    ops = g[0]["ops"]
+    if where == "function":
+        g[0]["name"] = "q\ud800"
+    elif where == "op name":
+        ops[0]["name"] = "q\ud800"
+        g[0]["parameters"] = ["q\ud800"]
+        for o in ops:
+            o["inputs"] = ["q\ud800" if i == "Parameter_0" else i for i in o.get("inputs", [])]
+    elif where == "op type":
+        op(g, "Relu_6")["op"] = "Relu\udfff"
+    elif where == "input":
+        op(g, "Relu_6")["inputs"] = ["Add_5\ud800"]
+    elif where == "output name":
+        op(g, "Relu_6")["outputs"] = ["r\ud800"]
+    elif where == "result":
+        g[0]["result"] = g[0]["result"] + ["r\udcff"]
+
+
+@pytest.mark.parametrize(
+    "where,node",
+    [
+        ("function", None),
+        ("op name", "q\\ud800"),
+        ("op type", "Relu_6"),
+        ("input", "Relu_6"),
+        ("output name", "Relu_6"),
+        ("result", None),
+    ],
+)
+def test_lone_surrogate_in_a_name_is_refused(tmp_path, where, node):
+    """A JSON string escape outside a surrogate pair is no Unicode text: ONNX's names (protobuf strings)
+    cannot hold it. The reader refuses it naming the file and the op, the name shown escaped."""
+    g = small_graph()
+    _surrogate_in(g, where)
+    e = expect_error(tmp_path, g, "names must be valid Unicode text", node=node)
+    assert "lone surrogate" in e.rule
+    str(e).encode("utf-8")  # the message itself is valid text: the name is shown as its escape
+
+
+def test_cli_lone_surrogate_function_name_exits_2(tmp_path, capsys):
+    g = small_graph()
+    _surrogate_in(g, "function")
+    src = tmp_path / "sur_fn.json"
+    src.write_text(json.dumps(g))
+    out = tmp_path / "x.onnx"
+    assert main(["convert", str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{src}: the function's name 'q\\ud800' holds a lone surrogate" in err, err
+    assert "UnicodeEncodeError" not in err and not out.exists()
+
+
+def _undecodable_name(tmp_path: Path) -> Path:
+    """A copy of qdq_chain.json named with bytes that are not UTF-8 (``g\\xff\\xfe.json``)."""
+    src = tmp_path / os.fsdecode(b"g\xff\xfe.json")
+    try:
+        src.write_bytes((MODELS / "qdq_chain.json").read_bytes())
+    except (OSError, UnicodeEncodeError):  # a file system that takes only UTF-8 names
+        pytest.skip("this file system refuses a name that is not UTF-8")
+    return src
+
+
+def _valid_json_text(out: str) -> dict:
+    """The command's JSON, checked to hold no lone surrogate (which strict JSON parsers reject)."""
+    doc = json.loads(out)
+    json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    return doc
+
+
+def test_undecodable_file_name_converts(tmp_path, capsys):
+    """A graph file named with bytes that are not UTF-8 converts: the model's doc string (a protobuf string,
+    UTF-8 only) and the command's output show those bytes as \\xff escapes."""
+    src = _undecodable_name(tmp_path)
+    model = odq.ngraph.convert(src)
+    assert "from g\\xff\\xfe.json" in model.doc_string
+    out = tmp_path / "ok.onnx"
+    assert main(["convert", str(src), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "g\\xff\\xfe.json" in text and onnx.load(out).doc_string == model.doc_string
+    assert main(["convert", str(src), "-o", str(out), "--json"]) == 0
+    assert _valid_json_text(capsys.readouterr().out)["graph"] == str(tmp_path / "g\\xff\\xfe.json")
+    assert main(["validate", str(src), "-q", "--json", "--path", "kernel", "--level", "off"]) == 0
+    assert _valid_json_text(capsys.readouterr().out)["model"].endswith("g\\xff\\xfe.json")
+
+
+def test_undecodable_file_name_in_a_folder(tmp_path, capsys):
+    """Folder mode: the report's JSON and text show the undecodable bytes as escapes too."""
+    (tmp_path / "tree").mkdir()
+    src = _undecodable_name(tmp_path / "tree")
+    (src.parent / "bad.json").write_text("[")
+    assert main(["convert", str(src.parent), "-o", str(tmp_path / "out"), "--jobs", "1", "--json"]) == 1
+    doc = _valid_json_text(capsys.readouterr().out)
+    assert [r["graph"] for r in doc["results"]] == ["bad.json", "g\\xff\\xfe.json"]
+    assert doc["results"][1]["output"] == "g\\xff\\xfe.onnx"
+    assert (tmp_path / "out" / os.fsdecode(b"g\xff\xfe.onnx")).is_file()
+    assert main(["convert", str(src.parent), "-o", str(tmp_path / "out"), "--jobs", "1"]) == 1
+    out, err = capsys.readouterr()
+    assert "converted  g\\xff\\xfe.json" in out and "converted g\\xff\\xfe.json" in err
 
 
 def test_missing_file(tmp_path):

@@ -15,6 +15,7 @@ from ..errors import DequantizeError
 from ..graphs import count_dequantize, iter_nodes
 from ..ngraph import DEFAULT_OPSET, convert
 from ..ngraph.export import save_converted
+from ..ngraph.reader import shown_text
 from ..ngraph.tree import GraphResult, convert_tree
 
 __all__ = ["add_parser", "run"]
@@ -71,12 +72,13 @@ def run(args: argparse.Namespace) -> int:
     g = model.graph
     kinds = Counter(f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in iter_nodes(model))
     opsets = {o.domain or "ai.onnx": o.version for o in model.opset_import}
+    graph, output = shown_text(args.graph), shown_text(args.output)  # a file name's undecodable bytes as \xff
     if args.json:
         print(
             json.dumps(
                 {
-                    "graph": args.graph,
-                    "output": args.output,
+                    "graph": graph,
+                    "output": output,
                     "function": g.name,
                     "opset_import": opsets,
                     "lowered": bool(args.lower),
@@ -96,9 +98,9 @@ def run(args: argparse.Namespace) -> int:
             f"{dequantize} Dequantize lowered" if args.lower else f"{dequantize} Dequantize kept as ngraph.Dequantize"
         )
         print(
-            f"converted function '{g.name}' of {args.graph}: {len(g.input)} input(s), {len(g.output)} output(s), "
+            f"converted function '{g.name}' of {graph}: {len(g.input)} input(s), {len(g.output)} output(s), "
             f"{len(g.node)} node(s), {len(g.initializer)} initializer(s) ({what}), opset {opsets.get('ai.onnx')}: "
-            f"wrote {args.output} in {seconds * 1e3:.0f} ms"
+            f"wrote {output} in {seconds * 1e3:.0f} ms"
         )
     return 0
 
@@ -109,7 +111,7 @@ def _progress(done: int, total: int, r: GraphResult) -> None:
     else:
         op = f" ({r.op_type})" if r.op_type else ""
         what = f"refused {r.graph}{op}: {r.message.split(': ', 1)[1] if ': ' in r.message else r.message}"
-    print(f"[{done}/{total}] {what}", file=sys.stderr, flush=True)
+    print(f"[{done}/{total}] {shown_text(what)}", file=sys.stderr, flush=True)
 
 
 def run_tree(args: argparse.Namespace) -> int:
@@ -127,16 +129,17 @@ def run_tree(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=1))
         return 0 if report.ok else 1
     print(
-        f"migration report: {len(report.results)} graph(s) under {report.source} -> {report.output} "
-        f"({report.jobs} job(s), {report.seconds:.1f} s)"
+        f"migration report: {len(report.results)} graph(s) under {shown_text(report.source)} -> "
+        f"{shown_text(report.output)} ({report.jobs} job(s), {report.seconds:.1f} s)"
     )
-    width = max(len(r.graph) for r in report.results)
+    width = max(len(shown_text(r.graph)) for r in report.results)
     for r in report.results:
+        graph = shown_text(r.graph)
         if r.status == "converted":
-            print(f"  converted  {r.graph:<{width}}  {r.ops} ops -> {r.nodes} nodes: {r.output}")
+            print(f"  converted  {graph:<{width}}  {r.ops} ops -> {r.nodes} nodes: {shown_text(r.output or '')}")
         else:
             where = f"node '{r.node}'" + (f" ({r.op_type})" if r.op_type else "") + ": " if r.node else ""
-            print(f"  refused    {r.graph:<{width}}  {where}{r.error}")
+            print(f"  refused    {graph:<{width}}  {shown_text(where + (r.error or ''))}")
     converted, refused = len(report.converted), len(report.refused)
     print(
         f"converted {converted}, refused {refused}; {sum(r.ops or 0 for r in report.converted)} ops -> "

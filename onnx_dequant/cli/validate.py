@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import DequantizeError
 from ..lowering.options import TARGETS
+from ..ngraph.reader import shown_text
 from ..validation import PATHS, RUNTIMES, Policy, validate
 from ..validation.inputs import DEFAULT_DIM
 from ..validation.runners import LEVELS
@@ -138,5 +139,8 @@ def validate_command(args: argparse.Namespace) -> int:
         runtimes=runtimes,
         expected=args.expected,
     )
+    report.model = shown_text(report.model)  # a file name's undecodable bytes as \xff: valid text and JSON
+    if report.against is not None:
+        report.against = shown_text(report.against)
     print(report.to_json() if args.json else report.to_text(), flush=True)
     return report.exit_code

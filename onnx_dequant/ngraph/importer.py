@@ -249,6 +249,6 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
     model.opset_import.extend(imports)
     model.producer_name = "onnx-dequant"
     model.ir_version = helper.find_min_ir_version_for([imports[0]], ignore_unknown=True)
-    where = f" from {os.path.basename(path)}" if path else ""
+    where = f" from {reader.shown_text(os.path.basename(path))}" if path else ""  # protobuf strings are UTF-8
     model.doc_string = f"nGraph function '{fn.name}'{where}, converted by onnx_dequant.ngraph"
     return model

@@ -18,9 +18,13 @@ from typing import Any
 from .. import fileio
 from ..errors import DequantizeError
 
-__all__ = ["Op", "Function", "load", "read_function", "function_names"]
+__all__ = ["Op", "Function", "load", "read_function", "function_names", "shown_text"]
 
 _STR = {str}
+
+
+def _is_str(v: Any) -> bool:
+    return type(v) is str
 
 
 @dataclass(slots=True)
@@ -107,6 +111,51 @@ def load(source: Any) -> tuple[list[Any], str | None]:
     if not data:
         raise DequantizeError("the file holds no functions (an empty JSON array)", path=path)
     return data, path
+
+
+def shown_text(text: str) -> str:
+    """``text`` (a path or a name) as valid Unicode text, for protobuf strings and JSON output.
+
+    A file name's undecodable bytes (``os.fsdecode``'s surrogates) are shown as ``\\xff``, any other
+    lone surrogate as ``\\ud800``; valid text is returned as it is.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that is not an undecodable byte of a file name
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _is_text(s: str) -> bool:
+    """False when ``s`` holds a lone surrogate (a JSON escape such as ``\\ud800`` outside a pair), which
+    is no Unicode text: no protobuf string (ONNX's names) and no UTF-8 file can carry it."""
+    if s.isascii():
+        return True
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _escaped(s: str) -> str:
+    """A JSON string with its lone surrogates written as escapes (``q\\ud800``)."""
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _not_text(what: str, value: str, *, node: str | None = None, path: str | None = None) -> DequantizeError:
+    return DequantizeError(
+        f"{what} '{_escaped(value)}' holds a lone surrogate (a \\ud800-\\udfff escape outside a pair): names "
+        "must be valid Unicode text",
+        node=node,
+        path=path,
+    )
 
 
 def _int_digits() -> int:
@@ -200,6 +249,8 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
         index = len(names) - 1 - names[::-1].index(function)
     fn = data[index]
     fname = names[index]
+    if not _is_text(fname):
+        raise _not_text("the function's name", fname, path=path)
     parameters = _name_list(fn, "parameters", fname, path)
     results = _name_list(fn, "result", fname, path)
     if "ops" not in fn or not isinstance(fn["ops"], list):
@@ -217,9 +268,13 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
         name = get("name")
         if type(name) is not str or not name:
             raise DequantizeError(f"op #{i} has no 'name' string", path=path)
+        if not _is_text(name):
+            raise _not_text(f"op #{i}: the op's name", name, node=_escaped(name), path=path)
         op_type = get("op")
         if type(op_type) is not str or not op_type:
             raise DequantizeError(f"op #{i} has no 'op' string (the op's type)", node=name, path=path)
+        if not _is_text(op_type):
+            raise _not_text("the op's type", op_type, node=name, path=path)
         if name in by_name:
             raise DequantizeError(
                 f"duplicate op name: op #{i} and op #{by_name[name].index} are both named '{name}'",
@@ -248,7 +303,12 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
         control = get("control_deps")
         if control is not None and not (type(control) is list and set(map(type, control)) <= _STR):
             raise DequantizeError("'control_deps' must be a list of op names", node=name, path=path)
-        op = Op(i, name, op_type, version, srcs, indices, get("outputs"), js)
+        outputs = get("outputs")
+        for what, names_ in (("input", srcs), ("control dependency", control or ()), ("output name", outputs)):
+            if type(names_) is list and not all(map(_is_text, filter(_is_str, names_))):
+                bad = next(v for v in names_ if type(v) is str and not _is_text(v))
+                raise _not_text(f"the op's {what}", bad, node=name, path=path)
+        op = Op(i, name, op_type, version, srcs, indices, outputs, js)
         if pending is None and not (
             (not srcs or all(map(contains, srcs))) and (control is None or all(map(contains, control)))
         ):
@@ -272,6 +332,10 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
             path=path,
         )
 
+    for what, names_ in (("parameter", parameters), ("result", results)):  # after the ops: an op is named first
+        for v in names_:
+            if not _is_text(v):
+                raise _not_text(f"function '{fname}': the {what}", v, path=path)
     for p in parameters:
         target = by_name.get(p)
         if target is None:

@@ -88,10 +88,14 @@ class TreeReport:
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON-ready values (the migration report's ``--json``)."""
+        """The report as JSON values; paths and messages as valid Unicode text (``reader.shown_text``)."""
+
+        def shown(v: Any) -> Any:
+            return reader.shown_text(v) if isinstance(v, str) else v
+
         return {
-            "source": self.source,
-            "output": self.output,
+            "source": shown(self.source),
+            "output": shown(self.output),
             "jobs": self.jobs,
             "graphs": len(self.results),
             "converted": len(self.converted),
@@ -100,7 +104,7 @@ class TreeReport:
             "nodes": sum(r.nodes or 0 for r in self.converted),
             "stopped_by": dict(self.stopped_by),
             "seconds": round(self.seconds, 3),
-            "results": [{k: v for k, v in asdict(r).items() if v is not None} for r in self.results],
+            "results": [{k: shown(v) for k, v in asdict(r).items() if v is not None} for r in self.results],
         }
 
 
