@@ -4,8 +4,14 @@ exit codes 0 / 1 / 2, the same results on one or several processes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import onnx
@@ -15,7 +21,8 @@ import onnx_dequant as odq
 from onnx_dequant.cli import main
 from onnx_dequant.graphs import count_dequantize
 
-MODELS = Path(__file__).resolve().parents[1] / "models"
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "models"
 SEND = [{"name": "f", "ops": [{"name": "Send_1", "op": "Send", "inputs": []}], "parameters": [], "result": ["Send_1"]}]
 
 
@@ -148,3 +155,66 @@ def test_save_converted_checks_shapes_and_writes_nothing_on_failure(tmp_path):
     written = save_converted(model, out, lower=True)
     assert count_dequantize(model) > 0 and count_dequantize(written) == 0
     assert onnx.load(str(out)).graph.node == written.graph.node
+
+
+# Each child starts as a command typed at a shell in the foreground does, Ctrl-C raising KeyboardInterrupt
+# (a harness running the tests in the background starts them with SIGINT ignored, which Python keeps).
+_FOREGROUND = "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+_CLI = _FOREGROUND + "from onnx_dequant.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+
+
+def _interrupt_folder_run(tmp_path: Path, sig: int, n: int = 300) -> tuple[subprocess.Popen, str, Path]:
+    """Start ``convert SRC -o OUT --jobs 2`` in a process group of its own, send ``sig`` to the whole group
+    (as a terminal's Ctrl-C does) once the first model is written, and wait for the command to end."""
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    text = (MODELS / "quantized_conv_net.json").read_bytes()
+    for i in range(n):
+        (src / f"g{i:03}.json").write_bytes(text)
+    cmd = [sys.executable, "-c", _CLI, "convert", str(src), "-o", str(out), "--jobs", "2"]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=ROOT
+    )
+    try:
+        deadline = time.monotonic() + 120  # a generous bound on a loaded machine, not a timing assertion
+        while not (out.is_dir() and any(p.suffix == ".onnx" for p in out.iterdir())):
+            assert proc.poll() is None and time.monotonic() < deadline, "no model written"
+            time.sleep(0.005)
+        os.killpg(proc.pid, sig)
+        _, err = proc.communicate(timeout=120)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return proc, err, out
+
+
+def _check_outputs(out: Path, n: int) -> None:
+    """Every file in ``out`` is a whole model (no temporary file left), and far from all were converted."""
+    names = sorted(p.name for p in out.iterdir())
+    assert names and all(not name.startswith(".") and name.endswith(".onnx") for name in names), names
+    for name in names:
+        onnx.checker.check_model(onnx.load(out / name))
+    assert len(names) < n // 2, f"{len(names)} of {n} converted: the queued graphs were not cancelled"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals and process groups")
+def test_ctrl_c_on_a_folder_run_stops_the_workers_exits_130(tmp_path):
+    """Ctrl-C reaches the parent and its workers (one process group): the workers ignore it, the parent
+    cancels the queued graphs, stops the workers (each finishes the graph under way, written whole) and
+    exits 130 with one line. Before, the workers' KeyboardInterrupt could deadlock the pool's shutdown."""
+    proc, err, out = _interrupt_folder_run(tmp_path, signal.SIGINT)
+    assert proc.returncode == 130, (proc.returncode, err[-2000:])
+    lines = [line for line in err.splitlines() if not line.startswith("[")]  # less the progress lines
+    assert lines == ["onnx-dequant convert: interrupted"], err[-2000:]
+    _check_outputs(out, 300)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals and process groups")
+def test_sigterm_on_a_folder_run_exits_143(tmp_path):
+    proc, err, out = _interrupt_folder_run(tmp_path, signal.SIGTERM)
+    assert proc.returncode == 143, (proc.returncode, err[-2000:])
+    lines = [line for line in err.splitlines() if not line.startswith("[")]
+    assert lines == ["onnx-dequant convert: terminated"], err[-2000:]
+    _check_outputs(out, 300)

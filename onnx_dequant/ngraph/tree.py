@@ -9,12 +9,16 @@ happened: converted (op and node counts) or refused (the rule, the node and its 
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
+import signal
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -164,6 +168,102 @@ def _convert_one(src: str, rel: str, out: str, options: dict[str, Any]) -> Graph
     return result
 
 
+_converting = False
+"""In a worker: a graph is being converted."""
+_stop_requested = False
+"""In a worker: SIGTERM came; the worker exits once the graph under way is written (or refused)."""
+
+_WORKER_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+_GRACE = 5.0
+"""Seconds the stopped workers have to finish the graph under way before they are killed."""
+
+
+def _worker_sigterm(signum: int, frame: Any) -> None:
+    """A worker's SIGTERM: exit now between two graphs; during one, once it is finished. Never raises: an
+    exception at an arbitrary bytecode could leave a temporary output file behind."""
+    global _stop_requested
+    _stop_requested = True
+    if not _converting:
+        os._exit(128 + signum)
+
+
+def _init_worker() -> None:
+    """A worker's signals: Ctrl-C (the terminal sends it to the whole process group) is the parent's to
+    handle, which stops the workers with SIGTERM; SIGTERM lets the graph under way finish, then ends the worker.
+    The parent blocked both while it started the workers: nothing arrived before these handlers were set."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _worker_sigterm)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _WORKER_SIGNALS)
+
+
+def _convert_in_worker(src: str, rel: str, out: str, options: dict[str, Any]) -> GraphResult:
+    """``_convert_one`` in a worker process; after a SIGTERM the worker exits once the graph is done."""
+    global _converting
+    _converting = True
+    result = None if _stop_requested else _convert_one(src, rel, out, options)
+    _converting = False
+    if _stop_requested or result is None:  # the parent stops the pool: it does not wait for this result
+        os._exit(128 + signal.SIGTERM)
+    return result
+
+
+@contextlib.contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """SIGINT and SIGTERM held back in this thread (where the platform can), delivered on leaving.
+
+    Around starting the workers: a forked worker inherits the mask, so it gets neither before
+    ``_init_worker`` has set its handlers (Ctrl-C there printed a worker's traceback)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _WORKER_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _stop_pool(pool: ProcessPoolExecutor, interrupted: BaseException) -> None:
+    """Stop the workers at once (Ctrl-C, SIGTERM, an error in this process): queued graphs are cancelled,
+    each worker gets SIGTERM (it finishes the graph under way: written whole or refused, never half) and is
+    killed if it has not exited after ``_GRACE`` seconds. A Ctrl-C or SIGTERM meanwhile waits until the
+    workers are gone (blocked, and its Python handler swapped for one that notes it); a noted one is raised
+    then only where ``interrupted`` is an error, not already a signal's exception (Ctrl-C twice is one
+    interruption)."""
+    held: list[tuple[int, Any]] = []
+    saved: dict[int, Any] = {}
+    with _signals_blocked():
+        try:
+            if threading.current_thread() is threading.main_thread():
+                for sig in _WORKER_SIGNALS:
+                    handler = signal.getsignal(sig)
+                    if callable(handler):
+                        saved[sig] = handler
+                        signal.signal(sig, lambda signum, frame: held.append((signum, frame)))
+            processes = list((getattr(pool, "_processes", None) or {}).values())  # the executor's own table
+            pool.shutdown(wait=False, cancel_futures=True)
+            for p in processes:
+                p.terminate()  # no-op for one that has exited
+            # Each worker's sentinel turns ready when it exits: unlike ``join``, it does not race with the
+            # executor's own thread, which reaps the workers too (a pid reaped there reads as alive here).
+            left = {p.sentinel: p for p in processes}
+            deadline = time.monotonic() + _GRACE
+            while left and (remaining := deadline - time.monotonic()) > 0:
+                for ready in multiprocessing.connection.wait(list(left), remaining):
+                    left.pop(ready)  # type: ignore[call-overload]
+            for p in left.values():
+                p.kill()
+            if left:  # (waiting on no object at all would wait for ever)
+                multiprocessing.connection.wait(list(left))
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
+    if held and isinstance(interrupted, Exception):
+        signum, frame = held[0]
+        saved[signum](signum, frame)
+
+
 def _context() -> Any:
     # fork shares the imported modules with the workers (no re-import per worker); elsewhere, spawn
     if sys.platform.startswith("linux"):
@@ -213,13 +313,21 @@ def convert_tree(
         for rel in graphs:
             finished(_convert_one(str(src_path), rel, str(out_path), options))
     else:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=_context()) as pool:
-            futures = {pool.submit(_convert_one, str(src_path), rel, str(out_path), options): rel for rel in graphs}
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_context(), initializer=_init_worker)
+        try:
+            with _signals_blocked():  # the workers start during the submits
+                futures = {
+                    pool.submit(_convert_in_worker, str(src_path), rel, str(out_path), options): rel for rel in graphs
+                }
             for fut in as_completed(futures):
                 try:
                     finished(fut.result())
                 except Exception as e:  # the worker process died (out of memory, a crash in a library)
                     finished(GraphResult(futures[fut], "refused", error=f"the worker failed ({type(e).__name__}: {e})"))
+        except BaseException as e:  # Ctrl-C, SIGTERM: waiting for the queued graphs could hang (workers
+            _stop_pool(pool, e)  # interrupted in the queues' locks), and would convert them all first
+            raise
+        pool.shutdown(wait=True)
     report.results = [done[g] for g in graphs]
     report.seconds = time.perf_counter() - t0
     return report
