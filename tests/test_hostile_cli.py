@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -325,3 +326,39 @@ def test_empty_output_name_is_refused(tmp_path, capsys):
     m = _save(tmp_path / "m.onnx", [_dq()], [X], [Y], [S])
     assert main(["lower", str(m), "-o", ""]) == 2
     assert "output file name is empty" in _one_line(capsys, "lower")
+
+
+_ENDING_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a foreground shell
+    from onnx_dequant import cli
+
+    def interrupted():
+        raise {exc}
+
+    cli.build_parser = interrupted  # Ctrl-C (or SIGTERM) while the command runs
+    sys.argv[1:] = ["validate", "m.onnx"]
+    status = cli.main()
+    os.kill(os.getpid(), signal.{second})  # a second one while the command exits
+    sys.exit(status)
+    """
+)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
+@pytest.mark.parametrize(
+    "exc,second,status,line",
+    [
+        ("KeyboardInterrupt", "SIGINT", 130, "interrupted"),
+        ("KeyboardInterrupt", "SIGTERM", 130, "interrupted"),
+        ("cli._Terminated", "SIGINT", 143, "terminated"),
+    ],
+)
+def test_a_second_signal_while_the_command_exits_keeps_its_status(exc, second, status, line):
+    """Once the command ends for Ctrl-C or SIGTERM, another one is ignored: before, a second Ctrl-C while
+    Python finalized killed the process (exit -2 after the 'interrupted' line) or raised a traceback."""
+    child = _ENDING_CHILD.format(exc=exc, second=second)
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == status, (r.returncode, r.stderr[-2000:])
+    assert r.stderr == f"onnx-dequant: {line}\n", r.stderr

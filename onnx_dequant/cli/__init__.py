@@ -102,6 +102,18 @@ def _sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _ending(own: bool) -> None:
+    """The command (``own``: the process's own command line, ``main()`` without arguments) exits after
+    Ctrl-C or SIGTERM: another one from now on is ignored, so it cannot cut the exit short (Python puts back
+    the default action, death by the signal, once it finalizes: a second Ctrl-C there made the exit status
+    -2 instead of 130)."""
+    if not own or threading.current_thread() is not threading.main_thread():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (also used as the console script).
 
@@ -109,7 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     (``ONNX_DEQUANT_TRACEBACK=1`` shows the traceback too), Ctrl-C is exit 130, SIGTERM 143.
     """
     command = "onnx-dequant"
-    argv = sys.argv[1:] if argv is None else list(argv)
+    own = argv is None
+    argv = sys.argv[1:] if own else list(argv)
     try:
         with _sigterm_raises():
             parser = build_parser()  # inside: Ctrl-C while the modules load is handled too
@@ -117,12 +130,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             command = f"onnx-dequant {args.command}"
             return int(args.func(args) or 0)
     except KeyboardInterrupt:
+        _ending(own)
         return _failed(argv, f"{command}: interrupted", "interrupted", 130)
     except BrokenPipeError:  # the reader of the output went away (``| head``): quiet, as a Unix tool is
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
     except _Terminated:
+        _ending(own)
         return _failed(argv, f"{command}: terminated", "terminated", 143)
     except SystemExit as e:  # --help, or a subcommand's own exit
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)

@@ -111,7 +111,8 @@ def _progress(done: int, total: int, r: GraphResult) -> None:
     else:
         op = f" ({r.op_type})" if r.op_type else ""
         what = f"refused {r.graph}{op}: {r.message.split(': ', 1)[1] if ': ' in r.message else r.message}"
-    print(f"[{done}/{total}] {shown_text(what)}", file=sys.stderr, flush=True)
+    sys.stderr.write(f"[{done}/{total}] {shown_text(what)}\n")  # one write: Ctrl-C never splits the line
+    sys.stderr.flush()
 
 
 def run_tree(args: argparse.Namespace) -> int:
