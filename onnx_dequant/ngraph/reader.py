@@ -23,10 +23,6 @@ __all__ = ["Op", "Function", "load", "read_function", "function_names", "shown_t
 _STR = {str}
 
 
-def _is_str(v: Any) -> bool:
-    return type(v) is str
-
-
 @dataclass(slots=True)
 class Op:
     """One serialized op: its position, name, type, version, inputs and JSON.
@@ -268,12 +264,12 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
         name = get("name")
         if type(name) is not str or not name:
             raise DequantizeError(f"op #{i} has no 'name' string", path=path)
-        if not _is_text(name):
+        if not (name.isascii() or _is_text(name)):
             raise _not_text(f"op #{i}: the op's name", name, node=_escaped(name), path=path)
         op_type = get("op")
         if type(op_type) is not str or not op_type:
             raise DequantizeError(f"op #{i} has no 'op' string (the op's type)", node=name, path=path)
-        if not _is_text(op_type):
+        if not (op_type.isascii() or _is_text(op_type)):
             raise _not_text("the op's type", op_type, node=name, path=path)
         if name in by_name:
             raise DequantizeError(
@@ -303,11 +299,13 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
         control = get("control_deps")
         if control is not None and not (type(control) is list and set(map(type, control)) <= _STR):
             raise DequantizeError("'control_deps' must be a list of op names", node=name, path=path)
+        # Inputs and control dependencies name ops, whose names are checked; an output name becomes a
+        # tensor's name as it is
         outputs = get("outputs")
-        for what, names_ in (("input", srcs), ("control dependency", control or ()), ("output name", outputs)):
-            if type(names_) is list and not all(map(_is_text, filter(_is_str, names_))):
-                bad = next(v for v in names_ if type(v) is str and not _is_text(v))
-                raise _not_text(f"the op's {what}", bad, node=name, path=path)
+        if type(outputs) is list:
+            for v in outputs:
+                if type(v) is str and not (v.isascii() or _is_text(v)):
+                    raise _not_text("the op's output name", v, node=name, path=path)
         op = Op(i, name, op_type, version, srcs, indices, outputs, js)
         if pending is None and not (
             (not srcs or all(map(contains, srcs))) and (control is None or all(map(contains, control)))
@@ -322,7 +320,7 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
     if pending is not None:  # an input names an op that does not exist, or comes later
         op, src, what = pending
         if src not in by_name:
-            raise DequantizeError(f"{what} names op '{src}', which does not exist", node=op.name, path=path)
+            raise DequantizeError(f"{what} names op '{_escaped(src)}', which does not exist", node=op.name, path=path)
         cycle = _find_cycle(op.name, {o.name: o.sources for o in ops})
         if cycle is not None:
             raise DequantizeError(f"the ops' inputs form a cycle: {' -> '.join(cycle)}", node=op.name, path=path)
@@ -332,7 +330,7 @@ def read_function(data: list[Any], function: str | None = None, path: str | None
             path=path,
         )
 
-    for what, names_ in (("parameter", parameters), ("result", results)):  # after the ops: an op is named first
+    for what, names_ in (("parameter", parameters), ("result", results)):  # after the ops: they name ops
         for v in names_:
             if not _is_text(v):
                 raise _not_text(f"function '{fname}': the {what}", v, path=path)
