@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import reprlib
 from typing import Any
 
-__all__ = ["DequantizeError", "shown"]
+__all__ = ["DequantizeError", "shown", "shown_text"]
 
 _SHOWN = reprlib.Repr()
 _SHOWN.maxlevel = 3
@@ -20,6 +21,25 @@ def shown(value: Any) -> str:
         return _SHOWN.repr(value)
     except Exception:  # noqa: BLE001 - a __repr__ that raises, or recurses without end
         return f"<{type(value).__name__}>"
+
+
+def shown_text(text: str) -> str:
+    """``text`` (a path or a name) as valid Unicode text, for protobuf strings and JSON output.
+
+    A file name's undecodable bytes (``os.fsdecode``'s surrogates) are shown as ``\\xff``, any other
+    lone surrogate as ``\\ud800``; valid text is returned as it is.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return os.fsencode(text).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that is not an undecodable byte of a file name
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class DequantizeError(ValueError):

@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-from ..errors import DequantizeError
+from ..errors import DequantizeError, shown_text
 
 __all__ = ["main", "COMMANDS"]
 
@@ -155,7 +155,7 @@ def _failed(argv: Sequence[str], line: str, error: str, status: int) -> int:
     print(line, file=sys.stderr)
     if "--json" in argv:
         with contextlib.suppress(OSError):
-            print(json.dumps({"ok": False, "exit_code": status, "error": error}), flush=True)
+            print(json.dumps({"ok": False, "exit_code": status, "error": shown_text(error)}), flush=True)
     return status
 
 

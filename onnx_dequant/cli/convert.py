@@ -11,11 +11,10 @@ import time
 from collections import Counter
 
 from .. import fileio
-from ..errors import DequantizeError
+from ..errors import DequantizeError, shown_text
 from ..graphs import count_dequantize, iter_nodes
 from ..ngraph import DEFAULT_OPSET, convert
 from ..ngraph.export import save_converted
-from ..ngraph.reader import shown_text
 from ..ngraph.tree import GraphResult, convert_tree
 
 __all__ = ["add_parser", "run"]

@@ -7,9 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import DequantizeError
+from ..errors import DequantizeError, shown_text
 from ..lowering.options import TARGETS
-from ..ngraph.reader import shown_text
 from ..validation import PATHS, RUNTIMES, Policy, validate
 from ..validation.inputs import DEFAULT_DIM
 from ..validation.runners import LEVELS

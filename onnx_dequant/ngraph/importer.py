@@ -19,7 +19,7 @@ import onnx
 from onnx import helper
 
 from .. import schema
-from ..errors import DequantizeError
+from ..errors import DequantizeError, shown_text
 from ..opsets import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET, check_opset
 from . import reader
 from .builder import Builder
@@ -249,6 +249,6 @@ def _convert(fn: reader.Function, opset: int, path: str | None) -> onnx.ModelPro
     model.opset_import.extend(imports)
     model.producer_name = "onnx-dequant"
     model.ir_version = helper.find_min_ir_version_for([imports[0]], ignore_unknown=True)
-    where = f" from {reader.shown_text(os.path.basename(path))}" if path else ""  # protobuf strings are UTF-8
+    where = f" from {shown_text(os.path.basename(path))}" if path else ""  # protobuf strings are UTF-8
     model.doc_string = f"nGraph function '{fn.name}'{where}, converted by onnx_dequant.ngraph"
     return model

@@ -18,7 +18,7 @@ from typing import Any
 from .. import fileio
 from ..errors import DequantizeError
 
-__all__ = ["Op", "Function", "load", "read_function", "function_names", "shown_text"]
+__all__ = ["Op", "Function", "load", "read_function", "function_names"]
 
 _STR = {str}
 
@@ -107,25 +107,6 @@ def load(source: Any) -> tuple[list[Any], str | None]:
     if not data:
         raise DequantizeError("the file holds no functions (an empty JSON array)", path=path)
     return data, path
-
-
-def shown_text(text: str) -> str:
-    """``text`` (a path or a name) as valid Unicode text, for protobuf strings and JSON output.
-
-    A file name's undecodable bytes (``os.fsdecode``'s surrogates) are shown as ``\\xff``, any other
-    lone surrogate as ``\\ud800``; valid text is returned as it is.
-    """
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        pass
-    try:
-        return os.fsencode(text).decode("utf-8", "backslashreplace")
-    except UnicodeEncodeError:  # a surrogate that is not an undecodable byte of a file name
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _is_text(s: str) -> bool:

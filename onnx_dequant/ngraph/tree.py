@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import DequantizeError
+from ..errors import DequantizeError, shown_text
 from ..opsets import DEFAULT_OPSET
 from . import reader
 from .export import save_converted
@@ -92,10 +92,10 @@ class TreeReport:
         return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def to_dict(self) -> dict[str, Any]:
-        """The report as JSON values; paths and messages as valid Unicode text (``reader.shown_text``)."""
+        """The report as JSON values; paths and messages as valid Unicode text (``errors.shown_text``)."""
 
         def shown(v: Any) -> Any:
-            return reader.shown_text(v) if isinstance(v, str) else v
+            return shown_text(v) if isinstance(v, str) else v
 
         return {
             "source": shown(self.source),
