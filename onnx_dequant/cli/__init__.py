@@ -152,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _failed(argv: Sequence[str], line: str, error: str, status: int) -> int:
     """``status``, after ``line`` on stderr and, where ``--json`` was asked for, the failure as JSON on
     stdout (``{"ok": false, "exit_code": ..., "error": ...}``: a program reads every outcome there)."""
-    print(line, file=sys.stderr)
+    print(shown_text(line), file=sys.stderr)  # a file name's undecodable bytes shown as \xff
     if "--json" in argv:
         with contextlib.suppress(OSError):
             print(json.dumps({"ok": False, "exit_code": status, "error": shown_text(error)}), flush=True)
