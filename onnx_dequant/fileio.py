@@ -114,8 +114,8 @@ def temporary(real: Path, suffix: str = "") -> Iterator[Path]:
         fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=suffix + ".tmp", dir=real.parent)
     except OSError as e:
         raise _unwritable(e, real) from None
-    os.close(fd)
-    try:
+    try:  # from the first bytecode after mkstemp: Ctrl-C anywhere from here leaves no temporary file
+        os.close(fd)
         yield Path(tmp)
     except OSError as e:  # a full disk, a file size limit: the output is named, not the temporary file
         if e.filename is not None and e.filename != tmp:
