@@ -209,3 +209,47 @@ def test_a_stand_in_left_by_a_restore_cut_short_is_taken_for_the_handler_it_repl
         assert signal.getsignal(signal.SIGUSR1) is mine and got == [signal.SIGUSR1]
     finally:
         signal.signal(signal.SIGUSR1, old)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
+def test_a_handler_raising_while_the_handlers_go_back_leaves_none_behind(monkeypatch):
+    """A put-back handler that raises while the others go back (here the second ``signal.signal`` call
+    raises, as one does where Python runs a pending handler before it sets): every handler is still put
+    back, the signals noted during the run are delivered, and then the exception is raised. Until now
+    SIGINT stayed with the stand-in after such a run (Ctrl-C swallowed between runs) and the noted
+    signals were dropped."""
+    signals = __import__("onnx_dequant.ort.signals", fromlist=["deferred"])
+    got = []
+
+    def mine(signum, frame):
+        got.append(signum)
+
+    real = signals._calls
+
+    class Flaky:
+        puts = 0
+
+        def getsignal(self, sig):
+            return real.getsignal(sig)
+
+        def signal(self, sig, handler):
+            if handler is not signals._note:
+                Flaky.puts += 1
+                if Flaky.puts == 2:
+                    raise KeyboardInterrupt
+            return real.signal(sig, handler)
+
+    old = {s: signal.signal(s, mine) for s in (signal.SIGUSR1, signal.SIGUSR2)}
+    int_handler = signal.getsignal(signal.SIGINT)
+    try:
+        monkeypatch.setattr(signals, "_calls", Flaky())
+        with pytest.raises(KeyboardInterrupt):
+            with signals.deferred():
+                os.kill(os.getpid(), signal.SIGUSR1)
+        monkeypatch.undo()
+        assert [signal.getsignal(s) for s in old] == [mine, mine]
+        assert signal.getsignal(signal.SIGINT) is int_handler and got == [signal.SIGUSR1]
+        assert signals._pending == [] and signals._saved == {}
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

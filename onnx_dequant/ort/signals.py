@@ -64,24 +64,43 @@ def _install() -> None:
             continue
 
 
-def _restore() -> list[tuple[Any, int, FrameType | None]]:
-    # A put-back handler runs (and may raise: Ctrl-C) wherever Python checks for signals: at its bytecodes
-    # and in each ``signal.signal`` call, before it sets. The handlers go back in one C-level loop
-    # (``map``: no bytecode between two), SIGINT's last, so Ctrl-C cannot cut the loop short; a handler of
-    # another signal that raises there leaves the rest with ``_note``, which the next ``_install`` takes
-    # for their ``_originals``. Until the first handler is back, every handler is ``_note``: it never raises.
+Due = list[tuple[Any, int, "FrameType | None"]]
+
+
+def _restore() -> tuple[Due, BaseException | None]:
+    """Put every saved handler back. Returns the signals noted meanwhile with the handlers due to get
+    them, and the first exception a put-back handler raised while the others went back (to raise after)."""
+    # A put-back handler runs (and may raise: Ctrl-C) wherever Python checks for signals: at bytecodes and
+    # in each ``signal.signal`` call, before it sets. First one C-level pass (``map``: no bytecode between
+    # two), SIGINT's last; where a handler raised in it, the handlers go back one by one, the exception
+    # kept, until all are back. Until the first handler is back, every handler is ``_note``: it never raises.
     saved = dict(_saved)
     _saved.clear()
+    raised: BaseException | None = None
     try:
         list(map(_calls.signal, saved, saved.values()))
-    except (OSError, ValueError, RuntimeError):  # one by one: the others still go back
-        for sig, handler in saved.items():
-            with contextlib.suppress(OSError, ValueError, RuntimeError):
-                _calls.signal(sig, handler)
-    finally:  # nothing is delivered twice: a slice and a clear, no check for signals between
-        pending = _pending[:]
-        _pending.clear()
-    return [(saved.get(signum), signum, frame) for signum, frame in pending]
+        left = []
+    except BaseException as e:  # noqa: BLE001 - OSError...: a signal refused; else a handler's exception
+        if not isinstance(e, (OSError, ValueError, RuntimeError)):
+            raised = e
+        left = list(saved.items())  # all again: setting a handler twice is harmless
+    while left:
+        try:
+            while left:
+                with contextlib.suppress(OSError, ValueError, RuntimeError):
+                    _calls.signal(*left[0])
+                del left[0]
+        except BaseException as e:  # noqa: BLE001 - a handler put back raised here: the rest still go back
+            raised = raised or e
+    pending = _pending[:]  # every handler is back: ``_note`` adds nothing more
+    _pending.clear()
+    return [(saved.get(signum), signum, frame) for signum, frame in pending], raised
+
+
+def _deliver(due: Due) -> None:
+    for handler, signum, frame in due:
+        if callable(handler):
+            handler(signum, frame)  # e.g. signal.default_int_handler raises KeyboardInterrupt here
 
 
 class _Deferred:
@@ -96,8 +115,9 @@ class _Deferred:
         if _depth == 0:
             try:
                 _install()
-            except BaseException:  # a signal handled before the swap was complete: undo it
-                _restore()
+            except BaseException:  # a signal handled before the swap was complete: undo it, deliver the rest
+                due, _ = _restore()
+                _deliver(due)
                 raise
         _depth += 1
 
@@ -106,10 +126,11 @@ class _Deferred:
         if threading.current_thread() is not threading.main_thread():
             return
         _depth -= 1
-        due = _restore() if _depth == 0 else []
-        for handler, signum, frame in due:
-            if callable(handler):
-                handler(signum, frame)  # e.g. signal.default_int_handler raises KeyboardInterrupt here
+        if _depth == 0:
+            due, raised = _restore()
+            _deliver(due)
+            if raised is not None:  # a signal that arrived as the handlers went back, after those before it
+                raise raised
 
 
 _DEFERRED = _Deferred()
