@@ -23,6 +23,7 @@ _CARRIER = {  # types ORT's Python API cannot exchange with NumPy -> the type to
 
 
 _SUFFIX = "__odq_validate"
+_OUT_SUFFIX = "__odq_validate_out"  # apart from inputs': a carried input may be a graph output too
 
 
 def _np_to_onnx(dt: np.dtype) -> int:
@@ -68,7 +69,7 @@ def with_carriers(
     for name, elem in outputs:
         if elem in _CARRIER:
             carrier, _, original = _CARRIER[elem]
-            new = name + _SUFFIX
+            new = name + _OUT_SUFFIX
             casts.append(helper.make_node("Cast", [name], [new], to=carrier, name=new))
             out_map[new] = (name, original)
             new_outputs.append(helper.make_tensor_value_info(new, carrier, None))
