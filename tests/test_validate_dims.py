@@ -86,3 +86,31 @@ def test_two_nodes_fixing_one_dim_differently_is_bad_input():
     with pytest.raises(odq.DequantizeError, match="dim 'C' must be 64 for node 'dq'") as e:
         generate(graph_inputs(dyn_model(second=32)))
     assert e.value.node == "dq2"
+
+
+def test_a_subgraphs_own_value_named_like_the_input_fixes_nothing():
+    """A Loop body's input named ``x`` (another value, 6 wide) read by a Dequantize with a scale of 6: the
+    main graph's ``x`` is sized by the main graph's node alone (C=64), not refused as fixed twice."""
+    model = dyn_model()
+    body = helper.make_graph(
+        [odq.make_node(["x", "s6"], ["bd"], axes=(1,), name="dq_body"), helper.make_node("Identity", ["c"], ["co"])],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("x", TensorProto.INT8, [2, 6])],
+        [
+            vi("co", TensorProto.BOOL, []),
+            vi("bd_carried", TensorProto.INT8, [2, 6]),
+            vi("bd", TensorProto.FLOAT, [2, 6]),
+        ],
+        [numpy_helper.from_array(np.ones(6, np.float32), "s6")],
+    )
+    body.node.append(helper.make_node("Identity", ["x"], ["bd_carried"]))
+    g = model.graph
+    g.initializer.extend(
+        [numpy_helper.from_array(np.array(2, np.int64), "m"), numpy_helper.from_array(np.ones((2, 6), np.int8), "x0")]
+    )
+    g.node.append(helper.make_node("Loop", ["m", "", "x0"], ["xl", "ys"], body=body, name="loop"))
+    g.output.append(vi("ys", TensorProto.FLOAT, [2, 2, 6]))
+    feeds = generate(graph_inputs(model), seed=0)
+    assert feeds["x"].shape == (DEFAULT_DIM, 64)
+    report = validate(model)
+    assert report.ok, report.to_text()

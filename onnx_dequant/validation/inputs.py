@@ -96,7 +96,7 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
 
 def _fixed_dims(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, int, str], ...]]:
     """``InputSpec.fixed`` by input name: the dims of graph inputs that the scale or zero point of a
-    Dequantize node reading the input directly fixes, where that has a known shape (a constant, or a graph
+    main-graph Dequantize node reading the input directly fixes, where that has a known shape (a constant, or a graph
     input declared with fixed dims): by the op's contract, it has the input's shape at the quantization axes."""
     main: dict[str, tuple[int, ...]] = {name: tuple(t.dims) for name, t in constants(model.graph)}
     for vi in model.graph.input:
@@ -105,21 +105,19 @@ def _fixed_dims(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, int, str],
             if shape is not None and all(isinstance(d, int) for d in shape):
                 main[vi.name] = tuple(int(d) for d in shape)  # type: ignore[arg-type]
     out: dict[str, list[tuple[int, int, str]]] = {}
-    for g in iter_graphs(model.graph):
-        known = {**main, **{name: tuple(t.dims) for name, t in constants(g)}}
-        for n in g.node:
-            if not is_dequantize(n) or len(n.input) < 2 or not n.input[0]:
-                continue
-            try:
-                axes, _ = node_attributes(n)
-            except DequantizeError:
-                continue  # the checker names it
-            for param in n.input[1:3]:
-                dims = known.get(param) if param else None
-                if dims is not None and len(dims) == len(axes) and axes:
-                    label = n.name or f"Dequantize -> {n.output[0] if n.output else '?'}"
-                    out.setdefault(n.input[0], []).extend((a, int(d), label) for a, d in zip(axes, dims))
-                    break
+    for n in model.graph.node:  # the main graph's own: a subgraph's value may shadow an input's name
+        if not is_dequantize(n) or len(n.input) < 2 or not n.input[0]:
+            continue
+        try:
+            axes, _ = node_attributes(n)
+        except DequantizeError:
+            continue  # the checker names it
+        for param in n.input[1:3]:
+            dims = main.get(param) if param else None
+            if dims is not None and len(dims) == len(axes) and axes:
+                label = n.name or f"Dequantize -> {n.output[0] if n.output else '?'}"
+                out.setdefault(n.input[0], []).extend((a, int(d), label) for a, d in zip(axes, dims))
+                break
     return {k: tuple(v) for k, v in out.items()}
 
 
