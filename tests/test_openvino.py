@@ -97,15 +97,27 @@ def test_validate_runtime_option(capsys):
         assert main(["validate", path, "--runtime", "tensorrt", "-q"]) == 2
 
 
-@pytest.mark.parametrize("shape,axes,rt", [((0, 3, 4), (1,), "f32"), ((2, 0), (), "f16")])
-def test_an_empty_output_keeps_its_shape_in_openvino(shape, axes, rt):
+@pytest.mark.parametrize(
+    "shape,axes,rt,opset,ops",
+    [
+        ((0, 3, 4), (1,), "f32", 21, ["ConstantOfShape"]),
+        ((2, 0), (), "f16", 13, ["ConstantOfShape"]),
+        ((2, 0, 3), (1,), "bf16", 20, ["ConstantOfShape"]),
+        ((2, 0, 3), (1,), "bf16", 17, ["ConstantOfShape", "Cast"]),  # no bf16 ConstantOfShape below 20
+    ],
+)
+def test_an_empty_output_keeps_its_shape_in_openvino(shape, axes, rt, opset, ops):
     """OpenVINO returns an empty initializer that is a graph output with shape ``()``: for its target the
-    empty output is a ConstantOfShape, which it returns with the output's shape."""
+    empty output is a ConstantOfShape (of f32 and a Cast for bf16 below opset 20), which it returns with
+    the output's shape."""
+    import onnx
+
     x, s, z = random_case(np.random.default_rng(3), shape, axes, "i8", rt)
-    model = one_node_model(x, s, z, axes)
+    model = one_node_model(x, s, z, axes, opset=opset)
     lowered = lower_model(model, LowerOptions(target="openvino"))
     assert [n.strategy for n in lowered.nodes] == ["empty-output"]
-    assert [n.op_type for n in lowered.model.graph.node] == ["ConstantOfShape"]
+    assert [n.op_type for n in lowered.model.graph.node] == ops
+    onnx.checker.check_model(lowered.model, full_check=True)
     report = odq.validate(
         model, {"x": x}, paths=["lowered"], target="openvino", runtimes=("onnxruntime", "openvino"), levels=["default"]
     )

@@ -29,7 +29,12 @@ class Empty(Strategy[None]):
     def emit(self, info: NodeInfo, choice: None, em: Emitter) -> None:
         shape = info.known_shape or (0,)
         if info.target == "openvino":
-            zero = numpy_helper.from_array(np.zeros(1, info.out_type.numpy))
-            em.node("ConstantOfShape", [em.const(shape, np.int64, "shape")], info.output, value=zero)
+            # ConstantOfShape has bf16 from opset 20: below, an f32 one and an exact Cast
+            cast = info.out_type == "bf16" and info.opset < 20
+            zero = numpy_helper.from_array(np.zeros(1, np.float32 if cast else info.out_type.numpy))
+            dims = em.const(shape, np.int64, "shape")
+            made = em.node("ConstantOfShape", [dims], None if cast else info.output, value=zero)
+            if cast:
+                em.node("Cast", [made], info.output, to=info.out_type.onnx)
         else:
             em.constant_output(np.zeros(shape, info.out_type.numpy), info.output)
