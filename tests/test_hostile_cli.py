@@ -215,6 +215,14 @@ def test_a_failure_with_json_asked_for_is_json_on_stdout_too(argv, error, capsys
     assert main(argv[:-1]) == 2 and capsys.readouterr().out == ""  # without --json: stdout stays empty
 
 
+def test_json_is_asked_for_as_argparse_reads_it(capsys):
+    """An abbreviation argparse takes (``--js``) asks for JSON; a file named ``--json`` after ``--`` does not."""
+    assert main(["validate", "/nonexistent/m.onnx", "--js"]) == 2
+    assert json.loads(capsys.readouterr().out)["error"] == "/nonexistent/m.onnx: model file not found"
+    assert main(["validate", "--", "--json"]) == 2
+    assert capsys.readouterr().out == ""
+
+
 def test_negative_numbers_in_scientific_notation_are_values_not_options(capsys):
     graph = str(ROOT / "models" / "qdq_chain.json")
     assert main(["validate", graph, "--json", "--real-range", "-1e3", "-5E-1"]) == 0

@@ -123,6 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = "onnx-dequant"
     own = argv is None
     argv = sys.argv[1:] if own else list(argv)
+    args = None
     try:
         with _sigterm_raises():
             parser = build_parser()  # inside: Ctrl-C while the modules load is handled too
@@ -131,14 +132,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args) or 0)
     except KeyboardInterrupt:
         _ending(own)
-        return _failed(argv, f"{command}: interrupted", "interrupted", 130)
+        return _failed(_json_asked(args, argv), f"{command}: interrupted", "interrupted", 130)
     except BrokenPipeError:  # the reader of the output went away (``| head``): quiet, as a Unix tool is
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 141
     except _Terminated:
         _ending(own)
-        return _failed(argv, f"{command}: terminated", "terminated", 143)
+        return _failed(_json_asked(args, argv), f"{command}: terminated", "terminated", 143)
     except SystemExit as e:  # --help, or a subcommand's own exit
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     except BaseException as e:  # noqa: BLE001 - the one place: one line, never a traceback
@@ -146,14 +147,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("ONNX_DEQUANT_TRACEBACK"):
             traceback.print_exc()
         text = one_line(e)
-        return _failed(argv, f"{command}: error: {text}", text, 2)
+        return _failed(_json_asked(args, argv), f"{command}: error: {text}", text, 2)
 
 
-def _failed(argv: Sequence[str], line: str, error: str, status: int) -> int:
+def _json_asked(args: argparse.Namespace | None, argv: Sequence[str]) -> bool:
+    """Whether ``--json`` was asked for: the parsed option, or where parsing failed, an argument before
+    ``--`` that argparse reads as it (``--json``, or an abbreviation such as ``--js``)."""
+    if args is not None:
+        return bool(getattr(args, "json", False))
+    for a in argv:
+        if a == "--":
+            return False
+        if len(a) >= 3 and "--json".startswith(a):
+            return True
+    return False
+
+
+def _failed(json_asked: bool, line: str, error: str, status: int) -> int:
     """``status``, after ``line`` on stderr and, where ``--json`` was asked for, the failure as JSON on
     stdout (``{"ok": false, "exit_code": ..., "error": ...}``: a program reads every outcome there)."""
     print(shown_text(line), file=sys.stderr)  # a file name's undecodable bytes shown as \xff
-    if "--json" in argv:
+    if json_asked:
         with contextlib.suppress(OSError):
             print(json.dumps({"ok": False, "exit_code": status, "error": shown_text(error)}), flush=True)
     return status
