@@ -233,8 +233,8 @@ def _stop_pool(pool: ProcessPoolExecutor, interrupted: BaseException) -> None:
     interruption)."""
     held: list[tuple[int, Any]] = []
     saved: dict[int, Any] = {}
-    with _signals_blocked():
-        try:
+    try:
+        with _signals_blocked():
             if threading.current_thread() is threading.main_thread():
                 for sig in _WORKER_SIGNALS:
                     handler = signal.getsignal(sig)
@@ -256,9 +256,9 @@ def _stop_pool(pool: ProcessPoolExecutor, interrupted: BaseException) -> None:
                 p.kill()
             if left:  # (waiting on no object at all would wait for ever)
                 multiprocessing.connection.wait(list(left))
-        finally:
-            for sig, handler in saved.items():
-                signal.signal(sig, handler)
+    finally:  # unblocked first: a signal held meanwhile reaches the noting handler (``signal.signal`` runs
+        for sig, handler in saved.items():  # what is pending before it sets), not the one put back
+            signal.signal(sig, handler)
     if held and isinstance(interrupted, Exception):
         signum, frame = held[0]
         saved[signum](signum, frame)
