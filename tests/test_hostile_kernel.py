@@ -23,6 +23,19 @@ ROOT = Path(__file__).resolve().parents[1]
 # them with SIGINT ignored, which Python keeps, and the signals the tests send would do nothing.
 _FOREGROUND = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
 
+# A child's SIGINT handler that raises KeyboardInterrupt only while ``armed[0]`` (a run under way), once
+# per arming: a signal taken at the child loop's own bytecodes (its backward jump, outside any try) would
+# otherwise end the child rather than the run. Children run it with ``exec(ARMED_SIGINT)``.
+_ARMED_SIGINT = (
+    "armed = [False]\n"
+    "def _interrupt(signum, frame):\n"
+    "    if armed[0]:\n"
+    "        armed[0] = False\n"
+    "        raise KeyboardInterrupt\n"
+    "signal.signal(signal.SIGINT, _interrupt)\n"
+)
+_PRELUDE = f"ARMED_SIGINT = {_ARMED_SIGINT!r}\n"
+
 _CHILD = textwrap.dedent(
     """
     import os, random, signal, threading, time
@@ -61,12 +74,7 @@ _CHILD = textwrap.dedent(
     # 2. a storm of SIGINTs at random moments while runs follow one another. The handler raises only
     # while a run is under way, once per arming: a signal the loop's own bytecodes take (its backward
     # jump, outside any try) would otherwise end the test script rather than the run.
-    armed = [False]
-    def interrupt(signum, frame):
-        if armed[0]:
-            armed[0] = False
-            raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, interrupt)
+    exec(ARMED_SIGINT)
     stop = time.monotonic() + 1.5
     def storm():
         rng = random.Random(0)
@@ -99,7 +107,7 @@ _CHILD = textwrap.dedent(
 
 def test_signals_and_exit_never_abort():
     proc = subprocess.run(
-        [sys.executable, "-c", _FOREGROUND + _CHILD], capture_output=True, text=True, timeout=240, cwd=ROOT
+        [sys.executable, "-c", _FOREGROUND + _PRELUDE + _CHILD], capture_output=True, text=True, timeout=240, cwd=ROOT
     )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert "deferred, kernel errors: 0" in proc.stdout, proc.stdout
@@ -147,12 +155,7 @@ _RESTORE_CHILD = textwrap.dedent(
         pass
 
     signal.signal(signal.SIGTERM, on_term)
-    armed = [False]
-    def on_int(signum, frame):  # raises once per arming, as in the storm above
-        if armed[0]:
-            armed[0] = False
-            raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, on_int)
+    exec(ARMED_SIGINT)
     stop = time.monotonic() + 2.0
     def storm():
         while time.monotonic() < stop:
@@ -180,7 +183,8 @@ _RESTORE_CHILD = textwrap.dedent(
 def test_a_signal_while_the_handlers_go_back_leaves_every_other_handler_in_place():
     """A SIGINT handled while ``deferred`` puts the handlers back raises there: the handlers of the other
     signals still go back (a raise between two left SIGTERM's with the stand-in, swallowed for good)."""
-    proc = subprocess.run([sys.executable, "-c", _RESTORE_CHILD], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    child = [sys.executable, "-c", _PRELUDE + _RESTORE_CHILD]
+    proc = subprocess.run(child, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout == "SIGTERM on_term interrupts True\n", proc.stdout
 
