@@ -426,6 +426,17 @@ def test_the_run_tokens_name_fed_is_refused_as_onnx_runtime_refuses_an_input_the
     assert done.wait(30) and got == [([], "data", f"Invalid input name: {token}")]
     with pytest.raises(ValueError, match="missing"):  # a missing input is still reported first
         sess.run(None, {token: np.array(0, np.int64)})
+    binding = sess.io_binding()  # bound by name: refused as ONNX Runtime refuses a name the model lacks
+    with pytest.raises(RuntimeError) as e:
+        binding.bind_cpu_input(token, np.array(0, np.int64))
+    with pytest.raises(RuntimeError) as e_plain:
+        plain.io_binding().bind_cpu_input("nope", np.array(0, np.int64))
+    assert str(e.value) == str(e_plain.value).replace("nope", token)
+    for k, v in feed.items():
+        binding.bind_cpu_input(k, v)
+    binding.bind_output("r")
+    sess.run_with_iobinding(binding)  # the session binds its own token
+    assert same_bits(binding.copy_outputs_to_cpu()[0], plain.run(["r"], feed)[0])
     assert same_bits(sess.run(["r"], feed)[0], plain.run(["r"], feed)[0])
 
 

@@ -167,18 +167,21 @@ class KernelIOBinding(ort.IOBinding):
 
     def __init__(self, session: KernelSession) -> None:
         super().__init__(session)
+        self._token = session._token_input  # the session binds it each run; the caller may not
         self.odq_inputs: dict[str, Any] = {}  # name -> array, OrtValue, or None (bound where not readable)
         self.odq_outputs: dict[str, np.ndarray] = {}  # name -> the CPU array an output is bound to
         self.odq_output_names: set[str] = set()  # every output bound, wherever
 
     def bind_cpu_input(self, name: str, arr_on_cpu: Any) -> None:
         """As ``IOBinding.bind_cpu_input``; the kernels read the array itself."""
+        self._refuse_token(name)
         arr_on_cpu = _settled(arr_on_cpu)
         super().bind_cpu_input(name, arr_on_cpu)
         self.odq_inputs[name] = arr_on_cpu
 
     def bind_ortvalue_input(self, name: str, ortvalue: Any) -> None:
         """As ``IOBinding.bind_ortvalue_input``; the kernels read a CPU ``OrtValue``'s data itself."""
+        self._refuse_token(name)
         super().bind_ortvalue_input(name, ortvalue)
         self.odq_inputs[name] = ortvalue
 
@@ -186,8 +189,15 @@ class KernelIOBinding(ort.IOBinding):
         self, name: str, device_type: str, device_id: int, element_type: Any, shape: Any, buffer_ptr: int
     ) -> None:
         """As ``IOBinding.bind_input``; the kernels read CPU memory at ``buffer_ptr`` itself."""
+        self._refuse_token(name)
         super().bind_input(name, device_type, device_id, element_type, shape, buffer_ptr)
         self.odq_inputs[name] = _cpu_view(device_type, element_type, shape, buffer_ptr)
+
+    def _refuse_token(self, name: Any) -> None:
+        """The run token is no input of the model the caller sees: refused in ONNX Runtime's words for a
+        name the model lacks (bound, it was silently replaced by the run's own)."""
+        if self._token is not None and name == self._token:
+            raise RuntimeError(f"Failed to find NodeArg with name: {name} in the def list")
 
     def clear_binding_inputs(self) -> None:
         """As ``IOBinding.clear_binding_inputs``; the inputs the kernels read are forgotten too."""
@@ -764,7 +774,7 @@ class KernelSession(ort.InferenceSession):
 
         def call(token: int) -> Any:
             if self._token_input is not None:
-                iobinding.bind_cpu_input(self._token_input, self._token_value(token))
+                ort.IOBinding.bind_cpu_input(iobinding, self._token_input, self._token_value(token))
             return super(KernelSession, self).run_with_iobinding(iobinding, run_options)
 
         return self._checked(call, reads, placed)
