@@ -1,4 +1,4 @@
-"""The one exception type the library raises for bad input."""
+"""The one exception type the library raises for bad input, and how its messages show a user's values."""
 
 from __future__ import annotations
 
