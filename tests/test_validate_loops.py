@@ -231,3 +231,47 @@ def test_trip_count_of_a_loop_in_a_subgraph_is_small():
     (m, _) = graph_inputs(model)
     assert m.trip_count
     assert TRIP_COUNTS[0] <= generate([m], seed=3)["M"][0] <= TRIP_COUNTS[1]
+
+
+def test_inputs_a_trip_count_is_computed_from_are_small():
+    """A trip count computed from graph inputs (``M = Cast(n32) + k``) keeps those inputs in TRIP_COUNTS: drawn
+    from int32's whole range, ``M`` ran the loop for ever. An input that only feeds the loop's body spans its
+    range still."""
+    model = loop_model()
+    g = model.graph
+    m_input = g.input[0]
+    m_input.CopyFrom(vi("n32", TensorProto.INT32, []))
+    g.input.extend([vi("k", TensorProto.INT64, [1]), vi("w", TensorProto.INT64, [4])])
+    g.node.insert(0, helper.make_node("Cast", ["n32"], ["n64"], to=TensorProto.INT64))
+    g.node.insert(1, helper.make_node("Squeeze", ["k"], ["k0"]))
+    g.node.insert(2, helper.make_node("Add", ["n64", "k0"], ["M"]))
+    g.node.append(helper.make_node("Identity", ["w"], ["w_out"]))
+    g.output.append(vi("w_out", TensorProto.INT64, [4]))
+    specs = {s.name: s for s in graph_inputs(model)}
+    assert {n for n, s in specs.items() if s.trip_count} == {"n32", "k"}
+    low, high = TRIP_COUNTS
+    for seed in range(10):
+        feeds = generate(list(specs.values()), seed=seed)
+        assert low <= int(feeds["n32"]) <= high and low <= int(feeds["k"][0]) <= high
+        assert feeds["w"][0] == np.iinfo(np.int64).min and feeds["w"][1] == np.iinfo(np.int64).max
+    report = validate(model, seed=2)
+    assert report.ok, report.to_text()
+    trips = int(feeds["n32"]) + int(feeds["k"][0])
+    assert ReferenceRunner(model).run(feeds)["ys"].shape == (trips, 2, 3)
+
+
+def test_a_trip_count_computed_inside_an_if_marks_what_the_branches_read():
+    """``M`` is an If's output: every value the branches read is kept small (the If's condition is a
+    bool, drawn as ever)."""
+    then_g = helper.make_graph([helper.make_node("Identity", ["a"], ["t"])], "then", [], [vi("t", TensorProto.INT64, [])])
+    else_g = helper.make_graph([helper.make_node("Identity", ["b"], ["e"])], "else", [], [vi("e", TensorProto.INT64, [])])
+    model = loop_model()
+    g = model.graph
+    g.input[0].CopyFrom(vi("a", TensorProto.INT64, []))
+    g.input.extend([vi("b", TensorProto.INT64, []), vi("c", TensorProto.BOOL, [])])
+    g.node.insert(0, helper.make_node("If", ["c"], ["M"], then_branch=then_g, else_branch=else_g))
+    specs = {s.name: s for s in graph_inputs(model)}
+    assert {n for n, s in specs.items() if s.trip_count} == {"a", "b", "c"}
+    feeds = generate(list(specs.values()), seed=0)
+    assert TRIP_COUNTS[0] <= int(feeds["a"]) <= TRIP_COUNTS[1] and TRIP_COUNTS[0] <= int(feeds["b"]) <= TRIP_COUNTS[1]
+    assert validate(model, seed=0).ok

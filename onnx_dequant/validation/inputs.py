@@ -2,8 +2,9 @@
 declared types and shapes.
 
 Generated integer inputs are uniform random bits, so they span their type's whole range, and the
-first two elements are the type's minimum and maximum, except for a Loop's trip count, which takes
-small values (``TRIP_COUNTS``: the whole int64 range would run the loop forever). Real inputs are
+first two elements are the type's minimum and maximum, except for a Loop's trip count and the integer
+inputs it is computed from, which take small values (``TRIP_COUNTS``: the whole int64 range would run
+the loop for ever). Real inputs are
 uniform in a range the caller sets. Symbolic (or unnamed unknown) dims take the size the caller gives
 per name, else the size that a constant scale or zero point of a Dequantize node reading the input
 fixes at a quantization axis, else ``DEFAULT_DIM``. The same seed gives the same inputs.
@@ -22,7 +23,7 @@ import onnx
 
 from .. import dtypes, fileio
 from ..errors import DequantizeError
-from ..graphs import constants, iter_graphs
+from ..graphs import constants, iter_graphs, subgraphs
 from ..schema import is_dequantize, node_attributes, tensor_type_of
 
 __all__ = [
@@ -42,8 +43,8 @@ DEFAULT_DIM = 3
 """Size of a symbolic or unknown dim with no ``--dim``: small, and not 1 (1 hides broadcasting mistakes)."""
 
 TRIP_COUNTS = (1, 3)
-"""The range (both ends included) of generated values for an input that is a Loop's trip count ``M``: small,
-so the reference's loop ends quickly, and at least one iteration (a loop that runs zero times is tested
+"""The range (both ends included) of generated values for an integer input that is a Loop's trip count ``M``
+or that ``M`` is computed from: small, so the reference's loop ends quickly, and at least one iteration (a loop that runs zero times is tested
 with ``--inputs``)."""
 
 
@@ -54,7 +55,7 @@ class InputSpec:
     name: str
     elem: int  # ONNX TensorProto data type
     shape: tuple[int | str | None, ...] | None
-    trip_count: bool = False  # the input is a Loop's trip count M (generated small)
+    trip_count: bool = False  # a Loop's trip count M is, or is computed from, the input (generated small)
     fixed: tuple[tuple[int, int, str], ...] = ()
     """``(axis, size, node)``: a Dequantize node ``node`` reads the input directly with a constant scale or
     zero point whose shape fixes the input's dim ``axis`` to ``size``."""
@@ -75,12 +76,7 @@ class InputSpec:
 def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
     """The main graph's inputs that are not initializers (those are the ones a caller feeds)."""
     inits = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.sparse_initializer}
-    trips = {
-        n.input[0]
-        for g in iter_graphs(model.graph)
-        for n in g.node
-        if n.op_type == "Loop" and n.domain in ("", "ai.onnx") and n.input and n.input[0]
-    }
+    trips = _trip_sources(model)
     fixed = _fixed_dims(model)
     specs = []
     for vi in model.graph.input:
@@ -92,6 +88,32 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
         elem = int(vi.type.tensor_type.elem_type)
         specs.append(InputSpec(vi.name, elem, shape, vi.name in trips, fixed.get(vi.name, ())))
     return specs
+
+
+def _trip_sources(model: onnx.ModelProto) -> set[str]:
+    """The values a Loop's trip count ``M`` is computed from, in any graph: ``M`` itself and, back to the
+    graph inputs, every value read by the nodes that compute one of them (a node with subgraphs reads
+    every value its subgraphs' nodes read). A name a subgraph reuses counts for every value it names:
+    an input kept small that need not be costs coverage; one drawn from its type's whole range may run
+    the loop for ever."""
+    reads: dict[str, list[str]] = {}  # value -> the values the node computing it reads
+    wanted: list[str] = []
+    for g in iter_graphs(model.graph):
+        for n in g.node:
+            read = [i for i in n.input if i]
+            read += [i for sg in subgraphs(n) for inner in iter_graphs(sg) for m in inner.node for i in m.input if i]
+            for o in n.output:
+                if o:
+                    reads.setdefault(o, []).extend(read)
+            if n.op_type == "Loop" and n.domain in ("", "ai.onnx") and n.input and n.input[0]:
+                wanted.append(n.input[0])
+    seen: set[str] = set()
+    while wanted:
+        name = wanted.pop()
+        if name not in seen:
+            seen.add(name)
+            wanted.extend(reads.get(name, ()))
+    return seen
 
 
 def _fixed_dims(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, int, str], ...]]:
@@ -226,7 +248,7 @@ def _generate_one(
         return out.astype(dt.numpy)
     if dt.kind == "boolean":
         return (_random_bits(rng, np.dtype(np.uint8), shape) & 1).astype(np.bool_)
-    if spec.trip_count:  # a loop's count: small, never negative
+    if spec.trip_count:  # a loop's count, or what it is computed from: small, never negative
         low, high = TRIP_COUNTS
         return rng.integers(low, high + 1, size=shape).astype(dt.numpy)
     if dt.bits == 4:  # ml_dtypes 4-bit types: draw a nibble, map to the type's range
