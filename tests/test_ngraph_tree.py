@@ -218,3 +218,41 @@ def test_sigterm_on_a_folder_run_exits_143(tmp_path):
     lines = [line for line in err.splitlines() if not line.startswith("[")]
     assert lines == ["onnx-dequant convert: terminated"], err[-2000:]
     _check_outputs(out, 300)
+
+
+def test_a_worker_that_dies_fails_only_the_graph_it_was_converting(tmp_path, monkeypatch):
+    """A worker killed mid-graph (the out-of-memory killer's SIGKILL) broke the pool: every graph not yet
+    reported was refused as 'the worker failed', written or not. Now the graphs left are converted again
+    (the one under way alone, in a worker of its own), only the graph that kills its worker is refused,
+    with how the worker ended, and it leaves no temporary file."""
+    from onnx_dequant.ngraph import tree
+
+    src = _tree(tmp_path)
+    shutil.copy(MODELS / "qdq_chain.json", src / "nets" / "crash.json")
+    real = tree._convert_one
+
+    def converting(s, rel, out, options):
+        if rel.endswith("crash.json"):  # the workers are forked: they run this
+            Path(out, "nets").mkdir(parents=True, exist_ok=True)
+            Path(out, "nets", ".crash.onnx.half.tmp").write_bytes(b"half")  # as a writer killed midway leaves
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(s, rel, out, options)
+
+    monkeypatch.setattr(tree, "_convert_one", converting)
+    report = odq.ngraph.convert_tree(src, tmp_path / "out", jobs=2)
+    status = {r.graph: r.status for r in report.results}
+    assert status == {
+        "broken.json": "refused",
+        "nets/conv_block.json": "converted",
+        "nets/crash.json": "refused",
+        "nets/deep/mlp.json": "converted",
+        "nets/send.json": "refused",
+        "qdq_chain.json": "converted",
+    }
+    errors = {r.graph: r.error for r in report.refused}
+    assert errors["nets/crash.json"] == "the worker converting it was killed by SIGKILL"
+    assert "worker" not in errors["broken.json"] and "worker" not in errors["nets/send.json"]
+    written = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert written == ["nets/conv_block.onnx", "nets/deep/mlp.onnx", "qdq_chain.onnx"]
+    for name in written:
+        onnx.checker.check_model(onnx.load(tmp_path / "out" / name))

@@ -263,8 +263,12 @@ def test_inputs_a_trip_count_is_computed_from_are_small():
 def test_a_trip_count_computed_inside_an_if_marks_what_the_branches_read():
     """``M`` is an If's output: every value the branches read is kept small (the If's condition is a
     bool, drawn as ever)."""
-    then_g = helper.make_graph([helper.make_node("Identity", ["a"], ["t"])], "then", [], [vi("t", TensorProto.INT64, [])])
-    else_g = helper.make_graph([helper.make_node("Identity", ["b"], ["e"])], "else", [], [vi("e", TensorProto.INT64, [])])
+    then_g = helper.make_graph(
+        [helper.make_node("Identity", ["a"], ["t"])], "then", [], [vi("t", TensorProto.INT64, [])]
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Identity", ["b"], ["e"])], "else", [], [vi("e", TensorProto.INT64, [])]
+    )
     model = loop_model()
     g = model.graph
     g.input[0].CopyFrom(vi("a", TensorProto.INT64, []))

@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,21 +188,35 @@ def _worker_sigterm(signum: int, frame: Any) -> None:
         os._exit(128 + signum)
 
 
-def _init_worker() -> None:
+_state: Any = None
+"""In a worker: the pass's shared ``RawArray`` of graph states (``_QUEUED``, ``_UNDER_WAY``, ``_DONE``), by index."""
+_QUEUED, _UNDER_WAY, _DONE = 0, 1, 2
+
+
+def _init_worker(state: Any = None) -> None:
     """A worker's signals: Ctrl-C (the terminal sends it to the whole process group) is the parent's to
     handle, which stops the workers with SIGTERM; SIGTERM lets the graph under way finish, then ends the worker.
-    The parent blocked both while it started the workers: nothing arrived before these handlers were set."""
+    The parent blocked both while it started the workers: nothing arrived before these handlers were set.
+    ``state``: where the worker marks the graphs it starts and ends (shared memory: no lock a dying worker
+    could hold)."""
+    global _state
+    _state = state
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _worker_sigterm)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _WORKER_SIGNALS)
 
 
-def _convert_in_worker(src: str, rel: str, out: str, options: dict[str, Any]) -> GraphResult:
-    """``_convert_one`` in a worker process; after a SIGTERM the worker exits once the graph is done."""
+def _convert_in_worker(src: str, rel: str, out: str, options: dict[str, Any], index: int) -> GraphResult:
+    """``_convert_one`` in a worker process (graph ``index`` of the pass: marked under way, then done); after
+    a SIGTERM the worker exits once the graph is done."""
     global _converting
     _converting = True
-    result = None if _stop_requested else _convert_one(src, rel, out, options)
+    result = None
+    if not _stop_requested:
+        _state[index] = _UNDER_WAY
+        result = _convert_one(src, rel, out, options)
+        _state[index] = _DONE
     _converting = False
     if _stop_requested or result is None:  # the parent stops the pool: it does not wait for this result
         os._exit(128 + signal.SIGTERM)
@@ -264,6 +279,64 @@ def _stop_pool(pool: ProcessPoolExecutor, interrupted: BaseException) -> None:
         saved[signum](signum, frame)
 
 
+def _pool_pass(
+    src: str, out: str, rels: list[str], jobs: int, options: dict[str, Any], finished: Callable[[GraphResult], None]
+) -> tuple[list[str], list[str], list[int | None]]:
+    """Convert ``rels`` on a pool of ``jobs`` workers, each result handed to ``finished``. Where a worker
+    died: the graphs it left to do again (not started, or done with their result lost) and those under way
+    in a worker then, whose temporary files are removed, and the workers' exit codes."""
+    ctx = _context()
+    state = ctx.RawArray("b", len(rels))
+    pool = ProcessPoolExecutor(
+        max_workers=min(jobs, len(rels)), mp_context=ctx, initializer=_init_worker, initargs=(state,)
+    )
+    lost: list[int] = []
+    try:
+        with _signals_blocked():  # the workers start during the submits
+            futures = {pool.submit(_convert_in_worker, src, rel, out, options, i): i for i, rel in enumerate(rels)}
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # the executor's own table
+        for fut in as_completed(futures):
+            try:
+                finished(fut.result())
+            except BrokenProcessPool:  # a worker died: this graph's fate is known once the pool is down
+                lost.append(futures[fut])
+            except Exception as e:  # noqa: BLE001 - a result that did not come back (it could not be sent)
+                i = futures[fut]
+                finished(GraphResult(rels[i], "refused", error=f"the worker failed ({type(e).__name__}: {e})"))
+    except BaseException as e:  # Ctrl-C, SIGTERM: waiting for the queued graphs could hang (workers
+        _stop_pool(pool, e)  # interrupted in the queues' locks), and would convert them all first
+        raise
+    pool.shutdown(wait=True)  # every worker has exited: the states are final
+    under_way = [rels[i] for i in sorted(lost) if state[i] == _UNDER_WAY]
+    for rel in under_way:
+        _remove_temporaries(out, rel)
+    exits = [p.exitcode for p in processes] if lost else []
+    return [rels[i] for i in sorted(lost) if state[i] != _UNDER_WAY], under_way, exits
+
+
+def _remove_temporaries(out: str, rel: str) -> None:
+    """The temporary files a worker that died while writing ``rel``'s model may have left beside it."""
+    target = Path(out) / (os.path.splitext(rel)[0] + ".onnx")
+    with contextlib.suppress(OSError):
+        for name in os.listdir(target.parent):
+            if name.startswith(f".{target.name}.") and name.endswith(".tmp"):
+                with contextlib.suppress(OSError):
+                    os.unlink(target.parent / name)
+
+
+def _death(exits: list[int | None]) -> str:
+    """How the worker that converted a graph alone ended (its exit code): 'was killed by SIGKILL', ..."""
+    code = next((c for c in exits if c), None)
+    if code is None:
+        return "died"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
 def _context() -> Any:
     # fork shares the imported modules with the workers (no re-import per worker); elsewhere, spawn
     if sys.platform.startswith("linux"):
@@ -313,21 +386,19 @@ def convert_tree(
         for rel in graphs:
             finished(_convert_one(str(src_path), rel, str(out_path), options))
     else:
-        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_context(), initializer=_init_worker)
-        try:
-            with _signals_blocked():  # the workers start during the submits
-                futures = {
-                    pool.submit(_convert_in_worker, str(src_path), rel, str(out_path), options): rel for rel in graphs
-                }
-            for fut in as_completed(futures):
-                try:
-                    finished(fut.result())
-                except Exception as e:  # the worker process died (out of memory, a crash in a library)
-                    finished(GraphResult(futures[fut], "refused", error=f"the worker failed ({type(e).__name__}: {e})"))
-        except BaseException as e:  # Ctrl-C, SIGTERM: waiting for the queued graphs could hang (workers
-            _stop_pool(pool, e)  # interrupted in the queues' locks), and would convert them all first
-            raise
-        pool.shutdown(wait=True)
+        # A worker that dies (out of memory, a crash in a library) breaks the pool: every graph not yet
+        # reported fails with it. Those not started (or done, their result lost) go to a new pool; those
+        # under way in a worker then (one of them killed it) are converted alone, each in a worker of its own.
+        pending, alone = graphs, []
+        while pending:
+            pending, under_way, _ = _pool_pass(str(src_path), str(out_path), pending, jobs, options, finished)
+            if pending and not under_way:  # a worker died with no graph under way: the rest run alone
+                under_way, pending = pending, []
+            alone += under_way
+        for rel in alone:
+            again, died, exits = _pool_pass(str(src_path), str(out_path), [rel], 1, options, finished)
+            if again or died:
+                finished(GraphResult(rel, "refused", error=f"the worker converting it {_death(exits)}"))
     report.results = [done[g] for g in graphs]
     report.seconds = time.perf_counter() - t0
     return report

@@ -44,8 +44,8 @@ DEFAULT_DIM = 3
 
 TRIP_COUNTS = (1, 3)
 """The range (both ends included) of generated values for an integer input that is a Loop's trip count ``M``
-or that ``M`` is computed from: small, so the reference's loop ends quickly, and at least one iteration (a loop that runs zero times is tested
-with ``--inputs``)."""
+or that ``M`` is computed from: small, so the reference's loop ends quickly, and at least one iteration (a
+loop that runs zero times is tested with ``--inputs``)."""
 
 
 @dataclass(frozen=True)
