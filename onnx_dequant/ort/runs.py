@@ -268,7 +268,8 @@ class Run:
             with self._lock:
                 borrowed = [*self._current.values(), *self._spent]
                 self._current, self._spent = {}, []
-            self._pool.give(borrowed)
+            if borrowed:  # none where every kernel computed into an array bound to its output
+                self._pool.give(borrowed)
 
 
 _counter = itertools.count(1)
