@@ -77,7 +77,7 @@ def gather_tree(ctx: OpContext) -> list[TensorType]:
     # after the first end token (within the length), end tokens
     valid = ctx.emit("Less", [ctx.b.const(np.arange(steps, dtype=np.int64).reshape(steps, 1, 1), _I64), length])
     is_end = ctx.emit("And", [ctx.emit("Equal", [index(traced), index(end)]), valid])
-    before = ctx.emit("CumSum", [ctx.emit("Cast", [is_end], to=_I64.onnx), ctx.int64s([0])], exclusive=1)
+    before = ctx.emit("CumSum", [ctx.emit("Cast", [is_end], to=_I64.onnx), ctx.scalar(0, _I64)], exclusive=1)
     finished = ctx.emit("Greater", [before, ctx.int64s([0])])
     ctx.emit("Where", [finished, end, traced], ctx.out())
     return [TensorType(dt, tuple(s0))]
@@ -142,14 +142,14 @@ def ctc_greedy_decoder(ctx: OpContext) -> list[TensorType]:
     zero = ctx.emit("Equal", [ctx.inputs[1], ctx.scalar(np.zeros((), ctx.elem(1).numpy), ctx.elem(1))])
     first = ctx.b.const(np.arange(steps).reshape(steps, 1) == 0, _BOOL, "step0")
     stops = ctx.emit("Cast", [ctx.emit("And", [zero, ctx.emit("Not", [first])])], to=_I64.onnx)
-    inside = ctx.emit("Equal", [ctx.emit("CumSum", [stops, ctx.int64s([0])]), ctx.int64s([0])])
+    inside = ctx.emit("Equal", [ctx.emit("CumSum", [stops, ctx.scalar(0, _I64)]), ctx.int64s([0])])
     keep = ctx.emit("And", [inside, ctx.emit("Less", [best, ctx.int64s([classes - 1])])])
     if merge:
         prev = ctx.emit("Concat", [ctx.b.const(np.full((1, batch), -1, np.int64), _I64, "none"), best], axis=0)
         prev = ctx.emit("Slice", [prev, ctx.int64s([0]), ctx.int64s([steps]), ctx.int64s([0])])
         keep = ctx.emit("And", [keep, ctx.emit("Not", [ctx.emit("Equal", [best, prev])])])
     keep_i = ctx.emit("Cast", [keep], to=_I64.onnx)
-    slot = ctx.emit("CumSum", [keep_i, ctx.int64s([0])], exclusive=1)
+    slot = ctx.emit("CumSum", [keep_i, ctx.scalar(0, _I64)], exclusive=1)
     slot = ctx.emit("Where", [keep, slot, ctx.int64s([steps])])  # dropped ones go to a spare column
     base = ctx.b.const(np.full((batch, steps + 1), -1, dt.numpy), dt, "unfilled")
     values = ctx.emit("Cast", [ctx.emit("Transpose", [best], perm=[1, 0])], to=dt.onnx)
