@@ -6,6 +6,8 @@ kernel's output, so these stay right when onnx fixes its Loop."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -14,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnx_dequant as odq
 from onnx_dequant.cli import main
+from onnx_dequant.graphs import iter_graphs
 from onnx_dequant.validation import validate
 from onnx_dequant.validation.inputs import TRIP_COUNTS, generate, graph_inputs
 from onnx_dequant.validation.runners import ReferenceRunner
@@ -279,3 +282,116 @@ def test_a_trip_count_computed_inside_an_if_marks_what_the_branches_read():
     feeds = generate(list(specs.values()), seed=0)
     assert TRIP_COUNTS[0] <= int(feeds["a"]) <= TRIP_COUNTS[1] and TRIP_COUNTS[0] <= int(feeds["b"]) <= TRIP_COUNTS[1]
     assert validate(model, seed=0).ok
+
+
+def _scan_model(in_axis: int, in_dir: int, out_axis: int, out_dir: int, length: int = 4) -> onnx.ModelProto:
+    """A running sum of the slices of ``xs`` (2 x ``length`` x 3, sliced along ``in_axis``): the state, and
+    each partial sum as a scan output stacked along ``out_axis``."""
+    shape = [2, length, 3]
+    part = [d for i, d in enumerate(shape) if i != in_axis % 3]
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "r"], ["s_out"]), helper.make_node("Identity", ["s_out"], ["o"])],
+        "b",
+        [vi("s_in", TensorProto.FLOAT, part), vi("r", TensorProto.FLOAT, part)],
+        [vi("s_out", TensorProto.FLOAT, part), vi("o", TensorProto.FLOAT, part)],
+    )
+    scan = helper.make_node(
+        "Scan",
+        ["s0", "xs"],
+        ["sf", "os"],
+        body=body,
+        num_scan_inputs=1,
+        scan_input_axes=[in_axis],
+        scan_input_directions=[in_dir],
+        scan_output_axes=[out_axis],
+        scan_output_directions=[out_dir],
+        name="scan",
+    )
+    stacked = list(part)
+    stacked.insert(out_axis % 3, shape[in_axis % 3])
+    g = helper.make_graph(
+        [scan],
+        "g",
+        [vi("s0", TensorProto.FLOAT, part), vi("xs", TensorProto.FLOAT, shape)],
+        [vi("sf", TensorProto.FLOAT, part), vi("os", TensorProto.FLOAT, stacked)],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize(
+    ("in_axis", "in_dir", "out_axis", "out_dir"),
+    [(1, 0, 0, 0), (1, 1, 0, 0), (0, 0, 1, 1), (-1, 1, -1, 0), (2, 0, 2, 1)],
+)
+def test_scan_at_any_axis_and_direction(in_axis, in_dir, out_axis, out_dir):
+    """onnx's Scan refused scan axes other than 0 and the reverse direction ("the reference cannot run the
+    model"), which onnx_dequant's own nGraph importer writes (CumSum in f16, GatherTree)."""
+    model = _scan_model(in_axis, in_dir, out_axis, out_dir)
+    xs = np.arange(24, dtype=np.float32).reshape(2, 4, 3) * 0.5 - 3
+    ax = in_axis % 3
+    part = tuple(d for i, d in enumerate(xs.shape) if i != ax)
+    feeds = {"s0": np.full(part, 0.25, np.float32), "xs": xs}
+    slices = np.moveaxis(xs, ax, 0)
+    slices = slices[::-1] if in_dir else slices
+    sums = feeds["s0"] + np.cumsum(slices, axis=0, dtype=np.float32)
+    stacked = sums[::-1] if out_dir else sums
+    expected = np.moveaxis(stacked, 0, out_axis)
+    got = ReferenceRunner(model).run(feeds)
+    np.testing.assert_array_equal(got["sf"], sums[-1])
+    np.testing.assert_array_equal(got["os"], expected)
+    _, os_ort = _ort(model, feeds)
+    np.testing.assert_array_equal(os_ort, expected)
+    report = validate(model, feeds)
+    assert report.ok, report.to_text()
+
+
+def test_a_scan_that_runs_zero_times_is_bad_input_naming_the_node(tmp_path, capsys):
+    """ONNX Runtime 1.32 dies of SIGFPE on a Scan of length 0 along axis 1 (and fails along axis 0): the
+    reference, which validation runs first, refuses it with exit 2, so the process never gets there."""
+    model = _scan_model(1, 0, 1, 0, length=0)
+    feeds = {"s0": np.ones((2, 3), np.float32), "xs": np.zeros((2, 0, 3), np.float32)}
+    with pytest.raises(odq.DequantizeError, match="runs zero times") as e:
+        validate(model, feeds)
+    assert e.value.node == "scan"
+    path = tmp_path / "scan.onnx"
+    onnx.save(model, path)
+    np.savez(tmp_path / "in.npz", **feeds)
+    assert main(["validate", str(path), "--inputs", str(tmp_path / "in.npz"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "node 'scan'" in err and "at least once" in err, err
+
+
+def test_scan_inputs_of_different_lengths_are_bad_input_naming_the_node():
+    model = _scan_model(1, 0, 0, 0)
+    scan = model.graph.node[0]
+    scan.input.append("ys")
+    del scan.attribute[:]
+    body = _scan_model(1, 0, 0, 0).graph.node[0].attribute[0].g
+    body.input.append(vi("r2", TensorProto.FLOAT, [2, 3]))
+    scan.attribute.extend([helper.make_attribute("body", body), helper.make_attribute("num_scan_inputs", 2)])
+    scan.attribute.append(helper.make_attribute("scan_input_axes", [1, 1]))
+    model.graph.input.append(vi("ys", TensorProto.FLOAT, [2, 5, 3]))
+    feeds = {
+        "s0": np.zeros((2, 3), np.float32),
+        "xs": np.zeros((2, 4, 3), np.float32),
+        "ys": np.zeros((2, 5, 3), np.float32),
+    }
+    with pytest.raises(
+        odq.DequantizeError, match=r"scan inputs of different lengths along their scan axes \(4, 5\)"
+    ) as e:
+        ReferenceRunner(model).run(feeds)
+    assert e.value.node == "scan"
+
+
+@pytest.mark.parametrize("graph", ["ops_data/cumsum_f16.json", "ops_detect/gather_tree_f32.json"])
+def test_imported_graphs_with_scans_validate(graph, tmp_path, capsys):
+    """What onnx_dequant's nGraph importer writes for these ops validates on every path."""
+    src = Path(__file__).parent / "golden" / graph
+    out = tmp_path / "m.onnx"
+    assert main(["convert", str(src), "-o", str(out)]) == 0
+    model = onnx.load(out)
+    scans = [n for g in iter_graphs(model.graph) for n in g.node if n.op_type == "Scan"]
+    assert scans and any(
+        a.name in ("scan_input_axes", "scan_input_directions") and any(a.ints) for n in scans for a in n.attribute
+    )
+    capsys.readouterr()
+    assert main(["validate", str(out), "-q"]) == 0, capsys.readouterr()

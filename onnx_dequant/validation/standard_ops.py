@@ -16,6 +16,7 @@ them for the oracle:
   spec says (onnx's kernel runs none: a false disagreement with ONNX Runtime); scan outputs stacked along
   a new first axis (onnx's kernel concatenates them along the existing one), and ``(0, ...)`` ones after
   zero iterations (onnx's kernel fails).
+- ``Scan``: at every scan axis and in both directions (onnx's kernel takes axis 0 forward only).
 
 ``OPS`` is the list for ``ReferenceEvaluator(model, new_ops=...)``.
 """
@@ -33,7 +34,7 @@ from .. import dtypes
 from ..errors import DequantizeError
 from ..reference import dequantize
 
-__all__ = ["OPS", "DequantizeLinear", "QuantizeLinear", "Loop", "expand_param"]
+__all__ = ["OPS", "DequantizeLinear", "QuantizeLinear", "Loop", "Scan", "expand_param"]
 
 _INTEGER = {t.numpy: t for t in dtypes.QUANTIZED}
 """Integer input types the exact kernel takes, by NumPy dtype."""
@@ -181,34 +182,130 @@ class Loop(_OnnxLoop):
         return self._check_and_fix_outputs(tuple(results))
 
     def _label(self) -> str:
-        return self.onnx_node.name or f"Loop -> {', '.join(self.onnx_node.output)}"
+        return _label(self)
 
     def _stack(self, k: int, values: list[np.ndarray]) -> np.ndarray:
         """Scan output ``k`` of the iterations' ``values``: stacked along a new axis 0."""
-        n_carried = len(self.body.input_names) - 2
-        name = self.body.output_names[1 + n_carried + k]
-        if values:
-            shapes = {v.shape for v in values}
-            if len(shapes) > 1:
+        return _stacked(self, len(self.body.input_names) - 1 + k, values, "Loop ran")
+
+
+class Scan(OpRun):
+    """Scan as the spec says, where onnx 1.2x's kernel takes only axis 0 and the forward direction:
+
+    - each scan input sliced along its ``scan_input_axes`` axis (negative counts from the end), from the
+      last slice where its ``scan_input_directions`` says 1; every scan input of one length;
+    - each scan output's per-iteration values stacked along its ``scan_output_axes`` axis, the last
+      iteration's first where its ``scan_output_directions`` says 1 (onnx_dequant's nGraph importer
+      writes both: CumSum in f16/bf16 along any axis or reversed, GatherTree);
+    - zero iterations are ``DequantizeError`` naming the node, as with onnx's kernel: ONNX Runtime 1.32
+      fails on such a Scan along axis 0 and dies of SIGFPE along another, so the validation that asks
+      the reference first never runs it.
+
+    Body inputs shadow outer-scope values of the same name.
+    """
+
+    op_domain = ""
+
+    def need_context(self) -> bool:
+        return True  # the body may read outer-scope values
+
+    def _run(  # type: ignore[no-untyped-def,override]
+        self,
+        *args,
+        context=None,
+        body=None,
+        num_scan_inputs=None,
+        scan_input_axes=None,
+        scan_input_directions=None,
+        scan_output_axes=None,
+        scan_output_directions=None,
+        attributes=None,
+        bindings=None,
+    ):
+        m = int(num_scan_inputs if num_scan_inputs is not None else self.num_scan_inputs)
+        n = len(args) - m
+        names_in, names_out = list(self.body.input_names), list(self.body.output_names)
+
+        def pick(values: list[int] | None, i: int) -> int:
+            return 0 if values is None or i >= len(values) else int(values[i])
+
+        sliced = []
+        for i, value in enumerate(args[n:]):
+            v = np.asarray(value)
+            axis = pick(scan_input_axes, i)
+            if not -v.ndim <= axis < v.ndim:
                 raise DequantizeError(
-                    f"scan output '{name}' has different shapes in different iterations "
-                    f"({', '.join(map(str, sorted(shapes)))}); ONNX stacks values of one shape",
-                    node=self._label(),
+                    f"scan input '{names_in[n + i]}' of rank {v.ndim} has no axis {axis}", node=_label(self)
                 )
-            return np.stack(values, axis=0)
-        graph = next((a.g for a in self.onnx_node.attribute if a.name == "body"), None)
-        declared = None if graph is None else graph.output[1 + n_carried + k].type
-        tt = None if declared is None or not declared.HasField("tensor_type") else declared.tensor_type
-        dims = None if tt is None or not tt.HasField("shape") else list(tt.shape.dim)
-        if tt is None or not tt.elem_type or dims is None or not all(d.HasField("dim_value") for d in dims):
+            v = np.moveaxis(v, axis, 0)
+            sliced.append(v[::-1] if pick(scan_input_directions, i) else v)
+        lengths = sorted({v.shape[0] for v in sliced})
+        if len(lengths) > 1:
             raise DequantizeError(
-                f"the Loop ran zero times and its body does not declare a static shape for scan output "
-                f"'{name}', so the shape of the empty result (0, ...) is unknown; declare the body output's "
-                "shape, or give inputs that run the Loop at least once",
-                node=self._label(),
+                f"scan inputs of different lengths along their scan axes ({', '.join(map(str, lengths))})",
+                node=_label(self),
             )
-        return np.empty((0, *(d.dim_value for d in dims)), helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        if not lengths or lengths[0] == 0:
+            raise DequantizeError(
+                "the Scan runs zero times on these inputs (its scan axes have length 0), which ONNX Runtime "
+                "1.32 fails on along axis 0 and crashes the process on along another: give inputs that run it "
+                "at least once",
+                node=_label(self),
+            )
+        states = list(args[:n])
+        values: list[list[np.ndarray]] = [[] for _ in names_out[n:]]
+        for t in range(lengths[0]):
+            inputs: dict = dict(context or {})
+            inputs.update(zip(names_in[:n], states))
+            inputs.update(zip(names_in[n:], (v[t] for v in sliced)))
+            outputs = self._run_body(inputs, attributes=attributes, bindings=bindings)
+            states = list(outputs[:n])
+            for k, v in enumerate(outputs[n:]):
+                values[k].append(np.asarray(v))
+        results = states
+        for k, vals in enumerate(values):
+            stacked = _stacked(self, n + k, vals[::-1] if pick(scan_output_directions, k) else vals, "Scan ran")
+            axis = pick(scan_output_axes, k)
+            if not -stacked.ndim <= axis < stacked.ndim:
+                raise DequantizeError(
+                    f"scan output '{names_out[n + k]}' of rank {stacked.ndim} has no axis {axis}", node=_label(self)
+                )
+            results.append(np.moveaxis(stacked, 0, axis))
+        return self._check_and_fix_outputs(tuple(results))
 
 
-OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear, Loop]
+def _label(op: OpRun) -> str:
+    """A node as errors name it: its name, else its op type and outputs."""
+    return op.onnx_node.name or f"{op.onnx_node.op_type} -> {', '.join(op.onnx_node.output)}"
+
+
+def _stacked(op: OpRun, index: int, values: list[np.ndarray], ran: str) -> np.ndarray:
+    """The per-iteration ``values`` of the body's output ``index`` (a scan output of a Loop or a Scan,
+    ``ran``: "Loop ran") stacked along a new axis 0; after zero iterations (a Loop's), ``(0, ...)`` of the
+    body's declared shape and type."""
+    name = op.body.output_names[index]
+    if values:
+        shapes = {v.shape for v in values}
+        if len(shapes) > 1:
+            raise DequantizeError(
+                f"scan output '{name}' has different shapes in different iterations "
+                f"({', '.join(map(str, sorted(shapes)))}); ONNX stacks values of one shape",
+                node=_label(op),
+            )
+        return np.stack(values, axis=0)
+    graph = next((a.g for a in op.onnx_node.attribute if a.name == "body"), None)
+    declared = None if graph is None else graph.output[index].type
+    tt = None if declared is None or not declared.HasField("tensor_type") else declared.tensor_type
+    dims = None if tt is None or not tt.HasField("shape") else list(tt.shape.dim)
+    if tt is None or not tt.elem_type or dims is None or not all(d.HasField("dim_value") for d in dims):
+        raise DequantizeError(
+            f"the {ran} zero times and its body does not declare a static shape for scan output "
+            f"'{name}', so the shape of the empty result (0, ...) is unknown; declare the body output's "
+            f"shape, or give inputs that run the {ran.split()[0]} at least once",
+            node=_label(op),
+        )
+    return np.empty((0, *(d.dim_value for d in dims)), helper.tensor_dtype_to_np_dtype(tt.elem_type))
+
+
+OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear, Loop, Scan]
 """The kernels to add to ``ReferenceEvaluator(new_ops=...)``."""
