@@ -37,6 +37,12 @@ def _scalar_input(ctx: OpContext, i: int, what: str) -> None:
         raise ctx.error(f"Expected a scalar for the '{what}' input. Got: {shape_str(s)}")
 
 
+def _one(ctx: OpContext, value: float) -> str:
+    """A threshold for ONNX's NonMaxSuppression: one float32 in a 1-D tensor, as ONNX's own test data give
+    it (ONNX Runtime takes a 0-D one too; onnx's reference evaluator reads element [0] and refuses it)."""
+    return ctx.b.const(np.array([value], np.float32), _F32, "threshold")
+
+
 @register("NonMaxSuppression", versions=(1, 3))
 def non_max_suppression(ctx: OpContext) -> list[TensorType]:
     ctx.expect_inputs(2, 3, 4, 5)
@@ -102,7 +108,7 @@ def non_max_suppression(ctx: OpContext) -> list[TensorType]:
             t = float(np.float32(v.reshape(-1)[0]))
             if not 0 <= t <= 1:
                 raise ctx.error(f"NonMaxSuppression with iou_threshold {t} has no ONNX counterpart (ONNX's: [0, 1])")
-            iou = ctx.scalar(np.float32(t), _F32)
+            iou = _one(ctx, t)
     score_t = 0.0
     if len(ctx.inputs) > 4:
         v = ctx.value(4)
@@ -112,12 +118,12 @@ def non_max_suppression(ctx: OpContext) -> list[TensorType]:
                 "score equal to it, ONNX's NonMaxSuppression drops it: the threshold is moved one step)"
             )
         score_t = float(np.float32(v.reshape(-1)[0]))
-    nms_inputs = [*data, max_name, iou or ctx.scalar(np.float32(0), _F32)]
+    nms_inputs = [*data, max_name, iou or _one(ctx, 0.0)]
     # -inf or NaN: no score is below it, every box is a candidate (NaN scores too): ONNX without a threshold;
     # else score >= t is score > (t one float32 step down)
     if not (score_t == -math.inf or math.isnan(score_t)):
         below = np.nextafter(np.float32(score_t), np.float32(-np.inf))
-        nms_inputs.append(ctx.scalar(below, _F32))
+        nms_inputs.append(_one(ctx, below))
     center = int(encoding == "center")
     sel = ctx.emit("NonMaxSuppression", nms_inputs, center_point_box=center)
     if descending:
