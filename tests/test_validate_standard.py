@@ -152,3 +152,103 @@ def test_lowered_models_and_mixed_qdq_models_at_early_opsets(opset):
     assert lowered.opset_import[0].version == opset
     report = odq.validate(lowered)
     assert _statuses(report) == {"ort/default": "pass", "ort/off": "pass"}, report.to_text()
+
+
+def _gather_div_model() -> onnx.ModelProto:
+    """Token ids into an embedding table (a constant), a per-row GatherND on a graph input with a symbolic
+    dim, and an integer division by an input that is cast first."""
+    vi = helper.make_tensor_value_info
+    table = numpy_helper.from_array(np.arange(20, dtype=np.float32).reshape(5, 4), "table")
+    nodes = [
+        helper.make_node("Gather", ["table", "ids"], ["emb"], axis=0),
+        helper.make_node("GatherND", ["data", "where"], ["picked"]),
+        helper.make_node("Cast", ["b16"], ["b32"], to=TensorProto.INT32),
+        helper.make_node("Div", ["a", "b32"], ["q"]),
+        helper.make_node("Mod", ["a", "b32"], ["r"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [
+            vi("ids", TensorProto.INT64, [6]),
+            vi("data", TensorProto.FLOAT, ["N", 7]),
+            vi("where", TensorProto.INT64, [4, 2]),
+            vi("a", TensorProto.INT32, [64]),
+            vi("b16", TensorProto.INT16, [64]),
+        ],
+        [
+            vi("emb", TensorProto.FLOAT, [6, 4]),
+            vi("picked", TensorProto.FLOAT, [4]),
+            vi("q", TensorProto.INT32, [64]),
+            vi("r", TensorProto.INT32, [64]),
+        ],
+        [table],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_generated_indices_stay_within_the_axes_they_index_and_divisors_are_never_0_or_minus_1():
+    """Drawn from their types' whole range, token ids into an embedding table made the reference fail
+    ('index -9223372036854775808 is out of bounds', exit 2), and integer divisors of 0 gave false
+    disagreements (what ORT and NumPy give is undefined)."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    model = _gather_div_model()
+    specs = {s.name: s for s in graph_inputs(model)}
+    assert specs["ids"].indexes == (5,) and specs["where"].indexes == (("data", 0), 7)
+    assert specs["b16"].divisor and not specs["a"].divisor and not specs["a"].indexes
+    for seed in range(5):
+        feeds = generate(list(specs.values()), seed=seed, dims={"N": 3})
+        assert feeds["ids"].min() >= -5 and feeds["ids"].max() < 5 and feeds["ids"].dtype == np.int64
+        assert feeds["where"].min() >= -3 and feeds["where"].max() < 3  # the smaller of N = 3 and 7
+        assert not np.isin(feeds["b16"], [0, -1]).any()
+        assert feeds["a"][0] == np.iinfo(np.int32).min and feeds["a"][1] == np.iinfo(np.int32).max
+    report = odq.validate(model, seed=3, dims={"N": 3})
+    assert report.ok, report.to_text()
+
+
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_lrn_sums_over_the_channels(size):
+    """onnx's LRN kernel looped over the batch instead of the channels: with 5 channels and 2 images,
+    channels 2-4 got no sum, and validate reported ONNX Runtime as disagreeing (the converted golden
+    lrn_channels graph)."""
+    from onnx_dequant.validation.runners import ReferenceRunner
+
+    vi = helper.make_tensor_value_info
+    node = helper.make_node("LRN", ["x"], ["y"], size=size, alpha=0.1, beta=0.75, bias=1.0)
+    g = helper.make_graph(
+        [node], "g", [vi("x", TensorProto.FLOAT, [2, 5, 3, 3])], [vi("y", TensorProto.FLOAT, [2, 5, 3, 3])]
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    x = np.random.default_rng(size).standard_normal((2, 5, 3, 3)).astype(np.float32)
+    sq = x.astype(np.float64) ** 2
+    lo, hi = (size - 1) // 2, size // 2
+    sums = np.stack([sq[:, max(0, c - lo) : c + hi + 1].sum(axis=1) for c in range(5)], axis=1)
+    alpha = float(np.float32(0.1))  # as the attribute holds it
+    expected = (x / (1.0 + alpha / size * sums) ** 0.75).astype(np.float32)
+    np.testing.assert_array_equal(ReferenceRunner(model).run({"x": x})["y"], expected)
+    if size % 2:  # ONNX Runtime 1.32 takes odd sizes only
+        report = odq.validate(model, {"x": x})
+        assert report.ok, report.to_text()
+
+
+@pytest.mark.parametrize(
+    "graph",
+    [
+        "ops_detect/nms_padded.json",  # thresholds in 1-D tensors, as onnx's reference reads them
+        "ops_normalize/lrn_channels.json",  # the oracle's LRN sums over the channels
+        "ops_layout/gather_nd.json",  # generated indices within the axes they index
+        "ops_index/embedding_lookup.json",
+        "elementwise/divide_i8_floor.json",  # generated divisors never 0 or -1
+    ],
+)
+def test_converted_golden_graphs_validate(graph, tmp_path, capsys):
+    """nGraph graphs our importer converts validate with generated inputs: each of these was exit 2 ('the
+    reference cannot run the model') or a false DISAGREE before."""
+    from pathlib import Path
+
+    out = tmp_path / "m.onnx"
+    assert main(["convert", str(Path(__file__).parent / "golden" / graph), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["validate", str(out), "-q"]) == 0, capsys.readouterr()
+    assert "RuntimeWarning" not in capsys.readouterr().err

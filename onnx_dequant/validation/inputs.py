@@ -4,7 +4,8 @@ declared types and shapes.
 Generated integer inputs are uniform random bits, so they span their type's whole range, and the
 first two elements are the type's minimum and maximum, except for a Loop's trip count and the integer
 inputs it is computed from, which take small values (``TRIP_COUNTS``: the whole int64 range would run
-the loop for ever). Real inputs are
+the loop for ever), indices a Gather, GatherElements or GatherND reads, which stay within the axes they
+index, and integer divisors, which are never 0 or -1. Real inputs are
 uniform in a range the caller sets. Symbolic (or unnamed unknown) dims take the size the caller gives
 per name, else the size that a constant scale or zero point of a Dequantize node reading the input
 fixes at a quantization axis, else ``DEFAULT_DIM``. The same seed gives the same inputs.
@@ -59,6 +60,13 @@ class InputSpec:
     fixed: tuple[tuple[int, int, str], ...] = ()
     """``(axis, size, node)``: a Dequantize node ``node`` reads the input directly with a constant scale or
     zero point whose shape fixes the input's dim ``axis`` to ``size``."""
+    divisor: bool = False
+    """An integer Div or Mod divides by the input (as it is, or moved or cast): generated without 0 and -1
+    (undefined, and ``INT_MIN / -1`` traps on x86)."""
+    indexes: tuple[int | tuple[str, int], ...] = ()
+    """The sizes of the axes a Gather, GatherElements or GatherND indexes with the input (as it is, or
+    moved or cast): a size, or ``(input, axis)`` where it is another graph input's; generated within
+    ``[-n, n)`` of the smallest (else the whole range, which the reference refuses)."""
 
     @property
     def numpy(self) -> np.dtype:
@@ -77,6 +85,7 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
     """The main graph's inputs that are not initializers (those are the ones a caller feeds)."""
     inits = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.sparse_initializer}
     trips = _trip_sources(model)
+    divisors, indexes = _operand_inputs(model)
     fixed = _fixed_dims(model)
     specs = []
     for vi in model.graph.input:
@@ -86,8 +95,83 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
             raise DequantizeError(f"input '{vi.name}' is not a tensor; validation feeds tensors only")
         shape = tensor_type_of(vi.type).shape
         elem = int(vi.type.tensor_type.elem_type)
-        specs.append(InputSpec(vi.name, elem, shape, vi.name in trips, fixed.get(vi.name, ())))
+        specs.append(
+            InputSpec(
+                vi.name,
+                elem,
+                shape,
+                vi.name in trips,
+                fixed.get(vi.name, ()),
+                vi.name in divisors,
+                tuple(indexes.get(vi.name, ())),
+            )
+        )
     return specs
+
+
+_PRESERVING = frozenset(
+    {"Identity", "Cast", "CastLike", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Expand"}
+)
+"""Ops whose first input's values reach their output unchanged (moved, repeated, or cast)."""
+
+_INDEXING = {"Gather": "axis", "GatherElements": "axis", "GatherND": "batch_dims"}
+"""Ops that index their input 0 with their input 1, and the attribute that says which axis (for
+GatherND, the first axis of those its indices' last dim spans)."""
+
+
+def _operand_inputs(model: onnx.ModelProto) -> tuple[set[str], dict[str, list[int | tuple[str, int]]]]:
+    """The main graph's inputs that integer divisors are (``InputSpec.divisor``), and those that index an
+    axis, with the axes' sizes (``InputSpec.indexes``): each traced back from the operand through
+    ``_PRESERVING`` ops."""
+    g = model.graph
+    inits = {t.name for t in g.initializer} | {t.name for t in g.sparse_initializer}
+    inputs = {vi.name for vi in g.input if vi.name not in inits}
+    declared = {vi.name: tensor_type_of(vi.type).shape for vi in g.input if vi.type.HasField("tensor_type")}
+    const = {name: tuple(int(d) for d in t.dims) for name, t in constants(g)}
+    producer = {o: n for n in g.node for o in n.output if o}
+
+    def source(name: str) -> str | None:
+        seen = set()
+        while name not in inputs:
+            n = producer.get(name)
+            if n is None or n.op_type not in _PRESERVING or n.domain not in ("", "ai.onnx") or name in seen:
+                return None
+            seen.add(name)
+            name = n.input[0] if n.input else ""
+        return name
+
+    def sizes(data: str, axes: range) -> list[int | tuple[str, int]]:
+        if data in const:
+            shape: Any = const[data]
+        elif data in inputs and declared.get(data) is not None:
+            shape = declared[data]
+        else:
+            return [1]  # computed: only 0 and -1 are sure to be in range
+        out: list[int | tuple[str, int]] = []
+        for a in axes:
+            if -len(shape) <= a < len(shape):
+                d = shape[a]
+                out.append(d if isinstance(d, int) else (data, a % len(shape)))
+        return out or [1]
+
+    divisors: set[str] = set()
+    indexes: dict[str, list[int | tuple[str, int]]] = {}
+    for n in g.node:
+        if n.domain not in ("", "ai.onnx") or len(n.input) < 2:
+            continue
+        if n.op_type in ("Div", "Mod"):
+            found = source(n.input[1])
+            if found is not None:
+                divisors.add(found)
+        elif n.op_type in _INDEXING:
+            found = source(n.input[1])
+            if found is None:
+                continue
+            at = next((int(a.i) for a in n.attribute if a.name == _INDEXING[n.op_type]), 0)
+            rank = len(const.get(n.input[0], declared.get(n.input[0]) or ()))
+            axes = range(at, max(rank, at + 1)) if n.op_type == "GatherND" else range(at, at + 1)
+            indexes.setdefault(found, []).extend(sizes(n.input[0], axes))
+    return divisors, indexes
 
 
 def _trip_sources(model: onnx.ModelProto) -> set[str]:
@@ -232,8 +316,13 @@ def _random_bits(rng: np.random.Generator, dt: np.dtype, shape: tuple[int, ...])
 
 
 def _generate_one(
-    spec: InputSpec, rng: np.random.Generator, shape: tuple[int, ...], real_range: tuple[float, float]
+    spec: InputSpec,
+    rng: np.random.Generator,
+    shape: tuple[int, ...],
+    real_range: tuple[float, float],
+    index: int | None = None,
 ) -> np.ndarray:
+    """Values for ``spec`` of ``shape``; ``index``: the size of the smallest axis the input indexes."""
     try:
         dt = dtypes.parse(spec.elem)
     except DequantizeError:
@@ -251,6 +340,9 @@ def _generate_one(
     if spec.trip_count:  # a loop's count, or what it is computed from: small, never negative
         low, high = TRIP_COUNTS
         return rng.integers(low, high + 1, size=shape).astype(dt.numpy)
+    if index is not None:  # within the axes it indexes, from either end
+        low = 0 if not dt.signed else -index
+        return rng.integers(low, max(index, 1), size=shape).astype(dt.numpy)
     if dt.bits == 4:  # ml_dtypes 4-bit types: draw a nibble, map to the type's range
         nib = (_random_bits(rng, np.dtype(np.uint8), shape) & 0xF).astype(np.int8)
         out = (nib - 8 if dt.signed else nib).astype(dt.numpy)
@@ -260,6 +352,8 @@ def _generate_one(
         flat = out.reshape(-1)
         flat[0] = dt.min
         flat[1] = dt.max
+    if spec.divisor:
+        out[(out == 0) | (out == -1 if dt.signed else False)] = 1
     return out
 
 
@@ -282,13 +376,17 @@ def generate(
     if int(seed) < 0:
         raise DequantizeError(f"seed must be >= 0, got {seed}")
     dims = _dim_sizes(specs, dict(dims or {}))
+    shapes = {spec.name: _concrete_shape(spec, dims, default_dim) for spec in specs}
     feeds = {}
     for i, spec in enumerate(specs):
         rng = np.random.default_rng([int(seed), i])
-        shape = _concrete_shape(spec, dims, default_dim)
+        shape = shapes[spec.name]
         # reals are drawn in float64 first
         fileio.check_memory(int(np.prod(shape, dtype=object)) * 8, f"generating input '{spec.name}' of shape {shape}")
-        feeds[spec.name] = _generate_one(spec, rng, shape, (low, high))
+        index = None
+        if spec.indexes:
+            index = min(s if isinstance(s, int) else shapes[s[0]][s[1]] for s in spec.indexes)
+        feeds[spec.name] = _generate_one(spec, rng, shape, (low, high), index)
     return feeds
 
 

@@ -17,6 +17,7 @@ them for the oracle:
   a new first axis (onnx's kernel concatenates them along the existing one), and ``(0, ...)`` ones after
   zero iterations (onnx's kernel fails).
 - ``Scan``: at every scan axis and in both directions (onnx's kernel takes axis 0 forward only).
+- ``LRN``: sums over the channels (onnx's kernel loops over the batch).
 
 ``OPS`` is the list for ``ReferenceEvaluator(model, new_ops=...)``.
 """
@@ -34,7 +35,7 @@ from .. import dtypes
 from ..errors import DequantizeError
 from ..reference import dequantize
 
-__all__ = ["OPS", "DequantizeLinear", "QuantizeLinear", "Loop", "Scan", "expand_param"]
+__all__ = ["OPS", "DequantizeLinear", "QuantizeLinear", "Loop", "Scan", "LRN", "expand_param"]
 
 _INTEGER = {t.numpy: t for t in dtypes.QUANTIZED}
 """Integer input types the exact kernel takes, by NumPy dtype."""
@@ -274,6 +275,27 @@ class Scan(OpRun):
         return self._check_and_fix_outputs(tuple(results))
 
 
+class LRN(OpRun):
+    """LRN as the spec says: each channel's sum of squares over the channels ``[c - floor((size - 1) / 2),
+    c + ceil((size - 1) / 2)]`` (onnx 1.2x's kernel loops over the batch instead: the channels past the
+    number of images get no sum), computed in float64, at any rank from 3."""
+
+    op_domain = ""
+
+    def _run(self, x, alpha=None, beta=None, bias=None, size=None):  # type: ignore[no-untyped-def,override]
+        alpha = 1e-4 if alpha is None else float(alpha)
+        beta = 0.75 if beta is None else float(beta)
+        bias = 1.0 if bias is None else float(bias)
+        size = int(size)
+        channels = x.shape[1]
+        low, high = (size - 1) // 2, -(-(size - 1) // 2)
+        squares = np.square(x.astype(np.float64))
+        sums = np.empty_like(squares)
+        for c in range(channels):
+            sums[:, c] = squares[:, max(0, c - low) : min(channels, c + high + 1)].sum(axis=1)
+        return ((x / (bias + alpha / size * sums) ** beta).astype(x.dtype),)
+
+
 def _label(op: OpRun) -> str:
     """A node as errors name it: its name, else its op type and outputs."""
     return op.onnx_node.name or f"{op.onnx_node.op_type} -> {', '.join(op.onnx_node.output)}"
@@ -307,5 +329,5 @@ def _stacked(op: OpRun, index: int, values: list[np.ndarray], ran: str) -> np.nd
     return np.empty((0, *(d.dim_value for d in dims)), helper.tensor_dtype_to_np_dtype(tt.elem_type))
 
 
-OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear, Loop, Scan]
+OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear, Loop, Scan, LRN]
 """The kernels to add to ``ReferenceEvaluator(new_ops=...)``."""
