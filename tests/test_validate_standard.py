@@ -240,6 +240,8 @@ def test_lrn_sums_over_the_channels(size):
         "ops_layout/gather_nd.json",  # generated indices within the axes they index
         "ops_index/embedding_lookup.json",
         "elementwise/divide_i8_floor.json",  # generated divisors never 0 or -1
+        "ops_index/reverse_sequence_batch1.json",  # generated lengths within the time axis
+        "ops_rnn/lstm_sequence_bidirectional.json",  # an RNN's lengths the whole time axis
     ],
 )
 def test_converted_golden_graphs_validate(graph, tmp_path, capsys):
@@ -252,3 +254,46 @@ def test_converted_golden_graphs_validate(graph, tmp_path, capsys):
     capsys.readouterr()
     assert main(["validate", str(out), "-q"]) == 0, capsys.readouterr()
     assert "RuntimeWarning" not in capsys.readouterr().err
+
+
+def test_generated_sequence_lengths_stay_within_the_time_axis_and_an_rnns_are_all_of_it():
+    """ReverseSequence's lengths over int64's whole range made ONNX Runtime and the reference differ (a
+    length past the time axis is undefined); an LSTM's shorter than the axis disagreed because onnx's
+    reference kernels ignore ``sequence_lens`` (the converted golden lstm_sequence graphs)."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((1, 8, 3)).astype(np.float32), "w")
+    r = numpy_helper.from_array(rng.standard_normal((1, 8, 2)).astype(np.float32), "r")
+    zero = numpy_helper.from_array(np.array(0, np.int32), "zero")
+    nodes = [
+        helper.make_node("ReverseSequence", ["seq", "lens"], ["rev"], time_axis=1, batch_axis=0),
+        helper.make_node("Max", ["steps", "zero"], ["clamped"]),
+        helper.make_node("LSTM", ["x", "w", "r", "", "clamped"], ["y"], hidden_size=2),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [
+            vi("seq", TensorProto.FLOAT, [3, "T"]),
+            vi("lens", TensorProto.INT64, [3]),
+            vi("x", TensorProto.FLOAT, [5, 4, 3]),
+            vi("steps", TensorProto.INT32, [4]),
+        ],
+        [vi("rev", TensorProto.FLOAT, [3, "T"]), vi("y", TensorProto.FLOAT, [5, 1, 4, 2])],
+        [w, r, zero],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    specs = {s.name: s for s in graph_inputs(model)}
+    assert specs["lens"].lengths == (("seq", 1),) and not specs["lens"].full_lengths
+    assert specs["steps"].lengths == (5,) and specs["steps"].full_lengths
+    seen = set()
+    for seed in range(6):
+        feeds = generate(list(specs.values()), seed=seed, dims={"T": 6})
+        assert feeds["lens"].min() >= 1 and feeds["lens"].max() <= 6
+        seen |= set(feeds["lens"].tolist())
+        assert (feeds["steps"] == 5).all()
+    assert len(seen) > 2
+    report = odq.validate(model, seed=1, dims={"T": 6})
+    assert report.ok, report.to_text()

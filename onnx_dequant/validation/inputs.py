@@ -5,10 +5,11 @@ Generated integer inputs are uniform random bits, so they span their type's whol
 first two elements are the type's minimum and maximum, except for a Loop's trip count and the integer
 inputs it is computed from, which take small values (``TRIP_COUNTS``: the whole int64 range would run
 the loop for ever), indices a Gather, GatherElements or GatherND reads, which stay within the axes they
-index, and integer divisors, which are never 0 or -1. Real inputs are
-uniform in a range the caller sets. Symbolic (or unnamed unknown) dims take the size the caller gives
-per name, else the size that a constant scale or zero point of a Dequantize node reading the input
-fixes at a quantization axis, else ``DEFAULT_DIM``. The same seed gives the same inputs.
+index, sequence lengths, which stay within their time axes (an RNN's are the whole axis), and integer
+divisors, which are never 0 or -1. Real inputs are uniform in a range the caller sets. Symbolic (or
+unnamed unknown) dims take the size the caller gives per name, else the size that a constant scale or
+zero point of a Dequantize node reading the input fixes at a quantization axis, else ``DEFAULT_DIM``.
+The same seed gives the same inputs.
 """
 
 from __future__ import annotations
@@ -67,6 +68,12 @@ class InputSpec:
     """The sizes of the axes a Gather, GatherElements or GatherND indexes with the input (as it is, or
     moved or cast): a size, or ``(input, axis)`` where it is another graph input's; generated within
     ``[-n, n)`` of the smallest (else the whole range, which the reference refuses)."""
+    lengths: tuple[int | tuple[str, int], ...] = ()
+    """The sizes of the time axes the input gives sequence lengths along (ReverseSequence's, as it is,
+    moved, cast or clamped): generated within ``[1, n]`` of the smallest."""
+    full_lengths: bool = False
+    """Sequence lengths of an RNN, GRU or LSTM: generated as the time axis's whole size (onnx's reference
+    kernels ignore ``sequence_lens``, so a shorter one is a false disagreement)."""
 
     @property
     def numpy(self) -> np.dtype:
@@ -85,7 +92,7 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
     """The main graph's inputs that are not initializers (those are the ones a caller feeds)."""
     inits = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.sparse_initializer}
     trips = _trip_sources(model)
-    divisors, indexes = _operand_inputs(model)
+    divisors, indexes, lengths, full = _operand_inputs(model)
     fixed = _fixed_dims(model)
     specs = []
     for vi in model.graph.input:
@@ -104,6 +111,8 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
                 fixed.get(vi.name, ()),
                 vi.name in divisors,
                 tuple(indexes.get(vi.name, ())),
+                tuple(lengths.get(vi.name, ())),
+                vi.name in full,
             )
         )
     return specs
@@ -114,15 +123,24 @@ _PRESERVING = frozenset(
 )
 """Ops whose first input's values reach their output unchanged (moved, repeated, or cast)."""
 
+_CLAMPING = _PRESERVING | {"Max", "Min", "Clip"}
+"""Ops a sequence length is traced back through (its first input: a length clamped to a range)."""
+
+_RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
+
 _INDEXING = {"Gather": "axis", "GatherElements": "axis", "GatherND": "batch_dims"}
 """Ops that index their input 0 with their input 1, and the attribute that says which axis (for
 GatherND, the first axis of those its indices' last dim spans)."""
 
 
-def _operand_inputs(model: onnx.ModelProto) -> tuple[set[str], dict[str, list[int | tuple[str, int]]]]:
-    """The main graph's inputs that integer divisors are (``InputSpec.divisor``), and those that index an
-    axis, with the axes' sizes (``InputSpec.indexes``): each traced back from the operand through
-    ``_PRESERVING`` ops."""
+Sizes = dict[str, list[int | tuple[str, int]]]
+
+
+def _operand_inputs(model: onnx.ModelProto) -> tuple[set[str], Sizes, Sizes, set[str]]:
+    """The main graph's inputs that integer divisors are (``InputSpec.divisor``); those that index an axis
+    (``InputSpec.indexes``) and those that give sequence lengths (``InputSpec.lengths``), with the axes'
+    sizes; and those that give an RNN's sequence lengths (``InputSpec.full_lengths``): each traced back
+    from the operand through ``_PRESERVING`` ops (and, for lengths, ``_CLAMPING`` ones)."""
     g = model.graph
     inits = {t.name for t in g.initializer} | {t.name for t in g.sparse_initializer}
     inputs = {vi.name for vi in g.input if vi.name not in inits}
@@ -130,11 +148,11 @@ def _operand_inputs(model: onnx.ModelProto) -> tuple[set[str], dict[str, list[in
     const = {name: tuple(int(d) for d in t.dims) for name, t in constants(g)}
     producer = {o: n for n in g.node for o in n.output if o}
 
-    def source(name: str) -> str | None:
+    def source(name: str, through: frozenset[str] = _PRESERVING) -> str | None:
         seen = set()
         while name not in inputs:
             n = producer.get(name)
-            if n is None or n.op_type not in _PRESERVING or n.domain not in ("", "ai.onnx") or name in seen:
+            if n is None or n.op_type not in through or n.domain not in ("", "ai.onnx") or name in seen:
                 return None
             seen.add(name)
             name = n.input[0] if n.input else ""
@@ -154,12 +172,30 @@ def _operand_inputs(model: onnx.ModelProto) -> tuple[set[str], dict[str, list[in
                 out.append(d if isinstance(d, int) else (data, a % len(shape)))
         return out or [1]
 
+    def attr(n: onnx.NodeProto, name: str, default: int) -> int:
+        return next((int(a.i) for a in n.attribute if a.name == name), default)
+
     divisors: set[str] = set()
-    indexes: dict[str, list[int | tuple[str, int]]] = {}
+    indexes: Sizes = {}
+    lengths: Sizes = {}
+    full: set[str] = set()
     for n in g.node:
         if n.domain not in ("", "ai.onnx") or len(n.input) < 2:
             continue
-        if n.op_type in ("Div", "Mod"):
+        if n.op_type == "ReverseSequence":
+            found = source(n.input[1], _CLAMPING)
+            if found is not None:
+                lengths.setdefault(found, []).extend(
+                    sizes(n.input[0], range(attr(n, "time_axis", 0), 1 + attr(n, "time_axis", 0)))
+                )
+        elif n.op_type in _RECURRENT and len(n.input) > 4 and n.input[4]:
+            found = source(n.input[4], _CLAMPING)
+            if found is not None:
+                full.add(found)
+                lengths.setdefault(found, []).extend(
+                    sizes(n.input[0], range(attr(n, "layout", 0), 1 + attr(n, "layout", 0)))
+                )
+        elif n.op_type in ("Div", "Mod"):
             found = source(n.input[1])
             if found is not None:
                 divisors.add(found)
@@ -167,11 +203,11 @@ def _operand_inputs(model: onnx.ModelProto) -> tuple[set[str], dict[str, list[in
             found = source(n.input[1])
             if found is None:
                 continue
-            at = next((int(a.i) for a in n.attribute if a.name == _INDEXING[n.op_type]), 0)
+            at = attr(n, _INDEXING[n.op_type], 0)
             rank = len(const.get(n.input[0], declared.get(n.input[0]) or ()))
             axes = range(at, max(rank, at + 1)) if n.op_type == "GatherND" else range(at, at + 1)
             indexes.setdefault(found, []).extend(sizes(n.input[0], axes))
-    return divisors, indexes
+    return divisors, indexes, lengths, full
 
 
 def _trip_sources(model: onnx.ModelProto) -> set[str]:
@@ -321,8 +357,10 @@ def _generate_one(
     shape: tuple[int, ...],
     real_range: tuple[float, float],
     index: int | None = None,
+    length: int | None = None,
 ) -> np.ndarray:
-    """Values for ``spec`` of ``shape``; ``index``: the size of the smallest axis the input indexes."""
+    """Values for ``spec`` of ``shape``; ``index``: the size of the smallest axis the input indexes;
+    ``length``: of the smallest time axis it gives sequence lengths along."""
     try:
         dt = dtypes.parse(spec.elem)
     except DequantizeError:
@@ -343,6 +381,9 @@ def _generate_one(
     if index is not None:  # within the axes it indexes, from either end
         low = 0 if not dt.signed else -index
         return rng.integers(low, max(index, 1), size=shape).astype(dt.numpy)
+    if length is not None:  # sequence lengths: within the time axis, or all of it
+        low = length if spec.full_lengths else min(1, length)
+        return rng.integers(low, length + 1, size=shape).astype(dt.numpy)
     if dt.bits == 4:  # ml_dtypes 4-bit types: draw a nibble, map to the type's range
         nib = (_random_bits(rng, np.dtype(np.uint8), shape) & 0xF).astype(np.int8)
         out = (nib - 8 if dt.signed else nib).astype(dt.numpy)
@@ -377,16 +418,19 @@ def generate(
         raise DequantizeError(f"seed must be >= 0, got {seed}")
     dims = _dim_sizes(specs, dict(dims or {}))
     shapes = {spec.name: _concrete_shape(spec, dims, default_dim) for spec in specs}
+
+    def size(s: int | tuple[str, int]) -> int:
+        return s if isinstance(s, int) else shapes[s[0]][s[1]]
+
     feeds = {}
     for i, spec in enumerate(specs):
         rng = np.random.default_rng([int(seed), i])
         shape = shapes[spec.name]
         # reals are drawn in float64 first
         fileio.check_memory(int(np.prod(shape, dtype=object)) * 8, f"generating input '{spec.name}' of shape {shape}")
-        index = None
-        if spec.indexes:
-            index = min(s if isinstance(s, int) else shapes[s[0]][s[1]] for s in spec.indexes)
-        feeds[spec.name] = _generate_one(spec, rng, shape, (low, high), index)
+        index = min(map(size, spec.indexes)) if spec.indexes else None
+        length = min(map(size, spec.lengths)) if spec.lengths else None
+        feeds[spec.name] = _generate_one(spec, rng, shape, (low, high), index, length)
     return feeds
 
 
