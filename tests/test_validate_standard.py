@@ -242,6 +242,7 @@ def test_lrn_sums_over_the_channels(size):
         "elementwise/divide_i8_floor.json",  # generated divisors never 0 or -1
         "ops_index/reverse_sequence_batch1.json",  # generated lengths within the time axis
         "ops_rnn/lstm_sequence_bidirectional.json",  # an RNN's lengths the whole time axis
+        "training/group_convolution_backprop.json",  # the oracle's grouped ConvTranspose
     ],
 )
 def test_converted_golden_graphs_validate(graph, tmp_path, capsys):
@@ -296,4 +297,32 @@ def test_generated_sequence_lengths_stay_within_the_time_axis_and_an_rnns_are_al
         assert (feeds["steps"] == 5).all()
     assert len(seen) > 2
     report = odq.validate(model, seed=1, dims={"T": 6})
+    assert report.ok, report.to_text()
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_grouped_conv_transpose_takes_each_groups_weight_and_bias(bias):
+    """onnx's ConvTranspose with group > 1 slices the weight by output channels and adds the whole bias to
+    each group: the converted golden group_convolution_backprop graph was exit 2 ('cannot reshape')."""
+    import onnxruntime as ort
+
+    from onnx_dequant.validation.runners import ReferenceRunner
+
+    vi = helper.make_tensor_value_info
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 6, 4, 4)).astype(np.float32)
+    w = numpy_helper.from_array(rng.standard_normal((6, 2, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(6).astype(np.float32), "b")
+    node = helper.make_node(
+        "ConvTranspose", ["x", "w", *(["b"] if bias else [])], ["y"], group=3, strides=[2, 1], pads=[1, 0, 0, 1]
+    )
+    g = helper.make_graph(
+        [node], "g", [vi("x", TensorProto.FLOAT, [2, 6, 4, 4])], [vi("y", TensorProto.FLOAT, [2, 6, 8, 5])], [w, b]
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    got = ReferenceRunner(model).run({"x": x})["y"]
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert got.shape == want.shape == (2, 6, 8, 5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    report = odq.validate(model, {"x": x})
     assert report.ok, report.to_text()

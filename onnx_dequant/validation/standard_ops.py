@@ -18,6 +18,8 @@ them for the oracle:
   zero iterations (onnx's kernel fails).
 - ``Scan``: at every scan axis and in both directions (onnx's kernel takes axis 0 forward only).
 - ``LRN``: sums over the channels (onnx's kernel loops over the batch).
+- ``ConvTranspose``: with ``group`` > 1, each group's slice of the weight and bias (onnx's kernel slices
+  them wrong).
 
 ``OPS`` is the list for ``ReferenceEvaluator(model, new_ops=...)``.
 """
@@ -27,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 from onnx.reference.op_run import OpRun
+from onnx.reference.ops.op_conv_transpose import ConvTranspose as _OnnxConvTranspose
 from onnx.reference.ops.op_dequantize_linear import _CommonDequantizeLinear
 from onnx.reference.ops.op_loop import Loop as _OnnxLoop
 from onnx.reference.ops.op_quantize_linear import _CommonQuantizeLinear
@@ -35,7 +38,7 @@ from .. import dtypes
 from ..errors import DequantizeError
 from ..reference import dequantize
 
-__all__ = ["OPS", "DequantizeLinear", "QuantizeLinear", "Loop", "Scan", "LRN", "expand_param"]
+__all__ = ["OPS", "DequantizeLinear", "QuantizeLinear", "Loop", "Scan", "LRN", "ConvTranspose", "expand_param"]
 
 _INTEGER = {t.numpy: t for t in dtypes.QUANTIZED}
 """Integer input types the exact kernel takes, by NumPy dtype."""
@@ -296,6 +299,31 @@ class LRN(OpRun):
         return ((x / (bias + alpha / size * sums) ** beta).astype(x.dtype),)
 
 
+class ConvTranspose(_OnnxConvTranspose):
+    """ConvTranspose with ``group`` > 1 as the spec says: each group's input channels with its slice of the
+    weight (``W`` is ``C x M/group x k...``: sliced along its first axis by ``C / group``) and of the bias
+    (onnx 1.2x's kernel slices ``W`` by output channels and adds the whole bias to each group, which
+    fails or misplaces; the converted golden group_convolution_backprop graph). One group: onnx's own."""
+
+    op_domain = ""
+
+    def _run(self, X, W, B=None, **attributes):  # type: ignore[no-untyped-def,override]  # noqa: N803
+        group = int(attributes.get("group") or 1)
+        if group == 1:
+            return super()._run(X, W, B, **attributes)
+        c, m = X.shape[1] // group, W.shape[1]
+        parts = [
+            super(ConvTranspose, self)._run(
+                X[:, g * c : (g + 1) * c],
+                W[g * c : (g + 1) * c],
+                None if B is None else B[g * m : (g + 1) * m],
+                **{**attributes, "group": 1},
+            )[0]
+            for g in range(group)
+        ]
+        return (np.concatenate(parts, axis=1).astype(X.dtype),)
+
+
 def _label(op: OpRun) -> str:
     """A node as errors name it: its name, else its op type and outputs."""
     return op.onnx_node.name or f"{op.onnx_node.op_type} -> {', '.join(op.onnx_node.output)}"
@@ -329,5 +357,5 @@ def _stacked(op: OpRun, index: int, values: list[np.ndarray], ran: str) -> np.nd
     return np.empty((0, *(d.dim_value for d in dims)), helper.tensor_dtype_to_np_dtype(tt.elem_type))
 
 
-OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear, Loop, Scan, LRN]
+OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear, Loop, Scan, LRN, ConvTranspose]
 """The kernels to add to ``ReferenceEvaluator(new_ops=...)``."""
