@@ -207,6 +207,53 @@ def test_generated_indices_stay_within_the_axes_they_index_and_divisors_are_neve
     assert report.ok, report.to_text()
 
 
+@pytest.mark.parametrize(
+    "elem, to",
+    [
+        (TensorProto.INT64, TensorProto.INT32),
+        (TensorProto.INT64, TensorProto.INT8),
+        (TensorProto.FLOAT, TensorProto.INT32),
+    ],
+)
+def test_generated_divisors_are_not_0_or_minus_1_after_a_cast(elem, to):
+    """A divisor traced back through a Cast was kept from 0 and -1 before the cast only: int64's extremes
+    cast to int32 are 0 and -1, and reals in [-1, 1] cast to int32 are 0, so validate reported ONNX
+    Runtime's 'Integer division by zero' as a disagreement. An input that indexes a Gather and divides
+    too was drawn from [-n, n) with 0 and -1 left in."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    np_to = helper.tensor_dtype_to_np_dtype(to)
+    nodes = [
+        helper.make_node("Cast", ["d"], ["dc"], to=to),
+        helper.make_node("Div", ["a", "dc"], ["y"]),
+        helper.make_node("Gather", ["data", "i"], ["g"]),
+        helper.make_node("Div", ["a64", "i"], ["z"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [
+            vi("a", to, [16]),
+            vi("d", elem, [16]),
+            vi("data", TensorProto.FLOAT, [5]),
+            vi("i", TensorProto.INT64, [16]),
+            vi("a64", TensorProto.INT64, [16]),
+        ],
+        [vi("y", to, [16]), vi("g", TensorProto.FLOAT, [16]), vi("z", TensorProto.INT64, [16])],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    specs = graph_inputs(model)
+    for seed in range(5):
+        feeds = generate(specs, seed=seed)
+        with np.errstate(invalid="ignore"):
+            divisor = feeds["d"].astype(np_to)
+        assert not np.isin(divisor, [0, -1]).any(), (seed, feeds["d"][:4], divisor[:4])
+        assert not np.isin(feeds["i"], [0, -1]).any() and feeds["i"].min() >= -5 and feeds["i"].max() < 5
+    report = odq.validate(model)
+    assert report.ok, report.to_text()
+
+
 @pytest.mark.parametrize("size", [2, 3, 4])
 def test_lrn_sums_over_the_channels(size):
     """onnx's LRN kernel looped over the batch instead of the channels: with 5 channels and 2 images,

@@ -74,6 +74,10 @@ class InputSpec:
     full_lengths: bool = False
     """Sequence lengths of an RNN, GRU or LSTM: generated as the time axis's whole size (onnx's reference
     kernels ignore ``sequence_lens``, so a shorter one is a false disagreement)."""
+    casts: tuple[tuple[int, ...], ...] = ()
+    """For a divisor: the types each path to a Div or Mod casts the input to, in order (empty: none casts
+    it). A value that is not 0 or -1 may become one when cast (``-2**63`` to int32 is 0, ``0.5`` to int32
+    is 0): the check is made on the value as the Div reads it."""
 
     @property
     def numpy(self) -> np.dtype:
@@ -113,6 +117,7 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
                 tuple(indexes.get(vi.name, ())),
                 tuple(lengths.get(vi.name, ())),
                 vi.name in full,
+                tuple(sorted(divisors.get(vi.name, ()))),
             )
         )
     return specs
@@ -136,7 +141,9 @@ GatherND, the first axis of those its indices' last dim spans)."""
 Sizes = dict[str, list[int | tuple[str, int]]]
 
 
-def _operand_inputs(model: onnx.ModelProto) -> tuple[set[str], Sizes, Sizes, set[str]]:
+def _operand_inputs(
+    model: onnx.ModelProto,
+) -> tuple[dict[str, set[tuple[int, ...]]], Sizes, Sizes, set[str]]:
     """The main graph's inputs that integer divisors are (``InputSpec.divisor``); those that index an axis
     (``InputSpec.indexes``) and those that give sequence lengths (``InputSpec.lengths``), with the axes'
     sizes; and those that give an RNN's sequence lengths (``InputSpec.full_lengths``): each traced back
@@ -149,14 +156,24 @@ def _operand_inputs(model: onnx.ModelProto) -> tuple[set[str], Sizes, Sizes, set
     producer = {o: n for n in g.node for o in n.output if o}
 
     def source(name: str, through: frozenset[str] = _PRESERVING) -> str | None:
+        return traced(name, through)[0]
+
+    def traced(name: str, through: frozenset[str] = _PRESERVING) -> tuple[str | None, tuple[int, ...]]:
+        """The graph input ``name`` is traced back to, and the types it is cast to on the way (in order;
+        a CastLike's, unknown here, as int8: a value not 0 or -1 there is neither in any integer type)."""
         seen = set()
+        casts: list[int] = []
         while name not in inputs:
             n = producer.get(name)
             if n is None or n.op_type not in through or n.domain not in ("", "ai.onnx") or name in seen:
-                return None
+                return None, ()
             seen.add(name)
+            if n.op_type == "Cast":
+                casts.append(attr(n, "to", 0))
+            elif n.op_type == "CastLike":
+                casts.append(onnx.TensorProto.INT8)
             name = n.input[0] if n.input else ""
-        return name
+        return name, tuple(reversed(casts))
 
     def sizes(data: str, axes: range) -> list[int | tuple[str, int]]:
         if data in const:
@@ -175,7 +192,7 @@ def _operand_inputs(model: onnx.ModelProto) -> tuple[set[str], Sizes, Sizes, set
     def attr(n: onnx.NodeProto, name: str, default: int) -> int:
         return next((int(a.i) for a in n.attribute if a.name == name), default)
 
-    divisors: set[str] = set()
+    divisors: dict[str, set[tuple[int, ...]]] = {}
     indexes: Sizes = {}
     lengths: Sizes = {}
     full: set[str] = set()
@@ -196,9 +213,9 @@ def _operand_inputs(model: onnx.ModelProto) -> tuple[set[str], Sizes, Sizes, set
                     sizes(n.input[0], range(attr(n, "layout", 0), 1 + attr(n, "layout", 0)))
                 )
         elif n.op_type in ("Div", "Mod"):
-            found = source(n.input[1])
+            found, casts = traced(n.input[1])
             if found is not None:
-                divisors.add(found)
+                divisors.setdefault(found, set()).add(casts)
         elif n.op_type in _INDEXING:
             found = source(n.input[1])
             if found is None:
@@ -371,8 +388,10 @@ def _generate_one(
     n = int(np.prod(shape, dtype=np.int64))
     if dt.kind == "real":
         low, high = real_range
-        out = rng.uniform(low, high, size=shape)
-        return out.astype(dt.numpy)
+        out = rng.uniform(low, high, size=shape).astype(dt.numpy)
+        if spec.divisor:  # cast to an integer type on the way: not 0 or -1 there
+            out[_zero_or_minus_one(out, spec.casts)] = 1
+        return out
     if dt.kind == "boolean":
         return (_random_bits(rng, np.dtype(np.uint8), shape) & 1).astype(np.bool_)
     if spec.trip_count:  # a loop's count, or what it is computed from: small, never negative
@@ -380,7 +399,10 @@ def _generate_one(
         return rng.integers(low, high + 1, size=shape).astype(dt.numpy)
     if index is not None:  # within the axes it indexes, from either end
         low = 0 if not dt.signed else -index
-        return rng.integers(low, max(index, 1), size=shape).astype(dt.numpy)
+        out = rng.integers(low, max(index, 1), size=shape).astype(dt.numpy)
+        if spec.divisor and index >= 2:  # a divisor too: 1 is within the axis
+            out[_zero_or_minus_one(out, spec.casts)] = 1
+        return out
     if length is not None:  # sequence lengths: within the time axis, or all of it
         low = length if spec.full_lengths else min(1, length)
         return rng.integers(low, length + 1, size=shape).astype(dt.numpy)
@@ -394,8 +416,27 @@ def _generate_one(
         flat[0] = dt.min
         flat[1] = dt.max
     if spec.divisor:
-        out[(out == 0) | (out == -1 if dt.signed else False)] = 1
+        out[_zero_or_minus_one(out, spec.casts)] = 1
     return out
+
+
+def _zero_or_minus_one(values: np.ndarray, casts: tuple[tuple[int, ...], ...]) -> np.ndarray:
+    """Where ``values`` are 0 or -1 as an integer Div or Mod reads them, after each path's casts."""
+    mask = np.zeros(values.shape, np.bool_)
+    for path in casts or ((),):
+        v = values
+        with np.errstate(invalid="ignore", over="ignore"):
+            for to in path:
+                try:
+                    np_type = onnx.helper.tensor_dtype_to_np_dtype(to)
+                except (KeyError, TypeError, ValueError):  # not a NumPy type: as int8, the strictest
+                    np_type = np.dtype(np.int8)
+                v = (np.trunc(v) if v.dtype.kind == "f" and np.dtype(np_type).kind in "iu" else v).astype(np_type)
+        if v.dtype.kind not in "iuf" and v.dtype.name.startswith(("int", "uint")):  # ml_dtypes' int4, uint4
+            v = v.astype(np.int64)
+        if v.dtype.kind in "iu":
+            mask |= (v == 0) | (v == -1)
+    return mask
 
 
 def generate(
