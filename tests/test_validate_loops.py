@@ -395,3 +395,40 @@ def test_imported_graphs_with_scans_validate(graph, tmp_path, capsys):
     )
     capsys.readouterr()
     assert main(["validate", str(out), "-q"]) == 0, capsys.readouterr()
+
+
+def test_an_input_a_trip_count_is_computed_from_that_indexes_stays_within_the_axis():
+    """An input both indexing a Gather and feeding a Loop's trip count (M = counts[i]) was drawn from the
+    trip counts' 1..3 alone: i = 2 or 3 into an axis of 2, and the reference failed ('index 2 is out of
+    bounds for axis 0 with size 2')."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = h.make_tensor_value_info
+    body = h.make_graph(
+        [h.make_node("Add", ["acc", "one"], ["acc2"]), h.make_node("Identity", ["c"], ["c2"])],
+        "body",
+        [vi("it", T.INT64, []), vi("c", T.BOOL, []), vi("acc", T.FLOAT, [])],
+        [vi("c2", T.BOOL, []), vi("acc2", T.FLOAT, [])],
+    )
+    nodes = [
+        h.make_node("Constant", [], ["one"], value=h.make_tensor("one", T.FLOAT, [], [1.0])),
+        h.make_node("Gather", ["counts", "i"], ["M"], axis=0),
+        h.make_node("Loop", ["M", "", "a0"], ["acc_out"], body=body),
+    ]
+    g = h.make_graph(
+        nodes,
+        "g",
+        [vi("counts", T.INT64, [2]), vi("i", T.INT64, []), vi("a0", T.FLOAT, [])],
+        [vi("acc_out", T.FLOAT, [])],
+    )
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    specs = graph_inputs(model)
+    for seed in range(8):
+        feeds = generate(specs, seed=seed)
+        assert 0 <= feeds["i"] < 2, (seed, feeds["i"])
+        assert 1 <= feeds["counts"].min() and feeds["counts"].max() <= 3
+    report = odq.validate(model, seed=0)
+    assert report.ok, report.to_text()

@@ -396,6 +396,9 @@ def _generate_one(
         return (_random_bits(rng, np.dtype(np.uint8), shape) & 1).astype(np.bool_)
     if spec.trip_count:  # a loop's count, or what it is computed from: small, never negative
         low, high = TRIP_COUNTS
+        if index is not None:  # indexes an axis too: within it (from its start), else the reference fails
+            high = max(min(high, index - 1), 0)
+            low = min(low, high)
         return rng.integers(low, high + 1, size=shape).astype(dt.numpy)
     if index is not None:  # within the axes it indexes, from either end
         low = 0 if not dt.signed else -index
