@@ -373,3 +373,40 @@ def test_grouped_conv_transpose_takes_each_groups_weight_and_bias(bias):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     report = odq.validate(model, {"x": x})
     assert report.ok, report.to_text()
+
+
+def test_an_rnns_lengths_follow_a_computed_inputs_time_axis():
+    """X computed by another node (a Relu here): its time axis comes from ONNX shape inference, a size or a
+    dim's name. Before, such lengths were all 1, and ONNX Runtime's one step against the reference's
+    four was reported as a numeric disagreement (found by this round's review)."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((1, 5, 3)).astype(np.float32), "w")
+    r = numpy_helper.from_array(rng.standard_normal((1, 5, 5)).astype(np.float32) * 0.3, "r")
+
+    def model(time: int | str):
+        nodes = [
+            helper.make_node("Relu", ["x"], ["xr"]),
+            helper.make_node("RNN", ["xr", "w", "r", "", "lens"], ["y", "yh"], hidden_size=5),
+        ]
+        g = helper.make_graph(
+            nodes,
+            "g",
+            [vi("x", TensorProto.FLOAT, [time, 2, 3]), vi("lens", TensorProto.INT32, [2])],
+            [vi("yh", TensorProto.FLOAT, [1, 2, 5])],
+            [w, r],
+        )
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+
+    fixed = {s.name: s for s in graph_inputs(model(4))}
+    assert fixed["lens"].lengths == (4,) and fixed["lens"].full_lengths
+    assert (generate(list(fixed.values()))["lens"] == 4).all()
+    assert odq.validate(model(4)).ok
+    named = {s.name: s for s in graph_inputs(model("T"))}
+    assert named["lens"].lengths == ("T",)
+    feeds = generate(list(named.values()), dims={"T": 6})
+    assert feeds["x"].shape == (6, 2, 3) and (feeds["lens"] == 6).all()
+    report = odq.validate(model("T"), dims={"T": 6})
+    assert report.ok, report.to_text()

@@ -64,11 +64,11 @@ class InputSpec:
     divisor: bool = False
     """An integer Div or Mod divides by the input (as it is, or moved or cast): generated without 0 and -1
     (undefined, and ``INT_MIN / -1`` traps on x86)."""
-    indexes: tuple[int | tuple[str, int], ...] = ()
+    indexes: tuple[int | str | tuple[str, int], ...] = ()
     """The sizes of the axes a Gather, GatherElements or GatherND indexes with the input (as it is, or
     moved or cast): a size, or ``(input, axis)`` where it is another graph input's; generated within
     ``[-n, n)`` of the smallest (else the whole range, which the reference refuses)."""
-    lengths: tuple[int | tuple[str, int], ...] = ()
+    lengths: tuple[int | str | tuple[str, int], ...] = ()
     """The sizes of the time axes the input gives sequence lengths along (ReverseSequence's, as it is,
     moved, cast or clamped): generated within ``[1, n]`` of the smallest."""
     full_lengths: bool = False
@@ -138,7 +138,11 @@ _INDEXING = {"Gather": "axis", "GatherElements": "axis", "GatherND": "batch_dims
 GatherND, the first axis of those its indices' last dim spans)."""
 
 
-Sizes = dict[str, list[int | tuple[str, int]]]
+Size = int | str | tuple[str, int]
+"""An axis's size: known, a dim's name (generated with the size the name gets), or ``(input, axis)``: a
+generated input's own."""
+
+Sizes = dict[str, list[Size]]
 
 
 def _operand_inputs(
@@ -175,19 +179,42 @@ def _operand_inputs(
             name = n.input[0] if n.input else ""
         return name, tuple(reversed(casts))
 
-    def sizes(data: str, axes: range) -> list[int | tuple[str, int]]:
+    inferred: dict[str, Any] = {}
+
+    def inferred_shape(name: str) -> Any:
+        """A computed value's shape as ONNX shape inference finds it (sizes, dim names, None), or None."""
+        if not inferred:
+            try:
+                found = onnx.shape_inference.infer_shapes(model).graph.value_info
+                inferred.update(
+                    {vi.name: tensor_type_of(vi.type).shape for vi in found if vi.type.HasField("tensor_type")}
+                )
+            except Exception:  # noqa: BLE001 - a model inference cannot follow: no shape known
+                pass
+            inferred.setdefault("", None)  # inferred once, whatever it found
+        return inferred.get(name)
+
+    def sizes(data: str, axes: range, unknown: int | None = 1) -> list[Size]:
+        """The sizes of ``data``'s ``axes``: a size, ``(input, axis)`` for a generated input's, a dim's name
+        (the size it is generated with); ``unknown`` where none is known (None: none listed)."""
         if data in const:
             shape: Any = const[data]
         elif data in inputs and declared.get(data) is not None:
             shape = declared[data]
         else:
-            return [1]  # computed: only 0 and -1 are sure to be in range
-        out: list[int | tuple[str, int]] = []
+            shape = inferred_shape(data)  # computed
+        out: list[Size] = []
         for a in axes:
-            if -len(shape) <= a < len(shape):
-                d = shape[a]
-                out.append(d if isinstance(d, int) else (data, a % len(shape)))
-        return out or [1]
+            d = None if shape is None or not -len(shape) <= a < len(shape) else shape[a % len(shape)]
+            if isinstance(d, int):
+                out.append(d)
+            elif data in inputs and shape is declared.get(data):
+                out.append((data, a % len(shape)))
+            elif isinstance(d, str) and d:
+                out.append(d)
+            elif unknown is not None:  # only 0 and -1 are sure to be in range
+                out.append(unknown)
+        return out
 
     def attr(n: onnx.NodeProto, name: str, default: int) -> int:
         return next((int(a.i) for a in n.attribute if a.name == name), default)
@@ -207,11 +234,10 @@ def _operand_inputs(
                 )
         elif n.op_type in _RECURRENT and len(n.input) > 4 and n.input[4]:
             found = source(n.input[4], _CLAMPING)
-            if found is not None:
+            time = sizes(n.input[0], range(attr(n, "layout", 0), 1 + attr(n, "layout", 0)), unknown=None)
+            if found is not None and time:  # T unknown: not generated as lengths at all (a 1 disagrees)
                 full.add(found)
-                lengths.setdefault(found, []).extend(
-                    sizes(n.input[0], range(attr(n, "layout", 0), 1 + attr(n, "layout", 0)))
-                )
+                lengths.setdefault(found, []).extend(time)
         elif n.op_type in ("Div", "Mod"):
             found, casts = traced(n.input[1])
             if found is not None:
@@ -463,7 +489,9 @@ def generate(
     dims = _dim_sizes(specs, dict(dims or {}))
     shapes = {spec.name: _concrete_shape(spec, dims, default_dim) for spec in specs}
 
-    def size(s: int | tuple[str, int]) -> int:
+    def size(s: Size) -> int:
+        if isinstance(s, str):
+            return int(dims.get(s, default_dim))
         return s if isinstance(s, int) else shapes[s[0]][s[1]]
 
     feeds = {}
