@@ -410,3 +410,48 @@ def test_an_rnns_lengths_follow_a_computed_inputs_time_axis():
     assert feeds["x"].shape == (6, 2, 3) and (feeds["lens"] == 6).all()
     report = odq.validate(model("T"), dims={"T": 6})
     assert report.ok, report.to_text()
+
+
+def test_a_gather_inside_an_if_branch_keeps_the_main_graph_input_it_reads_in_range():
+    """A body's node that reads a main-graph input by its name (token ids gathered in an If branch) keeps
+    it within the axis, as a main-graph node does (the review's last finding); a body's own values are not
+    followed (the Loop's iteration number here)."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    table = numpy_helper.from_array(np.arange(10, dtype=np.float32), "table")
+    then_g = helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["o"]), helper.make_node("Div", ["k", "d"], ["kd"])],
+        "then",
+        [],
+        [vi("o", TensorProto.FLOAT, [4]), vi("kd", TensorProto.INT32, [4])],
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Identity", ["zeros"], ["o2"]), helper.make_node("Identity", ["k"], ["k2"])],
+        "else",
+        [],
+        [vi("o2", TensorProto.FLOAT, [4]), vi("k2", TensorProto.INT32, [4])],
+    )
+    g = helper.make_graph(
+        [helper.make_node("If", ["flag"], ["y", "q"], then_branch=then_g, else_branch=else_g)],
+        "g",
+        [
+            vi("flag", TensorProto.BOOL, []),
+            vi("ids", TensorProto.INT64, [4]),
+            vi("zeros", TensorProto.FLOAT, [4]),
+            vi("k", TensorProto.INT32, [4]),
+            vi("d", TensorProto.INT32, [4]),
+        ],
+        [vi("y", TensorProto.FLOAT, [4]), vi("q", TensorProto.INT32, [4])],
+        [table],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    specs = {s.name: s for s in graph_inputs(model)}
+    assert specs["ids"].indexes == (10,) and specs["d"].divisor and not specs["k"].divisor
+    for seed in range(4):
+        feeds = generate(list(specs.values()), seed=seed)
+        assert feeds["ids"].min() >= -10 and feeds["ids"].max() < 10
+        assert not np.isin(feeds["d"], [0, -1]).any()
+        feeds["flag"] = np.array(True)
+        report = odq.validate(model, feeds)
+        assert report.ok, report.to_text()

@@ -151,16 +151,14 @@ def _operand_inputs(
     """The main graph's inputs that integer divisors are (``InputSpec.divisor``); those that index an axis
     (``InputSpec.indexes``) and those that give sequence lengths (``InputSpec.lengths``), with the axes'
     sizes; and those that give an RNN's sequence lengths (``InputSpec.full_lengths``): each traced back
-    from the operand through ``_PRESERVING`` ops (and, for lengths, ``_CLAMPING`` ones)."""
+    from the operand of a node of any graph (a subgraph's reading a main-graph value) through
+    ``_PRESERVING`` ops (and, for lengths, ``_CLAMPING`` ones)."""
     g = model.graph
     inits = {t.name for t in g.initializer} | {t.name for t in g.sparse_initializer}
     inputs = {vi.name for vi in g.input if vi.name not in inits}
     declared = {vi.name: tensor_type_of(vi.type).shape for vi in g.input if vi.type.HasField("tensor_type")}
     const = {name: tuple(int(d) for d in t.dims) for name, t in constants(g)}
     producer = {o: n for n in g.node for o in n.output if o}
-
-    def source(name: str, through: frozenset[str] = _PRESERVING) -> str | None:
-        return traced(name, through)[0]
 
     def traced(name: str, through: frozenset[str] = _PRESERVING) -> tuple[str | None, tuple[int, ...]]:
         """The graph input ``name`` is traced back to, and the types it is cast to on the way (in order;
@@ -223,33 +221,59 @@ def _operand_inputs(
     indexes: Sizes = {}
     lengths: Sizes = {}
     full: set[str] = set()
-    for n in g.node:
-        if n.domain not in ("", "ai.onnx") or len(n.input) < 2:
-            continue
+    # a node of an If, Loop or Scan body reads a main-graph value by its name where no subgraph defines
+    # that name: such operands are traced in the main graph; the subgraphs' own values are not followed
+    local = {
+        name
+        for sg in iter_graphs(g)
+        if sg is not g
+        for name in (
+            *(vi.name for vi in sg.input),
+            *(t.name for t in sg.initializer),
+            *(o for m in sg.node for o in m.output),
+        )
+    }
+
+    def classify(n: onnx.NodeProto, inner: bool) -> None:
+        def operand(i: int, through: frozenset[str] = _PRESERVING) -> tuple[str | None, tuple[int, ...]]:
+            name = n.input[i] if len(n.input) > i else ""
+            return (None, ()) if not name or (inner and name in local) else traced(name, through)
+
+        def shape_of(axes: range, unknown: int | None = 1) -> list[Size]:
+            data = n.input[0]
+            if inner and data in local:  # a body's own value: its shape is not followed
+                return [] if unknown is None else [unknown]
+            return sizes(data, axes, unknown)
+
+        if n.domain not in ("", "ai.onnx"):
+            return
         if n.op_type == "ReverseSequence":
-            found = source(n.input[1], _CLAMPING)
+            found = operand(1, _CLAMPING)[0]
             if found is not None:
-                lengths.setdefault(found, []).extend(
-                    sizes(n.input[0], range(attr(n, "time_axis", 0), 1 + attr(n, "time_axis", 0)))
-                )
-        elif n.op_type in _RECURRENT and len(n.input) > 4 and n.input[4]:
-            found = source(n.input[4], _CLAMPING)
-            time = sizes(n.input[0], range(attr(n, "layout", 0), 1 + attr(n, "layout", 0)), unknown=None)
-            if found is not None and time:  # T unknown: not generated as lengths at all (a 1 disagrees)
+                t = attr(n, "time_axis", 0)
+                lengths.setdefault(found, []).extend(shape_of(range(t, t + 1)))
+        elif n.op_type in _RECURRENT:
+            found = operand(4, _CLAMPING)[0]
+            t = attr(n, "layout", 0)
+            time = [] if found is None else shape_of(range(t, t + 1), unknown=None)
+            if time:  # T unknown: not generated as lengths at all (a 1 disagrees)
                 full.add(found)
                 lengths.setdefault(found, []).extend(time)
         elif n.op_type in ("Div", "Mod"):
-            found, casts = traced(n.input[1])
+            found, casts = operand(1)
             if found is not None:
                 divisors.setdefault(found, set()).add(casts)
         elif n.op_type in _INDEXING:
-            found = source(n.input[1])
-            if found is None:
-                continue
-            at = attr(n, _INDEXING[n.op_type], 0)
-            rank = len(const.get(n.input[0], declared.get(n.input[0]) or ()))
-            axes = range(at, max(rank, at + 1)) if n.op_type == "GatherND" else range(at, at + 1)
-            indexes.setdefault(found, []).extend(sizes(n.input[0], axes))
+            found = operand(1)[0]
+            if found is not None:
+                at = attr(n, _INDEXING[n.op_type], 0)
+                rank = len(const.get(n.input[0], declared.get(n.input[0]) or ()))
+                axes = range(at, max(rank, at + 1)) if n.op_type == "GatherND" else range(at, at + 1)
+                indexes.setdefault(found, []).extend(shape_of(axes))
+
+    for graph in iter_graphs(g):
+        for n in graph.node:
+            classify(n, graph is not g)
     return divisors, indexes, lengths, full
 
 
