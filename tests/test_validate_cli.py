@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -289,3 +290,30 @@ def test_a_path_onnx_runtime_fails_to_run_is_reported_without_its_cpp_log(tmp_pa
     captured = capfd.readouterr()
     assert "out of data bounds" in captured.out and "ERROR" in captured.out
     assert captured.err == ""
+
+
+def test_validate_tree_script_counts_each_converted_graphs_outcome(tmp_path):
+    """``scripts/validate_tree.py``: a folder converted, each model validated in a process of its own; exit 1
+    where one does not agree, each outcome in the JSON."""
+    src = tmp_path / "graphs"
+    (src / "idx").mkdir(parents=True)
+    shutil.copy(ROOT / "models" / "qdq_chain.json", src / "qdq_chain.json")
+    shutil.copy(ROOT / "tests" / "golden" / "ops_index" / "scatter_nd_add.json", src / "idx" / "scatter.json")
+    (src / "broken.json").write_text("[{")
+    out = tmp_path / "r.json"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "validate_tree.py"), str(src), "--jobs", "2", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 1, run.stderr
+    assert "3 graphs under" in run.stdout and "1 agree" in run.stdout and "1 error" in run.stdout
+    assert "1 refused" in run.stdout
+    graphs = json.loads(out.read_text())["graphs"]
+    assert {g: o["outcome"] for g, o in graphs.items()} == {
+        "broken.json": "refused",
+        "idx/scatter.json": "error",
+        "qdq_chain.json": "agree",
+    }
+    assert graphs["idx/scatter.json"]["detail"].startswith("idx/scatter.onnx: the reference cannot run the model")
