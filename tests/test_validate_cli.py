@@ -298,8 +298,18 @@ def test_validate_tree_script_counts_each_converted_graphs_outcome(tmp_path):
     src = tmp_path / "graphs"
     (src / "idx").mkdir(parents=True)
     shutil.copy(ROOT / "models" / "qdq_chain.json", src / "qdq_chain.json")
-    shutil.copy(ROOT / "tests" / "golden" / "ops_index" / "scatter_nd_add.json", src / "idx" / "scatter.json")
+    # its parent indices reach a GatherElements through a Scan body, which generation does not follow
+    shutil.copy(ROOT / "tests" / "golden" / "ops_detect" / "gather_tree_i32.json", src / "idx" / "tree.json")
     (src / "broken.json").write_text("[{")
+    # token ids computed by an Add: generation does not follow arithmetic, and the reference refuses them
+    graph = json.loads((ROOT / "tests" / "golden" / "ops_index" / "embedding_lookup.json").read_text())
+    ops = graph[0]["ops"]
+    ops.insert(2, {**ops[0], "name": "Parameter_9", "outputs": ["Parameter_9_0"]})
+    add = {"auto_broadcast": {"axis": -1, "type": 0}, "inputs": ["Parameter_0", "Parameter_9"], "op": "Add"}
+    ops.insert(3, {**add, "name": "Add_8", "op_version": 0, "outputs": ["Add_8_0"]})
+    ops[4]["inputs"][0] = "Add_8"
+    graph[0]["parameters"].append("Parameter_9")
+    (src / "idx" / "ids.json").write_text(json.dumps(graph))
     out = tmp_path / "r.json"
     run = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "validate_tree.py"), str(src), "--jobs", "2", "--json", str(out)],
@@ -308,12 +318,15 @@ def test_validate_tree_script_counts_each_converted_graphs_outcome(tmp_path):
         timeout=600,
     )
     assert run.returncode == 1, run.stderr
-    assert "3 graphs under" in run.stdout and "1 agree" in run.stdout and "1 error" in run.stdout
+    assert "4 graphs under" in run.stdout and "1 agree" in run.stdout and "1 disagree" in run.stdout
+    assert "1 error" in run.stdout
     assert "1 refused" in run.stdout
     graphs = json.loads(out.read_text())["graphs"]
     assert {g: o["outcome"] for g, o in graphs.items()} == {
         "broken.json": "refused",
-        "idx/scatter.json": "error",
+        "idx/tree.json": "disagree",
+        "idx/ids.json": "error",
         "qdq_chain.json": "agree",
     }
-    assert graphs["idx/scatter.json"]["detail"].startswith("idx/scatter.onnx: the reference cannot run the model")
+    assert graphs["idx/tree.json"]["detail"].startswith("DISAGREE: ort/default")
+    assert graphs["idx/ids.json"]["detail"].startswith("idx/ids.onnx: the reference cannot run the model")

@@ -290,6 +290,9 @@ def test_lrn_sums_over_the_channels(size):
         "ops_index/reverse_sequence_batch1.json",  # generated lengths within the time axis
         "ops_rnn/lstm_sequence_bidirectional.json",  # an RNN's lengths the whole time axis
         "training/group_convolution_backprop.json",  # the oracle's grouped ConvTranspose
+        "ops_data_more/scatter_nd_rows_repeated.json",  # scatter indices in range, none written twice
+        "ops_layers/crop_and_resize_nearest_5x4.json",  # box indices joined by a Concat
+        "ops_math/power_i32.json",  # an integer Pow's exponents never negative
     ],
 )
 def test_converted_golden_graphs_validate(graph, tmp_path, capsys):
@@ -455,3 +458,129 @@ def test_a_gather_inside_an_if_branch_keeps_the_main_graph_input_it_reads_in_ran
         feeds["flag"] = np.array(True)
         report = odq.validate(model, feeds)
         assert report.ok, report.to_text()
+
+
+def _scatter_model() -> onnx.ModelProto:
+    """A KV-cache style ScatterND (rows written at fed positions), a ScatterElements along axis 1, a
+    ScatterND that adds (repeated indices are defined there), and a GatherND whose indices a Concat joins
+    from a cast input and a constant."""
+    vi = helper.make_tensor_value_info
+    col = numpy_helper.from_array(np.zeros((4, 1), np.int64), "col")
+    nodes = [
+        helper.make_node("ScatterND", ["cache", "rows", "new"], ["cache2"]),
+        helper.make_node("ScatterElements", ["grid", "cols", "vals"], ["grid2"], axis=1),
+        helper.make_node("Cast", ["at32"], ["at32_64"], to=TensorProto.INT64),
+        helper.make_node("ScatterND", ["acc", "at32_64", "adds"], ["acc2"], reduction="add"),
+        helper.make_node("Cast", ["box16"], ["box"], to=TensorProto.INT64),
+        helper.make_node("Concat", ["box", "col"], ["where"], axis=1),
+        helper.make_node("GatherND", ["image", "where"], ["picked"]),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [
+            vi("cache", TensorProto.FLOAT, [6, 8]),
+            vi("rows", TensorProto.INT64, [5, 1]),
+            vi("new", TensorProto.FLOAT, [5, 8]),
+            vi("grid", TensorProto.FLOAT, [3, 7]),
+            vi("cols", TensorProto.INT32, [3, 7]),
+            vi("vals", TensorProto.FLOAT, [3, 7]),
+            vi("acc", TensorProto.FLOAT, [4, 3]),
+            vi("at32", TensorProto.INT32, [9, 1]),
+            vi("adds", TensorProto.FLOAT, [9, 3]),
+            vi("image", TensorProto.FLOAT, [2, 5]),
+            vi("box16", TensorProto.INT16, [4, 1]),
+        ],
+        [
+            vi("cache2", TensorProto.FLOAT, [6, 8]),
+            vi("grid2", TensorProto.FLOAT, [3, 7]),
+            vi("acc2", TensorProto.FLOAT, [4, 3]),
+            vi("picked", TensorProto.FLOAT, [4]),
+        ],
+        [col],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_generated_scatter_indices_stay_in_range_and_write_no_element_twice():
+    """Scatter indices spanned their type's range (the reference refused them, exit 2: the converted
+    golden scatter graphs); kept in range only, a ScatterND or ScatterElements with no reduction that
+    writes an element twice is undefined (ONNX Runtime and the reference may keep different writes).
+    Indices a Concat joins were not traced (the converted crop_and_resize graphs)."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    model = _scatter_model()
+    specs = {s.name: s for s in graph_inputs(model)}
+    assert specs["rows"].distinct == ("nd",) and specs["cols"].distinct == (1,)
+    assert specs["at32"].indexes == (4, 3) and not specs["at32"].distinct  # reduction="add": repeats allowed
+    assert specs["box16"].indexes == (2, 5)
+    for seed in range(6):
+        feeds = generate(list(specs.values()), seed=seed)
+        rows = feeds["rows"] % 6
+        assert feeds["rows"].min() >= -6 and feeds["rows"].max() < 6 and len(set(rows[:, 0])) == 5
+        cols = feeds["cols"] % 7
+        assert feeds["cols"].min() >= -7 and all(sorted(r) == list(range(7)) for r in cols.tolist())
+        assert feeds["at32"].min() >= -3 and feeds["at32"].max() < 3 and feeds["at32"].dtype == np.int32
+        assert feeds["box16"].min() >= -2 and feeds["box16"].max() < 2
+        report = odq.validate(model, feeds)
+        assert report.ok, report.to_text()
+    assert any((generate(list(specs.values()), seed=s)["rows"] < 0).any() for s in range(6))  # both ends
+
+
+def test_generated_scatter_nd_tuples_differ_where_the_axes_allow():
+    """ScatterND's tuples (the indices' last axis) differ as tuples: with 8 writes into a 3 x 3 grid of
+    rows of 4, each component repeats, the pair does not; with 10, no draw can differ, and the indices
+    are only kept in range."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    for count in (8, 10):
+        node = helper.make_node("ScatterND", ["d", "i", "u"], ["y"])
+        g = helper.make_graph(
+            [node],
+            "g",
+            [vi("d", TensorProto.FLOAT, [3, 3, 4]), vi("i", TensorProto.INT64, [count, 2]), vi("u", 1, [count, 4])],
+            [vi("y", TensorProto.FLOAT, [3, 3, 4])],
+        )
+        specs = graph_inputs(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
+        for seed in range(4):
+            i = generate(specs, seed=seed)["i"]
+            assert i.min() >= -3 and i.max() < 3
+            pairs = {tuple(p) for p in (i % 3).tolist()}
+            assert len(pairs) == count if count <= 9 else len(pairs) <= 9
+
+
+@pytest.mark.parametrize("elem", [TensorProto.INT32, TensorProto.INT64])
+def test_generated_integer_pow_operands_are_defined(elem):
+    """An integer Pow's exponents were drawn over their type's range: NumPy refuses negative ones ('Integers
+    to negative integer powers are not allowed', exit 2: the converted golden power_i32 graph), and large
+    bases overflow, which is undefined (ONNX Runtime computes in float64). Exponents are in POWERS and
+    bases' cubes fit; a float base's integer exponent keeps its whole range."""
+    from onnx_dequant.validation.inputs import POWERS, InputSpec, generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+
+    def pow_model(*float_pow: onnx.NodeProto) -> onnx.ModelProto:
+        extra = [vi("f", TensorProto.FLOAT, [64]), vi("e2", TensorProto.INT32, [64])] if float_pow else []
+        g = helper.make_graph(
+            [helper.make_node("Pow", ["b", "e"], ["y"]), *float_pow],
+            "g",
+            [vi("b", elem, [64]), vi("e", elem, [64]), *extra],
+            [vi("y", elem, [64]), *([vi("z", TensorProto.FLOAT, [64])] if float_pow else [])],
+        )
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+
+    specs = {s.name: s for s in graph_inputs(pow_model(helper.make_node("Pow", ["f", "e2"], ["z"])))}
+    assert specs["b"].power == ("base",) and specs["e"].power == ("exponent",) and not specs["e2"].power
+    for seed in range(4):
+        feeds = generate(list(specs.values()), seed=seed)
+        assert POWERS[0] <= feeds["e"].min() and feeds["e"].max() <= POWERS[1]
+        assert feeds["e2"][0] == np.iinfo(np.int32).min  # not an integer Pow's: the whole range
+    for t in (elem, TensorProto.INT8, TensorProto.UINT8, TensorProto.UINT16):  # Pow takes int32, int64 only
+        info = np.iinfo(helper.tensor_dtype_to_np_dtype(t))
+        b = generate([InputSpec("b", t, (4096,), power=("base",))])["b"]
+        cubes = np.abs(b.astype(np.float64)) ** 3
+        assert cubes.max() <= min(info.max, 2**53) and (b.min() < 0) == (info.min < 0)
+        assert np.abs(b.astype(np.float64)).max() >= 0.95 * min(info.max, 2**53) ** (1 / 3) - 1  # not needlessly small
+    report = odq.validate(pow_model(), seed=1)
+    assert report.ok, report.to_text()

@@ -4,11 +4,13 @@ declared types and shapes.
 Generated integer inputs are uniform random bits, so they span their type's whole range, and the
 first two elements are the type's minimum and maximum, except for a Loop's trip count and the integer
 inputs it is computed from, which take small values (``TRIP_COUNTS``: the whole int64 range would run
-the loop for ever), indices a Gather, GatherElements or GatherND reads, which stay within the axes they
-index, sequence lengths, which stay within their time axes (an RNN's are the whole axis), and integer
-divisors, which are never 0 or -1. Real inputs are uniform in a range the caller sets. Symbolic (or
-unnamed unknown) dims take the size the caller gives per name, else the size that a constant scale or
-zero point of a Dequantize node reading the input fixes at a quantization axis, else ``DEFAULT_DIM``.
+the loop for ever), indices a Gather or Scatter op reads (any of their Elements and ND forms), which stay
+within the axes they index (and, for a Scatter with no reduction, write no element twice), sequence
+lengths, which stay within their time axes (an RNN's are the whole axis), integer divisors, which are
+never 0 or -1, and an integer Pow's operands (exponents in ``POWERS``, bases whose cube fits). Real
+inputs are uniform in a range the caller sets. Symbolic (or unnamed unknown) dims take the size the
+caller gives per name, else the size that a constant scale or zero point of a Dequantize node reading
+the input fixes at a quantization axis, else ``DEFAULT_DIM``.
 The same seed gives the same inputs.
 """
 
@@ -30,6 +32,7 @@ from ..schema import is_dequantize, node_attributes, tensor_type_of
 
 __all__ = [
     "DEFAULT_DIM",
+    "POWERS",
     "TRIP_COUNTS",
     "InputSpec",
     "check_feeds",
@@ -43,6 +46,9 @@ __all__ = [
 
 DEFAULT_DIM = 3
 """Size of a symbolic or unknown dim with no ``--dim``: small, and not 1 (1 hides broadcasting mistakes)."""
+
+POWERS = (0, 3)
+"""The range (both ends included) of generated exponents of an integer Pow (a negative one is undefined)."""
 
 TRIP_COUNTS = (1, 3)
 """The range (both ends included) of generated values for an integer input that is a Loop's trip count ``M``
@@ -78,6 +84,15 @@ class InputSpec:
     """For a divisor: the types each path to a Div or Mod casts the input to, in order (empty: none casts
     it). A value that is not 0 or -1 may become one when cast (``-2**63`` to int32 is 0, ``0.5`` to int32
     is 0): the check is made on the value as the Div reads it."""
+    distinct: tuple[int | str, ...] = ()
+    """A Scatter with no reduction writes with the input as its indices, and an element written twice is
+    undefined (ONNX Runtime and the reference may keep either write): ``"nd"``, ScatterND's index tuples
+    (along the last axis) all differ; an axis, ScatterElements' indices differ along it within each line.
+    The first rule is followed; where the indices outnumber the elements they address, none is."""
+    power: tuple[str, ...] = ()
+    """``"base"`` or ``"exponent"`` of an integer Pow: an exponent is drawn in ``[0, 3]`` (a negative one is
+    undefined), a base small enough that its cube fits the type and a float64 exactly (ONNX Runtime computes
+    an integer Pow in float64; beyond, the result is undefined)."""
 
     @property
     def numpy(self) -> np.dtype:
@@ -96,7 +111,7 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
     """The main graph's inputs that are not initializers (those are the ones a caller feeds)."""
     inits = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.sparse_initializer}
     trips = _trip_sources(model)
-    divisors, indexes, lengths, full = _operand_inputs(model)
+    divisors, indexes, lengths, full, distinct, power = _operand_inputs(model)
     fixed = _fixed_dims(model)
     specs = []
     for vi in model.graph.input:
@@ -118,6 +133,8 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
                 tuple(lengths.get(vi.name, ())),
                 vi.name in full,
                 tuple(sorted(divisors.get(vi.name, ()))),
+                tuple(distinct.get(vi.name, ())),
+                tuple(sorted(power.get(vi.name, ()))),
             )
         )
     return specs
@@ -133,9 +150,18 @@ _CLAMPING = _PRESERVING | {"Max", "Min", "Clip"}
 
 _RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
 
-_INDEXING = {"Gather": "axis", "GatherElements": "axis", "GatherND": "batch_dims"}
+_INDEXING = {
+    "Gather": "axis",
+    "GatherElements": "axis",
+    "GatherND": "batch_dims",
+    "ScatterElements": "axis",
+    "ScatterND": "batch_dims",  # ScatterND has no batch dims: the attribute is absent, 0
+}
 """Ops that index their input 0 with their input 1, and the attribute that says which axis (for
-GatherND, the first axis of those its indices' last dim spans)."""
+GatherND and ScatterND, the first axis of those their indices' last dim spans)."""
+
+_TUPLES = frozenset({"GatherND", "ScatterND"})
+"""Of ``_INDEXING``, the ops whose indices' last dim is a tuple of indices into consecutive axes."""
 
 
 Size = int | str | tuple[str, int]
@@ -147,12 +173,13 @@ Sizes = dict[str, list[Size]]
 
 def _operand_inputs(
     model: onnx.ModelProto,
-) -> tuple[dict[str, set[tuple[int, ...]]], Sizes, Sizes, set[str]]:
+) -> tuple[dict[str, set[tuple[int, ...]]], Sizes, Sizes, set[str], dict[str, list[int | str]], dict[str, set[str]]]:
     """The main graph's inputs that integer divisors are (``InputSpec.divisor``); those that index an axis
     (``InputSpec.indexes``) and those that give sequence lengths (``InputSpec.lengths``), with the axes'
-    sizes; and those that give an RNN's sequence lengths (``InputSpec.full_lengths``): each traced back
-    from the operand of a node of any graph (a subgraph's reading a main-graph value) through
-    ``_PRESERVING`` ops (and, for lengths, ``_CLAMPING`` ones)."""
+    sizes; those that give an RNN's sequence lengths (``InputSpec.full_lengths``); the rules Scatter
+    indices follow (``InputSpec.distinct``); and the roles in an integer Pow (``InputSpec.power``): each
+    traced back from the operand of a node of any graph (a subgraph's reading a main-graph value) through
+    ``_PRESERVING`` ops and Concat (and, for lengths, ``_CLAMPING`` ones)."""
     g = model.graph
     inits = {t.name for t in g.initializer} | {t.name for t in g.sparse_initializer}
     inputs = {vi.name for vi in g.input if vi.name not in inits}
@@ -160,37 +187,58 @@ def _operand_inputs(
     const = {name: tuple(int(d) for d in t.dims) for name, t in constants(g)}
     producer = {o: n for n in g.node for o in n.output if o}
 
-    def traced(name: str, through: frozenset[str] = _PRESERVING) -> tuple[str | None, tuple[int, ...]]:
-        """The graph input ``name`` is traced back to, and the types it is cast to on the way (in order;
-        a CastLike's, unknown here, as int8: a value not 0 or -1 there is neither in any integer type)."""
+    def traced(name: str, through: frozenset[str] = _PRESERVING) -> list[tuple[str, tuple[int, ...]]]:
+        """The graph inputs whose values reach ``name`` unchanged (moved, cast, or joined by a Concat), each
+        with the types it is cast to on the way (in order; a CastLike's, unknown here, as int8: a value
+        not 0 or -1 there is neither in any integer type)."""
+        found: list[tuple[str, tuple[int, ...]]] = []
+        todo: list[tuple[str, tuple[int, ...]]] = [(name, ())]
         seen = set()
-        casts: list[int] = []
-        while name not in inputs:
+        while todo:
+            name, casts = todo.pop()  # casts from ``name`` to the operand, last first
+            if name in inputs:
+                found.append((name, tuple(reversed(casts))))
+                continue
             n = producer.get(name)
-            if n is None or n.op_type not in through or n.domain not in ("", "ai.onnx") or name in seen:
-                return None, ()
+            if n is None or n.domain not in ("", "ai.onnx") or name in seen:
+                continue
             seen.add(name)
-            if n.op_type == "Cast":
-                casts.append(attr(n, "to", 0))
-            elif n.op_type == "CastLike":
-                casts.append(onnx.TensorProto.INT8)
-            name = n.input[0] if n.input else ""
-        return name, tuple(reversed(casts))
+            if n.op_type == "Concat":  # every input's values reach the output
+                todo.extend((i, casts) for i in n.input if i)
+            elif n.op_type in through and n.input:
+                if n.op_type == "Cast":
+                    casts += (attr(n, "to", 0),)
+                elif n.op_type == "CastLike":
+                    casts += (onnx.TensorProto.INT8,)
+                todo.append((n.input[0], casts))
+        return found
 
     inferred: dict[str, Any] = {}
 
-    def inferred_shape(name: str) -> Any:
-        """A computed value's shape as ONNX shape inference finds it (sizes, dim names, None), or None."""
+    def inferred_type(name: str) -> onnx.TypeProto | None:
+        """A computed value's type as ONNX shape inference finds it, or None."""
         if not inferred:
             try:
                 found = onnx.shape_inference.infer_shapes(model).graph.value_info
-                inferred.update(
-                    {vi.name: tensor_type_of(vi.type).shape for vi in found if vi.type.HasField("tensor_type")}
-                )
+                inferred.update({vi.name: vi.type for vi in found if vi.type.HasField("tensor_type")})
             except Exception:  # noqa: BLE001 - a model inference cannot follow: no shape known
                 pass
             inferred.setdefault("", None)  # inferred once, whatever it found
         return inferred.get(name)
+
+    def inferred_shape(name: str) -> Any:
+        """A computed value's shape as ONNX shape inference finds it (sizes, dim names, None), or None."""
+        found = inferred_type(name)
+        return None if found is None else tensor_type_of(found).shape
+
+    elems = {vi.name: vi.type.tensor_type.elem_type for vi in g.input if vi.type.HasField("tensor_type")}
+    elems.update({name: t.data_type for name, t in constants(g)})
+
+    def is_integer(name: str) -> bool:
+        """Whether the main-graph value ``name`` is known to hold integers."""
+        found = inferred_type(name) if name and name not in elems else None
+        elem = elems.get(name, found.tensor_type.elem_type if found is not None else 0)
+        return bool(elem) and np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)).kind in "iu"
 
     def sizes(data: str, axes: range, unknown: int | None = 1) -> list[Size]:
         """The sizes of ``data``'s ``axes``: a size, ``(input, axis)`` for a generated input's, a dim's name
@@ -217,10 +265,15 @@ def _operand_inputs(
     def attr(n: onnx.NodeProto, name: str, default: int) -> int:
         return next((int(a.i) for a in n.attribute if a.name == name), default)
 
+    def text_attr(n: onnx.NodeProto, name: str, default: str) -> str:
+        return next((a.s.decode(errors="replace") for a in n.attribute if a.name == name), default)
+
     divisors: dict[str, set[tuple[int, ...]]] = {}
     indexes: Sizes = {}
     lengths: Sizes = {}
     full: set[str] = set()
+    distinct: dict[str, list[int | str]] = {}
+    power: dict[str, set[str]] = {}
     # a node of an If, Loop or Scan body reads a main-graph value by its name where no subgraph defines
     # that name: such operands are traced in the main graph; the subgraphs' own values are not followed
     local = {
@@ -235,9 +288,9 @@ def _operand_inputs(
     }
 
     def classify(n: onnx.NodeProto, inner: bool) -> None:
-        def operand(i: int, through: frozenset[str] = _PRESERVING) -> tuple[str | None, tuple[int, ...]]:
+        def operand(i: int, through: frozenset[str] = _PRESERVING) -> list[tuple[str, tuple[int, ...]]]:
             name = n.input[i] if len(n.input) > i else ""
-            return (None, ()) if not name or (inner and name in local) else traced(name, through)
+            return [] if not name or (inner and name in local) else traced(name, through)
 
         def shape_of(axes: range, unknown: int | None = 1) -> list[Size]:
             data = n.input[0]
@@ -247,34 +300,40 @@ def _operand_inputs(
 
         if n.domain not in ("", "ai.onnx"):
             return
-        if n.op_type == "ReverseSequence":
-            found = operand(1, _CLAMPING)[0]
-            if found is not None:
-                t = attr(n, "time_axis", 0)
+        op = n.op_type
+        if op == "ReverseSequence":
+            t = attr(n, "time_axis", 0)
+            for found, _ in operand(1, _CLAMPING):
                 lengths.setdefault(found, []).extend(shape_of(range(t, t + 1)))
-        elif n.op_type in _RECURRENT:
-            found = operand(4, _CLAMPING)[0]
+        elif op in _RECURRENT:
             t = attr(n, "layout", 0)
-            time = [] if found is None else shape_of(range(t, t + 1), unknown=None)
-            if time:  # T unknown: not generated as lengths at all (a 1 disagrees)
-                full.add(found)
-                lengths.setdefault(found, []).extend(time)
-        elif n.op_type in ("Div", "Mod"):
-            found, casts = operand(1)
-            if found is not None:
+            for found, _ in operand(4, _CLAMPING):
+                time = shape_of(range(t, t + 1), unknown=None)
+                if time:  # T unknown: not generated as lengths at all (a 1 disagrees)
+                    full.add(found)
+                    lengths.setdefault(found, []).extend(time)
+        elif op in ("Div", "Mod"):
+            for found, casts in operand(1):
                 divisors.setdefault(found, set()).add(casts)
-        elif n.op_type in _INDEXING:
-            found = operand(1)[0]
-            if found is not None:
-                at = attr(n, _INDEXING[n.op_type], 0)
-                rank = len(const.get(n.input[0], declared.get(n.input[0]) or ()))
-                axes = range(at, max(rank, at + 1)) if n.op_type == "GatherND" else range(at, at + 1)
+        elif op == "Pow":
+            if is_integer(n.input[0] if n.input else ""):
+                for role, i in (("base", 0), ("exponent", 1)):
+                    for found, _ in operand(i):
+                        power.setdefault(found, set()).add(role)
+        elif op in _INDEXING:
+            at = attr(n, _INDEXING[op], 0)
+            rank = len(const.get(n.input[0], declared.get(n.input[0]) or ()))
+            axes = range(at, max(rank, at + 1)) if op in _TUPLES else range(at, at + 1)
+            scatter = op.startswith("Scatter") and text_attr(n, "reduction", "none") == "none"
+            for found, _ in operand(1):
                 indexes.setdefault(found, []).extend(shape_of(axes))
+                if scatter:
+                    distinct.setdefault(found, []).append("nd" if op == "ScatterND" else at)
 
     for graph in iter_graphs(g):
         for n in graph.node:
             classify(n, graph is not g)
-    return divisors, indexes, lengths, full
+    return divisors, indexes, lengths, full, distinct, power
 
 
 def _trip_sources(model: onnx.ModelProto) -> set[str]:
@@ -451,6 +510,12 @@ def _generate_one(
             low = min(low, high)
         return rng.integers(low, high + 1, size=shape).astype(dt.numpy)
     if index is not None:  # within the axes it indexes, from either end
+        index = min(index, int(dt.max) + 1)  # and within its type
+        out = _distinct(rng, shape, index, spec.distinct[0]) if spec.distinct else None
+        if out is not None:  # no element written twice: drawn in [0, n), then half of them from the end
+            if dt.signed:
+                out -= index * (rng.random(shape) < 0.5)
+            return out.astype(dt.numpy)
         low = 0 if not dt.signed else -index
         out = rng.integers(low, max(index, 1), size=shape).astype(dt.numpy)
         if spec.divisor and index >= 2:  # a divisor too: 1 is within the axis
@@ -459,6 +524,15 @@ def _generate_one(
     if length is not None:  # sequence lengths: within the time axis, or all of it
         low = length if spec.full_lengths else min(1, length)
         return rng.integers(low, length + 1, size=shape).astype(dt.numpy)
+    if spec.power:  # an integer Pow's: exponents in [0, 3], bases whose cube is exact in the type and float64
+        limit = min(int(dt.max), 2**53)
+        bound = round(limit ** (1 / 3)) + 1
+        while bound**3 > limit:
+            bound -= 1
+        low, high = (-bound if dt.signed else 0), bound
+        if "exponent" in spec.power:
+            low, high = max(low, POWERS[0]), min(high, POWERS[1])
+        return rng.integers(low, high + 1, size=shape).astype(dt.numpy)
     if dt.bits == 4:  # ml_dtypes 4-bit types: draw a nibble, map to the type's range
         nib = (_random_bits(rng, np.dtype(np.uint8), shape) & 0xF).astype(np.int8)
         out = (nib - 8 if dt.signed else nib).astype(dt.numpy)
@@ -471,6 +545,50 @@ def _generate_one(
     if spec.divisor:
         out[_zero_or_minus_one(out, spec.casts)] = 1
     return out
+
+
+def _distinct(rng: np.random.Generator, shape: tuple[int, ...], n: int, rule: int | str) -> np.ndarray | None:
+    """Indices in ``[0, n)`` of ``shape`` (int64) that a Scatter writes no element twice with, by ``rule``
+    (``InputSpec.distinct``); None where there are more of them than elements they can address."""
+    if rule == "nd":  # the tuples along the last axis differ
+        if not shape:
+            return None
+        k, count = shape[-1], int(np.prod(shape[:-1], dtype=np.int64))
+        space = n**k  # a Python int: no overflow
+        if count > space:
+            return None
+        if k == 0:  # tuples of no index: one, the whole data
+            return np.zeros(shape, np.int64)
+        if space <= 2**62:
+            codes = rng.choice(space, size=count, replace=False)
+            return np.stack(np.unravel_index(codes, (n,) * k), axis=-1).reshape(shape).astype(np.int64)
+        out = rng.integers(0, n, size=(count, k))  # sparse among so many tuples: redrawn where two meet
+        while count > 1 and len(np.unique(out, axis=0)) < count:
+            _, first = np.unique(out, axis=0, return_index=True)
+            again = np.setdiff1d(np.arange(count), first)
+            out[again] = rng.integers(0, n, size=(len(again), k))
+        return out.reshape(shape)
+    axis = int(rule) % len(shape) if shape else 0
+    if not shape or shape[axis] > n:
+        return None
+    t = shape[axis]
+    lines = int(np.prod(shape, dtype=np.int64)) // max(t, 1)
+    if lines * n <= 1 << 22:  # a random order of [0, n) per line, its first t
+        rows = rng.random((lines, n)).argsort(axis=1)[:, :t]
+    else:
+        rows = rng.integers(0, n, size=(lines, t))
+        for _ in range(8):  # redraw the lines where two meet
+            ordered = np.sort(rows, axis=1)
+            bad = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+            if not len(bad):
+                break
+            rows[bad] = rng.integers(0, n, size=(len(bad), t))
+        else:
+            ordered = np.sort(rows, axis=1)
+            for line in np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1)):
+                rows[line] = rng.choice(n, size=t, replace=False)
+    moved = (*shape[:axis], *shape[axis + 1 :], t)
+    return np.moveaxis(rows.reshape(moved), -1, axis).astype(np.int64)
 
 
 def _zero_or_minus_one(values: np.ndarray, casts: tuple[tuple[int, ...], ...]) -> np.ndarray:
