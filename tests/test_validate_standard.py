@@ -462,10 +462,12 @@ def test_a_gather_inside_an_if_branch_keeps_the_main_graph_input_it_reads_in_ran
 
 def _scatter_model() -> onnx.ModelProto:
     """A KV-cache style ScatterND (rows written at fed positions), a ScatterElements along axis 1, a
-    ScatterND that adds (repeated indices are defined there), and a GatherND whose indices a Concat joins
-    from a cast input and a constant."""
+    ScatterND that adds (repeated indices are defined there), a GatherND whose indices a Concat joins
+    from a cast input and a constant, and nGraph's ScatterND (zeros written, then the updates added)."""
     vi = helper.make_tensor_value_info
     col = numpy_helper.from_array(np.zeros((4, 1), np.int64), "col")
+    zero = numpy_helper.from_array(np.array(0.0, np.float32), "zero")
+    rows3 = numpy_helper.from_array(np.array([3, 3], np.int64), "rows3")
     nodes = [
         helper.make_node("ScatterND", ["cache", "rows", "new"], ["cache2"]),
         helper.make_node("ScatterElements", ["grid", "cols", "vals"], ["grid2"], axis=1),
@@ -474,6 +476,10 @@ def _scatter_model() -> onnx.ModelProto:
         helper.make_node("Cast", ["box16"], ["box"], to=TensorProto.INT64),
         helper.make_node("Concat", ["box", "col"], ["where"], axis=1),
         helper.make_node("GatherND", ["image", "where"], ["picked"]),
+        # nGraph's ScatterND: zeros where it adds, then the adds (repeated rows add their updates)
+        helper.make_node("Expand", ["zero", "rows3"], ["zeros"]),
+        helper.make_node("ScatterND", ["base", "rep", "zeros"], ["base2"]),
+        helper.make_node("ScatterND", ["base2", "rep", "upd"], ["base3"], reduction="add"),
     ]
     g = helper.make_graph(
         nodes,
@@ -490,14 +496,18 @@ def _scatter_model() -> onnx.ModelProto:
             vi("adds", TensorProto.FLOAT, [9, 3]),
             vi("image", TensorProto.FLOAT, [2, 5]),
             vi("box16", TensorProto.INT16, [4, 1]),
+            vi("base", TensorProto.FLOAT, [4, 3]),
+            vi("rep", TensorProto.INT64, [3, 1]),
+            vi("upd", TensorProto.FLOAT, [3, 3]),
         ],
         [
             vi("cache2", TensorProto.FLOAT, [6, 8]),
             vi("grid2", TensorProto.FLOAT, [3, 7]),
             vi("acc2", TensorProto.FLOAT, [4, 3]),
             vi("picked", TensorProto.FLOAT, [4]),
+            vi("base3", TensorProto.FLOAT, [4, 3]),
         ],
-        [col],
+        [col, zero, rows3],
     )
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
 
@@ -514,6 +524,8 @@ def test_generated_scatter_indices_stay_in_range_and_write_no_element_twice():
     assert specs["rows"].distinct == ("nd",) and specs["cols"].distinct == (1,)
     assert specs["at32"].indexes == (4, 3) and not specs["at32"].distinct  # reduction="add": repeats allowed
     assert specs["box16"].indexes == (2, 5)
+    assert specs["rep"].indexes == (4, 3, 4) and not specs["rep"].distinct  # one value written: defined
+    repeats = 0
     for seed in range(6):
         feeds = generate(list(specs.values()), seed=seed)
         rows = feeds["rows"] % 6
@@ -522,8 +534,11 @@ def test_generated_scatter_indices_stay_in_range_and_write_no_element_twice():
         assert feeds["cols"].min() >= -7 and all(sorted(r) == list(range(7)) for r in cols.tolist())
         assert feeds["at32"].min() >= -3 and feeds["at32"].max() < 3 and feeds["at32"].dtype == np.int32
         assert feeds["box16"].min() >= -2 and feeds["box16"].max() < 2
+        assert feeds["rep"].min() >= -3 and feeds["rep"].max() < 3
+        repeats += len(set((feeds["rep"] % 4).ravel().tolist())) < 3
         report = odq.validate(model, feeds)
         assert report.ok, report.to_text()
+    assert repeats  # nGraph's ScatterND is tested with the repeats it is for
     assert any((generate(list(specs.values()), seed=s)["rows"] < 0).any() for s in range(6))  # both ends
 
 

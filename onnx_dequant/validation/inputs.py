@@ -16,6 +16,7 @@ The same seed gives the same inputs.
 
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 from collections.abc import Mapping
@@ -184,7 +185,8 @@ def _operand_inputs(
     inits = {t.name for t in g.initializer} | {t.name for t in g.sparse_initializer}
     inputs = {vi.name for vi in g.input if vi.name not in inits}
     declared = {vi.name: tensor_type_of(vi.type).shape for vi in g.input if vi.type.HasField("tensor_type")}
-    const = {name: tuple(int(d) for d in t.dims) for name, t in constants(g)}
+    tensors = dict(constants(g))
+    const = {name: tuple(int(d) for d in t.dims) for name, t in tensors.items()}
     producer = {o: n for n in g.node for o in n.output if o}
 
     def traced(name: str, through: frozenset[str] = _PRESERVING) -> list[tuple[str, tuple[int, ...]]]:
@@ -268,6 +270,21 @@ def _operand_inputs(
     def text_attr(n: onnx.NodeProto, name: str, default: str) -> str:
         return next((a.s.decode(errors="replace") for a in n.attribute if a.name == name), default)
 
+    def one_value(name: str) -> bool:
+        """Whether the main-graph value ``name`` is a constant of one value repeated (or one Expanded, as
+        nGraph's ScatterND writes zeros before it adds): a Scatter writing it is defined with repeats."""
+        n = producer.get(name)
+        if n is not None and n.op_type == "Expand" and n.domain in ("", "ai.onnx") and n.input:
+            name = n.input[0]
+        t = tensors.get(name)
+        if t is None or math.prod(t.dims) > 1 << 16:
+            return False
+        try:
+            v = onnx.numpy_helper.to_array(t)
+        except Exception:  # noqa: BLE001 - a tensor NumPy cannot read (external data): not known
+            return False
+        return v.size <= 1 or bool(np.all(v.reshape(-1) == v.reshape(-1)[0]))
+
     divisors: dict[str, set[tuple[int, ...]]] = {}
     indexes: Sizes = {}
     lengths: Sizes = {}
@@ -324,7 +341,11 @@ def _operand_inputs(
             at = attr(n, _INDEXING[op], 0)
             rank = len(const.get(n.input[0], declared.get(n.input[0]) or ()))
             axes = range(at, max(rank, at + 1)) if op in _TUPLES else range(at, at + 1)
-            scatter = op.startswith("Scatter") and text_attr(n, "reduction", "none") == "none"
+            scatter = (
+                op.startswith("Scatter")
+                and text_attr(n, "reduction", "none") == "none"
+                and (inner or not one_value(n.input[2] if len(n.input) > 2 else ""))
+            )
             for found, _ in operand(1):
                 indexes.setdefault(found, []).extend(shape_of(axes))
                 if scatter:
