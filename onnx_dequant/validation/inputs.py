@@ -6,7 +6,7 @@ first two elements are the type's minimum and maximum, except for a Loop's trip 
 inputs it is computed from, which take small values (``TRIP_COUNTS``: the whole int64 range would run
 the loop for ever), indices a Gather or Scatter op reads (any of their Elements and ND forms), which stay
 within the axes they index (and, for a Scatter with no reduction, write no element twice), sequence
-lengths, which stay within their time axes (an RNN's are the whole axis), integer divisors, which are
+lengths (ReverseSequence's, an RNN's), which stay within their time axes, integer divisors, which are
 never 0 or -1, and an integer Pow's operands (exponents in ``POWERS``, bases whose cube fits). Real
 inputs are uniform in a range the caller sets. Symbolic (or unnamed unknown) dims take the size the
 caller gives per name, else the size that a constant scale or zero point of a Dequantize node reading
@@ -76,11 +76,9 @@ class InputSpec:
     moved or cast): a size, or ``(input, axis)`` where it is another graph input's; generated within
     ``[-n, n)`` of the smallest (else the whole range, which the reference refuses)."""
     lengths: tuple[int | str | tuple[str, int], ...] = ()
-    """The sizes of the time axes the input gives sequence lengths along (ReverseSequence's, as it is,
-    moved, cast or clamped): generated within ``[1, n]`` of the smallest."""
-    full_lengths: bool = False
-    """Sequence lengths of an RNN, GRU or LSTM: generated as the time axis's whole size (onnx's reference
-    kernels ignore ``sequence_lens``, so a shorter one is a false disagreement)."""
+    """The sizes of the time axes the input gives sequence lengths along (ReverseSequence's, an RNN's, GRU's
+    or LSTM's; as it is, moved, cast or clamped): generated within ``[1, n]`` of the smallest (1 where
+    the axis's size is unknown)."""
     casts: tuple[tuple[int, ...], ...] = ()
     """For a divisor: the types each path to a Div or Mod casts the input to, in order (empty: none casts
     it). A value that is not 0 or -1 may become one when cast (``-2**63`` to int32 is 0, ``0.5`` to int32
@@ -112,7 +110,7 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
     """The main graph's inputs that are not initializers (those are the ones a caller feeds)."""
     inits = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.sparse_initializer}
     trips = _trip_sources(model)
-    divisors, indexes, lengths, full, distinct, power = _operand_inputs(model)
+    divisors, indexes, lengths, distinct, power = _operand_inputs(model)
     fixed = _fixed_dims(model)
     specs = []
     for vi in model.graph.input:
@@ -132,7 +130,6 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
                 vi.name in divisors,
                 tuple(indexes.get(vi.name, ())),
                 tuple(lengths.get(vi.name, ())),
-                vi.name in full,
                 tuple(sorted(divisors.get(vi.name, ()))),
                 tuple(distinct.get(vi.name, ())),
                 tuple(sorted(power.get(vi.name, ()))),
@@ -174,11 +171,11 @@ Sizes = dict[str, list[Size]]
 
 def _operand_inputs(
     model: onnx.ModelProto,
-) -> tuple[dict[str, set[tuple[int, ...]]], Sizes, Sizes, set[str], dict[str, list[int | str]], dict[str, set[str]]]:
+) -> tuple[dict[str, set[tuple[int, ...]]], Sizes, Sizes, dict[str, list[int | str]], dict[str, set[str]]]:
     """The main graph's inputs that integer divisors are (``InputSpec.divisor``); those that index an axis
-    (``InputSpec.indexes``) and those that give sequence lengths (``InputSpec.lengths``), with the axes'
-    sizes; those that give an RNN's sequence lengths (``InputSpec.full_lengths``); the rules Scatter
-    indices follow (``InputSpec.distinct``); and the roles in an integer Pow (``InputSpec.power``): each
+    (``InputSpec.indexes``) and those that give sequence lengths (``InputSpec.lengths``: ReverseSequence's,
+    an RNN's, GRU's or LSTM's), with the axes' sizes; the rules Scatter indices follow
+    (``InputSpec.distinct``); and the roles in an integer Pow (``InputSpec.power``): each
     traced back from the operand of a node of any graph (a subgraph's reading a main-graph value) through
     ``_PRESERVING`` ops and Concat (and, for lengths, ``_CLAMPING`` ones)."""
     g = model.graph
@@ -242,6 +239,8 @@ def _operand_inputs(
         elem = elems.get(name, found.tensor_type.elem_type if found is not None else 0)
         return bool(elem) and np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)).kind in "iu"
 
+    dim_names = {d for shape in declared.values() if shape for d in shape if isinstance(d, str)}
+
     def sizes(data: str, axes: range, unknown: int | None = 1) -> list[Size]:
         """The sizes of ``data``'s ``axes``: a size, ``(input, axis)`` for a generated input's, a dim's name
         (the size it is generated with); ``unknown`` where none is known (None: none listed)."""
@@ -258,7 +257,7 @@ def _operand_inputs(
                 out.append(d)
             elif data in inputs and shape is declared.get(data):
                 out.append((data, a % len(shape)))
-            elif isinstance(d, str) and d:
+            elif isinstance(d, str) and d and (data in inputs or d in dim_names):  # not inference's ``unk__0``
                 out.append(d)
             elif unknown is not None:  # only 0 and -1 are sure to be in range
                 out.append(unknown)
@@ -288,7 +287,6 @@ def _operand_inputs(
     divisors: dict[str, set[tuple[int, ...]]] = {}
     indexes: Sizes = {}
     lengths: Sizes = {}
-    full: set[str] = set()
     distinct: dict[str, list[int | str]] = {}
     power: dict[str, set[str]] = {}
     # a node of an If, Loop or Scan body reads a main-graph value by its name where no subgraph defines
@@ -318,17 +316,10 @@ def _operand_inputs(
         if n.domain not in ("", "ai.onnx"):
             return
         op = n.op_type
-        if op == "ReverseSequence":
-            t = attr(n, "time_axis", 0)
-            for found, _ in operand(1, _CLAMPING):
+        if op == "ReverseSequence" or op in _RECURRENT:  # X's time axis: an attribute's, or the layout's
+            t = attr(n, "time_axis", 0) if op == "ReverseSequence" else attr(n, "layout", 0)
+            for found, _ in operand(1 if op == "ReverseSequence" else 4, _CLAMPING):
                 lengths.setdefault(found, []).extend(shape_of(range(t, t + 1)))
-        elif op in _RECURRENT:
-            t = attr(n, "layout", 0)
-            for found, _ in operand(4, _CLAMPING):
-                time = shape_of(range(t, t + 1), unknown=None)
-                if time:  # T unknown: not generated as lengths at all (a 1 disagrees)
-                    full.add(found)
-                    lengths.setdefault(found, []).extend(time)
         elif op in ("Div", "Mod"):
             for found, casts in operand(1):
                 divisors.setdefault(found, set()).add(casts)
@@ -354,7 +345,7 @@ def _operand_inputs(
     for graph in iter_graphs(g):
         for n in graph.node:
             classify(n, graph is not g)
-    return divisors, indexes, lengths, full, distinct, power
+    return divisors, indexes, lengths, distinct, power
 
 
 def _trip_sources(model: onnx.ModelProto) -> set[str]:
@@ -542,9 +533,8 @@ def _generate_one(
         if spec.divisor and index >= 2:  # a divisor too: 1 is within the axis
             out[_zero_or_minus_one(out, spec.casts)] = 1
         return out
-    if length is not None:  # sequence lengths: within the time axis, or all of it
-        low = length if spec.full_lengths else min(1, length)
-        return rng.integers(low, length + 1, size=shape).astype(dt.numpy)
+    if length is not None:  # sequence lengths: within the time axis
+        return rng.integers(min(1, length), length + 1, size=shape).astype(dt.numpy)
     if spec.power:  # an integer Pow's: exponents in [0, 3], bases whose cube is exact in the type and float64
         limit = min(int(dt.max), 2**53)
         bound = round(limit ** (1 / 3)) + 1

@@ -20,6 +20,9 @@ them for the oracle:
 - ``LRN``: sums over the channels (onnx's kernel loops over the batch).
 - ``ConvTranspose``: with ``group`` > 1, each group's slice of the weight and bias (onnx's kernel slices
   them wrong).
+- ``RNN``, ``GRU``, ``LSTM``: with ``sequence_lens``, each batch entry run for its own length (the reverse
+  direction from its last step), its outputs past that length zeros, its last states those at that
+  length (onnx's kernels ignore ``sequence_lens``); a length of 0 or past the time axis is refused.
 
 ``OPS`` is the list for ``ReferenceEvaluator(model, new_ops=...)``.
 """
@@ -31,14 +34,29 @@ from onnx import helper
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops.op_conv_transpose import ConvTranspose as _OnnxConvTranspose
 from onnx.reference.ops.op_dequantize_linear import _CommonDequantizeLinear
+from onnx.reference.ops.op_gru import GRU as _OnnxGRU
 from onnx.reference.ops.op_loop import Loop as _OnnxLoop
+from onnx.reference.ops.op_lstm import LSTM as _OnnxLSTM
 from onnx.reference.ops.op_quantize_linear import _CommonQuantizeLinear
+from onnx.reference.ops.op_rnn import RNN_14 as _OnnxRNN
 
 from .. import dtypes
 from ..errors import DequantizeError
 from ..reference import dequantize
 
-__all__ = ["OPS", "DequantizeLinear", "QuantizeLinear", "Loop", "Scan", "LRN", "ConvTranspose", "expand_param"]
+__all__ = [
+    "OPS",
+    "DequantizeLinear",
+    "QuantizeLinear",
+    "Loop",
+    "Scan",
+    "LRN",
+    "ConvTranspose",
+    "RNN",
+    "GRU",
+    "LSTM",
+    "expand_param",
+]
 
 _INTEGER = {t.numpy: t for t in dtypes.QUANTIZED}
 """Integer input types the exact kernel takes, by NumPy dtype."""
@@ -324,6 +342,63 @@ class ConvTranspose(_OnnxConvTranspose):
         return (np.concatenate(parts, axis=1).astype(X.dtype),)
 
 
+class _SequenceLengths:
+    """An RNN, GRU or LSTM kernel that honours ``sequence_lens``: each batch entry is run alone on its
+    first ``sequence_lens[b]`` steps (so the reverse direction starts at its last step), ``Y`` zero-padded
+    past them, ``Y_h`` (and ``Y_c``) its states after them, as ONNX Runtime computes."""
+
+    _STATES = 1
+    """How many of the inputs after ``sequence_lens`` hold a state per batch entry (LSTM: h and c, then P)."""
+
+    def _run(self, X, W, R, B=None, sequence_lens=None, *rest, **attributes):  # type: ignore[no-untyped-def]  # noqa: N803
+        run = super()._run  # type: ignore[misc]
+        layout = int(getattr(self, "layout", 0) or 0)
+        t_axis, b_axis = (1, 0) if layout else (0, 1)
+        steps = X.shape[t_axis]
+        lens = None if sequence_lens is None else np.asarray(sequence_lens).astype(np.int64).reshape(-1)
+        if lens is None or lens.size == 0 or bool(np.all(lens == steps)):
+            return run(X, W, R, B, sequence_lens, *rest, **attributes)
+        if lens.size != X.shape[b_axis] or lens.min() < 1 or lens.max() > steps:
+            raise DequantizeError(
+                f"sequence_lens {lens.tolist()} must hold one length in 1..{steps} (the time axis) for each of "
+                f"the {X.shape[b_axis]} batch entries",
+                node=_label(self),  # type: ignore[arg-type]
+            )
+        s_axis = 0 if layout else 1  # a state's batch axis: (D, B, H), or (B, D, H) with layout 1
+        parts = []
+        for b, n in enumerate(lens.tolist()):
+            xb = X.take([b], axis=b_axis).take(range(n), axis=t_axis)
+            states = [None if v is None else v.take([b], axis=s_axis) for v in rest[: self._STATES]]
+            parts.append(run(xb, W, R, B, None, *states, *rest[self._STATES :], **attributes))
+        ys = [  # Y's time axis is X's
+            np.pad(p[0], [(0, steps - n) if a == t_axis else (0, 0) for a in range(p[0].ndim)])
+            for p, n in zip(parts, lens.tolist())
+        ]
+        y_batch = 0 if layout else 2  # Y is (T, D, B, H), or (B, T, D, H) with layout 1
+        out = [np.concatenate(ys, axis=y_batch)]
+        out += [np.concatenate([p[k] for p in parts], axis=s_axis) for k in range(1, len(parts[0]))]
+        return tuple(out)
+
+
+class RNN(_SequenceLengths, _OnnxRNN):
+    """RNN (7, 14) with ``sequence_lens`` honoured (``_SequenceLengths``)."""
+
+    op_domain = ""
+
+
+class GRU(_SequenceLengths, _OnnxGRU):
+    """GRU (7, 14) with ``sequence_lens`` honoured (``_SequenceLengths``)."""
+
+    op_domain = ""
+
+
+class LSTM(_SequenceLengths, _OnnxLSTM):
+    """LSTM (7, 14) with ``sequence_lens`` honoured (``_SequenceLengths``)."""
+
+    op_domain = ""
+    _STATES = 2
+
+
 def _label(op: OpRun) -> str:
     """A node as errors name it: its name, else its op type and outputs."""
     return op.onnx_node.name or f"{op.onnx_node.op_type} -> {', '.join(op.onnx_node.output)}"
@@ -357,5 +432,5 @@ def _stacked(op: OpRun, index: int, values: list[np.ndarray], ran: str) -> np.nd
     return np.empty((0, *(d.dim_value for d in dims)), helper.tensor_dtype_to_np_dtype(tt.elem_type))
 
 
-OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear, Loop, Scan, LRN, ConvTranspose]
+OPS: list[type[OpRun]] = [DequantizeLinear, QuantizeLinear, Loop, Scan, LRN, ConvTranspose, RNN, GRU, LSTM]
 """The kernels to add to ``ReferenceEvaluator(new_ops=...)``."""
