@@ -688,3 +688,40 @@ def test_a_sequence_length_of_0_or_past_the_time_axis_is_refused_naming_the_node
     for lens in ([0, 5, 3, 2], [1, 6, 3, 2]):
         with pytest.raises(odq.DequantizeError, match="encoder_gru.*1..5"):
             ReferenceEvaluator(model, new_ops=OPS).run(None, dict(feeds, lens=np.array(lens, np.int32)))
+
+
+def test_generated_scatter_indices_counted_from_the_end_stay_apart_in_a_longer_axis():
+    """n is the smallest size the indices address: a ScatterND's tuples span a 3 x 5 data's axes (n = 3),
+    a ScatterElements' indices also index a Gather's axis of 4 (n = 4) in an axis of 6. A sign drawn per
+    index wrote elements twice there (x and y - n meet where x - y == S - n)."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(
+        [
+            helper.make_node("ScatterND", ["d", "i", "u"], ["y"]),
+            helper.make_node("ScatterElements", ["e", "j", "v"], ["z"], axis=1),
+            helper.make_node("Gather", ["w", "j"], ["x"]),
+        ],
+        "g",
+        [
+            vi("d", TensorProto.FLOAT, [3, 5]),
+            vi("i", TensorProto.INT64, [6, 2]),
+            vi("u", TensorProto.FLOAT, [6]),
+            vi("e", TensorProto.FLOAT, [3, 6]),
+            vi("j", TensorProto.INT64, [3, 4]),
+            vi("v", TensorProto.FLOAT, [3, 4]),
+            vi("w", TensorProto.FLOAT, [4]),
+        ],
+        [vi("y", TensorProto.FLOAT, [3, 5]), vi("z", TensorProto.FLOAT, [3, 6]), vi("x", TensorProto.FLOAT, [3, 4])],
+    )
+    specs = graph_inputs(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
+    negative = 0
+    for seed in range(30):
+        feeds = generate(specs, seed=seed)
+        i, j = feeds["i"], feeds["j"]
+        assert i.min() >= -3 and i.max() < 3 and j.min() >= -4 and j.max() < 4
+        assert len({tuple(p) for p in (i % [3, 5]).tolist()}) == 6
+        assert all(len(set(line)) == 4 for line in (j % 6).tolist())
+        negative += int((i < 0).any() and (j < 0).any())
+    assert negative >= 15  # still from either end

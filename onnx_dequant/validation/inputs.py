@@ -523,10 +523,8 @@ def _generate_one(
         return rng.integers(low, high + 1, size=shape).astype(dt.numpy)
     if index is not None:  # within the axes it indexes, from either end
         index = min(index, int(dt.max) + 1)  # and within its type
-        out = _distinct(rng, shape, index, spec.distinct[0]) if spec.distinct else None
-        if out is not None:  # no element written twice: drawn in [0, n), then half of them from the end
-            if dt.signed:
-                out -= index * (rng.random(shape) < 0.5)
+        out = _distinct(rng, shape, index, spec.distinct[0], dt.signed) if spec.distinct else None
+        if out is not None:  # no element written twice: drawn in [0, n), those past a split from the end
             return out.astype(dt.numpy)
         low = 0 if not dt.signed else -index
         out = rng.integers(low, max(index, 1), size=shape).astype(dt.numpy)
@@ -558,9 +556,17 @@ def _generate_one(
     return out
 
 
-def _distinct(rng: np.random.Generator, shape: tuple[int, ...], n: int, rule: int | str) -> np.ndarray | None:
+def _distinct(
+    rng: np.random.Generator, shape: tuple[int, ...], n: int, rule: int | str, signed: bool = False
+) -> np.ndarray | None:
     """Indices in ``[0, n)`` of ``shape`` (int64) that a Scatter writes no element twice with, by ``rule``
-    (``InputSpec.distinct``); None where there are more of them than elements they can address."""
+    (``InputSpec.distinct``); None where there are more of them than elements they can address.
+
+    ``signed``: those at or past a random split (one per tuple component, or per line along the axis) are
+    counted from the end (``x - n``). ``n`` is the smallest of the sizes the indices address, and an axis
+    of size ``S > n`` reads ``x - n`` as ``S - n + x``: a split keeps the elements apart (``[0, split)``
+    from the start, ``[S - n + split, S)`` from the end), a sign drawn per index would not (``x`` and
+    ``y - n`` meet where ``x - y == S - n``)."""
     if rule == "nd":  # the tuples along the last axis differ
         if not shape:
             return None
@@ -572,12 +578,15 @@ def _distinct(rng: np.random.Generator, shape: tuple[int, ...], n: int, rule: in
             return np.zeros(shape, np.int64)
         if space <= 2**62:
             codes = rng.choice(space, size=count, replace=False)
-            return np.stack(np.unravel_index(codes, (n,) * k), axis=-1).reshape(shape).astype(np.int64)
-        out = rng.integers(0, n, size=(count, k))  # sparse among so many tuples: redrawn where two meet
-        while count > 1 and len(np.unique(out, axis=0)) < count:
-            _, first = np.unique(out, axis=0, return_index=True)
-            again = np.setdiff1d(np.arange(count), first)
-            out[again] = rng.integers(0, n, size=(len(again), k))
+            out = np.stack(np.unravel_index(codes, (n,) * k), axis=-1).reshape(count, k).astype(np.int64)
+        else:
+            out = rng.integers(0, n, size=(count, k))  # sparse among so many tuples: redrawn where two meet
+            while count > 1 and len(np.unique(out, axis=0)) < count:
+                _, first = np.unique(out, axis=0, return_index=True)
+                again = np.setdiff1d(np.arange(count), first)
+                out[again] = rng.integers(0, n, size=(len(again), k))
+        if signed:  # one split per component: each component's values stay apart, so the tuples do
+            out = np.where(out >= rng.integers(0, n + 1, size=k), out - n, out)
         return out.reshape(shape)
     axis = int(rule) % len(shape) if shape else 0
     if not shape or shape[axis] > n:
@@ -598,8 +607,11 @@ def _distinct(rng: np.random.Generator, shape: tuple[int, ...], n: int, rule: in
             ordered = np.sort(rows, axis=1)
             for line in np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1)):
                 rows[line] = rng.choice(n, size=t, replace=False)
+    rows = rows.astype(np.int64)
+    if signed:  # one split per line: the line's values stay apart
+        rows = np.where(rows >= rng.integers(0, n + 1, size=(lines, 1)), rows - n, rows)
     moved = (*shape[:axis], *shape[axis + 1 :], t)
-    return np.moveaxis(rows.reshape(moved), -1, axis).astype(np.int64)
+    return np.moveaxis(rows.reshape(moved), -1, axis)
 
 
 def _zero_or_minus_one(values: np.ndarray, casts: tuple[tuple[int, ...], ...]) -> np.ndarray:
