@@ -725,3 +725,46 @@ def test_generated_scatter_indices_counted_from_the_end_stay_apart_in_a_longer_a
         assert all(len(set(line)) == 4 for line in (j % 6).tolist())
         negative += int((i < 0).any() and (j < 0).any())
     assert negative >= 15  # still from either end
+
+
+def test_a_scatter_index_or_an_integer_pow_operand_that_divides_is_never_0_or_minus_1():
+    """Scatter indices written once, and an integer Pow's operands, were returned before the divisor rule
+    applied: a Div by them divided by 0 (ONNX Runtime: 'Integer division by zero', a false DISAGREE)."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(
+        [
+            helper.make_node("ScatterElements", ["d", "i", "u"], ["y"], axis=0),
+            helper.make_node("Div", ["a", "i"], ["q"]),
+            helper.make_node("Pow", ["b", "e"], ["p"]),
+            helper.make_node("Div", ["c", "b"], ["r"]),
+            helper.make_node("Mod", ["c", "e"], ["s"]),
+        ],
+        "g",
+        [
+            vi("d", TensorProto.FLOAT, [5, 3]),
+            vi("i", TensorProto.INT64, [5, 3]),
+            vi("u", TensorProto.FLOAT, [5, 3]),
+            vi("a", TensorProto.INT64, [5, 3]),
+            vi("b", TensorProto.INT32, [64]),
+            vi("e", TensorProto.INT32, [64]),
+            vi("c", TensorProto.INT32, [64]),
+        ],
+        [
+            vi("y", TensorProto.FLOAT, [5, 3]),
+            vi("q", TensorProto.INT64, [5, 3]),
+            vi("p", TensorProto.INT32, [64]),
+            vi("r", TensorProto.INT32, [64]),
+            vi("s", TensorProto.INT32, [64]),
+        ],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    specs = graph_inputs(model)
+    for seed in range(4):
+        feeds = generate(specs, seed=seed)
+        for name in ("i", "b", "e"):
+            assert not np.isin(feeds[name], [0, -1]).any(), name
+        assert feeds["i"].min() >= -5 and feeds["i"].max() < 5 and 1 <= feeds["e"].min() and feeds["e"].max() <= 3
+    report = odq.validate(model, seed=0)
+    assert report.ok, report.to_text()

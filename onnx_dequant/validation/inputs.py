@@ -524,10 +524,9 @@ def _generate_one(
     if index is not None:  # within the axes it indexes, from either end
         index = min(index, int(dt.max) + 1)  # and within its type
         out = _distinct(rng, shape, index, spec.distinct[0], dt.signed) if spec.distinct else None
-        if out is not None:  # no element written twice: drawn in [0, n), those past a split from the end
-            return out.astype(dt.numpy)
-        low = 0 if not dt.signed else -index
-        out = rng.integers(low, max(index, 1), size=shape).astype(dt.numpy)
+        if out is None:  # else no element written twice: drawn in [0, n), those past a split from the end
+            out = rng.integers(0 if not dt.signed else -index, max(index, 1), size=shape)
+        out = out.astype(dt.numpy)
         if spec.divisor and index >= 2:  # a divisor too: 1 is within the axis
             out[_zero_or_minus_one(out, spec.casts)] = 1
         return out
@@ -541,7 +540,10 @@ def _generate_one(
         low, high = (-bound if dt.signed else 0), bound
         if "exponent" in spec.power:
             low, high = max(low, POWERS[0]), min(high, POWERS[1])
-        return rng.integers(low, high + 1, size=shape).astype(dt.numpy)
+        out = rng.integers(low, high + 1, size=shape).astype(dt.numpy)
+        if spec.divisor:  # a divisor too: 1 is a base and an exponent
+            out[_zero_or_minus_one(out, spec.casts)] = 1
+        return out
     if dt.bits == 4:  # ml_dtypes 4-bit types: draw a nibble, map to the type's range
         nib = (_random_bits(rng, np.dtype(np.uint8), shape) & 0xF).astype(np.int8)
         out = (nib - 8 if dt.signed else nib).astype(dt.numpy)
