@@ -530,9 +530,9 @@ def test_generated_scatter_indices_stay_in_range_and_write_no_element_twice():
     model = _scatter_model()
     specs = {s.name: s for s in graph_inputs(model)}
     assert specs["rows"].distinct == ("nd",) and specs["cols"].distinct == (1,)
-    assert specs["at32"].indexes == (4, 3) and not specs["at32"].distinct  # reduction="add": repeats allowed
+    assert specs["at32"].indexes == (4,) and not specs["at32"].distinct  # reduction="add": repeats allowed
     assert specs["box16"].indexes == (2, 5)
-    assert specs["rep"].indexes == (4, 3, 4) and not specs["rep"].distinct  # one value written: defined
+    assert specs["rep"].indexes == (4, 4) and not specs["rep"].distinct  # one value written: defined
     repeats = 0
     for seed in range(6):
         feeds = generate(list(specs.values()), seed=seed)
@@ -540,9 +540,9 @@ def test_generated_scatter_indices_stay_in_range_and_write_no_element_twice():
         assert feeds["rows"].min() >= -6 and feeds["rows"].max() < 6 and len(set(rows[:, 0])) == 5
         cols = feeds["cols"] % 7
         assert feeds["cols"].min() >= -7 and all(sorted(r) == list(range(7)) for r in cols.tolist())
-        assert feeds["at32"].min() >= -3 and feeds["at32"].max() < 3 and feeds["at32"].dtype == np.int32
+        assert feeds["at32"].min() >= -4 and feeds["at32"].max() < 4 and feeds["at32"].dtype == np.int32
         assert feeds["box16"].min() >= -2 and feeds["box16"].max() < 2
-        assert feeds["rep"].min() >= -3 and feeds["rep"].max() < 3
+        assert feeds["rep"].min() >= -4 and feeds["rep"].max() < 4
         repeats += len(set((feeds["rep"] % 4).ravel().tolist())) < 3
         report = odq.validate(model, feeds)
         assert report.ok, report.to_text()
@@ -768,3 +768,42 @@ def test_a_scatter_index_or_an_integer_pow_operand_that_divides_is_never_0_or_mi
         assert feeds["i"].min() >= -5 and feeds["i"].max() < 5 and 1 <= feeds["e"].min() and feeds["e"].max() <= 3
     report = odq.validate(model, seed=0)
     assert report.ok, report.to_text()
+
+
+def test_generated_nd_indices_are_bounded_by_the_axes_their_tuples_span():
+    """A ScatterND's or GatherND's tuples span as many axes as the indices' last dim: rows (tuples of 1)
+    of a 6 x 2 data were bounded by min(6, 2) = 2, so 3 rows could not differ and only 4 of 6 were
+    reached; a computed data's rank was not looked up, so only its axis 0 bounded pairs (the reference
+    refused index 5 in an axis of 2, exit 2)."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(
+        [
+            helper.make_node("ScatterND", ["d", "rows", "u"], ["y"]),
+            helper.make_node("Relu", ["x"], ["c"]),
+            helper.make_node("ScatterND", ["c", "pairs", "v"], ["z"]),
+            helper.make_node("GatherND", ["c", "at"], ["w"]),
+        ],
+        "g",
+        [
+            vi("d", TensorProto.FLOAT, [6, 2]),
+            vi("rows", TensorProto.INT64, [3, 1]),
+            vi("u", TensorProto.FLOAT, [3, 2]),
+            vi("x", TensorProto.FLOAT, [6, 2]),
+            vi("pairs", TensorProto.INT64, [3, 2]),
+            vi("v", TensorProto.FLOAT, [3]),
+            vi("at", TensorProto.INT64, [4, 2]),
+        ],
+        [vi("y", TensorProto.FLOAT, [6, 2]), vi("z", TensorProto.FLOAT, [6, 2]), vi("w", TensorProto.FLOAT, [4])],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    specs = {s.name: s for s in graph_inputs(model)}
+    assert specs["rows"].indexes == (6,) and specs["pairs"].indexes == (6, 2) and specs["at"].indexes == (6, 2)
+    for seed in range(4):
+        feeds = generate(list(specs.values()), seed=seed)
+        assert len(set((feeds["rows"] % 6).ravel().tolist())) == 3
+        assert len({tuple(p) for p in (feeds["pairs"] % [6, 2]).tolist()}) == 3
+        assert feeds["pairs"].min() >= -2 and feeds["pairs"].max() < 2
+        report = odq.validate(model, feeds)
+        assert report.ok, report.to_text()

@@ -241,15 +241,19 @@ def _operand_inputs(
 
     dim_names = {d for shape in declared.values() if shape for d in shape if isinstance(d, str)}
 
+    def shape_of_value(data: str) -> Any:
+        """The main-graph value ``data``'s shape: a constant's, an input's as declared, a computed value's as
+        ONNX shape inference finds it (sizes, dim names, None); None where unknown."""
+        if data in const:
+            return const[data]
+        if data in inputs and declared.get(data) is not None:
+            return declared[data]
+        return inferred_shape(data)  # computed
+
     def sizes(data: str, axes: range, unknown: int | None = 1) -> list[Size]:
         """The sizes of ``data``'s ``axes``: a size, ``(input, axis)`` for a generated input's, a dim's name
         (the size it is generated with); ``unknown`` where none is known (None: none listed)."""
-        if data in const:
-            shape: Any = const[data]
-        elif data in inputs and declared.get(data) is not None:
-            shape = declared[data]
-        else:
-            shape = inferred_shape(data)  # computed
+        shape = shape_of_value(data)
         out: list[Size] = []
         for a in axes:
             d = None if shape is None or not -len(shape) <= a < len(shape) else shape[a % len(shape)]
@@ -330,8 +334,13 @@ def _operand_inputs(
                         power.setdefault(found, set()).add(role)
         elif op in _INDEXING:
             at = attr(n, _INDEXING[op], 0)
-            rank = len(const.get(n.input[0], declared.get(n.input[0]) or ()))
-            axes = range(at, max(rank, at + 1)) if op in _TUPLES else range(at, at + 1)
+            axes = range(at, at + 1)
+            if op in _TUPLES:  # the axes a tuple spans: as many as the indices' last dim, else all from ``at``
+                data, ind = n.input[0], n.input[1] if len(n.input) > 1 else ""
+                found_shape = None if not ind or (inner and ind in local) else shape_of_value(ind)
+                k = found_shape[-1] if found_shape else None
+                rank = 0 if inner and data in local else len(shape_of_value(data) or ())
+                axes = range(at, at + k) if isinstance(k, int) else range(at, max(rank, at + 1))
             scatter = (
                 op.startswith("Scatter")
                 and text_attr(n, "reduction", "none") == "none"
