@@ -807,3 +807,47 @@ def test_generated_nd_indices_are_bounded_by_the_axes_their_tuples_span():
         assert feeds["pairs"].min() >= -2 and feeds["pairs"].max() < 2
         report = odq.validate(model, feeds)
         assert report.ok, report.to_text()
+
+
+def test_scatter_indices_moved_or_joined_on_the_way_are_only_kept_in_range():
+    """The no-repeat rule was kept in the input's own layout, not in the indices the Scatter reads: a
+    transposed input's lines, an unsqueezed vector's rows and two Concat-joined inputs' tuples repeated.
+    Such indices are now only kept in range (a Scatter that reads an input as it is or cast keeps the rule)."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    ax = numpy_helper.from_array(np.array([1], np.int64), "ax")
+    g = helper.make_graph(
+        [
+            helper.make_node("Transpose", ["t"], ["tt"], perm=[1, 0]),
+            helper.make_node("ScatterElements", ["d", "tt", "u"], ["y"], axis=0),
+            helper.make_node("Unsqueeze", ["r", "ax"], ["r2"]),
+            helper.make_node("ScatterND", ["e", "r2", "v"], ["z"]),
+            helper.make_node("Concat", ["i", "j"], ["ij"], axis=0),
+            helper.make_node("ScatterND", ["e", "ij", "w"], ["x"]),
+            helper.make_node("Cast", ["c"], ["c64"], to=TensorProto.INT64),
+            helper.make_node("ScatterND", ["e", "c64", "v"], ["q"]),
+        ],
+        "g",
+        [
+            vi("d", TensorProto.FLOAT, [4, 4]),
+            vi("t", TensorProto.INT64, [4, 3]),
+            vi("u", TensorProto.FLOAT, [3, 4]),
+            vi("e", TensorProto.FLOAT, [8, 8]),
+            vi("r", TensorProto.INT64, [5]),
+            vi("v", TensorProto.FLOAT, [5, 8]),
+            vi("i", TensorProto.INT64, [3, 1]),
+            vi("j", TensorProto.INT64, [3, 1]),
+            vi("w", TensorProto.FLOAT, [6, 8]),
+            vi("c", TensorProto.INT32, [5, 1]),
+        ],
+        [vi(o, TensorProto.FLOAT, None) for o in ("y", "z", "x", "q")],
+        [ax],
+    )
+    specs = {s.name: s for s in graph_inputs(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))}
+    assert [specs[n].distinct for n in ("t", "r", "i", "j")] == [()] * 4
+    assert specs["c"].distinct == ("nd",)  # cast in place: the rule holds
+    assert specs["t"].indexes == (4,) and specs["r"].indexes == (8,) and specs["i"].indexes == (8,)
+    for seed in range(4):
+        feeds = generate(list(specs.values()), seed=seed)
+        assert len(set((feeds["c"] % 8).ravel().tolist())) == 5 and feeds["r"].min() >= -8 and feeds["r"].max() < 8

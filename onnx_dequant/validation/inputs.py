@@ -87,7 +87,8 @@ class InputSpec:
     """A Scatter with no reduction writes with the input as its indices, and an element written twice is
     undefined (ONNX Runtime and the reference may keep either write): ``"nd"``, ScatterND's index tuples
     (along the last axis) all differ; an axis, ScatterElements' indices differ along it within each line.
-    The first rule is followed; where the indices outnumber the elements they address, none is."""
+    The first rule is followed; where the indices outnumber the elements they address, none is. Only for
+    a Scatter that reads the input as it is or cast (``_IN_PLACE``), once."""
     power: tuple[str, ...] = ()
     """``"base"`` or ``"exponent"`` of an integer Pow: an exponent is drawn in ``[0, 3]`` (a negative one is
     undefined), a base small enough that its cube fits the type and a float64 exactly (ONNX Runtime computes
@@ -143,6 +144,9 @@ _PRESERVING = frozenset(
 )
 """Ops whose first input's values reach their output unchanged (moved, repeated, or cast)."""
 
+_IN_PLACE = frozenset({"Identity", "Cast", "CastLike"})
+"""Of ``_PRESERVING``, the ops that keep each value at its place (a Scatter's no-repeat rule holds through them)."""
+
 _CLAMPING = _PRESERVING | {"Max", "Min", "Clip"}
 """Ops a sequence length is traced back through (its first input: a length clamped to a range)."""
 
@@ -186,30 +190,31 @@ def _operand_inputs(
     const = {name: tuple(int(d) for d in t.dims) for name, t in tensors.items()}
     producer = {o: n for n in g.node for o in n.output if o}
 
-    def traced(name: str, through: frozenset[str] = _PRESERVING) -> list[tuple[str, tuple[int, ...]]]:
+    def traced(name: str, through: frozenset[str] = _PRESERVING) -> list[tuple[str, tuple[int, ...], bool]]:
         """The graph inputs whose values reach ``name`` unchanged (moved, cast, or joined by a Concat), each
         with the types it is cast to on the way (in order; a CastLike's, unknown here, as int8: a value
-        not 0 or -1 there is neither in any integer type)."""
-        found: list[tuple[str, tuple[int, ...]]] = []
-        todo: list[tuple[str, tuple[int, ...]]] = [(name, ())]
+        not 0 or -1 there is neither in any integer type), and whether each value keeps its place (only
+        ``_IN_PLACE`` ops on the way)."""
+        found: list[tuple[str, tuple[int, ...], bool]] = []
+        todo: list[tuple[str, tuple[int, ...], bool]] = [(name, (), True)]
         seen = set()
         while todo:
-            name, casts = todo.pop()  # casts from ``name`` to the operand, last first
+            name, casts, kept = todo.pop()  # casts from ``name`` to the operand, last first
             if name in inputs:
-                found.append((name, tuple(reversed(casts))))
+                found.append((name, tuple(reversed(casts)), kept))
                 continue
             n = producer.get(name)
             if n is None or n.domain not in ("", "ai.onnx") or name in seen:
                 continue
             seen.add(name)
             if n.op_type == "Concat":  # every input's values reach the output
-                todo.extend((i, casts) for i in n.input if i)
+                todo.extend((i, casts, False) for i in n.input if i)
             elif n.op_type in through and n.input:
                 if n.op_type == "Cast":
                     casts += (attr(n, "to", 0),)
                 elif n.op_type == "CastLike":
                     casts += (onnx.TensorProto.INT8,)
-                todo.append((n.input[0], casts))
+                todo.append((n.input[0], casts, kept and n.op_type in _IN_PLACE))
         return found
 
     inferred: dict[str, Any] = {}
@@ -307,7 +312,7 @@ def _operand_inputs(
     }
 
     def classify(n: onnx.NodeProto, inner: bool) -> None:
-        def operand(i: int, through: frozenset[str] = _PRESERVING) -> list[tuple[str, tuple[int, ...]]]:
+        def operand(i: int, through: frozenset[str] = _PRESERVING) -> list[tuple[str, tuple[int, ...], bool]]:
             name = n.input[i] if len(n.input) > i else ""
             return [] if not name or (inner and name in local) else traced(name, through)
 
@@ -322,15 +327,15 @@ def _operand_inputs(
         op = n.op_type
         if op == "ReverseSequence" or op in _RECURRENT:  # X's time axis: an attribute's, or the layout's
             t = attr(n, "time_axis", 0) if op == "ReverseSequence" else attr(n, "layout", 0)
-            for found, _ in operand(1 if op == "ReverseSequence" else 4, _CLAMPING):
+            for found, _, _ in operand(1 if op == "ReverseSequence" else 4, _CLAMPING):
                 lengths.setdefault(found, []).extend(shape_of(range(t, t + 1)))
         elif op in ("Div", "Mod"):
-            for found, casts in operand(1):
+            for found, casts, _ in operand(1):
                 divisors.setdefault(found, set()).add(casts)
         elif op == "Pow":
             if is_integer(n.input[0] if n.input else ""):
                 for role, i in (("base", 0), ("exponent", 1)):
-                    for found, _ in operand(i):
+                    for found, _, _ in operand(i):
                         power.setdefault(found, set()).add(role)
         elif op in _INDEXING:
             at = attr(n, _INDEXING[op], 0)
@@ -346,9 +351,11 @@ def _operand_inputs(
                 and text_attr(n, "reduction", "none") == "none"
                 and (inner or not one_value(n.input[2] if len(n.input) > 2 else ""))
             )
-            for found, _ in operand(1):
+            paths = operand(1)
+            for found, _, kept in paths:
                 indexes.setdefault(found, []).extend(shape_of(axes))
-                if scatter:
+                # the rule holds in the indices' own layout: for an input that reaches them in place, once
+                if scatter and kept and [p[0] for p in paths].count(found) == 1:
                     distinct.setdefault(found, []).append("nd" if op == "ScatterND" else at)
 
     for graph in iter_graphs(g):
