@@ -851,3 +851,31 @@ def test_scatter_indices_moved_or_joined_on_the_way_are_only_kept_in_range():
     for seed in range(4):
         feeds = generate(list(specs.values()), seed=seed)
         assert len(set((feeds["c"] % 8).ravel().tolist())) == 5 and feeds["r"].min() >= -8 and feeds["r"].max() < 8
+
+
+def test_a_divisor_concat_joins_cast_and_not_is_checked_as_each_path_reads_it():
+    """A Concat that joins a value cast to int8 and the value itself: the value was followed once, by the
+    path without the cast, so an int64 divisor of 256 reached the Div as 0 ('Integer division by zero')."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph(
+        [
+            helper.make_node("Identity", ["x"], ["t"]),
+            helper.make_node("Cast", ["t"], ["t8"], to=TensorProto.INT8),
+            helper.make_node("Cast", ["t8"], ["t64"], to=TensorProto.INT64),
+            helper.make_node("Concat", ["t64", "t"], ["d"], axis=0),
+            helper.make_node("Div", ["a", "d"], ["q"]),
+        ],
+        "g",
+        [vi("x", TensorProto.INT64, [256]), vi("a", TensorProto.INT64, [512])],
+        [vi("q", TensorProto.INT64, [512])],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    specs = {s.name: s for s in graph_inputs(model)}
+    assert set(specs["x"].casts) == {(), (TensorProto.INT8, TensorProto.INT64)}
+    for seed in range(4):
+        x = generate(list(specs.values()), seed=seed)["x"]
+        assert not np.isin(x, [0, -1]).any() and not np.isin(x.astype(np.int8), [0, -1]).any()
+    report = odq.validate(model, seed=0)
+    assert report.ok, report.to_text()

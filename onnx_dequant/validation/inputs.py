@@ -204,9 +204,10 @@ def _operand_inputs(
                 found.append((name, tuple(reversed(casts)), kept))
                 continue
             n = producer.get(name)
-            if n is None or n.domain not in ("", "ai.onnx") or name in seen:
+            # a value is followed once per casts on the way (a Concat may join it cast and not)
+            if n is None or n.domain not in ("", "ai.onnx") or (name, casts, kept) in seen:
                 continue
-            seen.add(name)
+            seen.add((name, casts, kept))
             if n.op_type == "Concat":  # every input's values reach the output
                 todo.extend((i, casts, False) for i in n.input if i)
             elif n.op_type in through and n.input:
