@@ -879,3 +879,17 @@ def test_a_divisor_concat_joins_cast_and_not_is_checked_as_each_path_reads_it():
         assert not np.isin(x, [0, -1]).any() and not np.isin(x.astype(np.int8), [0, -1]).any()
     report = odq.validate(model, seed=0)
     assert report.ok, report.to_text()
+
+
+@pytest.mark.parametrize(("shape", "n"), [((3, 600_000), 3), ((40, 120_000), 50), ((600, 8000), 700)])
+def test_generated_scatter_elements_lines_differ_past_the_argsort_bound(shape, n):
+    """Past 2**22 lines x n, lines are drawn at random and redrawn where two meet; where a line is unlikely
+    to draw none (t * t > 2n) they were redrawn 8 times for nothing and then one by one in a Python loop
+    (3 x 2M into an axis of 3: 2.5 s; 4096 x 4096 into 5000: 5 s). They are now ordered at random a
+    chunk of lines at a time."""
+    from onnx_dequant.validation.inputs import InputSpec, generate
+
+    i = generate([InputSpec("i", TensorProto.INT64, shape, indexes=(n,), distinct=(0,))], seed=3)["i"]
+    assert i.min() >= -n and i.max() < n and (i < 0).any()
+    ordered = np.sort(i % n, axis=0)
+    assert not (ordered[1:] == ordered[:-1]).any()

@@ -616,16 +616,19 @@ def _distinct(
         rows = rng.random((lines, n)).argsort(axis=1)[:, :t]
     else:
         rows = rng.integers(0, n, size=(lines, t))
-        for _ in range(8):  # redraw the lines where two meet
+        # redraw the lines where two meet, while a line is likely to draw none (t * t <= 2n: over 1 in 3)
+        for _ in range(8 if t * t <= 2 * n else 0):
             ordered = np.sort(rows, axis=1)
             bad = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
             if not len(bad):
                 break
             rows[bad] = rng.integers(0, n, size=(len(bad), t))
-        else:
-            ordered = np.sort(rows, axis=1)
-            for line in np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1)):
-                rows[line] = rng.choice(n, size=t, replace=False)
+        ordered = np.sort(rows, axis=1)
+        bad = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+        step = max(1, (1 << 22) // max(n, 1))  # the rest: a random order of [0, n) each, so many lines at a time
+        for start in range(0, len(bad), step):
+            chunk = bad[start : start + step]
+            rows[chunk] = rng.permuted(np.broadcast_to(np.arange(n), (len(chunk), n)), axis=1)[:, :t]
     rows = rows.astype(np.int64)
     if signed:  # one split per line: the line's values stay apart
         rows = np.where(rows >= rng.integers(0, n + 1, size=(lines, 1)), rows - n, rows)
