@@ -893,3 +893,32 @@ def test_generated_scatter_elements_lines_differ_past_the_argsort_bound(shape, n
     assert i.min() >= -n and i.max() < n and (i < 0).any()
     ordered = np.sort(i % n, axis=0)
     assert not (ordered[1:] == ordered[:-1]).any()
+
+
+@pytest.mark.parametrize(
+    "op, attrs, name",
+    [
+        ("LSTM", {"clip": 2.0}, "clip"),
+        ("LSTM", {"input_forget": 1}, "input_forget"),
+        ("GRU", {"activations": ["HardSigmoid", "Tanh"]}, "activations"),
+        ("RNN", {"activations": ["Relu"]}, "activations"),
+    ],
+)
+def test_recurrent_attributes_the_reference_ignores_are_refused_naming_the_node(op, attrs, name, tmp_path, capsys):
+    """onnx's recurrent kernels compute the default activations, no clip and no coupled input and forget
+    gates whatever the node says: such a node was reported as ONNX Runtime disagreeing (an LSTM with
+    clip=2: 0.16 apart). The oracle refuses it (exit 2, the node and the attribute named); the defaults
+    spelled out are taken."""
+    model = _recurrent_model(op, "forward", 0, 14, False)
+    node = model.graph.node[0]
+    node.name = "decoder"
+    default = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}[op]
+    node.attribute.extend([helper.make_attribute("activations", default)])
+    assert odq.validate(model).ok
+    del node.attribute[-1]
+    node.attribute.extend(helper.make_attribute(k, v) for k, v in attrs.items())
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "decoder" in err and f"'{name}'" in err and "Traceback" not in err

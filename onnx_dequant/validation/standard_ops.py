@@ -22,7 +22,8 @@ them for the oracle:
   them wrong).
 - ``RNN``, ``GRU``, ``LSTM``: with ``sequence_lens``, each batch entry run for its own length (the reverse
   direction from its last step), its outputs past that length zeros, its last states those at that
-  length (onnx's kernels ignore ``sequence_lens``); a length of 0 or past the time axis is refused.
+  length (onnx's kernels ignore ``sequence_lens``); a length of 0 or past the time axis is refused, and
+  so are the attributes onnx's kernels ignore (``clip``, ``input_forget``, other activations).
 
 ``OPS`` is the list for ``ReferenceEvaluator(model, new_ops=...)``.
 """
@@ -342,16 +343,34 @@ class ConvTranspose(_OnnxConvTranspose):
         return (np.concatenate(parts, axis=1).astype(X.dtype),)
 
 
-class _SequenceLengths:
+class _Recurrent:
     """An RNN, GRU or LSTM kernel that honours ``sequence_lens``: each batch entry is run alone on its
     first ``sequence_lens[b]`` steps (so the reverse direction starts at its last step), ``Y`` zero-padded
-    past them, ``Y_h`` (and ``Y_c``) its states after them, as ONNX Runtime computes."""
+    past them, ``Y_h`` (and ``Y_c``) its states after them, as ONNX Runtime computes. A node with an
+    attribute onnx's kernel ignores (``clip``, LSTM's ``input_forget``, activations other than the
+    defaults) is refused naming it: its result would be a false disagreement."""
 
     _STATES = 1
     """How many of the inputs after ``sequence_lens`` hold a state per batch entry (LSTM: h and c, then P)."""
+    _ACTIVATIONS: tuple[str, ...] = ("tanh",)
+    """The activations (per direction) onnx's kernel computes."""
 
     def _run(self, X, W, R, B=None, sequence_lens=None, *rest, **attributes):  # type: ignore[no-untyped-def]  # noqa: N803
         run = super()._run  # type: ignore[misc]
+        acts = [str(a).lower() for a in getattr(self, "activations", None) or ()]
+        for name, ignored in (
+            ("clip", getattr(self, "clip", None) is not None),
+            ("input_forget", bool(getattr(self, "input_forget", 0))),
+            ("activations", any(a != self._ACTIVATIONS[i % len(self._ACTIVATIONS)] for i, a in enumerate(acts))),
+            ("activation_alpha", getattr(self, "activation_alpha", None) is not None),
+            ("activation_beta", getattr(self, "activation_beta", None) is not None),
+        ):
+            if ignored:
+                raise DequantizeError(
+                    f"onnx's reference {self.onnx_node.op_type} kernel ignores the '{name}' attribute (it computes "  # type: ignore[attr-defined]
+                    "the default), so the reference cannot check this node",
+                    node=_label(self),  # type: ignore[arg-type]
+                )
         layout = int(getattr(self, "layout", 0) or 0)
         t_axis, b_axis = (1, 0) if layout else (0, 1)
         steps = X.shape[t_axis]
@@ -380,23 +399,31 @@ class _SequenceLengths:
         return tuple(out)
 
 
-class RNN(_SequenceLengths, _OnnxRNN):
-    """RNN (7, 14) with ``sequence_lens`` honoured (``_SequenceLengths``)."""
+class RNN(_Recurrent, _OnnxRNN):
+    """RNN (7, 14) with ``sequence_lens`` honoured (``_Recurrent``)."""
 
     op_domain = ""
 
+    def __init__(self, onnx_node, run_params):  # type: ignore[no-untyped-def]
+        try:
+            super().__init__(onnx_node, run_params)
+        except RuntimeError:  # an activation onnx's kernel does not know: refused when run, naming the node
+            OpRun.__init__(self, onnx_node, run_params)
 
-class GRU(_SequenceLengths, _OnnxGRU):
-    """GRU (7, 14) with ``sequence_lens`` honoured (``_SequenceLengths``)."""
+
+class GRU(_Recurrent, _OnnxGRU):
+    """GRU (7, 14) with ``sequence_lens`` honoured (``_Recurrent``)."""
 
     op_domain = ""
+    _ACTIVATIONS = ("sigmoid", "tanh")
 
 
-class LSTM(_SequenceLengths, _OnnxLSTM):
-    """LSTM (7, 14) with ``sequence_lens`` honoured (``_SequenceLengths``)."""
+class LSTM(_Recurrent, _OnnxLSTM):
+    """LSTM (7, 14) with ``sequence_lens`` honoured (``_Recurrent``)."""
 
     op_domain = ""
     _STATES = 2
+    _ACTIVATIONS = ("sigmoid", "tanh", "tanh")
 
 
 def _label(op: OpRun) -> str:
