@@ -595,14 +595,19 @@ def _distinct(
             return None
         if k == 0:  # tuples of no index: one, the whole data
             return np.zeros(shape, np.int64)
-        if space <= 2**62:
-            codes = rng.choice(space, size=count, replace=False)
+        if space < 2**62:  # each tuple as one number (its index in the row-major order of the tuples)
+            if space <= max(1 << 24, 4 * count):  # NumPy may shuffle all of [0, space): at most 4x the output
+                codes = rng.choice(space, size=count, replace=False)
+            else:  # sparse: drawn with repeats, and the repeats redrawn (each round leaves count/space of them)
+                codes = rng.integers(0, space, size=count)
+                while len(first := np.unique(codes, return_index=True)[1]) < count:
+                    again = _others(count, first)
+                    codes[again] = rng.integers(0, space, size=len(again))
             out = np.stack(np.unravel_index(codes, (n,) * k), axis=-1).reshape(count, k).astype(np.int64)
-        else:
-            out = rng.integers(0, n, size=(count, k))  # sparse among so many tuples: redrawn where two meet
-            while count > 1 and len(np.unique(out, axis=0)) < count:
-                _, first = np.unique(out, axis=0, return_index=True)
-                again = np.setdiff1d(np.arange(count), first)
+        else:  # more tuples than an int64 counts: two drawn alike are so rare they are redrawn row by row
+            out = rng.integers(0, n, size=(count, k))
+            while len(first := np.unique(out, axis=0, return_index=True)[1]) < count:
+                again = _others(count, first)
                 out[again] = rng.integers(0, n, size=(len(again), k))
         if signed:  # one split per component: each component's values stay apart, so the tuples do
             out = np.where(out >= rng.integers(0, n + 1, size=k), out - n, out)
@@ -634,6 +639,13 @@ def _distinct(
         rows = np.where(rows >= rng.integers(0, n + 1, size=(lines, 1)), rows - n, rows)
     moved = (*shape[:axis], *shape[axis + 1 :], t)
     return np.moveaxis(rows.reshape(moved), -1, axis)
+
+
+def _others(count: int, first: np.ndarray) -> np.ndarray:
+    """The positions in ``range(count)`` not in ``first`` (``np.setdiff1d`` sorts both: 5 s at 2M)."""
+    mask = np.ones(count, np.bool_)
+    mask[first] = False
+    return np.flatnonzero(mask)
 
 
 def _zero_or_minus_one(values: np.ndarray, casts: tuple[tuple[int, ...], ...]) -> np.ndarray:
