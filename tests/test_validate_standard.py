@@ -922,3 +922,45 @@ def test_recurrent_attributes_the_reference_ignores_are_refused_naming_the_node(
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "decoder" in err and f"'{name}'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_an_rnns_affine_activation_onnx_computes_is_checked_and_one_it_does_not_refused(direction):
+    """onnx's RNN kernel computes Tanh or Affine (its first activation, alpha and beta, in every direction):
+    an Affine RNN validated, and was then refused as if its activations were ignored (exit 2). It is taken
+    where every direction's alpha and beta agree; where they differ, or beta is missing (onnx's kernel
+    fails), or the name is one it cannot load (``TANH``: an AttributeError naming no node), refused."""
+    from onnx_dequant.validation.standard_ops import OPS
+
+    d = 2 if direction == "bidirectional" else 1
+    model = _recurrent_model("RNN", direction, 0, 14, True)
+    node = model.graph.node[0]
+    node.name = "affine_rnn"
+    node.attribute.extend(
+        [
+            helper.make_attribute("activations", ["Affine"] * d),
+            helper.make_attribute("activation_alpha", [0.5] * d),
+            helper.make_attribute("activation_beta", [0.25] * d),
+        ]
+    )
+    report = odq.validate(model, seed=0)
+    assert report.ok, report.to_text()
+    feeds = {
+        i.name: np.ones([dim.dim_value for dim in i.type.tensor_type.shape.dim], np.float32)
+        for i in model.graph.input
+        if i.name != "lens"
+    }
+    feeds["lens"] = np.array([1, 5, 3, 2], np.int32)
+    bad = []
+    if d == 2:
+        bad.append(("activation_alpha", [0.5, 0.75]))
+    bad += [("activation_beta", None), ("activations", ["TANH"] * d)]
+    for name, value in bad:
+        broken = onnx.ModelProto()
+        broken.CopyFrom(model)
+        attrs = broken.graph.node[0].attribute
+        kept = [a for a in attrs if a.name != name]
+        del attrs[:]
+        attrs.extend(kept + ([helper.make_attribute(name, value)] if value is not None else []))
+        with pytest.raises(odq.DequantizeError, match=f"affine_rnn.*'{name}'"):
+            ReferenceEvaluator(broken, new_ops=OPS).run(None, feeds)

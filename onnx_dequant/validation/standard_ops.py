@@ -23,7 +23,8 @@ them for the oracle:
 - ``RNN``, ``GRU``, ``LSTM``: with ``sequence_lens``, each batch entry run for its own length (the reverse
   direction from its last step), its outputs past that length zeros, its last states those at that
   length (onnx's kernels ignore ``sequence_lens``); a length of 0 or past the time axis is refused, and
-  so are the attributes onnx's kernels ignore (``clip``, ``input_forget``, other activations).
+  so are the attributes onnx's kernels ignore (``clip``, ``input_forget``, other activations than
+  the defaults and an RNN's Affine alike in every direction).
 
 ``OPS`` is the list for ``ReferenceEvaluator(model, new_ops=...)``.
 """
@@ -355,8 +356,8 @@ class _Recurrent:
     _ACTIVATIONS: tuple[str, ...] = ("tanh",)
     """The activations (per direction) onnx's kernel computes."""
 
-    def _run(self, X, W, R, B=None, sequence_lens=None, *rest, **attributes):  # type: ignore[no-untyped-def]  # noqa: N803
-        run = super()._run  # type: ignore[misc]
+    def _ignored(self) -> str | None:
+        """The first attribute of the node that onnx's kernel does not compute as it says, or None."""
         acts = [str(a).lower() for a in getattr(self, "activations", None) or ()]
         for name, ignored in (
             ("clip", getattr(self, "clip", None) is not None),
@@ -366,11 +367,18 @@ class _Recurrent:
             ("activation_beta", getattr(self, "activation_beta", None) is not None),
         ):
             if ignored:
-                raise DequantizeError(
-                    f"onnx's reference {self.onnx_node.op_type} kernel ignores the '{name}' attribute (it computes "  # type: ignore[attr-defined]
-                    "the default), so the reference cannot check this node",
-                    node=_label(self),  # type: ignore[arg-type]
-                )
+                return name
+        return None
+
+    def _run(self, X, W, R, B=None, sequence_lens=None, *rest, **attributes):  # type: ignore[no-untyped-def]  # noqa: N803
+        run = super()._run  # type: ignore[misc]
+        name = self._ignored()
+        if name is not None:
+            raise DequantizeError(
+                f"onnx's reference {self.onnx_node.op_type} kernel ignores the '{name}' attribute (it computes "  # type: ignore[attr-defined]
+                "the default), so the reference cannot check this node",
+                node=_label(self),  # type: ignore[arg-type]
+            )
         layout = int(getattr(self, "layout", 0) or 0)
         t_axis, b_axis = (1, 0) if layout else (0, 1)
         steps = X.shape[t_axis]
@@ -409,6 +417,21 @@ class RNN(_Recurrent, _OnnxRNN):
             super().__init__(onnx_node, run_params)
         except RuntimeError:  # an activation onnx's kernel does not know: refused when run, naming the node
             OpRun.__init__(self, onnx_node, run_params)
+
+    def _ignored(self) -> str | None:
+        """onnx's RNN kernel computes its first activation in every direction: Tanh, or Affine with the first
+        ``activation_alpha`` and ``activation_beta``. An Affine node is taken where every direction's is the
+        same; an activation the kernel could not load (``TANH``) is refused."""
+        acts = list(getattr(self, "activations", None) or ())
+        if getattr(self, "clip", None) is None and acts and all(a in ("Affine", "affine") for a in acts):
+            for name in ("activation_alpha", "activation_beta"):
+                values = getattr(self, name, None)
+                if not values or len(set(values)) != 1 or not hasattr(self, "f1"):
+                    return name
+            return None
+        if not hasattr(self, "f1"):
+            return "activations"
+        return super()._ignored()  # type: ignore[misc]
 
 
 class GRU(_Recurrent, _OnnxGRU):
