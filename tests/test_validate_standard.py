@@ -964,3 +964,33 @@ def test_an_rnns_affine_activation_onnx_computes_is_checked_and_one_it_does_not_
         attrs.extend(kept + ([helper.make_attribute(name, value)] if value is not None else []))
         with pytest.raises(odq.DequantizeError, match=f"affine_rnn.*'{name}'"):
             ReferenceEvaluator(broken, new_ops=OPS).run(None, feeds)
+
+
+def test_a_sequence_length_that_indexes_too_satisfies_both():
+    """Lengths that a Gather also reads as indices were drawn as indices, in [-n, n): 0 and negative
+    lengths, which ReverseSequence and the oracle's RNNs refuse (found by a review). They are drawn in
+    [1, min(T, n - 1)]."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    table = numpy_helper.from_array(np.arange(8, dtype=np.float32).reshape(4, 2), "table")
+    g = helper.make_graph(
+        [
+            helper.make_node("ReverseSequence", ["seq", "lens"], ["rev"], time_axis=1, batch_axis=0),
+            helper.make_node("Gather", ["table", "lens"], ["rows"]),
+        ],
+        "g",
+        [vi("seq", TensorProto.FLOAT, [5, 6]), vi("lens", TensorProto.INT64, [5])],
+        [vi("rev", TensorProto.FLOAT, [5, 6]), vi("rows", TensorProto.FLOAT, [5, 2])],
+        [table],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    specs = graph_inputs(model)
+    seen = set()
+    for seed in range(6):
+        lens = generate(specs, seed=seed)["lens"]
+        assert lens.min() >= 1 and lens.max() <= 3
+        seen |= set(lens.tolist())
+        report = odq.validate(model, seed=seed)
+        assert report.ok, report.to_text()
+    assert seen == {1, 2, 3}

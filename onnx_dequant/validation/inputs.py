@@ -538,6 +538,8 @@ def _generate_one(
             high = max(min(high, index - 1), 0)
             low = min(low, high)
         return rng.integers(low, high + 1, size=shape).astype(dt.numpy)
+    if index is not None and length is not None:  # a length that indexes too: in [1, T] and within the axes
+        return rng.integers(1, max(min(length, index - 1), 1) + 1, size=shape).astype(dt.numpy)
     if index is not None:  # within the axes it indexes, from either end
         index = min(index, int(dt.max) + 1)  # and within its type
         out = _distinct(rng, shape, index, spec.distinct[0], dt.signed) if spec.distinct else None
