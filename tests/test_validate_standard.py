@@ -293,6 +293,7 @@ def test_lrn_sums_over_the_channels(size):
         "ops_data_more/scatter_nd_rows_repeated.json",  # scatter indices in range, none written twice
         "ops_layers/crop_and_resize_nearest_5x4.json",  # box indices joined by a Concat
         "ops_math/power_i32.json",  # an integer Pow's exponents never negative
+        "ops_detect/gather_tree_i32.json",  # parents that become indices through a Scan's state
     ],
 )
 def test_converted_golden_graphs_validate(graph, tmp_path, capsys):
@@ -994,3 +995,64 @@ def test_a_sequence_length_that_indexes_too_satisfies_both():
         report = odq.validate(model, seed=seed)
         assert report.ok, report.to_text()
     assert seen == {1, 2, 3}
+
+
+def test_values_are_traced_through_control_flow_and_selections():
+    """An input's values that reach an index through a Scan body (the parents of GatherTree: a scan input,
+    gathered into the state that indexes the next step) were drawn over int32's range, and the converted
+    golden gather_tree_i32 graph disagreed. Values are now followed into a Scan's or Loop's body (what
+    its node passes in, what the body carries), out of a body (a control-flow node's outputs), and
+    through Where and a Gather's data; a body's value's shape is what the body declares."""
+    from onnx_dequant.validation.inputs import generate, graph_inputs
+
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [
+            helper.make_node("GatherElements", ["par", "p"], ["nxt"], axis=1),
+            helper.make_node("Where", ["keep", "p", "nxt"], ["np_"]),
+            helper.make_node("Identity", ["np_"], ["out"]),
+        ],
+        "body",
+        [vi("p", TensorProto.INT64, [2, 4]), vi("par", TensorProto.INT64, [2, 4])],
+        [vi("np_", TensorProto.INT64, [2, 4]), vi("out", TensorProto.INT64, [2, 4])],
+    )
+    loop_body = helper.make_graph(
+        [helper.make_node("Div", ["acc", "d"], ["acc2"]), helper.make_node("Identity", ["c"], ["c2"])],
+        "loop",
+        [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("acc", TensorProto.INT32, [3])],
+        [vi("c2", TensorProto.BOOL, []), vi("acc2", TensorProto.INT32, [3])],
+    )
+    table = numpy_helper.from_array(np.arange(6, dtype=np.float32), "table")
+    three = numpy_helper.from_array(np.array(3, np.int64), "three")
+    g = helper.make_graph(
+        [
+            helper.make_node("Scan", ["start", "parents"], ["last", "trace"], body=body, num_scan_inputs=1),
+            helper.make_node("Loop", ["three", "", "acc0"], ["acc_n"], body=loop_body),
+            helper.make_node("Where", ["pick", "ids_a", "ids_b"], ["ids"]),
+            helper.make_node("Gather", ["table", "ids"], ["emb"]),
+        ],
+        "g",
+        [
+            vi("start", TensorProto.INT64, [2, 4]),
+            vi("parents", TensorProto.INT64, [5, 2, 4]),
+            vi("keep", TensorProto.BOOL, [2, 4]),
+            vi("acc0", TensorProto.INT32, [3]),
+            vi("d", TensorProto.INT32, [3]),
+            vi("pick", TensorProto.BOOL, [4]),
+            vi("ids_a", TensorProto.INT64, [4]),
+            vi("ids_b", TensorProto.INT64, [4]),
+        ],
+        [vi("trace", TensorProto.INT64, [5, 2, 4]), vi("acc_n", TensorProto.INT32, [3]), vi("emb", 1, [4])],
+        [table, three],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    specs = {s.name: s for s in graph_inputs(model)}
+    assert specs["parents"].indexes == (4,) and specs["start"].indexes == (4,)  # the state's initial value too
+    assert specs["d"].divisor and not specs["acc0"].divisor  # a main-graph value read in the body; acc is divided
+    assert specs["ids_a"].indexes == (6,) and specs["ids_b"].indexes == (6,) and not specs["pick"].indexes
+    for seed in range(4):
+        feeds = generate(list(specs.values()), seed=seed)
+        assert feeds["parents"].min() >= -4 and feeds["parents"].max() < 4
+        assert feeds["ids_a"].min() >= -6 and feeds["ids_b"].max() < 6 and not np.isin(feeds["d"], [0, -1]).any()
+        report = odq.validate(model, feeds)
+        assert report.ok, report.to_text()

@@ -16,7 +16,6 @@ The same seed gives the same inputs.
 
 from __future__ import annotations
 
-import math
 import os
 import zipfile
 from collections.abc import Mapping
@@ -28,8 +27,10 @@ import onnx
 
 from .. import dtypes, fileio
 from ..errors import DequantizeError
-from ..graphs import constants, iter_graphs, subgraphs
+from ..graphs import constants
 from ..schema import is_dequantize, node_attributes, tensor_type_of
+from . import tracing
+from .tracing import Size
 
 __all__ = [
     "DEFAULT_DIM",
@@ -110,8 +111,8 @@ class InputSpec:
 def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
     """The main graph's inputs that are not initializers (those are the ones a caller feeds)."""
     inits = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.sparse_initializer}
-    trips = _trip_sources(model)
-    divisors, indexes, lengths, distinct, power = _operand_inputs(model)
+    trips = tracing.trip_sources(model)
+    ops = tracing.operand_inputs(model)
     fixed = _fixed_dims(model)
     specs = []
     for vi in model.graph.input:
@@ -128,267 +129,15 @@ def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
                 shape,
                 vi.name in trips,
                 fixed.get(vi.name, ()),
-                vi.name in divisors,
-                tuple(indexes.get(vi.name, ())),
-                tuple(lengths.get(vi.name, ())),
-                tuple(sorted(divisors.get(vi.name, ()))),
-                tuple(distinct.get(vi.name, ())),
-                tuple(sorted(power.get(vi.name, ()))),
+                vi.name in ops.divisors,
+                tuple(ops.indexes.get(vi.name, ())),
+                tuple(ops.lengths.get(vi.name, ())),
+                tuple(sorted(ops.divisors.get(vi.name, ()))),
+                tuple(ops.distinct.get(vi.name, ())),
+                tuple(sorted(ops.power.get(vi.name, ()))),
             )
         )
     return specs
-
-
-_PRESERVING = frozenset(
-    {"Identity", "Cast", "CastLike", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Expand"}
-)
-"""Ops whose first input's values reach their output unchanged (moved, repeated, or cast)."""
-
-_IN_PLACE = frozenset({"Identity", "Cast", "CastLike"})
-"""Of ``_PRESERVING``, the ops that keep each value at its place (a Scatter's no-repeat rule holds through them)."""
-
-_CLAMPING = _PRESERVING | {"Max", "Min", "Clip"}
-"""Ops a sequence length is traced back through (its first input: a length clamped to a range)."""
-
-_RECURRENT = frozenset({"RNN", "GRU", "LSTM"})
-
-_INDEXING = {
-    "Gather": "axis",
-    "GatherElements": "axis",
-    "GatherND": "batch_dims",
-    "ScatterElements": "axis",
-    "ScatterND": "batch_dims",  # ScatterND has no batch dims: the attribute is absent, 0
-}
-"""Ops that index their input 0 with their input 1, and the attribute that says which axis (for
-GatherND and ScatterND, the first axis of those their indices' last dim spans)."""
-
-_TUPLES = frozenset({"GatherND", "ScatterND"})
-"""Of ``_INDEXING``, the ops whose indices' last dim is a tuple of indices into consecutive axes."""
-
-
-Size = int | str | tuple[str, int]
-"""An axis's size: known, a dim's name (generated with the size the name gets), or ``(input, axis)``: a
-generated input's own."""
-
-Sizes = dict[str, list[Size]]
-
-
-def _operand_inputs(
-    model: onnx.ModelProto,
-) -> tuple[dict[str, set[tuple[int, ...]]], Sizes, Sizes, dict[str, list[int | str]], dict[str, set[str]]]:
-    """The main graph's inputs that integer divisors are (``InputSpec.divisor``); those that index an axis
-    (``InputSpec.indexes``) and those that give sequence lengths (``InputSpec.lengths``: ReverseSequence's,
-    an RNN's, GRU's or LSTM's), with the axes' sizes; the rules Scatter indices follow
-    (``InputSpec.distinct``); and the roles in an integer Pow (``InputSpec.power``): each
-    traced back from the operand of a node of any graph (a subgraph's reading a main-graph value) through
-    ``_PRESERVING`` ops and Concat (and, for lengths, ``_CLAMPING`` ones)."""
-    g = model.graph
-    inits = {t.name for t in g.initializer} | {t.name for t in g.sparse_initializer}
-    inputs = {vi.name for vi in g.input if vi.name not in inits}
-    declared = {vi.name: tensor_type_of(vi.type).shape for vi in g.input if vi.type.HasField("tensor_type")}
-    tensors = dict(constants(g))
-    const = {name: tuple(int(d) for d in t.dims) for name, t in tensors.items()}
-    producer = {o: n for n in g.node for o in n.output if o}
-
-    def traced(name: str, through: frozenset[str] = _PRESERVING) -> list[tuple[str, tuple[int, ...], bool]]:
-        """The graph inputs whose values reach ``name`` unchanged (moved, cast, or joined by a Concat), each
-        with the types it is cast to on the way (in order; a CastLike's, unknown here, as int8: a value
-        not 0 or -1 there is neither in any integer type), and whether each value keeps its place (only
-        ``_IN_PLACE`` ops on the way)."""
-        found: list[tuple[str, tuple[int, ...], bool]] = []
-        todo: list[tuple[str, tuple[int, ...], bool]] = [(name, (), True)]
-        seen = set()
-        while todo:
-            name, casts, kept = todo.pop()  # casts from ``name`` to the operand, last first
-            if name in inputs:
-                found.append((name, tuple(reversed(casts)), kept))
-                continue
-            n = producer.get(name)
-            # a value is followed once per casts on the way (a Concat may join it cast and not)
-            if n is None or n.domain not in ("", "ai.onnx") or (name, casts, kept) in seen:
-                continue
-            seen.add((name, casts, kept))
-            if n.op_type == "Concat":  # every input's values reach the output
-                todo.extend((i, casts, False) for i in n.input if i)
-            elif n.op_type in through and n.input:
-                if n.op_type == "Cast":
-                    casts += (attr(n, "to", 0),)
-                elif n.op_type == "CastLike":
-                    casts += (onnx.TensorProto.INT8,)
-                todo.append((n.input[0], casts, kept and n.op_type in _IN_PLACE))
-        return found
-
-    inferred: dict[str, Any] = {}
-
-    def inferred_type(name: str) -> onnx.TypeProto | None:
-        """A computed value's type as ONNX shape inference finds it, or None."""
-        if not inferred:
-            try:
-                found = onnx.shape_inference.infer_shapes(model).graph.value_info
-                inferred.update({vi.name: vi.type for vi in found if vi.type.HasField("tensor_type")})
-            except Exception:  # noqa: BLE001 - a model inference cannot follow: no shape known
-                pass
-            inferred.setdefault("", None)  # inferred once, whatever it found
-        return inferred.get(name)
-
-    def inferred_shape(name: str) -> Any:
-        """A computed value's shape as ONNX shape inference finds it (sizes, dim names, None), or None."""
-        found = inferred_type(name)
-        return None if found is None else tensor_type_of(found).shape
-
-    elems = {vi.name: vi.type.tensor_type.elem_type for vi in g.input if vi.type.HasField("tensor_type")}
-    elems.update({name: t.data_type for name, t in constants(g)})
-
-    def is_integer(name: str) -> bool:
-        """Whether the main-graph value ``name`` is known to hold integers."""
-        found = inferred_type(name) if name and name not in elems else None
-        elem = elems.get(name, found.tensor_type.elem_type if found is not None else 0)
-        return bool(elem) and np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)).kind in "iu"
-
-    dim_names = {d for shape in declared.values() if shape for d in shape if isinstance(d, str)}
-
-    def shape_of_value(data: str) -> Any:
-        """The main-graph value ``data``'s shape: a constant's, an input's as declared, a computed value's as
-        ONNX shape inference finds it (sizes, dim names, None); None where unknown."""
-        if data in const:
-            return const[data]
-        if data in inputs and declared.get(data) is not None:
-            return declared[data]
-        return inferred_shape(data)  # computed
-
-    def sizes(data: str, axes: range, unknown: int | None = 1) -> list[Size]:
-        """The sizes of ``data``'s ``axes``: a size, ``(input, axis)`` for a generated input's, a dim's name
-        (the size it is generated with); ``unknown`` where none is known (None: none listed)."""
-        shape = shape_of_value(data)
-        out: list[Size] = []
-        for a in axes:
-            d = None if shape is None or not -len(shape) <= a < len(shape) else shape[a % len(shape)]
-            if isinstance(d, int):
-                out.append(d)
-            elif data in inputs and shape is declared.get(data):
-                out.append((data, a % len(shape)))
-            elif isinstance(d, str) and d and (data in inputs or d in dim_names):  # not inference's ``unk__0``
-                out.append(d)
-            elif unknown is not None:  # only 0 and -1 are sure to be in range
-                out.append(unknown)
-        return out
-
-    def attr(n: onnx.NodeProto, name: str, default: int) -> int:
-        return next((int(a.i) for a in n.attribute if a.name == name), default)
-
-    def text_attr(n: onnx.NodeProto, name: str, default: str) -> str:
-        return next((a.s.decode(errors="replace") for a in n.attribute if a.name == name), default)
-
-    def one_value(name: str) -> bool:
-        """Whether the main-graph value ``name`` is a constant of one value repeated (or one Expanded, as
-        nGraph's ScatterND writes zeros before it adds): a Scatter writing it is defined with repeats."""
-        n = producer.get(name)
-        if n is not None and n.op_type == "Expand" and n.domain in ("", "ai.onnx") and n.input:
-            name = n.input[0]
-        t = tensors.get(name)
-        if t is None or math.prod(t.dims) > 1 << 16:
-            return False
-        try:
-            v = onnx.numpy_helper.to_array(t)
-        except Exception:  # noqa: BLE001 - a tensor NumPy cannot read (external data): not known
-            return False
-        return v.size <= 1 or bool(np.all(v.reshape(-1) == v.reshape(-1)[0]))
-
-    divisors: dict[str, set[tuple[int, ...]]] = {}
-    indexes: Sizes = {}
-    lengths: Sizes = {}
-    distinct: dict[str, list[int | str]] = {}
-    power: dict[str, set[str]] = {}
-    # a node of an If, Loop or Scan body reads a main-graph value by its name where no subgraph defines
-    # that name: such operands are traced in the main graph; the subgraphs' own values are not followed
-    local = {
-        name
-        for sg in iter_graphs(g)
-        if sg is not g
-        for name in (
-            *(vi.name for vi in sg.input),
-            *(t.name for t in sg.initializer),
-            *(o for m in sg.node for o in m.output),
-        )
-    }
-
-    def classify(n: onnx.NodeProto, inner: bool) -> None:
-        def operand(i: int, through: frozenset[str] = _PRESERVING) -> list[tuple[str, tuple[int, ...], bool]]:
-            name = n.input[i] if len(n.input) > i else ""
-            return [] if not name or (inner and name in local) else traced(name, through)
-
-        def shape_of(axes: range, unknown: int | None = 1) -> list[Size]:
-            data = n.input[0]
-            if inner and data in local:  # a body's own value: its shape is not followed
-                return [] if unknown is None else [unknown]
-            return sizes(data, axes, unknown)
-
-        if n.domain not in ("", "ai.onnx"):
-            return
-        op = n.op_type
-        if op == "ReverseSequence" or op in _RECURRENT:  # X's time axis: an attribute's, or the layout's
-            t = attr(n, "time_axis", 0) if op == "ReverseSequence" else attr(n, "layout", 0)
-            for found, _, _ in operand(1 if op == "ReverseSequence" else 4, _CLAMPING):
-                lengths.setdefault(found, []).extend(shape_of(range(t, t + 1)))
-        elif op in ("Div", "Mod"):
-            for found, casts, _ in operand(1):
-                divisors.setdefault(found, set()).add(casts)
-        elif op == "Pow":
-            if is_integer(n.input[0] if n.input else ""):
-                for role, i in (("base", 0), ("exponent", 1)):
-                    for found, _, _ in operand(i):
-                        power.setdefault(found, set()).add(role)
-        elif op in _INDEXING:
-            at = attr(n, _INDEXING[op], 0)
-            axes = range(at, at + 1)
-            if op in _TUPLES:  # the axes a tuple spans: as many as the indices' last dim, else all from ``at``
-                data, ind = n.input[0], n.input[1] if len(n.input) > 1 else ""
-                found_shape = None if not ind or (inner and ind in local) else shape_of_value(ind)
-                k = found_shape[-1] if found_shape else None
-                rank = 0 if inner and data in local else len(shape_of_value(data) or ())
-                axes = range(at, at + k) if isinstance(k, int) else range(at, max(rank, at + 1))
-            scatter = (
-                op.startswith("Scatter")
-                and text_attr(n, "reduction", "none") == "none"
-                and (inner or not one_value(n.input[2] if len(n.input) > 2 else ""))
-            )
-            paths = operand(1)
-            for found, _, kept in paths:
-                indexes.setdefault(found, []).extend(shape_of(axes))
-                # the rule holds in the indices' own layout: for an input that reaches them in place, once
-                if scatter and kept and [p[0] for p in paths].count(found) == 1:
-                    distinct.setdefault(found, []).append("nd" if op == "ScatterND" else at)
-
-    for graph in iter_graphs(g):
-        for n in graph.node:
-            classify(n, graph is not g)
-    return divisors, indexes, lengths, distinct, power
-
-
-def _trip_sources(model: onnx.ModelProto) -> set[str]:
-    """The values a Loop's trip count ``M`` is computed from, in any graph: ``M`` itself and, back to the
-    graph inputs, every value read by the nodes that compute one of them (a node with subgraphs reads
-    every value its subgraphs' nodes read). A name a subgraph reuses counts for every value it names:
-    an input kept small that need not be costs coverage; one drawn from its type's whole range may run
-    the loop for ever."""
-    reads: dict[str, list[str]] = {}  # value -> the values the node computing it reads
-    wanted: list[str] = []
-    for g in iter_graphs(model.graph):
-        for n in g.node:
-            read = [i for i in n.input if i]
-            read += [i for sg in subgraphs(n) for inner in iter_graphs(sg) for m in inner.node for i in m.input if i]
-            for o in n.output:
-                if o:
-                    reads.setdefault(o, []).extend(read)
-            if n.op_type == "Loop" and n.domain in ("", "ai.onnx") and n.input and n.input[0]:
-                wanted.append(n.input[0])
-    seen: set[str] = set()
-    while wanted:
-        name = wanted.pop()
-        if name not in seen:
-            seen.add(name)
-            wanted.extend(reads.get(name, ()))
-    return seen
 
 
 def _fixed_dims(model: onnx.ModelProto) -> dict[str, tuple[tuple[int, int, str], ...]]:
