@@ -11,6 +11,7 @@ scope: a body reads an outer value by a name it does not define itself.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,11 @@ TUPLES = frozenset({"GatherND", "ScatterND"})
 
 MAX_CASTS = 16
 """A path is followed through at most this many Casts (a Cast in a loop body carries values round)."""
+
+MAX_VARIANTS = 32
+"""A value is followed with at most this many different Casts on the way (a loop body that joins several
+cast values with a Where or a Concat has as many sequences as choices per round, to the power of the rounds
+``MAX_CASTS`` allows: 5 of them joined in a body, 390,625 sequences and a minute spent)."""
 
 Size = int | str | tuple[str, int]
 """An axis's size: known, a dim's name (generated with the size the name gets), or ``(input, axis)``: a
@@ -195,17 +201,19 @@ class _Flow:
         """The main graph's inputs whose values reach ``key`` unchanged, each path with the types it casts
         to (a CastLike's, unknown here, as int8: a value not 0 or -1 there is neither in any integer type)."""
         found: list[_Path] = []
-        todo: list[tuple[Key, tuple[int, ...], bool]] = [] if key is None else [(key, (), True)]
+        todo: deque[tuple[Key, tuple[int, ...], bool]] = deque([] if key is None else [(key, (), True)])
         seen: set[tuple[Key, tuple[int, ...], bool]] = set()
+        variants: dict[Key, int] = {}
         while todo:
-            key, casts, kept = todo.pop()  # casts from ``key`` to the operand, last first
+            key, casts, kept = todo.popleft()  # casts from ``key`` to the operand, last first (fewest first)
             if key[0] == self.main and key[1] in self.inputs:
                 found.append(_Path(key[1], tuple(reversed(casts)), kept))
                 continue
             # a value is followed once per casts on the way (a Concat may join it cast and not)
-            if (key, casts, kept) in seen or len(casts) > MAX_CASTS:
+            if (key, casts, kept) in seen or len(casts) > MAX_CASTS or variants.get(key, 0) >= MAX_VARIANTS:
                 continue
             seen.add((key, casts, kept))
+            variants[key] = variants.get(key, 0) + 1
             for src, cast, in_place in self._sources(key, through):
                 todo.append((src, casts if cast is None else (*casts, cast), kept and in_place))
         return found
