@@ -116,6 +116,7 @@ class _Flow:
         self.tensors = dict(constants(g))
         self.dim_names = {d for shape in self.declared.values() if shape for d in shape if isinstance(d, str)}
         self._inferred: dict[str, onnx.TypeProto] | None = None
+        self._traced: dict[tuple[Key, frozenset[str]], list[_Path]] = {}
 
     def _walk(self, graph: onnx.GraphProto, parent: int | None, owner: onnx.NodeProto | None) -> None:
         scope = id(graph)
@@ -153,9 +154,11 @@ class _Flow:
         if n is not None:
             return self._from_node(scope, name, n, through)
         owner = self.owner[scope]
+        if owner is None or owner.domain not in ("", "ai.onnx"):  # the main graph's: an initializer, a constant
+            return []
         graph = self.graphs[scope]
         names = [vi.name for vi in graph.input]
-        if owner is None or name not in names or owner.domain not in ("", "ai.onnx"):
+        if name not in names:
             return []
         i, outer = names.index(name), self.parent[scope]
         assert outer is not None
@@ -200,6 +203,9 @@ class _Flow:
     def traced(self, key: Key | None, through: frozenset[str] = PRESERVING) -> list[_Path]:
         """The main graph's inputs whose values reach ``key`` unchanged, each path with the types it casts
         to (a CastLike's, unknown here, as int8: a value not 0 or -1 there is neither in any integer type)."""
+        if key is not None and (key, through) in self._traced:
+            return self._traced[(key, through)]
+        start = key
         found: list[_Path] = []
         todo: deque[tuple[Key, tuple[int, ...], bool]] = deque([] if key is None else [(key, (), True)])
         seen: set[tuple[Key, tuple[int, ...], bool]] = set()
@@ -209,6 +215,12 @@ class _Flow:
             if key[0] == self.main and key[1] in self.inputs:
                 found.append(_Path(key[1], tuple(reversed(casts)), kept))
                 continue
+            # a value an earlier trace started from: its paths, not its values again (a long chain of
+            # Wheres that each feed a Div is traced once, not once per Div)
+            if (done := self._traced.get((key, through))) is not None:
+                tail = tuple(reversed(casts))
+                found.extend(_Path(p.source, p.casts + tail, kept and p.in_place) for p in done)
+                continue
             # a value is followed once per casts on the way (a Concat may join it cast and not)
             if (key, casts, kept) in seen or len(casts) > MAX_CASTS or variants.get(key, 0) >= MAX_VARIANTS:
                 continue
@@ -216,6 +228,9 @@ class _Flow:
             variants[key] = variants.get(key, 0) + 1
             for src, cast, in_place in self._sources(key, through):
                 todo.append((src, casts if cast is None else (*casts, cast), kept and in_place))
+        found = list(dict.fromkeys(found))  # each path once (a Where joining a value with itself)
+        if start is not None:
+            self._traced[(start, through)] = found
         return found
 
     # ---- what is known of a value ----
