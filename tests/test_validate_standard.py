@@ -1063,8 +1063,6 @@ def test_casts_joined_round_a_loop_are_followed_in_bounded_time():
     by Wheres) gave ``choices ** rounds`` cast sequences to follow (``MAX_CASTS`` allows 8 rounds of 2):
     5 choices, 390,625 sequences, 37 s to build the specs and 488,280 ``casts`` that generation checks one
     by one. A value is now followed with at most ``MAX_VARIANTS`` sequences, fewest casts first."""
-    import time
-
     from onnx_dequant.validation import tracing
     from onnx_dequant.validation.inputs import generate, graph_inputs
 
@@ -1095,11 +1093,9 @@ def test_casts_joined_round_a_loop_are_followed_in_bounded_time():
         [numpy_helper.from_array(np.array(3, np.int64), "three")],
     )
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    start = time.perf_counter()
     specs = {s.name: s for s in graph_inputs(model)}
-    assert time.perf_counter() - start < 5
     x0 = specs["x0"]
-    assert x0.divisor and len(x0.casts) <= getattr(tracing, "MAX_VARIANTS", 32)
+    assert x0.divisor and len(x0.casts) <= tracing.MAX_VARIANTS
     assert {(to, TensorProto.INT64) for to in types} <= set(x0.casts)  # one round through each, kept
     feeds = generate(list(specs.values()), seed=0)
     assert not np.isin(feeds["x0"].astype(np.int8), [0, -1]).any()
@@ -1107,14 +1103,18 @@ def test_casts_joined_round_a_loop_are_followed_in_bounded_time():
     assert report.ok, report.to_text()
 
 
-def test_a_long_chain_of_selections_is_traced_once():
+def test_a_long_chain_of_selections_is_traced_once(monkeypatch):
     """Each Div of a chain of Wheres (a Gather's rows selected into the running value, which a Div reads at
     each step) traced the whole chain back: quadratic, 37 s at 10,000 nodes and 168 s at 20,000 (0.35 s
     before values were followed through Where). A trace reuses the paths of a value an earlier trace
-    started from, and the main graph's values are not looked for among its inputs at each step."""
-    import time
-
+    started from, and the main graph's values are not looked for among its inputs at each step: the steps
+    taken grow with the chain, not with its square."""
+    from onnx_dequant.validation import tracing
     from onnx_dequant.validation.inputs import graph_inputs
+
+    steps = []
+    sources = tracing._Flow._sources
+    monkeypatch.setattr(tracing._Flow, "_sources", lambda self, *a: steps.append(1) or sources(self, *a))
 
     vi = helper.make_tensor_value_info
     nodes, inputs, prev = [], [vi("sel", TensorProto.BOOL, [4]), vi("num", TensorProto.INT32, [4])], "c_init"
@@ -1133,8 +1133,30 @@ def test_a_long_chain_of_selections_is_traced_once():
     shape = numpy_helper.from_array(np.array([4], np.int64), "shape")
     g = helper.make_graph(nodes, "g", inputs, [vi(f"d{k}", TensorProto.INT32, [4])], [table, shape])
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    start = time.perf_counter()
     specs = {s.name: s for s in graph_inputs(model)}
-    assert time.perf_counter() - start < 4
+    assert len(steps) < 10 * len(nodes)  # each value's sources looked up about once (quadratic: 4.5M)
     assert specs["c_init"].divisor and specs["c_init"].casts == ((),) and not specs["num"].divisor
     assert all(specs[f"ids{k}"].indexes == (10,) for k in range(1500))
+
+
+def test_sparse_initializers_and_a_custom_ops_bodies_are_read():
+    """A sparse initializer made the input specs fail (``SparseTensorProto`` has no ``name``: its values
+    do), and the bodies a custom op holds in a GRAPHS attribute were no longer read as scopes: a Div there
+    by a main-graph input did not keep it from 0 (both found by a review)."""
+    from onnx_dequant.validation.inputs import graph_inputs
+
+    vi = helper.make_tensor_value_info
+    sub = helper.make_graph([helper.make_node("Div", ["n", "d"], ["q"])], "sub", [], [vi("q", TensorProto.INT32, [2])])
+    sparse = helper.make_sparse_tensor(
+        numpy_helper.from_array(np.array([5], np.int32), "w"), numpy_helper.from_array(np.array([1])), [2]
+    )
+    g = helper.make_graph(
+        [helper.make_node("Bar", ["n"], ["y"], domain="my", bodies=[sub]), helper.make_node("Add", ["n", "w"], ["z"])],
+        "g",
+        [vi("n", TensorProto.INT32, [2]), vi("d", TensorProto.INT32, [2])],
+        [vi("y", TensorProto.INT32, [2]), vi("z", TensorProto.INT32, [2])],
+        sparse_initializer=[sparse],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("my", 1)])
+    specs = {s.name: s for s in graph_inputs(model)}
+    assert set(specs) == {"n", "d"} and specs["d"].divisor and not specs["n"].divisor

@@ -110,7 +110,7 @@ class InputSpec:
 
 def graph_inputs(model: onnx.ModelProto) -> list[InputSpec]:
     """The main graph's inputs that are not initializers (those are the ones a caller feeds)."""
-    inits = {t.name for t in model.graph.initializer} | {t.name for t in model.graph.sparse_initializer}
+    inits = {t.name for t in model.graph.initializer} | {t.values.name for t in model.graph.sparse_initializer}
     trips = tracing.trip_sources(model)
     ops = tracing.operand_inputs(model)
     fixed = _fixed_dims(model)

@@ -110,7 +110,7 @@ class _Flow:
         self.producer: dict[Key, onnx.NodeProto] = {}
         self.body_of: dict[tuple[int, str], int] = {}  # (id of a node, attribute name) -> the body's scope
         self._walk(g, None, None)
-        inits = {t.name for t in g.initializer} | {t.name for t in g.sparse_initializer}
+        inits = {t.name for t in g.initializer} | {t.values.name for t in g.sparse_initializer}
         self.inputs = {vi.name for vi in g.input if vi.name not in inits}
         self.declared = {vi.name: tensor_type_of(vi.type).shape for vi in g.input if vi.type.HasField("tensor_type")}
         self.tensors = dict(constants(g))
@@ -135,6 +135,9 @@ class _Flow:
                 if a.type == onnx.AttributeProto.GRAPH:
                     self.body_of[(id(n), a.name)] = id(a.g)
                     self._walk(a.g, scope, n)
+                elif a.type == onnx.AttributeProto.GRAPHS:  # no standard op's: a custom op's bodies, read as scopes
+                    for sub in a.graphs:
+                        self._walk(sub, scope, n)
 
     def resolve(self, scope: int, name: str) -> Key | None:
         """The value ``name`` read in ``scope`` names: the nearest scope that defines it."""
