@@ -179,7 +179,9 @@ class _Flow:
             out.append((self.resolve(scope, carried), None, False))
         return [(k, c, p) for k, c, p in out if k is not None]
 
-    def _from_node(self, scope: int, name: str, n: onnx.NodeProto, through: frozenset[str]) -> list:
+    def _from_node(
+        self, scope: int, name: str, n: onnx.NodeProto, through: frozenset[str]
+    ) -> list[tuple[Key, int | None, bool]]:
         if n.domain not in ("", "ai.onnx"):
             return []
         op = n.op_type
