@@ -467,10 +467,16 @@ def test_full_size_scale_blocked_in_the_inputs_own_shape(qt, shape, const, consu
 def test_one_dimensional_full_scale_as_rows(n, const, consumer):
     """A 1-D input with a scale (and zero point) as large as itself: reshaped into rows of its length's
     largest divisor up to 4096 for a blocked DequantizeLinear of one-element blocks (ORT's per-axis
-    kernel on that last axis walks one-element rows): the reference's bits."""
+    kernel on that last axis walks one-element rows): the reference's bits. The planner takes it where
+    the rows are long (40000: rows of 4000); rows of 4 (4099 * 4, 4099 prime) cost ORT's blocked kernel
+    more per element than Cast/Sub/Mul standalone (measured 4.2-4.7x against 1.8-2.2x ORT's per-tensor
+    DequantizeLinear, ``bench_forms.py 16396:0:i8 --forms dql-blocked,cast-sub-mul --standalone``)."""
     rng = np.random.default_rng(n)
     x, s, z = random_case(rng, (n,), (0,), "i8", "f32")
-    result = lower_model(one_node_model(x, s, z, (0,), const=const, consumer=consumer))
+    model = one_node_model(x, s, z, (0,), const=const, consumer=consumer)
+    if n == 40000:
+        assert lower_model(onnx.ModelProto.FromString(model.SerializeToString())).nodes[0].strategy == "dql-blocked"
+    result = lower_model(model, LowerOptions(strategies=["dql-blocked"]))
     ops = [n.op_type for n in result.model.graph.node]
     assert result.nodes[0].strategy == "dql-blocked" and "DequantizeLinear" in ops
     dql = next(node for node in result.model.graph.node if node.op_type == "DequantizeLinear")
