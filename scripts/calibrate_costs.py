@@ -4,6 +4,7 @@
     python scripts/calibrate_costs.py            # measure, print, write onnx_dequant/lowering/strategies/ort_costs.py
     python scripts/calibrate_costs.py --dry-run  # measure and print only
     python scripts/calibrate_costs.py --elements 1M --repeat 5
+    python scripts/calibrate_costs.py --rounds 5  # each entry the median of 5 whole measurements, with its spread
     python scripts/calibrate_costs.py --only cast_to_f16,cast_to_bf16   # write these entries, keep the rest
 
 Each kernel runs alone in a graph of its own (a one-node graph of the kernel, int8 input and f32 output
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import statistics
 import sys
@@ -204,6 +206,24 @@ def derive(raw: dict[str, float], n: int) -> dict[str, float]:
     return d
 
 
+def summarize(
+    runs: dict[str, list[dict[str, float]]],
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Per thread count, each entry's median over the rounds ``runs`` (rounded as the table keeps it) and
+    its spread over the median: the interquartile range from four rounds, below that max - min."""
+    table: dict[str, dict[str, float]] = {}
+    spread: dict[str, dict[str, float]] = {}
+    for t, rounds in runs.items():
+        table[t], spread[t] = {}, {}
+        for k in rounds[0]:
+            values = [r[k] for r in rounds]
+            mid = statistics.median(values)
+            table[t][k] = round(mid, 3)
+            q = statistics.quantiles(values, n=4) if len(values) >= 4 else [min(values), mid, max(values)]
+            spread[t][k] = (q[-1] - q[0]) / mid if mid else 0.0
+    return table, spread
+
+
 def names_literal(names: tuple[str, ...]) -> str:
     """``names`` as a tuple literal in the repository's format (double quotes)."""
     inner = ", ".join(f'"{k}"' for k in names)
@@ -270,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--elements", default="4M", help="elements per kernel (default 4M)")
     p.add_argument("--repeat", type=int, default=9)
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure the whole table this many times and keep each entry's median (its spread is printed)",
+    )
+    p.add_argument("--json", metavar="FILE", help="write every round's entries, the medians and spreads as JSON")
     p.add_argument("--dry-run", action="store_true", help="print the table, do not write it")
     p.add_argument(
         "--only",
@@ -280,14 +307,21 @@ def main(argv: list[str] | None = None) -> int:
     e = args.elements.upper()
     n = int(e[:-1]) << {"K": 10, "M": 20}[e[-1]] if e[-1] in "KM" else int(e)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    table: dict[str, dict[str, float]] = {}
-    for threads in sorted({1, cores}):
-        print(f"# {threads} thread(s), {n} elements", file=sys.stderr, flush=True)
-        table[str(threads)] = {k: round(v, 3) for k, v in derive(measure(n, args.repeat, threads), n).items()}
+    if args.rounds < 1:
+        raise SystemExit("calibrate_costs: --rounds must be at least 1")
+    runs: dict[str, list[dict[str, float]]] = {str(t): [] for t in sorted({1, cores})}
+    for r in range(args.rounds):  # thread counts alternate, so that a change of load meets both
+        for threads in runs:
+            print(f"# round {r + 1}/{args.rounds}: {threads} thread(s), {n} elements", file=sys.stderr, flush=True)
+            runs[threads].append(derive(measure(n, args.repeat, int(threads)), n))
+    table, spread = summarize(runs)
     names = list(next(iter(table.values())))
-    print(f"{'kernel':<24}" + "".join(f"{t + ' thr':>10}" for t in table))
+    print(f"{'kernel':<24}" + "".join(f"{t + ' thr':>10}" + ("  spread" if args.rounds > 1 else "") for t in table))
     for k in names:
-        print(f"{k:<24}" + "".join(f"{table[t][k]:>10.3f}" for t in table))
+        cells = (f"{table[t][k]:>10.3f}" + (f"  {spread[t][k]:>5.0%} " if args.rounds > 1 else "") for t in table)
+        print(f"{k:<24}" + "".join(cells))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rounds": runs, "table": table, "spread": spread}, indent=1))
     if args.dry_run:
         return 0
     merged_names: tuple[str, ...] = ()

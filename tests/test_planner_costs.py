@@ -39,6 +39,16 @@ def _model(shape, axes, *, out=TensorProto.FLOAT, consumer=None, zero_point=True
     return m
 
 
+def _calibrate_costs() -> types.ModuleType:
+    """scripts/calibrate_costs.py as a module."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    try:
+        import calibrate_costs
+    finally:
+        sys.path.pop(0)
+    return calibrate_costs
+
+
 def _chosen(model):
     result = lower_model(model, LowerOptions())
     return result.nodes[0].strategy, result.model
@@ -88,11 +98,7 @@ def test_costs_come_from_the_calibrated_table():
         assert kernel_cost(name) == pytest.approx(sum(values) / len(values)) and kernel_cost(name) > 0
     assert kernel_cost("dql_axis_last") > kernel_cost("dql_axis")  # the slow path the planner avoids
     assert kernel_cost("cast_to_bf16") > kernel_cost("cast_to_f16")  # ORT rounds to bf16 element by element
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-    try:
-        import calibrate_costs
-    finally:
-        sys.path.pop(0)
+    calibrate_costs = _calibrate_costs()
     assert eval(calibrate_costs.literal(ort_costs.COSTS)) == ort_costs.COSTS
     # --only: the named entries from a new measurement, every other one as committed, partners together
     measured = {t: {k: v + 1 for k, v in by_name.items()} for t, by_name in ort_costs.COSTS.items()}
@@ -115,6 +121,18 @@ def test_costs_come_from_the_calibrated_table():
     lacking = types.SimpleNamespace(**{**vars(ort_costs), "COSTS": {t: {} for t in ort_costs.COSTS}})
     with pytest.raises(SystemExit, match="the table lacks"):  # a kernel measured now that the table never had
         calibrate_costs.merged(measured, pair, lacking, n, version)
+
+
+def test_calibration_rounds_keep_each_entrys_median_and_its_spread():
+    """``--rounds``: an entry is its median over whole measurements, so one round on a loaded machine does
+    not set it, and its spread says how far a single round could be trusted."""
+    calibrate_costs = _calibrate_costs()
+    table, spread = calibrate_costs.summarize({"1": [{"k": 1.0}, {"k": 3.0}, {"k": 2.0}], "2": [{"k": 4.0}]})
+    assert table == {"1": {"k": 2.0}, "2": {"k": 4.0}} and spread == {"1": {"k": 1.0}, "2": {"k": 0.0}}
+    quiet = [{"k": v} for v in (10.0, 10.2, 9.9, 10.1, 10.0, 10.3)]
+    table, spread = calibrate_costs.summarize({"1": [*quiet, {"k": 40.0}]})  # one round under load
+    assert table["1"]["k"] == 10.1 and spread["1"]["k"] < 0.05
+    assert calibrate_costs.summarize({"1": quiet})[1]["1"]["k"] < 0.05
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (3, 4, 5), (2, 3, 4, 5)])

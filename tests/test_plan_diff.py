@@ -1,0 +1,90 @@
+"""scripts/plan_diff.py: the planner choices a recalibrated cost table changes, and the command measuring each."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from onnx_dequant.lowering import LowerOptions, lower_model
+from onnx_dequant.lowering.strategies import costs, ort_costs
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+@pytest.fixture(scope="module")
+def scripts():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import bench_forms
+        import bench_sweep
+        import plan_diff
+
+        yield bench_sweep, bench_forms, plan_diff
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+CASES = [
+    ((64, 48, 5), (0, 2), "i8", "f32", True, False),  # tiled or blocked
+    ((64, 48, 5), (0, 2), "u16", "f32", False, True),
+    ((30, 7, 40), (1,), "i8", "f16", True, False),  # a Scan or a Cast after the DequantizeLinear
+    ((24, 30), (0, 1), "i16", "f32", True, True),  # a scale as large as the input
+    ((12, 9, 11), (), "i32", "f32", True, False),  # the i32 guard
+]
+
+
+@pytest.mark.parametrize(
+    "shape,axes,in_type,out_type,zero_point,scale_input,graph",
+    [(*c, graph) for c in CASES for graph in (True, False) if c[3] == "f32" or not graph],  # Relu takes f32 here
+)
+def test_the_facts_it_plans_from_are_the_lowering_passes(
+    scripts, shape, axes, in_type, out_type, zero_point, scale_input, graph
+):
+    """plan_diff plans from facts it writes down rather than from a model (a sweep case's constant scale
+    can hold 64M elements): the strategy is the one ``lower_model`` picks for bench_sweep's model."""
+    bench_sweep, _, plan_diff = scripts
+    case = bench_sweep.Case(shape, axes, "any", in_type, out_type, zero_point, scale_input)
+    _, s, z = bench_sweep.data(case)
+    model = bench_sweep.model(case, s, z, consumer="Relu" if graph else None)
+    lowered = lower_model(model, LowerOptions()).nodes[0].strategy
+    assert plan_diff.planner.plan(plan_diff.node_info(case, graph)).strategy.name == lowered
+
+
+def test_the_committed_table_changes_nothing_and_a_changed_entry_is_listed(scripts, tmp_path, capsys):
+    _, bench_forms, plan_diff = scripts
+    same = {t: dict(v) for t, v in ort_costs.COSTS.items()}
+    assert plan_diff.diff(same) == []
+    # the per-axis kernel made nearly free: cases that took another form now take it
+    cheap = {t: {**v, "dql_axis": 0.01, "dql_axis_row": 0.0} for t, v in ort_costs.COSTS.items()}
+    changed = plan_diff.diff(cheap)
+    assert "dql-per-axis" in {c["after"] for c in changed} and all(c["after"] != c["before"] for c in changed)
+    assert kernel_cost_is_committed()  # diff leaves the planner's table as it found it
+    for c in changed[:5]:  # each command names the case bench_forms parses back, and the two forms
+        argv = c["measure"].split()[2:]
+        words = c["case"].split(" ")  # bench_forms names a case's axes class "forms"
+        assert bench_forms.parse_case(argv[0]).name == " ".join([*words[:3], "forms", *words[4:]])
+        assert argv[argv.index("--forms") + 1] == f"{c['before']},{c['after']}"
+        assert ("--standalone" in argv) == (c["where"] == "standalone")
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps({"table": cheap}))
+    assert plan_diff.main([str(path), "--json", str(tmp_path / "diff.json")]) == 0
+    assert capsys.readouterr().out.startswith(f"{len(changed)} of ")
+    assert json.loads((tmp_path / "diff.json").read_text()) == changed
+
+
+def test_a_partial_table_is_refused(scripts, tmp_path):
+    _, _, plan_diff = scripts
+    partial = {t: {k: v for k, v in by_name.items() if k != "dql_axis"} for t, by_name in ort_costs.COSTS.items()}
+    path = tmp_path / "partial.json"
+    path.write_text(json.dumps({"table": partial}))
+    with pytest.raises(SystemExit, match=r"not a whole table.*dql_axis"):
+        plan_diff.main([str(path)])
+
+
+def kernel_cost_is_committed() -> bool:
+    values = {name: np.mean([by[name] for by in ort_costs.COSTS.values()]) for name in ("dql_axis", "dql_axis_row")}
+    return all(costs.kernel_cost(name) == pytest.approx(v) for name, v in values.items())
