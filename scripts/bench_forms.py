@@ -20,6 +20,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import onnx
@@ -46,6 +47,20 @@ def parse_case(text: str) -> bs.Case:
     axes = tuple(int(v) for v in parts[1].split(",") if v)
     out = outs[0] if outs else "f32"
     return bs.Case(shape, axes, "forms", parts[2], out, "nozp" not in flags, "input" in flags)
+
+
+def spec(case: bs.Case) -> str:
+    """``case`` as ``SHAPE:AXES:IN[:FLAGS]`` (what ``parse_case`` reads back)."""
+    flags = [f for f, on in (("nozp", not case.zero_point), ("input", case.scale_input)) if on]
+    flags += [case.out_type] if case.out_type != "f32" else []
+    text = f"{','.join(map(str, case.shape))}:{','.join(map(str, case.axes))}:{case.in_type}"
+    return text + (f":{','.join(flags)}" if flags else "")
+
+
+def command(case: bs.Case, forms: Sequence[str], standalone: bool, rounds: int = 3) -> str:
+    """The command line that times ``forms`` on ``case``."""
+    where = " --standalone" if standalone else ""
+    return f"python scripts/bench_forms.py {spec(case)} --forms {','.join(forms)}{where} --rounds {rounds}"
 
 
 def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> dict:

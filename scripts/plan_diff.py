@@ -23,6 +23,7 @@ from pathlib import Path
 from onnx import helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_forms  # noqa: E402
 import bench_sweep as bs  # noqa: E402
 
 from onnx_dequant import dtypes  # noqa: E402
@@ -90,16 +91,6 @@ def choices(table: dict[str, dict[str, float]] | None = None) -> dict[tuple[int,
         costs.kernel_cost.cache_clear()
 
 
-def forms_command(case: bs.Case, graph: bool, forms: tuple[str, str]) -> str:
-    """The ``bench_forms.py`` command that times ``forms`` on ``case``."""
-    flags = [f for f, on in (("nozp", not case.zero_point), ("input", case.scale_input)) if on]
-    flags += [case.out_type] if case.out_type != "f32" else []
-    spec = f"{','.join(map(str, case.shape))}:{','.join(map(str, case.axes))}:{case.in_type}"
-    spec += f":{','.join(flags)}" if flags else ""
-    where = "" if graph else " --standalone"
-    return f"python scripts/bench_forms.py {spec} --forms {','.join(forms)}{where} --rounds 3"
-
-
 def diff(table: dict[str, dict[str, float]]) -> list[dict]:
     """Every planned case whose choice ``table`` changes: seed, case, where, the two forms and the
     command that measures them."""
@@ -109,7 +100,7 @@ def diff(table: dict[str, dict[str, float]]) -> list[dict]:
     for key, before in old.items():
         if new[key] != before:
             seed, name, graph = key
-            command = forms_command(cases[key], graph, (before, new[key]))
+            command = bench_forms.command(cases[key], (before, new[key]), standalone=not graph)
             where = "graph" if graph else "standalone"
             out.append(
                 {"seed": seed, "case": name, "where": where, "before": before, "after": new[key], "measure": command}
