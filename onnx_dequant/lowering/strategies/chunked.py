@@ -166,7 +166,8 @@ class Chunked(Strategy[RowPlan]):
     def cost(self, info: NodeInfo, choice: RowPlan) -> float:
         traffic = info.size() * _intermediate_bytes(info, choice.row)
         reshaped = choice.shape != info.known_shape
-        checked_in_cache = isinstance(choice.row.choice, Branches) and traffic <= CHECKED_CACHE_BYTES
+        checked = isinstance(choice.row.choice, Branches)  # the input read by the guard's passes
+        checked_in_cache = checked and info.size() * info.in_type.bits / 8 <= CHECKED_CACHE_BYTES
         whole_in_cache = (reshaped and traffic <= CACHE_BYTES) or (checked_in_cache and not info.graph_output)
         saved = 0.0 if whole_in_cache else info.size() * _saved(info, choice.row)
         copy = reshaped_output_cost(info) if reshaped else 0.0
