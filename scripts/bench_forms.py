@@ -7,20 +7,24 @@ form that refuses the node is shown as `-` (its reason in `--json`).
     python scripts/bench_forms.py 2048567,5:1:u8 74,7,3,8,12,3:5:i8:nozp,input --forms dql-blocked,dql-tiled
     python scripts/bench_forms.py 2048567,5:1:u8 --forms dql-blocked,dql-tiled --standalone --json f.json
     python scripts/bench_forms.py 764,14,137:0,1:u8 --forms all      # every form that applies
+    python scripts/bench_forms.py 5371507::i32:nozp --forms planner --checks   # the i32 guard's two checks
 
 A case is ``SHAPE:AXES:IN[:FLAGS]``, FLAGS a comma-separated subset of ``nozp`` (no zero point),
 ``input`` (scale and zero point fed as graph inputs, not initializers) and one output type (``f16``,
 ``bf16``, ``f64``; f32 when none is named). The baseline is ORT's per-tensor DequantizeLinear to f32
-either way (it has no bf16 or f64 output).
+either way (it has no bf16 or f64 output). ``--forms planner`` is the planner's own choice. ``--checks``
+times each form twice, its i32 guards' checks (``strategies/guarded.py``) forced to reduce the input as
+int32 (``form[i32]``) and through float32 (``form[f32]``), whatever the calibrated table says.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import onnx
@@ -29,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_sweep as bs  # noqa: E402
 
 from onnx_dequant.lowering import STRATEGIES, LowerOptions, lower_model  # noqa: E402
+from onnx_dequant.lowering.strategies import guarded  # noqa: E402
 
 OUTPUTS = ("f16", "bf16", "f64")
 
@@ -63,8 +68,22 @@ def command(case: bs.Case, forms: Sequence[str], standalone: bool, rounds: int =
     return f"python scripts/bench_forms.py {spec(case)} --forms {','.join(forms)}{where} --rounds {rounds}"
 
 
-def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> dict:
-    """Each form's time over ORT's per-tensor DequantizeLinear, and the planner's own choice."""
+@contextlib.contextmanager
+def checked_as(as_f32: bool | None) -> Iterator[None]:
+    """Lowering inside: the i32 guard's checks as int32 (False) or through float32 (True); None: as the
+    table says."""
+    table = guarded.check_as_f32
+    if as_f32 is not None:
+        guarded.check_as_f32 = lambda cached: as_f32  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        guarded.check_as_f32 = table
+
+
+def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int, checks: bool = False) -> dict:
+    """Each form's time over ORT's per-tensor DequantizeLinear, and the planner's own choice (``checks``:
+    each form with either i32 check)."""
     x, s, z = bs.data(case)
     feed = {"x": x} | ({"s": s} | ({"z": z} if z is not None else {}) if case.scale_input else {})
     consumer = None if standalone else "Relu"
@@ -74,10 +93,15 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> d
         forms = [st.name for st in STRATEGIES if st.name not in planned.refused]
     f32 = dataclasses.replace(case, out_type="f32")
     runners = {"per-tensor DQL": bs.Runner(bs.model(f32, s, z, consumer=consumer, native=True), {"x": x}, "f32")}
+    forms = [planned.strategy if f == "planner" else f for f in forms]
     refused = {name: planned.refused[name] for name in forms if name in planned.refused}
+    variants = ((" [i32]", False), (" [f32]", True)) if checks else (("", None),)
     for name in (f for f in forms if f not in refused):
-        copy = onnx.ModelProto.FromString(m.SerializeToString())
-        runners[name] = bs.Runner(lower_model(copy, LowerOptions(strategies=[name])).model, feed, case.out_type)
+        for suffix, as_f32 in variants:
+            copy = onnx.ModelProto.FromString(m.SerializeToString())
+            with checked_as(as_f32):
+                lowered = lower_model(copy, LowerOptions(strategies=[name])).model
+            runners[name + suffix] = bs.Runner(lowered, feed, case.out_type)
     t = bs.timed(runners, repeat)
     base = t.pop("per-tensor DQL")
     return {
@@ -91,7 +115,10 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int) -> d
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("cases", nargs="+", help="SHAPE:AXES:IN[:FLAGS]")
-    ap.add_argument("--forms", required=True, help="comma-separated strategy names, or all (every one that applies)")
+    ap.add_argument(
+        "--forms", required=True, help="comma-separated strategy names, all (every one that applies) or planner"
+    )
+    ap.add_argument("--checks", action="store_true", help="each form with the i32 guard's int32 and float32 checks")
     ap.add_argument("--standalone", action="store_true", help="the node's output is the graph's output")
     ap.add_argument("--repeat", type=int, default=5, help="timed samples per form (median taken)")
     ap.add_argument("--rounds", type=int, default=3, help="measure each case this many times")
@@ -102,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     for text in args.cases:
         case = parse_case(text)
         for _ in range(args.rounds):
-            r = measure(case, forms, args.standalone, args.repeat)
+            r = measure(case, forms, args.standalone, args.repeat, args.checks)
             out.append(r)
             cells = "  ".join([f"{k} {v:.2f}" for k, v in r["ratios"].items()] + [f"{k} -" for k in r["refused"]])
             print(f"{r['case']}: {cells}  (planner: {r['planner']})", flush=True)

@@ -9,15 +9,15 @@
 
 Each kernel runs alone in a graph of its own (a one-node graph of the kernel, int8 input and f32 output
 for the DequantizeLinear ones; the i32 guard's checks, ``check_i32`` and ``check_f32``, are their two or
-three nodes over an int32 input), input and output bound to preallocated buffers, side by side with a
-casting copy int8 -> f32 (``np.copyto``) timed in the same rounds (a form and its ``@`` variants in the
-same rounds too); its median time over the copy's, times the copy's 5 bytes per element, is its cost in
-*copy bytes per element*: what the planner charges per element of the tensor (scale and zero-point
-bytes are added by the planner as bytes). Per-row overheads (a DequantizeLinear walking rows of 8
-elements instead of 4096, a broadcasting Mul whose operand repeats every 8 elements) come from the
-difference of two shapes. Each kernel is measured at one ORT
-thread and at every core; the table keeps both and the planner charges their mean, so a kernel ORT
-runs single-threaded (the blocked DequantizeLinear) costs more than a threaded one.
+three nodes over an int32 input, and ``*_cached`` the same read from cache), input and output bound to
+preallocated buffers, side by side with a casting copy int8 -> f32 (``np.copyto``) timed in the same
+rounds (a form and its ``@`` variants in the same rounds too); its median time over the copy's, times the
+copy's 5 bytes per element, is its cost in *copy bytes per element*: what the planner charges per element
+of the tensor (scale and zero-point bytes are added by the planner as bytes). Per-row overheads (a
+DequantizeLinear walking rows of 8 elements instead of 4096, a broadcasting Mul whose operand repeats
+every 8 elements) come from the difference of two shapes. Each kernel is measured at one ORT thread and
+at every core; the table keeps both and the planner charges their mean, so a kernel ORT runs
+single-threaded (the blocked DequantizeLinear) costs more than a threaded one.
 
 The figures are machine- and version-specific: rerun after an ORT upgrade and commit the table.
 ``--only`` measures everything and writes only the named entries (a kernel added to the model): they
@@ -46,6 +46,9 @@ from onnx import helper, numpy_helper
 
 TABLE = Path(__file__).resolve().parent.parent / "onnx_dequant" / "lowering" / "strategies" / "ort_costs.py"
 COPY_BYTES = 5  # int8 in, f32 out
+CACHED_PARTS = 8
+"""An ``@cached`` form runs on an input this many times smaller, as many times in a row (the elements of
+one call of the others), after an untimed run: its input is read from the last-level cache."""
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
@@ -116,9 +119,12 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
         "cast_to_f16": (unary("Cast", TP.FLOAT, (n,), TP.FLOAT16, to=TP.FLOAT16), f32, (n,), np.dtype(np.float16)),
         "cast_to_bf16": (unary("Cast", TP.FLOAT, (n,), TP.BFLOAT16, to=TP.BFLOAT16), f32, (n,), BF16),
         "cast_int_to_f32": (unary("Cast", TP.INT8, (n,), TP.FLOAT, to=TP.FLOAT), i8, (n,), f32),
-        # the i32 guard's check: ReduceMax and ReduceMin over the input, or over it cast to f32
+        # the i32 guard's check: ReduceMax and ReduceMin over the input, or over it cast to f32; from memory,
+        # and (@cached) an input of an eighth the size checked eight times in a row, read from cache
         "check_i32": (check(n, as_f32=False), i32, (n,), i32),
         "check_f32": (check(n, as_f32=True), i32, (n,), f32),
+        "check_i32@cached": (check(n // CACHED_PARTS, as_f32=False), i32, (n // CACHED_PARTS,), i32),
+        "check_f32@cached": (check(n // CACHED_PARTS, as_f32=True), i32, (n // CACHED_PARTS,), f32),
         "binary_f32": (unary("Mul", TP.FLOAT, shape_w, TP.FLOAT, [row], ["c"]), f32, shape_w, f32),
         # a broadcast operand that repeats every 8 elements: ORT's Mul runs its inner loop once per run
         "binary_f32@narrow": (unary("Mul", TP.FLOAT, shape_n, TP.FLOAT, [row_n], ["c"]), f32, shape_n, f32),
@@ -132,7 +138,11 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
 
 
 class Runner:
-    def __init__(self, m: onnx.ModelProto, x: np.ndarray, y: np.ndarray, threads: int) -> None:
+    """One form's session over bound buffers; a call runs it ``runs`` times (``warm``: once, untimed, before
+    a timed call of several runs, so that their input is read from cache)."""
+
+    def __init__(self, m: onnx.ModelProto, x: np.ndarray, y: np.ndarray, threads: int, runs: int = 1) -> None:
+        self.runs = runs
         so = ort.SessionOptions()
         so.log_severity_level = 3
         so.intra_op_num_threads = threads
@@ -149,7 +159,12 @@ class Runner:
             self.b.bind_output(other.name, "cpu")
 
     def __call__(self) -> None:
-        self.sess.run_with_iobinding(self.b)
+        for _ in range(self.runs):
+            self.sess.run_with_iobinding(self.b)
+
+    def warm(self) -> None:
+        if self.runs > 1:
+            self.sess.run_with_iobinding(self.b)
 
 
 def timed(fns: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
@@ -158,6 +173,7 @@ def timed(fns: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
         for k, f in fns.items():
+            getattr(f, "warm", lambda: None)()  # untimed
             t0 = time.perf_counter()
             f()
             times[k].append(time.perf_counter() - t0)
@@ -179,7 +195,8 @@ def measure(n: int, repeat: int, threads: int) -> dict[str, float]:
         fns: dict[str, Callable[[], None]] = {"copy": lambda: np.copyto(copy_out, xi8, casting="unsafe")}
         for name, (m, xt, shape, yt) in group.items():
             x = rng.integers(-100, 100, shape).astype(xt)
-            fns[name] = Runner(m, x, np.empty(_out_shape(name, shape), yt), threads)
+            runs = n // int(np.prod(shape))  # an @cached form: its elements in all its runs are n
+            fns[name] = Runner(m, x, np.empty(_out_shape(name, shape), yt), threads, runs)
         t = timed(fns, repeat)
         out.update({name: t[name] / t["copy"] * COPY_BYTES for name in group})
     return out
@@ -203,6 +220,7 @@ def derive(raw: dict[str, float], n: int) -> dict[str, float]:
     d["dql_blocked_last"] = raw["dql_blocked_last@wide"]
     d["dql_blocked_row"] = max(0.0, (raw["dql_blocked@narrow"] - raw["dql_blocked_l1"]) * n / (rows_n - n // 256))
     d["binary_f32_row"] = max(0.0, (raw["binary_f32@narrow"] - raw["binary_f32"]) * n / (rows_n - rows_w))
+    d.update({f"{k.split('@')[0]}_cached": v for k, v in raw.items() if k.endswith("@cached")})
     return d
 
 
@@ -224,10 +242,14 @@ def summarize(
     return table, spread
 
 
-def names_literal(names: tuple[str, ...]) -> str:
-    """``names`` as a tuple literal in the repository's format (double quotes)."""
+def names_literal(names: tuple[str, ...], indent: int = len("MERGED = ")) -> str:
+    """``names`` as a tuple literal in the repository's format (double quotes; one name a line where the
+    line, ``indent`` characters in, would pass 120, as ruff formats it)."""
     inner = ", ".join(f'"{k}"' for k in names)
-    return f"({inner},)" if len(names) == 1 else f"({inner})"
+    one_line = f"({inner},)" if len(names) == 1 else f"({inner})"
+    if indent + len(one_line) <= 120:
+        return one_line
+    return "(\n" + "".join(f'    "{k}",\n' for k in names) + ")"
 
 
 def literal(table: dict[str, dict[str, float]]) -> str:
@@ -240,7 +262,7 @@ def literal(table: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines + ["}"])
 
 
-PARTNERS = ({"cast_to_f16", "cast_to_bf16"}, {"check_i32", "check_f32"})
+PARTNERS = ({"cast_to_f16", "cast_to_bf16"}, {"check_i32", "check_f32", "check_i32_cached", "check_f32_cached"})
 """Entries the planner weighs against each other (a ratio, or the cheaper of two): merged together or not
 at all, so that both come from one machine."""
 

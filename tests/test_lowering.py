@@ -708,7 +708,7 @@ def test_i32_guard_checks_the_bound_as_int32_or_through_float32(x_edge, zp_edge,
     cheaper (ORT reduces float32 with vector instructions, int32 an element at a time): the cast rounds
     monotonically and 2**23 is a float32, so either way the If takes the DequantizeLinear branch exactly
     where every value lies strictly within +-2**23."""
-    monkeypatch.setattr(guarded, "check_as_f32", lambda: as_f32)
+    monkeypatch.setattr(guarded, "check_as_f32", lambda cached: as_f32)
     rng = np.random.default_rng(9)
     shape, axes = (16, 300), (1,)
     x, s, z = random_case(rng, shape, axes, "i32", "f32")

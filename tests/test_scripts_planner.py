@@ -143,3 +143,23 @@ def test_a_missed_case_comes_with_the_command_that_measures_it_again(regret, mon
     parsed = bench_forms.parse_case(argv[2])
     assert (parsed.shape, parsed.axes, parsed.in_type, parsed.out_type) == (case.shape, case.axes, "u8", "f16")
     assert (parsed.zero_point, parsed.scale_input) == (False, True)
+
+
+@pytest.mark.parametrize("as_f32", [True, False])
+def test_bench_forms_checks_forces_the_i32_guards_check_and_restores_the_tables(scripts, as_f32):
+    """``bench_forms.py --checks`` lowers each form with the guard's int32 and float32 checks in turn: under
+    ``checked_as`` every guard, a Scan's rows' too, reduces the input as asked; after it, as the table says."""
+    bench_sweep, bench_forms, _ = scripts
+    from onnx_dequant.lowering.strategies import guarded
+
+    case = bench_forms.parse_case("64,2048::i32")
+    x, s, z = bench_sweep.data(case)
+    model = bench_sweep.model(case, s, z, consumer="Relu")
+    table = guarded.check_as_f32
+    with bench_forms.checked_as(as_f32):
+        lowered = lower_model(model, LowerOptions(strategies=["i32-guarded"])).model
+    assert guarded.check_as_f32 is table
+    nodes = [n for n in lowered.graph.node]
+    casts = {n.output[0] for n in nodes if n.op_type == "Cast"}
+    reduced = [n.input[0] for n in nodes if n.op_type in ("ReduceMax", "ReduceMin")]
+    assert reduced and all((r in casts) == as_f32 for r in reduced)

@@ -63,6 +63,7 @@ class NodeInfo:
     fold: bool = False  # weights="float" and x is a constant: fold it to a float constant
     read: Callable[[str], np.ndarray | None] | None = None  # a constant's value by name (None: unreadable)
     int32_wrap: bool = False  # the user accepts ORT's int32 semantics (wrapping subtraction)
+    whole_size: int | None = None  # a Scan's row: the elements of the input it is a row of (None: not a row)
 
     @property
     def rank(self) -> int | None:

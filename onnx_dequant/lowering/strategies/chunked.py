@@ -23,7 +23,7 @@ from ..facts import NodeInfo
 from .base import DQL_TYPE, Plan, Refusal, Strategy, dql_refusal
 from .costs import memory_bound_share, reshaped_output_cost
 from .dql import reshape
-from .guarded import Branches
+from .guarded import Branches, reads_from_cache
 
 __all__ = [
     "Chunked",
@@ -33,7 +33,6 @@ __all__ = [
     "CHUNK_TARGET",
     "CACHED",
     "CACHE_BYTES",
-    "CHECKED_CACHE_BYTES",
     "SCAN_ROW_COST",
 ]
 
@@ -52,12 +51,6 @@ CACHE_BYTES = 2 << 20
 that reshapes the input into other rows, whose final Reshape may copy, is not charged as saving them
 (standalone (3455,122) {0} i8 -> bf16, 1.7 MB of f32: 4.6x ORT's f32 DequantizeLinear whole, 5.2x in
 joined rows)."""
-CHECKED_CACHE_BYTES = 8 << 20
-"""An int32 input of at most this many bytes is read by the i32 guard's three passes (ReduceMax, ReduceMin,
-DequantizeLinear) from the last-level cache when the guard runs whole, so the Scan saves nothing there in a
-graph: per-tensor int32 (rows of 1024) feeding Relu on a 2-core AMD EPYC Zen 4 with 32 MB of L3, the whole
-guard against the Scan 2.26x / 2.40x ORT's DequantizeLinear at 0.5M elements, 2.23 / 2.39 at 1M, 1.97 / 1.90
-at 2M, 1.85 / 1.68 at 4M, 1.95 / 1.44 at 8M (`bench_forms.py`, ORT 1.32, 2026-12-06)."""
 SCAN_ROW_COST = 4096.0
 """A Scan iteration's own cost, in the table's copy bytes: 0.5 us measured (rows of 16 through Relu, ORT
 1.32, one thread), about the copy of a few KB."""
@@ -134,6 +127,7 @@ class Chunked(Strategy[RowPlan]):
             zp_zero=False,
             scale_const=info.scale_const and not scanned,
             zp_const=info.zp_const and not scanned,
+            whole_size=info.size(),
         )
 
     def check(self, info: NodeInfo) -> RowPlan | Refusal:
@@ -167,7 +161,7 @@ class Chunked(Strategy[RowPlan]):
         traffic = info.size() * _intermediate_bytes(info, choice.row)
         reshaped = choice.shape != info.known_shape
         checked = isinstance(choice.row.choice, Branches)  # the input read by the guard's passes
-        checked_in_cache = checked and info.size() * info.in_type.bits / 8 <= CHECKED_CACHE_BYTES
+        checked_in_cache = checked and reads_from_cache(info)  # the whole guard reads it from cache too
         whole_in_cache = (reshaped and traffic <= CACHE_BYTES) or (checked_in_cache and not info.graph_output)
         saved = 0.0 if whole_in_cache else info.size() * _saved(info, choice.row)
         copy = reshaped_output_cost(info) if reshaped else 0.0

@@ -6,10 +6,12 @@ by a DequantizeLinear as the float64 form computes it: the int32 difference then
 an ``If`` runs the best DequantizeLinear form (then) or the best exact float64 form (else), at the cost of
 the DequantizeLinear and the check where the values are small, as quantized int32 tensors (biases,
 accumulators) are. The check reduces the input as it is or cast to float32, whichever the calibrated table
-says is cheaper (``check_i32``, ``check_f32``: ORT 1.32 reduces float32 with vector instructions, int32
-an element at a time, and a machine may run that loop slower than a Cast and two vector passes). The
-Cast rounds, but monotonically, and 2**23 is a float32: ``max(float32(x)) < 2**23`` exactly when
-``max(x) < 2**23``."""
+says is cheaper where the input is read from: the last-level cache where the whole input fits
+``CHECKED_CACHE_BYTES`` (``check_i32_cached``, ``check_f32_cached``), memory where it does not
+(``check_i32``, ``check_f32``). ORT 1.32 reduces int32 an element at a time (a loop whose speed does not
+depend on where the data is) and float32 with vector instructions after a Cast that writes a float32 copy
+(three passes, fast from cache, twice the traffic of the two int32 ones from memory). The Cast rounds,
+but monotonically, and 2**23 is a float32: ``max(float32(x)) < 2**23`` exactly when ``max(x) < 2**23``."""
 
 from __future__ import annotations
 
@@ -25,7 +27,16 @@ from ..facts import NodeInfo
 from .base import Plan, Refusal, Strategy
 from .costs import kernel_cost
 
-__all__ = ["Guarded", "Branches", "BOUND", "GUARD_MIN", "check_as_f32"]
+__all__ = [
+    "Guarded",
+    "Branches",
+    "BOUND",
+    "GUARD_MIN",
+    "CHECKED_CACHE_BYTES",
+    "check_as_f32",
+    "check_cost",
+    "reads_from_cache",
+]
 
 BOUND = 1 << 23
 """Inputs and zero points strictly within +-BOUND take the DequantizeLinear branch."""
@@ -39,9 +50,40 @@ against 1.57x without, 8192 1.92x against 2.21x with and even without;
 ``bench_forms.py 2048::i32 --forms i32-guarded,cast-sub-mul``)."""
 
 
-def check_as_f32() -> bool:
-    """Whether the check reduces the input cast to float32 (the calibrated table's cheaper check)."""
-    return kernel_cost("check_f32") < kernel_cost("check_i32")
+CHECKED_CACHE_BYTES = 8 << 20
+"""An int32 input of at most this many bytes is read by the guard's passes (its check's, then the
+DequantizeLinear's) from the last-level cache, whole or a Scan's row at a time; a larger one streams
+from memory, each row of a Scan too (a 2-core AMD EPYC Zen 4 with 32 MB of L3: the whole guard in a graph
+against the Scan 2.26x / 2.40x ORT's DequantizeLinear at 0.5M elements, 2.23 / 2.39 at 1M, 1.97 / 1.90 at
+2M, 1.85 / 1.68 at 4M, 1.95 / 1.44 at 8M, ``bench_forms.py N,1024::i32:nozp --forms
+i32-guarded,scan-chunked``; and the int32 check's time over the float32 one's on the sweep's int32 cases,
+whole or in a Scan, 1.0-1.2 up to 1.3M elements and 0.58-0.95 from 3M, ``bench_forms.py CASE --forms
+planner --checks``; ORT 1.32, 2026-12-06)."""
+
+
+def reads_from_cache(info: NodeInfo) -> bool:
+    """Whether the guard's check of ``info`` reads the input from cache: the whole input (a Scan row's,
+    the input it is a row of) fits ``CHECKED_CACHE_BYTES``."""
+    n = info.size() if info.whole_size is None else info.whole_size
+    return n * info.in_type.bits / 8 <= CHECKED_CACHE_BYTES
+
+
+def _entries(cached: bool) -> tuple[str, str]:
+    """The table's float32 and int32 check entries for an input read from cache or from memory."""
+    suffix = "_cached" if cached else ""
+    return f"check_f32{suffix}", f"check_i32{suffix}"
+
+
+def check_as_f32(cached: bool) -> bool:
+    """Whether the check reduces the input cast to float32: the calibrated table's cheaper check for an
+    input read from cache (``cached``) or from memory."""
+    f32, i32 = _entries(cached)
+    return kernel_cost(f32) < kernel_cost(i32)
+
+
+def check_cost(cached: bool) -> float:
+    """The check's cost per element checked: its cheaper form's, read from cache or from memory."""
+    return min(kernel_cost(name) for name in _entries(cached))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,13 +151,13 @@ class Guarded(Strategy[Branches]):
             return choice.fast.cost
         # the DequantizeLinear form, and the check: ReduceMax and ReduceMin of the input (or of it cast to f32)
         checked = info.size() + (info.scale_size if choice.check_zp else 0)
-        return choice.fast.cost + checked * kernel_cost("check_f32" if check_as_f32() else "check_i32")
+        return choice.fast.cost + checked * check_cost(reads_from_cache(info))
 
     def emit(self, info: NodeInfo, choice: Branches, em: Emitter) -> None:
         if choice.known is not None:
             choice.fast.emit(dataclasses.replace(info, int32_wrap=choice.known), em)
             return
-        as_f32 = check_as_f32()
+        as_f32 = check_as_f32(reads_from_cache(info))
         bound_type = np.float32 if as_f32 else np.int32
         hi = em.const(np.array(BOUND, bound_type), hint="bound")
         lo = em.const(np.array(-BOUND, bound_type), hint="bound")

@@ -7,7 +7,15 @@ __all__ = ["COSTS", "ELEMENTS", "MERGED", "ORT_VERSION"]
 
 ORT_VERSION = "1.32.0"
 ELEMENTS = 4194304
-MERGED = ("cast_to_bf16", "cast_to_f16", "check_f32", "check_i32", "dql_blocked_row")
+MERGED = (
+    "cast_to_bf16",
+    "cast_to_f16",
+    "check_f32",
+    "check_f32_cached",
+    "check_i32",
+    "check_i32_cached",
+    "dql_blocked_row",
+)
 COSTS = {
     "1": {
         "binary_f32": 8.034,
@@ -15,8 +23,10 @@ COSTS = {
         "cast_int_to_f32": 5.404,
         "cast_to_bf16": 14.54,
         "cast_to_f16": 5.74,
-        "check_f32": 12.104,
-        "check_i32": 17.377,
+        "check_f32": 13.331,
+        "check_f32_cached": 7.073,
+        "check_i32": 8.377,
+        "check_i32_cached": 7.535,
         "copy_f32": 6.86,
         "dql_axis": 5.278,
         "dql_axis_last": 45.765,
@@ -34,8 +44,10 @@ COSTS = {
         "cast_int_to_f32": 5.798,
         "cast_to_bf16": 14.326,
         "cast_to_f16": 3.459,
-        "check_f32": 10.771,
-        "check_i32": 17.916,
+        "check_f32": 12.945,
+        "check_f32_cached": 7.179,
+        "check_i32": 8.541,
+        "check_i32_cached": 7.711,
         "copy_f32": 7.362,
         "dql_axis": 5.428,
         "dql_axis_last": 39.213,
