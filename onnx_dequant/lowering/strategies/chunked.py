@@ -23,7 +23,7 @@ from ..facts import NodeInfo
 from .base import DQL_TYPE, Plan, Refusal, Strategy, dql_refusal
 from .costs import memory_bound_share, reshaped_output_cost
 from .dql import reshape
-from .guarded import Branches, reads_from_cache
+from .guarded import Branches, runs_in_cache
 
 __all__ = [
     "Chunked",
@@ -161,7 +161,7 @@ class Chunked(Strategy[RowPlan]):
         traffic = info.size() * _intermediate_bytes(info, choice.row)
         reshaped = choice.shape != info.known_shape
         checked = isinstance(choice.row.choice, Branches)  # the input read by the guard's passes
-        checked_in_cache = checked and reads_from_cache(info)  # the whole guard reads it from cache too
+        checked_in_cache = checked and runs_in_cache(info)  # the whole guard reads it from cache too
         whole_in_cache = (reshaped and traffic <= CACHE_BYTES) or (checked_in_cache and not info.graph_output)
         saved = 0.0 if whole_in_cache else info.size() * _saved(info, choice.row)
         copy = reshaped_output_cost(info) if reshaped else 0.0

@@ -36,6 +36,7 @@ __all__ = [
     "check_as_f32",
     "check_cost",
     "reads_from_cache",
+    "runs_in_cache",
 ]
 
 BOUND = 1 << 23
@@ -50,22 +51,36 @@ against 1.57x without, 8192 1.92x against 2.21x with and even without;
 ``bench_forms.py 2048::i32 --forms i32-guarded,cast-sub-mul``)."""
 
 
-CHECKED_CACHE_BYTES = 8 << 20
-"""An int32 input of at most this many bytes is read by the guard's passes (its check's, then the
-DequantizeLinear's) from the last-level cache, whole or a Scan's row at a time; a larger one streams
-from memory, each row of a Scan too (a 2-core AMD EPYC Zen 4 with 32 MB of L3: the whole guard in a graph
-against the Scan 2.26x / 2.40x ORT's DequantizeLinear at 0.5M elements, 2.23 / 2.39 at 1M, 1.97 / 1.90 at
-2M, 1.85 / 1.68 at 4M, 1.95 / 1.44 at 8M, ``bench_forms.py N,1024::i32:nozp --forms
-i32-guarded,scan-chunked``; and the int32 check's time over the float32 one's on the sweep's int32 cases,
-whole or in a Scan, 1.0-1.2 up to 1.3M elements and 0.58-0.95 from 3M, ``bench_forms.py CASE --forms
-planner --checks``; ORT 1.32, 2026-12-06)."""
+CHECKED_CACHE_BYTES = 16 << 20
+"""The share of the last-level cache a guard's passes find their data in: where the check's footprint
+(the int32 input, and the float32 copy of it that a float32 check writes) fits, the check's passes and
+the DequantizeLinear's read the input from cache, and a Scan's rows save nothing (a 2-core AMD EPYC Zen 4
+with 32 MB of L3, ORT 1.32, 2026-12-06, per-tensor int32 in a graph over ORT's DequantizeLinear: with the
+float32 check, the whole guard against the Scan 2.26x / 2.40x at 0.5M elements, 2.23 / 2.39 at 1M, 1.97
+/ 1.90 at 2M, 1.85 / 1.68 at 4M, 1.95 / 1.44 at 8M, ``bench_forms.py N,1024::i32:nozp --forms
+i32-guarded,scan-chunked``; with the int32 check, even at 4M in rows of 128K-1M, and 0.90-0.95x the
+Scan's time in rows of 64K-92K, the Scan 0.91-0.94x the whole guard's from 8M. The int32 check's time
+over the float32 one's, whole or in a Scan, ``bench_forms.py CASE --forms planner --checks``: 1.0-1.2 up
+to 1.3M elements, 0.58-0.95 from 3M)."""
+
+
+def _footprint(info: NodeInfo, as_f32: bool) -> float:
+    """The bytes the check reads: the whole input (a Scan row's, the input it is a row of), and the float32
+    copy a float32 check writes."""
+    n = info.size() if info.whole_size is None else info.whole_size
+    return n * info.in_type.bits / 8 * (2 if as_f32 else 1)
 
 
 def reads_from_cache(info: NodeInfo) -> bool:
-    """Whether the guard's check of ``info`` reads the input from cache: the whole input (a Scan row's,
-    the input it is a row of) fits ``CHECKED_CACHE_BYTES``."""
-    n = info.size() if info.whole_size is None else info.whole_size
-    return n * info.in_type.bits / 8 <= CHECKED_CACHE_BYTES
+    """Whether the check's cost is its calibrated cost from cache: a float32 check's footprint fits
+    ``CHECKED_CACHE_BYTES`` (an int32 check runs at the same speed from cache and from memory)."""
+    return _footprint(info, True) <= CHECKED_CACHE_BYTES
+
+
+def runs_in_cache(info: NodeInfo) -> bool:
+    """Whether the whole guard's passes read the input from cache: the footprint of the check it takes
+    fits ``CHECKED_CACHE_BYTES``."""
+    return _footprint(info, check_as_f32(reads_from_cache(info))) <= CHECKED_CACHE_BYTES
 
 
 def _entries(cached: bool) -> tuple[str, str]:
