@@ -62,10 +62,10 @@ def spec(case: bs.Case) -> str:
     return text + (f":{','.join(flags)}" if flags else "")
 
 
-def command(case: bs.Case, forms: Sequence[str], standalone: bool, rounds: int = 3) -> str:
-    """The command line that times ``forms`` on ``case``."""
-    where = " --standalone" if standalone else ""
-    return f"python scripts/bench_forms.py {spec(case)} --forms {','.join(forms)}{where} --rounds {rounds}"
+def command(case: bs.Case, forms: Sequence[str], standalone: bool, rounds: int = 3, checks: bool = False) -> str:
+    """The command line that times ``forms`` on ``case`` (``checks``: each with either i32 check)."""
+    flags = (" --standalone" if standalone else "") + (" --checks" if checks else "")
+    return f"python scripts/bench_forms.py {spec(case)} --forms {','.join(forms)}{flags} --rounds {rounds}"
 
 
 @contextlib.contextmanager

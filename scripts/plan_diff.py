@@ -30,7 +30,9 @@ from onnx_dequant import dtypes  # noqa: E402
 from onnx_dequant.errors import DequantizeError  # noqa: E402
 from onnx_dequant.lowering import planner  # noqa: E402
 from onnx_dequant.lowering.facts import NodeInfo  # noqa: E402
-from onnx_dequant.lowering.strategies import costs, ort_costs  # noqa: E402
+from onnx_dequant.lowering.strategies import costs, guarded, ort_costs  # noqa: E402
+from onnx_dequant.lowering.strategies.base import Plan  # noqa: E402
+from onnx_dequant.lowering.strategies.chunked import RowPlan  # noqa: E402
 
 SEEDS = (0, 1)
 
@@ -70,8 +72,23 @@ def planned() -> Iterator[tuple[int, bs.Case, bool]]:
                 yield seed, case, graph
 
 
+def label(info: NodeInfo, plan: Plan) -> str:
+    """The plan's strategy, and the form of its i32 guard's check where it (or a Scan's row) guards one at
+    run time: ``i32-guarded [f32 check]``. A table can change the check without changing the strategy."""
+    choice = plan.choice.row.choice if isinstance(plan.choice, RowPlan) else plan.choice
+    if not isinstance(choice, guarded.Branches) or choice.known is not None:
+        return plan.strategy.name
+    as_f32 = guarded.check_as_f32(guarded.reads_from_cache(info))  # a row's: by the input it is a row of
+    return f"{plan.strategy.name} [{'f32' if as_f32 else 'i32'} check]"
+
+
+def strategy(choice: str) -> str:
+    """The strategy a ``label`` names."""
+    return choice.split(" [")[0]
+
+
 def choices(table: dict[str, dict[str, float]] | None = None) -> dict[tuple[int, str, bool], str]:
-    """Each planned case's strategy under ``table`` (default: the committed one)."""
+    """Each planned case's ``label`` under ``table`` (default: the committed one)."""
     saved = {t: dict(v) for t, v in ort_costs.COSTS.items()}
     if table is not None:
         ort_costs.COSTS.clear()
@@ -81,7 +98,8 @@ def choices(table: dict[str, dict[str, float]] | None = None) -> dict[tuple[int,
         out = {}
         for seed, case, graph in planned():
             try:
-                out[(seed, case.name, graph)] = planner.plan(node_info(case, graph)).strategy.name
+                info = node_info(case, graph)
+                out[(seed, case.name, graph)] = label(info, planner.plan(info))
             except DequantizeError as e:
                 out[(seed, case.name, graph)] = f"refused: {e}"
         return out
@@ -92,15 +110,17 @@ def choices(table: dict[str, dict[str, float]] | None = None) -> dict[tuple[int,
 
 
 def diff(table: dict[str, dict[str, float]]) -> list[dict]:
-    """Every planned case whose choice ``table`` changes: seed, case, where, the two forms and the
-    command that measures them."""
+    """Every planned case whose choice ``table`` changes: seed, case, where, the two choices and the
+    command that measures them (the two forms, or one form with either check)."""
     cases = {(seed, case.name, graph): case for seed, case, graph in planned()}
     old, new = choices(), choices(table)
     out = []
     for key, before in old.items():
         if new[key] != before:
             seed, name, graph = key
-            command = bench_forms.command(cases[key], (before, new[key]), standalone=not graph)
+            forms = list(dict.fromkeys((strategy(before), strategy(new[key]))))
+            checks = len(forms) == 1  # the same form, another check
+            command = bench_forms.command(cases[key], forms, standalone=not graph, checks=checks)
             where = "graph" if graph else "standalone"
             out.append(
                 {"seed": seed, "case": name, "where": where, "before": before, "after": new[key], "measure": command}

@@ -79,6 +79,23 @@ def test_the_committed_table_changes_nothing_and_a_changed_entry_is_listed(scrip
     assert json.loads((tmp_path / "diff.json").read_text()) == changed
 
 
+def test_a_changed_check_is_listed_with_the_command_that_times_both_checks(scripts):
+    """The i32 guard's check follows the table without changing the strategy: plan_diff labels a guarded
+    choice with its check's form, and where only that changes it times the form with either check."""
+    _, bench_forms, plan_diff = scripts
+    flipped = {t: dict(v) for t, v in ort_costs.COSTS.items()}
+    for by_name in flipped.values():  # the two checks from memory swapped
+        by_name["check_i32"], by_name["check_f32"] = by_name["check_f32"], by_name["check_i32"]
+    changed = plan_diff.diff(flipped)
+    checks_only = [c for c in changed if plan_diff.strategy(c["before"]) == plan_diff.strategy(c["after"])]
+    assert checks_only and all("i32->" in c["case"] for c in changed)
+    for c in checks_only:
+        assert {c["before"][-11:], c["after"][-11:]} == {"[i32 check]", "[f32 check]"}
+        argv = c["measure"].split()
+        assert "--checks" in argv and argv[argv.index("--forms") + 1] == plan_diff.strategy(c["before"])
+    assert kernel_cost_is_committed()
+
+
 def test_a_partial_table_is_refused(scripts, tmp_path):
     _, _, plan_diff = scripts
     partial = {t: {k: v for k, v in by_name.items() if k != "dql_axis"} for t, by_name in ort_costs.COSTS.items()}
@@ -143,6 +160,10 @@ def test_a_missed_case_comes_with_the_command_that_measures_it_again(regret, mon
     parsed = bench_forms.parse_case(argv[2])
     assert (parsed.shape, parsed.axes, parsed.in_type, parsed.out_type) == (case.shape, case.axes, "u8", "f16")
     assert (parsed.zero_point, parsed.scale_input) == (False, True)
+    ratios = iter([{"dql-blocked": 4.1, "dql-tiled": 4.2}])  # the planner's form is the fastest: named once
+    r = regret.measured(case, standalone=False, repeat=1, rounds=1)
+    argv = r["measure"].split()
+    assert argv[argv.index("--forms") + 1] == "dql-blocked" and "--standalone" not in argv
 
 
 @pytest.mark.parametrize("as_f32", [True, False])

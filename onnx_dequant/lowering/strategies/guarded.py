@@ -1,17 +1,18 @@
-"""Guarded i32: an exact i32 input whose values (and zero point) lie within +-2**23 at run time is computed
-by a DequantizeLinear as the float64 form computes it: the int32 difference then cannot wrap (|x - zp| <
-2**24) and float32 holds it, so the f32 product is rounded once from the exact one, as in the reference
-(f16/bf16 outputs: the Cast after it rounds again, as the float64 form's Cast does, to the same bits).
-``ReduceMax`` and ``ReduceMin`` of the input (and of a fed zero point) check that when the model runs, and
-an ``If`` runs the best DequantizeLinear form (then) or the best exact float64 form (else), at the cost of
-the DequantizeLinear and the check where the values are small, as quantized int32 tensors (biases,
-accumulators) are. The check reduces the input as it is or cast to float32, whichever the calibrated table
-says is cheaper where the input is read from: the last-level cache where the whole input fits
-``CHECKED_CACHE_BYTES`` (``check_i32_cached``, ``check_f32_cached``), memory where it does not
-(``check_i32``, ``check_f32``). ORT 1.32 reduces int32 an element at a time (a loop whose speed does not
-depend on where the data is) and float32 with vector instructions after a Cast that writes a float32 copy
-(three passes, fast from cache, twice the traffic of the two int32 ones from memory). The Cast rounds,
-but monotonically, and 2**23 is a float32: ``max(float32(x)) < 2**23`` exactly when ``max(x) < 2**23``."""
+"""Guarded i32: an exact i32 input whose values (and zero point) lie within +-2**23 at run time is computed by
+a DequantizeLinear as the float64 form computes it: the int32 difference then cannot wrap (|x - zp| < 2**24)
+and float32 holds it, so the f32 product is rounded once from the exact one, as in the reference (f16/bf16
+outputs: the Cast after it rounds again, as the float64 form's Cast does, to the same bits). ``ReduceMax``
+and ``ReduceMin`` of the input (and of a fed zero point) check that when the model runs, and an ``If`` runs
+the best DequantizeLinear form (then) or the best exact float64 form (else), at the cost of the
+DequantizeLinear and the check where the values are small, as quantized int32 tensors (biases, accumulators)
+are. The check reduces the input as it is or cast to float32, whichever the calibrated table says is cheaper
+where the input is read from: the last-level cache where a float32 check's footprint (the input and its
+float32 copy) fits ``CHECKED_CACHE_BYTES`` (``check_i32_cached``, ``check_f32_cached``), memory where it
+does not (``check_i32``, ``check_f32``). ORT 1.32 reduces int32 an element at a time (a loop whose speed
+does not depend on where the data is) and float32 with vector instructions after a Cast that writes a
+float32 copy (three passes, fast from cache, twice the traffic of the two int32 ones from memory). The Cast
+rounds, but monotonically, and 2**23 is a float32: ``max(float32(x)) < 2**23`` exactly when ``max(x) <
+2**23``."""
 
 from __future__ import annotations
 
@@ -65,8 +66,8 @@ to 1.3M elements, 0.58-0.95 from 3M)."""
 
 
 def _footprint(info: NodeInfo, as_f32: bool) -> float:
-    """The bytes the check reads: the whole input (a Scan row's, the input it is a row of), and the float32
-    copy a float32 check writes."""
+    """The bytes the check's passes touch: the whole input (a Scan row's, the input it is a row of), and the
+    float32 copy a float32 check writes."""
     n = info.size() if info.whole_size is None else info.whole_size
     return n * info.in_type.bits / 8 * (2 if as_f32 else 1)
 
