@@ -252,6 +252,28 @@ def test_i32_chunked_scan_exact(shape, axes, rt, consumer, const):
     _check(result.model, x, s, z, axes, fed=not const, consumer=consumer)
 
 
+@pytest.mark.parametrize("as_f32", [True, False])
+@pytest.mark.parametrize("consumer", ["Relu", None])
+def test_i32_scan_rows_check_either_way_exact(as_f32, consumer, monkeypatch):
+    """A Scan's guarded rows check each row as int32 or through float32 (whichever the table says for an
+    input of that size): either way the row holding the extremes takes its float64 form and the others their
+    DequantizeLinear, bit-identical to the reference."""
+    monkeypatch.setattr(guarded, "check_as_f32", lambda cached: as_f32)
+    rng = np.random.default_rng(5)
+    shape, axes = (3, 65536), ()
+    x, s, z = random_case(rng, shape, axes, "i32", "f32")
+    x = rng.integers(-1000, 1000, size=shape).astype(np.int32)
+    x[1, :2] = [2**31 - 1, -(2**31)]
+    m = one_node_model(x, s, z, axes, const=False, consumer=consumer)
+    result = lower_model(m, LowerOptions(strategies=["scan-chunked"]))
+    (scan,) = [n for n in result.model.graph.node if n.op_type == "Scan"]
+    body = scan.attribute[0].g
+    casts = {n.output[0] for n in body.node if n.op_type == "Cast"}
+    reduced = [n.input[0] for n in body.node if n.op_type in ("ReduceMax", "ReduceMin")]
+    assert reduced and all((r in casts) == as_f32 for r in reduced)
+    _check(result.model, x, s, z, axes, fed=True, consumer=consumer)
+
+
 @pytest.mark.parametrize(
     "shape,qt,rt,consumer",
     [
