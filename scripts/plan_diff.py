@@ -78,8 +78,7 @@ def label(info: NodeInfo, plan: Plan) -> str:
     choice = plan.choice.row.choice if isinstance(plan.choice, RowPlan) else plan.choice
     if not isinstance(choice, guarded.Branches) or choice.known is not None:
         return plan.strategy.name
-    as_f32 = guarded.check_as_f32(guarded.reads_from_cache(info))  # a row's: by the input it is a row of
-    return f"{plan.strategy.name} [{'f32' if as_f32 else 'i32'} check]"
+    return f"{plan.strategy.name} [{'f32' if guarded.checks_as_f32(info) else 'i32'} check]"
 
 
 def strategy(choice: str) -> str:

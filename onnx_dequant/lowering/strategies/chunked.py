@@ -23,7 +23,7 @@ from ..facts import NodeInfo
 from .base import DQL_TYPE, Plan, Refusal, Strategy, dql_refusal
 from .costs import memory_bound_share, reshaped_output_cost
 from .dql import reshape
-from .guarded import Branches, runs_in_cache
+from .guarded import Branches, checks_as_f32, runs_in_cache
 
 __all__ = [
     "Chunked",
@@ -161,8 +161,10 @@ class Chunked(Strategy[RowPlan]):
         traffic = info.size() * _intermediate_bytes(info, choice.row)
         reshaped = choice.shape != info.known_shape
         checked = isinstance(choice.row.choice, Branches)  # the input read by the guard's passes
-        checked_in_cache = checked and runs_in_cache(info)  # the whole guard reads it from cache too
-        whole_in_cache = (reshaped and traffic <= CACHE_BYTES) or (checked_in_cache and not info.graph_output)
+        # the whole guard reads the input from cache too: in a graph, or standalone where its int32 check
+        # (which writes no copy) leaves the Scan's rows nothing to save
+        checked_in_cache = checked and runs_in_cache(info) and (not info.graph_output or not checks_as_f32(info))
+        whole_in_cache = (reshaped and traffic <= CACHE_BYTES) or checked_in_cache
         saved = 0.0 if whole_in_cache else info.size() * _saved(info, choice.row)
         copy = reshaped_output_cost(info) if reshaped else 0.0
         return (choice.row.cost + SCAN_ROW_COST) * choice.shape[0] - saved + copy

@@ -35,6 +35,7 @@ __all__ = [
     "GUARD_MIN",
     "CHECKED_CACHE_BYTES",
     "check_as_f32",
+    "checks_as_f32",
     "check_cost",
     "reads_from_cache",
     "runs_in_cache",
@@ -78,10 +79,16 @@ def reads_from_cache(info: NodeInfo) -> bool:
     return _footprint(info, True) <= CHECKED_CACHE_BYTES
 
 
+def checks_as_f32(info: NodeInfo) -> bool:
+    """Whether the guard of ``info`` (a Scan's row: by the input it is a row of) reduces its input cast to
+    float32: the cheaper check where that input is read from."""
+    return check_as_f32(reads_from_cache(info))
+
+
 def runs_in_cache(info: NodeInfo) -> bool:
     """Whether the whole guard's passes read the input from cache: the footprint of the check it takes
     fits ``CHECKED_CACHE_BYTES``."""
-    return _footprint(info, check_as_f32(reads_from_cache(info))) <= CHECKED_CACHE_BYTES
+    return _footprint(info, checks_as_f32(info)) <= CHECKED_CACHE_BYTES
 
 
 def _entries(cached: bool) -> tuple[str, str]:
@@ -173,7 +180,7 @@ class Guarded(Strategy[Branches]):
         if choice.known is not None:
             choice.fast.emit(dataclasses.replace(info, int32_wrap=choice.known), em)
             return
-        as_f32 = check_as_f32(reads_from_cache(info))
+        as_f32 = checks_as_f32(info)
         bound_type = np.float32 if as_f32 else np.int32
         hi = em.const(np.array(BOUND, bound_type), hint="bound")
         lo = em.const(np.array(-BOUND, bound_type), hint="bound")
