@@ -14,7 +14,7 @@ A case is ``SHAPE:AXES:IN[:FLAGS]``, FLAGS a comma-separated subset of ``nozp`` 
 ``bf16``, ``f64``; f32 when none is named). The baseline is ORT's per-tensor DequantizeLinear to f32
 either way (it has no bf16 or f64 output). ``--forms planner`` is the planner's own choice. ``--checks``
 times each form twice, its i32 guards' checks (``strategies/guarded.py``) forced to reduce the input as
-int32 (``form[i32]``) and through float32 (``form[f32]``), whatever the calibrated table says.
+int32 (``form [i32]``) and through float32 (``form [f32]``), whatever the calibrated table says.
 """
 
 from __future__ import annotations
@@ -72,13 +72,13 @@ def command(case: bs.Case, forms: Sequence[str], standalone: bool, rounds: int =
 def checked_as(as_f32: bool | None) -> Iterator[None]:
     """Lowering inside: the i32 guard's checks as int32 (False) or through float32 (True); None: as the
     table says."""
-    table = guarded.check_as_f32
+    table = guarded.checks_as_f32
     if as_f32 is not None:
-        guarded.check_as_f32 = lambda cached: as_f32  # type: ignore[assignment]
+        guarded.checks_as_f32 = lambda info: as_f32  # type: ignore[assignment]
     try:
         yield
     finally:
-        guarded.check_as_f32 = table
+        guarded.checks_as_f32 = table
 
 
 def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int, checks: bool = False) -> dict:

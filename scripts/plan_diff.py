@@ -86,6 +86,11 @@ def strategy(choice: str) -> str:
     return choice.split(" [")[0]
 
 
+def check(choice: str) -> str:
+    """The check a ``label`` names (empty where it guards nothing at run time)."""
+    return choice.partition(" [")[2]
+
+
 def choices(table: dict[str, dict[str, float]] | None = None) -> dict[tuple[int, str, bool], str]:
     """Each planned case's ``label`` under ``table`` (default: the committed one)."""
     saved = {t: dict(v) for t, v in ort_costs.COSTS.items()}
@@ -110,7 +115,7 @@ def choices(table: dict[str, dict[str, float]] | None = None) -> dict[tuple[int,
 
 def diff(table: dict[str, dict[str, float]]) -> list[dict]:
     """Every planned case whose choice ``table`` changes: seed, case, where, the two choices and the
-    command that measures them (the two forms, or one form with either check)."""
+    command that measures them (the forms, each with either check where the check changes)."""
     cases = {(seed, case.name, graph): case for seed, case, graph in planned()}
     old, new = choices(), choices(table)
     out = []
@@ -118,7 +123,7 @@ def diff(table: dict[str, dict[str, float]]) -> list[dict]:
         if new[key] != before:
             seed, name, graph = key
             forms = list(dict.fromkeys((strategy(before), strategy(new[key]))))
-            checks = len(forms) == 1  # the same form, another check
+            checks = check(before) != check(new[key])  # each form timed with either check
             command = bench_forms.command(cases[key], forms, standalone=not graph, checks=checks)
             where = "graph" if graph else "standalone"
             out.append(

@@ -279,3 +279,15 @@ def swap_axis(lowered):
             swapped += 1
     assert swapped
     return bad
+
+
+def guard_checks(graph: onnx.GraphProto) -> list[bool]:
+    """For each ReduceMax/ReduceMin of an i32 guard in ``graph`` and the graphs inside its nodes (an If's
+    branches, a Scan's body): whether it reduces a Cast's output (the check through float32)."""
+    casts = {n.output[0] for n in graph.node if n.op_type == "Cast"}
+    found = [n.input[0] in casts for n in graph.node if n.op_type in ("ReduceMax", "ReduceMin")]
+    for n in graph.node:
+        for a in n.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                found += guard_checks(a.g)
+    return found

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from helpers import domain_nodes, model_of, one_node_model, random_case, run_ort, vi
+from helpers import domain_nodes, guard_checks, model_of, one_node_model, random_case, run_ort, vi
 from onnx import helper, numpy_helper
 
 import onnx_dequant as odq
@@ -258,7 +258,7 @@ def test_i32_scan_rows_check_either_way_exact(as_f32, consumer, monkeypatch):
     """A Scan's guarded rows check each row as int32 or through float32 (whichever the table says for an
     input of that size): either way the row holding the extremes takes its float64 form and the others their
     DequantizeLinear, bit-identical to the reference."""
-    monkeypatch.setattr(guarded, "check_as_f32", lambda cached: as_f32)
+    monkeypatch.setattr(guarded, "checks_as_f32", lambda info: as_f32)
     rng = np.random.default_rng(5)
     shape, axes = (3, 65536), ()
     x, s, z = random_case(rng, shape, axes, "i32", "f32")
@@ -267,10 +267,7 @@ def test_i32_scan_rows_check_either_way_exact(as_f32, consumer, monkeypatch):
     m = one_node_model(x, s, z, axes, const=False, consumer=consumer)
     result = lower_model(m, LowerOptions(strategies=["scan-chunked"]))
     (scan,) = [n for n in result.model.graph.node if n.op_type == "Scan"]
-    body = scan.attribute[0].g
-    casts = {n.output[0] for n in body.node if n.op_type == "Cast"}
-    reduced = [n.input[0] for n in body.node if n.op_type in ("ReduceMax", "ReduceMin")]
-    assert reduced and all((r in casts) == as_f32 for r in reduced)
+    assert set(guard_checks(scan.attribute[0].g)) == {as_f32}
     _check(result.model, x, s, z, axes, fed=True, consumer=consumer)
 
 
@@ -730,7 +727,7 @@ def test_i32_guard_checks_the_bound_as_int32_or_through_float32(x_edge, zp_edge,
     cheaper (ORT reduces float32 with vector instructions, int32 an element at a time): the cast rounds
     monotonically and 2**23 is a float32, so either way the If takes the DequantizeLinear branch exactly
     where every value lies strictly within +-2**23."""
-    monkeypatch.setattr(guarded, "check_as_f32", lambda cached: as_f32)
+    monkeypatch.setattr(guarded, "checks_as_f32", lambda info: as_f32)
     rng = np.random.default_rng(9)
     shape, axes = (16, 300), (1,)
     x, s, z = random_case(rng, shape, axes, "i32", "f32")

@@ -8,9 +8,8 @@ import types
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
-from helpers import one_node_model, random_case, run_ort
+from helpers import guard_checks, one_node_model, random_case, run_ort
 from onnx import TensorProto, helper
 
 import onnx_dequant as odq
@@ -79,9 +78,9 @@ def test_planner_choice(shape, axes, consumer, want):
 @pytest.mark.parametrize(
     "rows,consumer,want",
     [
-        (1024, "Relu", "i32-guarded"),  # 4 MB of int32: the whole guard's three passes read it from cache
+        (1024, "Relu", "i32-guarded"),  # 4 MiB of int32: the whole guard's three passes read it from cache
         (512, "Relu", "i32-guarded"),
-        (8192, "Relu", "scan-chunked"),  # 32 MB: each row's passes from cache, the whole from memory
+        (8192, "Relu", "scan-chunked"),  # 32 MiB: a row's passes after its first from cache, the whole's from memory
         (1024, None, "i32-guarded"),  # a graph output: the Scan's final Reshape copies
     ],
 )
@@ -96,61 +95,49 @@ def test_per_tensor_int32_is_chunked_where_it_outgrows_the_cache(rows, consumer,
 @pytest.mark.parametrize("consumer", ["Relu", None])
 @pytest.mark.parametrize("f32_from_memory", [True, False])
 def test_a_16mb_int32_input_runs_whole_where_its_check_is_int32(f32_from_memory, consumer, monkeypatch):
-    """16 MB of int32 in rows of 256K: the int32 check reads the input alone, which fits the cache share
+    """16 MiB of int32 in rows of 256K: the int32 check reads the input alone, which fits the cache share
     (CHECKED_CACHE_BYTES), so the whole guard runs, in a graph and standalone (in a graph its time 0.90-1.0x
     the Scan's at 4M elements, standalone 0.80-0.92x in rows of 64K-256K, even in rows of 1M); the float32
     check writes a float32 copy beside it, which does not fit, and its passes stream: the Scan."""
-    table = {"check_f32": 5.0 if f32_from_memory else 6.0, "check_i32": 6.0 if f32_from_memory else 5.0}
+    i32 = 7.0  # from cache or memory: only the float32 check's footprint (32 MiB) streams here
+    table = {"check_f32": 5.0 if f32_from_memory else 9.0, "check_i32": i32, "check_i32_cached": i32}
     monkeypatch.setattr(guarded, "kernel_cost", lambda name: table.get(name) or kernel_cost(name))
     model = _model((16, 262144), (), consumer=consumer, x_type=TensorProto.INT32)
     assert _chosen(model)[0] == ("scan-chunked" if f32_from_memory else "i32-guarded")
 
 
-def _checked_as_f32(model) -> list[bool]:
-    """For each i32 guard the lowering emitted (an If, at any depth): whether its check reduces the input cast
-    to float32."""
-    found = []
-
-    def walk(graph):
-        casts = {n.output[0] for n in graph.node if n.op_type == "Cast"}
-        if any(n.op_type == "If" for n in graph.node):
-            found.append(any(n.input[0] in casts for n in graph.node if n.op_type == "ReduceMax"))
-        for n in graph.node:
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    walk(a.g)
-
-    walk(model.graph)
-    return found
-
-
 @pytest.mark.parametrize("f32_cheaper", [("memory",), ("cache",)])
 @pytest.mark.parametrize(
-    "rows,consumer,from_cache",
+    "rows,consumer,f32_where,i32_where",
     [
-        (512, "Relu", True),  # 2 MB of int32, guarded whole
-        (1024, None, True),  # 4 MB, a graph output
-        (8192, "Relu", False),  # 32 MB: the Scan's rows stream from memory
-        (8192, None, False),  # 32 MB, guarded whole
+        (512, "Relu", "cache", "cache"),  # 2 MiB of int32, guarded whole
+        (1024, None, "cache", "cache"),  # 4 MiB, a graph output
+        (2048, "Relu", "cache", "cache"),  # 8 MiB: with the float32 check's copy 16 MiB, which fits
+        (2049, "Relu", "memory", "cache"),  # the float32 check's footprint no longer fits, the int32 one's does
+        (8192, "Relu", "memory", "memory"),  # 32 MiB: the Scan's rows stream from memory
+        (8192, None, "memory", "memory"),  # 32 MiB, guarded whole
     ],
 )
-def test_i32_check_is_the_cheaper_where_the_input_is_read_from(rows, consumer, from_cache, f32_cheaper, monkeypatch):
-    """The guard reduces the input as int32 or through float32 by the calibrated pair for where the input
-    is read from: the cache where the whole input fits CHECKED_CACHE_BYTES (``check_*_cached``), memory
-    where it does not (``check_*``), a Scan's rows by their whole input. On a 2-core AMD EPYC Zen 4, the
-    float32 check from cache measured 7.1 copy bytes an element against the int32 one's 7.6, and 13.1 against
-    8.5 from memory."""
-    table = {
-        f"check_{t}{'_cached' if where == 'cache' else ''}": 5.0 if (t == "f32") == (where in f32_cheaper) else 6.0
-        for t in ("f32", "i32")
-        for where in ("cache", "memory")
-    }
+def test_i32_check_is_the_cheaper_where_it_reads_the_input_from(
+    rows, consumer, f32_where, i32_where, f32_cheaper, monkeypatch
+):
+    """Each check is priced where it reads the input from: the cache where its footprint (the input, and
+    the float32 copy a float32 check writes) fits CHECKED_CACHE_BYTES (``check_*_cached``), memory where it
+    does not (``check_*``), a Scan's rows by their whole input; the guard takes the cheaper. On a 2-core AMD
+    EPYC Zen 4, the float32 check from cache measured 7.1 copy bytes an element against the int32 one's
+    7.6, and 13.1 against 8.5 from memory."""
+    prices = {"cache": 5.5, "memory": 6.5}  # the int32 check's; the float32 one's 1 less where f32_cheaper
+
+    def price(t: str, where: str) -> float:
+        return prices[where] - (1.0 if where in f32_cheaper else -1.0) * (t == "f32")
+
+    table = {f"check_{t}{'_cached' if w == 'cache' else ''}": price(t, w) for t in ("f32", "i32") for w in prices}
     monkeypatch.setattr(guarded, "kernel_cost", lambda name: table.get(name) or kernel_cost(name))
-    model = _model((rows, 1024), (), consumer=consumer, x_type=TensorProto.INT32)
-    strategy, lowered = _chosen(model)
-    assert strategy == ("scan-chunked" if consumer and not from_cache else "i32-guarded")
-    want = ("cache" if from_cache else "memory") in f32_cheaper
-    assert set(_checked_as_f32(lowered)) == {want}  # the exact branch's Scan may guard its rows again
+    strategy, lowered = _chosen(_model((rows, 1024), (), consumer=consumer, x_type=TensorProto.INT32))
+    want = price("f32", f32_where) < price("i32", i32_where)
+    assert set(guard_checks(lowered.graph)) == {want}  # the exact branch's Scan may guard its rows again
+    whole = consumer is None or rows * 1024 * 4 * (2 if want else 1) <= guarded.CHECKED_CACHE_BYTES
+    assert strategy == ("i32-guarded" if whole else "scan-chunked")
 
 
 @pytest.mark.parametrize("shape", [(1024, 16384), (4, 5, 19, 5, 6, 8)])
@@ -224,6 +211,37 @@ def test_cached_checks_are_measured_on_a_part_of_the_input_run_as_many_times():
     derived = calibrate_costs.derive(raw, n)
     assert derived["check_i32_cached"] == raw["check_i32@cached"] and derived["check_f32"] == raw["check_f32"]
     assert not any("@" in k for k in derived)
+
+
+def test_cached_checks_run_their_parts_after_an_untimed_run(monkeypatch):
+    """``measure`` runs an ``@cached`` form ``CACHED_PARTS`` times a call and the others once, and ``timed``
+    warms a form of several runs outside the timed window."""
+    calibrate_costs = _calibrate_costs()
+    n, events, built = 8 * 4096 * 2, [], []
+
+    class Fake:
+        def __init__(self, m, x, y, threads, runs=1):
+            self.runs, self.size = runs, x.size
+            built.append(self)
+
+        def __call__(self):
+            events.append(("run", self.size, self.runs))
+
+        def warm(self):
+            if self.runs > 1:
+                events.append(("warm", self.size))
+
+    clock = iter(range(10**6))
+    monkeypatch.setattr(calibrate_costs, "Runner", Fake)
+    monkeypatch.setattr(calibrate_costs.time, "perf_counter", lambda: (events.append(("clock",)), next(clock))[1])
+    calibrate_costs.measure(n, repeat=2, threads=1)
+    cached = [f for f in built if f.size == n // calibrate_costs.CACHED_PARTS]
+    assert len(cached) == 2 and all(f.runs == calibrate_costs.CACHED_PARTS for f in cached)
+    assert all(f.runs == 1 for f in built if f not in cached)
+    runs = [i for i, e in enumerate(events) if e[0] == "run" and e[2] > 1]
+    assert len(runs) == 2 * (1 + 2)  # two cached forms: a first untimed call, then two timed rounds
+    for i in [r for k, r in enumerate(runs) if k % 3]:  # each timed call: warmed, then alone between clocks
+        assert events[i - 2 : i + 2] == [("warm", events[i][1]), ("clock",), events[i], ("clock",)]
 
 
 def test_calibration_rounds_keep_each_entrys_median_and_its_spread():

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import guard_checks
 
 from onnx_dequant.lowering import LowerOptions, lower_model
 from onnx_dequant.lowering.strategies import costs, ort_costs
@@ -70,7 +71,7 @@ def test_the_committed_table_changes_nothing_and_a_changed_entry_is_listed(scrip
         argv = c["measure"].split()[2:]
         words = c["case"].split(" ")  # bench_forms names a case's axes class "forms"
         assert bench_forms.parse_case(argv[0]).name == " ".join([*words[:3], "forms", *words[4:]])
-        assert argv[argv.index("--forms") + 1] == f"{c['before']},{c['after']}"
+        assert argv[argv.index("--forms") + 1] == f"{plan_diff.strategy(c['before'])},{plan_diff.strategy(c['after'])}"
         assert ("--standalone" in argv) == (c["where"] == "standalone")
     path = tmp_path / "new.json"
     path.write_text(json.dumps({"table": cheap}))
@@ -176,11 +177,18 @@ def test_bench_forms_checks_forces_the_i32_guards_check_and_restores_the_tables(
     case = bench_forms.parse_case("64,2048::i32")
     x, s, z = bench_sweep.data(case)
     model = bench_sweep.model(case, s, z, consumer="Relu")
-    table = guarded.check_as_f32
+    table = guarded.checks_as_f32
     with bench_forms.checked_as(as_f32):
         lowered = lower_model(model, LowerOptions(strategies=["i32-guarded"])).model
-    assert guarded.check_as_f32 is table
-    nodes = [n for n in lowered.graph.node]
-    casts = {n.output[0] for n in nodes if n.op_type == "Cast"}
-    reduced = [n.input[0] for n in nodes if n.op_type in ("ReduceMax", "ReduceMin")]
-    assert reduced and all((r in casts) == as_f32 for r in reduced)
+    assert guarded.checks_as_f32 is table
+    assert set(guard_checks(lowered.graph)) == {as_f32}
+
+
+def test_bench_forms_times_the_planners_form_with_either_check(scripts):
+    """``--forms planner --checks``: the planner's own form, lowered once with each check and timed beside
+    ORT's DequantizeLinear (the ratios' keys name the form and the check)."""
+    _, bench_forms, _ = scripts
+    r = bench_forms.measure(bench_forms.parse_case("64,2048::i32"), ["planner"], False, repeat=1, checks=True)
+    assert r["planner"] == "i32-guarded" and r["refused"] == {}
+    assert set(r["ratios"]) == {"i32-guarded [i32]", "i32-guarded [f32]"}
+    assert all(v > 0 for v in r["ratios"].values())

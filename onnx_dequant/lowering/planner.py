@@ -89,7 +89,7 @@ def _guarded(exact: Sequence[Strategy[Any]]) -> Guarded:
 
 ROW_STRATEGIES: tuple[Strategy[Any], ...] = (
     *_DQL_FORMS,
-    _guarded((_CAST_SUB_MUL, _TILED)),  # a row's check and its DequantizeLinear read the row from cache
+    _guarded((_CAST_SUB_MUL, _TILED)),  # its passes after the first read the row from cache
     _CAST_SUB_MUL,
     _TILED,
 )

@@ -6,10 +6,10 @@ and ``ReduceMin`` of the input (and of a fed zero point) check that when the mod
 the best DequantizeLinear form (then) or the best exact float64 form (else), at the cost of the
 DequantizeLinear and the check where the values are small, as quantized int32 tensors (biases, accumulators)
 are. The check reduces the input as it is or cast to float32, whichever the calibrated table says is cheaper
-where the input is read from: the last-level cache where a float32 check's footprint (the input and its
-float32 copy) fits ``CHECKED_CACHE_BYTES`` (``check_i32_cached``, ``check_f32_cached``), memory where it
-does not (``check_i32``, ``check_f32``). ORT 1.32 reduces int32 an element at a time (a loop whose speed
-does not depend on where the data is) and float32 with vector instructions after a Cast that writes a
+where it reads the input from: the last-level cache where that check's footprint (the input, and the float32
+copy a float32 check writes) fits ``CHECKED_CACHE_BYTES`` (``check_i32_cached``, ``check_f32_cached``),
+memory where it does not (``check_i32``, ``check_f32``). ORT 1.32 reduces int32 an element at a time (a loop
+nearly as fast from memory as from cache) and float32 with vector instructions after a Cast that writes a
 float32 copy (three passes, fast from cache, twice the traffic of the two int32 ones from memory). The Cast
 rounds, but monotonically, and 2**23 is a float32: ``max(float32(x)) < 2**23`` exactly when ``max(x) <
 2**23``."""
@@ -34,10 +34,7 @@ __all__ = [
     "BOUND",
     "GUARD_MIN",
     "CHECKED_CACHE_BYTES",
-    "check_as_f32",
     "checks_as_f32",
-    "check_cost",
-    "reads_from_cache",
     "runs_in_cache",
 ]
 
@@ -54,59 +51,48 @@ against 1.57x without, 8192 1.92x against 2.21x with and even without;
 
 
 CHECKED_CACHE_BYTES = 16 << 20
-"""The share of the last-level cache a guard's passes find their data in: where the check's footprint
-(the int32 input, and the float32 copy of it that a float32 check writes) fits, the check's passes and
-the DequantizeLinear's read the input from cache, and a Scan's rows save nothing (a 2-core AMD EPYC Zen 4
-with 32 MB of L3, ORT 1.32, 2026-12-06, per-tensor int32 in a graph over ORT's DequantizeLinear: with the
-float32 check, the whole guard against the Scan 2.26x / 2.40x at 0.5M elements, 2.23 / 2.39 at 1M, 1.97
-/ 1.90 at 2M, 1.85 / 1.68 at 4M, 1.95 / 1.44 at 8M, ``bench_forms.py N,1024::i32:nozp --forms
-i32-guarded,scan-chunked``; with the int32 check, even at 4M in rows of 128K-1M, and 0.90-0.95x the
-Scan's time in rows of 64K-92K, the Scan 0.91-0.94x the whole guard's from 8M. The int32 check's time
-over the float32 one's, whole or in a Scan, ``bench_forms.py CASE --forms planner --checks``: 1.0-1.2 up
-to 1.3M elements, 0.58-0.95 from 3M)."""
+"""The share of the last-level cache (16 MiB) a guard's passes find their data in: where a check's footprint
+(the int32 input, and the float32 copy of it that a float32 check writes) fits, that check is priced by its
+calibrated cost from cache, and the whole guard's passes and its DequantizeLinear read the input from
+cache (``chunked.py`` then charges a Scan's rows no saving: in a graph, and standalone where the check is
+the int32 one). Measured on a 2-core AMD EPYC Zen 4 with 32 MB of L3, ORT 1.32, 2026-12-06, per-tensor
+int32 in a graph over ORT's DequantizeLinear: with the float32 check, the whole guard against the Scan
+2.26x / 2.40x at 0.5M elements, 2.23 / 2.39 at 1M, 1.97 / 1.90 at 2M, 1.85 / 1.68 at 4M, 1.95 / 1.44 at 8M
+(``bench_forms.py N,1024::i32:nozp --forms i32-guarded,scan-chunked``); with the int32 check, even at 4M in
+rows of 128K-1M and 0.90-0.95x the Scan's time in rows of 64K-92K, the Scan 0.91-0.94x the whole guard's
+from 8M. The int32 check's time over the float32 one's, whole or in a Scan (``bench_forms.py CASE --forms
+planner --checks``): 1.0-1.2 up to 1.3M elements, 0.58-0.95 from 3M."""
 
 
 def _footprint(info: NodeInfo, as_f32: bool) -> float:
-    """The bytes the check's passes touch: the whole input (a Scan row's, the input it is a row of), and the
+    """The bytes a check's passes touch: the whole input (a Scan row's, the input it is a row of), and the
     float32 copy a float32 check writes."""
     n = info.size() if info.whole_size is None else info.whole_size
     return n * info.in_type.bits / 8 * (2 if as_f32 else 1)
 
 
-def reads_from_cache(info: NodeInfo) -> bool:
-    """Whether the check's cost is its calibrated cost from cache: a float32 check's footprint fits
-    ``CHECKED_CACHE_BYTES`` (an int32 check runs at the same speed from cache and from memory)."""
-    return _footprint(info, True) <= CHECKED_CACHE_BYTES
+def _check_costs(info: NodeInfo) -> dict[bool, float]:
+    """Each check's calibrated cost per element checked (True: through float32): from cache where its own
+    footprint fits ``CHECKED_CACHE_BYTES`` (``check_f32_cached``, ``check_i32_cached``), else from memory
+    (``check_f32``, ``check_i32``)."""
+    costs = {}
+    for as_f32, name in ((True, "check_f32"), (False, "check_i32")):
+        cached = _footprint(info, as_f32) <= CHECKED_CACHE_BYTES
+        costs[as_f32] = kernel_cost(name + ("_cached" if cached else ""))
+    return costs
 
 
 def checks_as_f32(info: NodeInfo) -> bool:
-    """Whether the guard of ``info`` (a Scan's row: by the input it is a row of) reduces its input cast to
-    float32: the cheaper check where that input is read from."""
-    return check_as_f32(reads_from_cache(info))
+    """Whether the guard of ``info`` reduces its input cast to float32: the check the calibrated table
+    prices lower where each would read it from."""
+    costs = _check_costs(info)
+    return costs[True] < costs[False]
 
 
 def runs_in_cache(info: NodeInfo) -> bool:
     """Whether the whole guard's passes read the input from cache: the footprint of the check it takes
     fits ``CHECKED_CACHE_BYTES``."""
     return _footprint(info, checks_as_f32(info)) <= CHECKED_CACHE_BYTES
-
-
-def _entries(cached: bool) -> tuple[str, str]:
-    """The table's float32 and int32 check entries for an input read from cache or from memory."""
-    suffix = "_cached" if cached else ""
-    return f"check_f32{suffix}", f"check_i32{suffix}"
-
-
-def check_as_f32(cached: bool) -> bool:
-    """Whether the check reduces the input cast to float32: the calibrated table's cheaper check for an
-    input read from cache (``cached``) or from memory."""
-    f32, i32 = _entries(cached)
-    return kernel_cost(f32) < kernel_cost(i32)
-
-
-def check_cost(cached: bool) -> float:
-    """The check's cost per element checked: its cheaper form's, read from cache or from memory."""
-    return min(kernel_cost(name) for name in _entries(cached))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,7 +160,7 @@ class Guarded(Strategy[Branches]):
             return choice.fast.cost
         # the DequantizeLinear form, and the check: ReduceMax and ReduceMin of the input (or of it cast to f32)
         checked = info.size() + (info.scale_size if choice.check_zp else 0)
-        return choice.fast.cost + checked * check_cost(reads_from_cache(info))
+        return choice.fast.cost + checked * min(_check_costs(info).values())
 
     def emit(self, info: NodeInfo, choice: Branches, em: Emitter) -> None:
         if choice.known is not None:
