@@ -103,6 +103,57 @@ def int8_dql_without_zero_point_then_reshape_is_wrong_at_opset_13():
     return bool(y[0] != -2.0)
 
 
+def _int32_dql_then(op: str, opset: int, zero_point: bool) -> onnx.ModelProto:
+    """An int32 DequantizeLinear with a one-element scale (and a zero zero point), then ``op``."""
+    inits = [helper.make_tensor("s", TP.FLOAT, [], [0.5]), helper.make_tensor("shape", TP.INT64, [1], [4])]
+    if zero_point:
+        inits.append(helper.make_tensor("z", TP.INT32, [], [0]))
+    after = (
+        helper.make_node("Reshape", ["d", "shape"], ["y"])
+        if op == "Reshape"
+        else helper.make_node("Transpose", ["d"], ["y"], perm=[1, 0])
+    )
+    g = helper.make_graph(
+        [helper.make_node("DequantizeLinear", ["x", "s", "z"] if zero_point else ["x", "s"], ["d"]), after],
+        "g",
+        [_vi("x", TP.INT32, [4] if op == "Reshape" else [2, 2])],
+        [_vi("y", TP.FLOAT, None)],
+        inits,
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _fails_to_load(model: onnx.ModelProto) -> bool:
+    try:
+        _session(model)
+    except Exception:
+        return True
+    return False
+
+
+@fact
+def int32_dql_then_reshape_fails_at_opset_21():
+    """At opset 21+, an int32 per-tensor DQL, then Reshape, fails to load (QDQ propagation; no int32 QuantizeLinear)."""
+    return _fails_to_load(_int32_dql_then("Reshape", 21, zero_point=False))
+
+
+@fact
+def int32_dql_then_reshape_clamps_at_opset_13():
+    """At opsets 13-20, an int32 per-tensor DQL without a zero point, then Reshape, clamps to [0, 255] * scale."""
+    (y,) = _session(_int32_dql_then("Reshape", 13, zero_point=False)).run(
+        None, {"x": np.array([-4, -1, 0, 300], np.int32)}
+    )
+    return bool(y[0] == 0.0 and y[3] == 127.5)
+
+
+@fact
+def int32_dql_with_zero_point_then_transpose_fails():
+    """An int32 DQL with a zero point (zero too, any opset), then Transpose, fails to load at the default level."""
+    return _fails_to_load(_int32_dql_then("Transpose", 13, zero_point=True)) and _fails_to_load(
+        _int32_dql_then("Transpose", 21, zero_point=True)
+    )
+
+
 @fact
 def int32_dql_wraps():
     """ORT's int32 DequantizeLinear subtracts in int32 and wraps: (2^31-1) - (-2^31) gives -1."""

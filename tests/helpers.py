@@ -65,6 +65,8 @@ def one_node_model(
     elif consumer is not None:
         nodes.append(helper.make_node(consumer, ["t"], ["y"]))
     out_shape = [int(x.size)] if consumer == "Reshape" else [f"d{i}" if symbolic else d for i, d in enumerate(x.shape)]
+    if consumer == "Transpose":  # no perm: the dims reversed
+        out_shape.reverse()
     out = helper.make_tensor_value_info("y", r.onnx, out_shape)
     g = helper.make_graph(nodes, "g", inputs, [out], inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), opset_import()])

@@ -175,6 +175,33 @@ def test_ort_int8_reshape_bug_avoided():
     assert same_bits(y, odq.dequantize(x, s, z).reshape(-1))
 
 
+@pytest.mark.parametrize("opset", [13, 21])
+@pytest.mark.parametrize("consumer", ["Reshape", "Transpose", "Unsqueeze"])
+@pytest.mark.parametrize(
+    "axes,zp,x_const,wrap",
+    [((), False, False, True), ((), True, False, True), ((1,), True, False, True), ((), True, True, False)],
+    ids=["wrapped", "wrapped-zp", "wrapped-axis-zp", "constant-zp"],
+)
+def test_ort_int32_propagation_bugs_avoided(axes, zp, x_const, wrap, consumer, opset):
+    """docs/ort-facts.md: ORT 1.32 fails to load (or, at opsets 13-20, clamps) an int32 per-tensor DQL before
+    Reshape & co., and one with a zero point before Transpose; each such node takes another form. (A constant
+    input within the guard's bound, or ``wrap_int32``, would otherwise be one DequantizeLinear.)"""
+    x, s, z = random_case(RNG, (4, 6), axes, "i32", "f32", zp=zp)
+    x >>= 9  # within +-2**22: ORT's int32 semantics and the reference's agree
+    if z is not None:
+        z >>= 9
+    m = one_node_model(x, s, z, axes, opset=opset, consumer=consumer, x_const=x_const)
+    if consumer == "Unsqueeze":  # axes as an input from opset 13
+        m.graph.initializer.append(numpy_helper.from_array(np.array([0], np.int64), "ax0"))
+        m.graph.node[-1].input.append("ax0")
+        del m.graph.output[0].type.tensor_type.shape.dim[:]
+    lowered = lower_model(m, LowerOptions(wrap_int32=wrap)).model
+    (y,) = run_ort(lowered, {} if x_const else {"x": x})  # ORT's default optimization level
+    want = odq.dequantize(x, s, z, axes=axes)
+    want = {"Reshape": want.reshape(-1), "Transpose": want.T, "Unsqueeze": want[None]}[consumer]
+    assert same_bits(y, want)
+
+
 def _optimized_ops(model: onnx.ModelProto, tmp_path: Path) -> list[str]:
     so = ort.SessionOptions()
     so.optimized_model_filepath = str(tmp_path / "opt.onnx")

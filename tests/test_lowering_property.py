@@ -1,7 +1,9 @@
 """Property test: ORT on the lowered model equals the reference bit for bit (ULPs where docs/precision.md allows),
 over ranks 0-6, random axes, every type pair, opsets 13/19/21/25, constant or fed scale/zero point,
 static or symbolic shapes, targets ort/portable, the node's output as graph output or fed on, and the
-Scan-chunked form on slices of any size (its size window lifted)."""
+Scan-chunked form on slices of any size (its size window lifted), a constant input, and i32 nodes with
+``wrap_int32``; ORT runs at its default level (QDQ propagation and the Transpose optimizer included) and
+without optimizations."""
 
 from __future__ import annotations
 
@@ -43,12 +45,14 @@ def cases(draw):
     small = dtypes.parse(qt).bits < 8
     const = small or rt == "bf16" or draw(st.booleans())  # ORT's Python API cannot feed 4-bit or bf16
     zp = draw(st.booleans())
-    symbolic = not const and draw(st.booleans())
-    consumer = draw(st.sampled_from([None, None, "Relu", "Reshape"]))
+    x_const = small or draw(st.integers(0, 3)) == 0
+    symbolic = not const and not x_const and draw(st.booleans())
+    consumer = draw(st.sampled_from([None, None, "Relu", "Reshape", "Transpose"]))
+    wrap = qt == "i32" and draw(st.booleans())
     target = draw(st.sampled_from(["ort", "portable"]))
     seed = draw(st.integers(0, 2**16))
     chunk_any = draw(st.booleans())  # let the Scan-chunked form take tiny slices
-    return shape, axes, qt, rt, opset, const, zp, symbolic, consumer, target, seed, chunk_any
+    return shape, axes, qt, rt, opset, const, x_const, zp, symbolic, consumer, target, wrap, seed, chunk_any
 
 
 @settings(
@@ -63,19 +67,22 @@ def test_lowered_equals_reference(case):
         _lowered_equals_reference(*case)
 
 
-def _lowered_equals_reference(shape, axes, qt, rt, opset, const, zp, symbolic, consumer, target, seed):
+def _lowered_equals_reference(shape, axes, qt, rt, opset, const, x_const, zp, symbolic, consumer, target, wrap, seed):
     rng = np.random.default_rng(seed)
     x, s, z = random_case(rng, shape, axes, qt, rt, zp=zp)
+    if wrap:  # within +-2**22, where ORT's int32 semantics and the reference's agree
+        x >>= 9
+        if z is not None:
+            z >>= 9
     small = dtypes.parse(qt).bits < 8
-    m = one_node_model(x, s, z, axes, opset=opset, const=const, consumer=consumer, symbolic=symbolic, x_const=small)
     if consumer == "Relu" and rt == "bf16":
         consumer = None  # no bf16 Relu kernel in ORT: keep the node's output as it is
-        m = one_node_model(x, s, z, axes, opset=opset, const=const, symbolic=symbolic, x_const=small)
+    m = one_node_model(x, s, z, axes, opset=opset, const=const, consumer=consumer, symbolic=symbolic, x_const=x_const)
     if small and opset < 21:
         with pytest.raises(odq.DequantizeError, match="node 'dq'"):
             lower_model(m, LowerOptions(target=target))
         return
-    result = lower_model(m, LowerOptions(target=target))
+    result = lower_model(m, LowerOptions(target=target, wrap_int32=wrap))
     lowered, report = result.model, result.nodes
     assert domain_nodes(lowered) == 0
     assert [o.version for o in lowered.opset_import if o.domain == ""] == [opset]
@@ -86,7 +93,7 @@ def _lowered_equals_reference(shape, axes, qt, rt, opset, const, zp, symbolic, c
             for n in lowered.graph.node
         )
 
-    feeds = {} if small else {"x": x}
+    feeds = {} if x_const else {"x": x}
     if not const:
         feeds["s"] = s
         if z is not None:
@@ -96,6 +103,8 @@ def _lowered_equals_reference(shape, axes, qt, rt, opset, const, zp, symbolic, c
         ref = np.maximum(ref, 0)
     elif consumer == "Reshape":
         ref = ref.reshape(-1)
+    elif consumer == "Transpose":
+        ref = ref.transpose()
     levels = [None] if seed % 2 else [None, ort.GraphOptimizationLevel.ORT_DISABLE_ALL]
     for level in levels:
         (y,) = run_ort(onnx.ModelProto.FromString(lowered.SerializeToString()), feeds, level=level)

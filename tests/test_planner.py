@@ -262,6 +262,16 @@ def test_planner_refusals():
             "ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before Transpose at opset 21+",
         ),
         (
+            {"qt": "i32", "int32_wrap": True, "zp": False, "opset": 13, "consumers": ("Relu", "Squeeze")},
+            "dql-per-tensor",
+            "ORT 1.32 cannot run an int32 per-tensor DequantizeLinear before Squeeze",
+        ),
+        (
+            {"qt": "i32", "int32_wrap": True, "axes": (1,), "consumers": ("Transpose",)},
+            "dql-per-axis",
+            "ORT 1.32 cannot load an int32 DequantizeLinear with a zero point before Transpose",
+        ),
+        (
             {},
             "scan-chunked",
             "only an f16 or bf16 output (an f32 intermediate), an f64 output or an exact i32 input "

@@ -58,14 +58,24 @@ class Layout:
 
 
 def ort_load_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
-    """ORT 1.32 fails to load an int8 per-tensor DQL with a zero point followed by Reshape & co. at opset
-    21+ (QDQ propagation, docs/ort-facts.md): the refusal of a layout that would be one, or None."""
-    if info.opset < 21 or info.in_type.name != "i8" or not info.has_zp:
-        return None
+    """ORT 1.32's QDQ propagation moves a per-tensor DQL past Reshape & co. by inserting a QuantizeLinear
+    before them (docs/ort-facts.md); where that QuantizeLinear cannot be loaded or clamps, the refusal of a
+    layout that would be such a DQL, else None. An int8 one with a zero point fails to load at opset 21+
+    (below, ``emit_layout`` gives one without a zero point an explicit zero). An int32 one fails to load
+    (no int32 QuantizeLinear kernel, nor an int32 zero point for it) or, at opsets 13-20 without a zero
+    point, clamps the values to uint8's range. ORT's Transpose optimizer inserts one too, past an int32 DQL
+    with a zero point, per axis as well."""
+    q = info.in_type.name
+    if q == "i32" and info.has_zp and "Transpose" in info.consumers:
+        return Refusal("ORT 1.32 cannot load an int32 DequantizeLinear with a zero point before Transpose")
     if layout.scale_elements(info) != 1:
         return None
     hit = sorted((set(info.consumers) | ({"Reshape"} if layout.reshapes else set())) & PROPAGATING_OPS)
-    if hit:
+    if not hit:
+        return None
+    if q == "i32":
+        return Refusal(f"ORT 1.32 cannot run an int32 per-tensor DequantizeLinear before {hit[0]}")
+    if q == "i8" and info.has_zp and info.opset >= 21:
         return Refusal(
             f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {hit[0]} at opset 21+"
         )
