@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""Every lowering form, forced, in the graphs it meets in the world: ORT at its default level against the reference.
+
+    python scripts/check_forms.py                  # 1000 random nodes (about 30 s)
+    python scripts/check_forms.py --seed 1 --cases 1000 --json OUT.json
+
+Each case is one Dequantize node (ranks 1-4, some with a dim of 300-3000 so that the forms for larger
+inputs apply; random axes; i8/u8/i16/u16/i32 inputs, i32 with and without ``wrap_int32``; f32 or f16
+outputs; opsets 13/19/21/25; zero point or none; input, scale and zero point constant or fed) read by
+one or two of Relu, Reshape, Transpose, Unsqueeze, Slice, Identity, or returned as it is; in some, the
+Scan's and the i32 guard's size floors are lifted so that those forms apply to small inputs. The planner's
+form and every other form that applies are lowered in turn (``strategies=[name]``) and run by ONNX
+Runtime at its default optimization level, whose graph transformers (QDQ propagation, the Transpose
+optimizer, DequantizeLinear duplication) rewrite what the lowering emitted; each output must match
+``odq.dequantize`` bit for bit (1 ULP where docs/precision.md allows it). The property test
+(``tests/test_lowering_property.py``) draws inputs of a few elements, where most forms do not apply.
+
+Prints each failure (the model failed to load, or a wrong value) with its case; exit 0 when there is
+none, 1 otherwise, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing
+
+import onnx_dequant as odq  # noqa: E402
+from onnx_dequant import dtypes  # noqa: E402
+from onnx_dequant.compare import ulp_distance  # noqa: E402
+from onnx_dequant.exactness import ort_exact  # noqa: E402
+from onnx_dequant.lowering import LowerOptions, lower_model  # noqa: E402
+from onnx_dequant.lowering.planner import STRATEGIES  # noqa: E402
+from onnx_dequant.lowering.strategies import chunked, guarded  # noqa: E402
+
+READERS = ("Relu", "Reshape", "Transpose", "Unsqueeze", "Slice", "Identity", "output")
+"""What reads the node's output: an op, or the graph's output itself."""
+
+
+@dataclass
+class Case:
+    shape: tuple[int, ...]
+    axes: tuple[int, ...]
+    in_type: str
+    out_type: str
+    opset: int
+    zero_point: bool
+    x_const: bool
+    params_const: bool
+    wrap_int32: bool
+    readers: tuple[str, ...]
+    any_size: bool  # the Scan's and the i32 guard's size floors lifted, so that they apply to small inputs
+    seed: int
+
+    def __str__(self) -> str:
+        consts = [n for n, c in (("x", self.x_const), ("scale", self.params_const)) if c]
+        return (
+            f"{self.shape} {{{','.join(map(str, self.axes))}}} {self.in_type}->{self.out_type} opset {self.opset}"
+            f"{' zp' if self.zero_point else ''}{' wrap_int32' if self.wrap_int32 else ''}"
+            f" const:{'+'.join(consts) or '-'} -> {'+'.join(self.readers)}{' any size' if self.any_size else ''}"
+            f" (seed {self.seed})"
+        )
+
+
+@dataclass
+class Failure:
+    form: str
+    what: str  # "load" or "value"
+    detail: str
+    case: str = ""
+
+
+@dataclass
+class Outcome:
+    runs: Counter = field(default_factory=Counter)  # models run, by form
+    failures: list[Failure] = field(default_factory=list)
+
+
+def draw(rng: np.random.Generator, seed: int) -> Case:
+    """A random case (see the module's docstring)."""
+    rank = int(rng.integers(1, 5))
+    shape = [int(d) for d in rng.integers(1, 6, rank)]
+    if rng.random() < 0.4:
+        shape[int(rng.integers(0, rank))] = int(rng.integers(300, 3000))
+    axes = tuple(sorted(int(a) for a in rng.choice(rank, int(rng.integers(0, rank + 1)), replace=False)))
+    in_type = str(rng.choice(["i8", "u8", "i16", "u16", "i32", "i32"]))
+    out_type = str(rng.choice(["f32", "f32", "f16"]))
+    opset = int(rng.choice([13, 19, 21, 25]))
+    if in_type in ("i16", "u16"):
+        opset = max(opset, 21)
+    readers = tuple(str(r) for r in rng.choice(READERS, int(rng.integers(1, 3)), replace=False))
+    if out_type == "f16":  # ORT has no f16 Relu kernel
+        readers = tuple(r for r in readers if r != "Relu") or ("output",)
+    return Case(
+        tuple(shape),
+        axes,
+        in_type,
+        out_type,
+        opset,
+        zero_point=bool(rng.random() < 0.6),
+        x_const=bool(rng.random() < 0.25),
+        params_const=bool(rng.random() < 0.7),
+        wrap_int32=in_type == "i32" and bool(rng.random() < 0.5),
+        readers=readers,
+        any_size=bool(rng.random() < 0.3),
+        seed=seed,
+    )
+
+
+def values(case: Case) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The case's input, scale and zero point (i32 values within +-2**22, where ORT's int32 semantics
+    and the reference's agree, unless the seed says otherwise for an exact node)."""
+    rng = np.random.default_rng(case.seed)
+    q, r = dtypes.parse(case.in_type), dtypes.parse(case.out_type)
+    ss = tuple(case.shape[a] for a in case.axes)
+    x = rng.integers(int(q.min), int(q.max) + 1, size=case.shape).astype(q.numpy)
+    s = np.asarray(rng.standard_normal(ss) * np.exp2(rng.integers(-8, 8, ss))).astype(r.numpy)
+    z = rng.integers(int(q.min), int(q.max) + 1, size=ss).astype(q.numpy) if case.zero_point else None
+    if q.name == "i32" and (case.wrap_int32 or rng.random() < 0.7):
+        x >>= 9
+        if z is not None:
+            z >>= 9
+    return x, s, z
+
+
+def model(case: Case, x: np.ndarray, s: np.ndarray, z: np.ndarray | None) -> tuple[onnx.ModelProto, dict]:
+    """The case's model and the feeds it takes."""
+    inputs, inits, feeds = [], [], {}
+
+    def add(name: str, arr: np.ndarray, const: bool) -> None:
+        if const:
+            inits.append(numpy_helper.from_array(arr, name))
+        else:
+            inputs.append(helper.make_tensor_value_info(name, dtypes.parse(arr.dtype).onnx, list(arr.shape)))
+            feeds[name] = arr
+
+    def i64(name: str, v: list[int]) -> str:
+        inits.append(numpy_helper.from_array(np.array(v, np.int64), name))
+        return name
+
+    add("x", x, case.x_const)
+    add("s", s, case.params_const)
+    names = ["x", "s"]
+    if z is not None:
+        add("z", z, case.params_const)
+        names.append("z")
+    nodes = [odq.make_node(names, ["t"], axes=case.axes, name="dq")]
+    outs = []
+    for i, r in enumerate(case.readers):
+        o = "t" if r == "output" else f"y{i}"
+        if r == "Reshape":
+            nodes.append(helper.make_node(r, ["t", i64(f"shape{i}", [-1])], [o]))
+        elif r == "Unsqueeze":
+            nodes.append(helper.make_node(r, ["t", i64(f"axes{i}", [0])], [o]))
+        elif r == "Slice":
+            nodes.append(helper.make_node(r, ["t", i64(f"s{i}", [0]), i64(f"e{i}", [1]), i64(f"a{i}", [0])], [o]))
+        elif r != "output":
+            nodes.append(helper.make_node(r, ["t"], [o]))
+        outs.append(helper.make_tensor_value_info(o, dtypes.parse(case.out_type).onnx, None))
+    g = helper.make_graph(nodes, "g", inputs, outs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset), helper.make_opsetid(odq.DOMAIN, 1)])
+    m.ir_version = 8 if case.opset < 21 else 10
+    return m, feeds
+
+
+def expected(ref: np.ndarray, reader: str) -> np.ndarray:
+    """What ``reader`` makes of the node's output."""
+    if reader == "Relu":
+        return np.maximum(ref, 0)
+    if reader == "Reshape":
+        return ref.reshape(-1)
+    if reader == "Transpose":
+        return ref.transpose()
+    if reader == "Unsqueeze":
+        return ref[None]
+    if reader == "Slice":
+        return ref[0:1]
+    return ref
+
+
+@contextlib.contextmanager
+def size_floors(lifted: bool) -> Iterator[None]:
+    """With ``lifted``, the Scan (``CHUNK_MIN``) and the i32 guard (``GUARD_MIN``) take inputs of any size."""
+    saved = chunked.CHUNK_MIN, guarded.GUARD_MIN
+    if lifted:
+        chunked.CHUNK_MIN, guarded.GUARD_MIN = 1, 1
+    try:
+        yield
+    finally:
+        chunked.CHUNK_MIN, guarded.GUARD_MIN = saved
+
+
+def check(case: Case) -> Outcome:
+    """The planner's form and each other form that applies, run by ORT at its default level."""
+    x, s, z = values(case)
+    ref = odq.dequantize(x, s, z, axes=case.axes)
+    ulps = 0 if ort_exact(dtypes.parse(case.in_type), dtypes.parse(case.out_type))[0] else 1
+    m, feeds = model(case, x, s, z)
+    out = Outcome()
+    for name in [None] + [st.name for st in STRATEGIES]:
+        options = LowerOptions(wrap_int32=case.wrap_int32, strategies=None if name is None else [name])
+        try:
+            with size_floors(case.any_size):
+                result = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
+        except odq.DequantizeError:
+            continue  # the form does not apply
+        form = result.nodes[0].strategy
+        if name is not None and form != name:
+            continue
+        label = f"planner ({form})" if name is None else form
+        out.runs[label if name is not None else "planner"] += 1
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        try:
+            got = ort.InferenceSession(result.model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(
+                None, feeds
+            )
+        except Exception as e:  # noqa: BLE001 - a model ORT cannot load or run is the finding
+            out.failures.append(Failure(label, "load", str(e).splitlines()[0][:300], str(case)))
+            continue
+        for reader, y in zip(case.readers, got):
+            want = expected(ref, reader)
+            if y.shape != want.shape or np.max(ulp_distance(y, want), initial=0) > ulps:
+                detail = f"{reader}: shape {y.shape}" if y.shape != want.shape else f"{reader}: over {ulps} ULP"
+                out.failures.append(Failure(label, "value", detail, str(case)))
+                break
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seed", type=int, default=0, help="case draw")
+    p.add_argument("--cases", type=int, default=1000, help="random nodes to check")
+    p.add_argument("--json", metavar="FILE", help="write the runs and failures as JSON")
+    args = p.parse_args(argv)
+    if args.cases < 1:
+        p.error("--cases must be at least 1")
+    ort.set_default_logger_severity(4)
+    rng = np.random.default_rng(args.seed)
+    total = Outcome()
+    t0 = time.perf_counter()
+    for i in range(args.cases):
+        case = draw(rng, args.seed * 1_000_003 + i)
+        got = check(case)
+        total.runs.update(got.runs)
+        total.failures.extend(got.failures)
+        if (i + 1) % 25 == 0 or i + 1 == args.cases:
+            print(
+                f"[{i + 1}/{args.cases}] {sum(total.runs.values())} models, {len(total.failures)} failures",
+                file=sys.stderr,
+                flush=True,
+            )
+    runs = sum(total.runs.values())
+    print(
+        f"ONNX Runtime {ort.__version__}, default optimization level: {runs} lowered models from {args.cases} "
+        f"nodes in {time.perf_counter() - t0:.0f} s"
+    )
+    for form, n in sorted(total.runs.items()):
+        print(f"  {form:20s} {n}")
+    print(f"{len(total.failures)} failure(s)")
+    for f in total.failures:
+        print(f"  {f.form}: {f.what}: {f.detail}\n    {f.case}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(
+                {
+                    "args": vars(args),
+                    "ort": ort.__version__,
+                    "runs": dict(total.runs),
+                    "failures": [asdict(f) for f in total.failures],
+                },
+                fh,
+                indent=1,
+            )
+    return 1 if total.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
