@@ -187,6 +187,48 @@ def test_i32_never_wraps_unless_asked():
     assert all(same_bits(w[i], as_wrapped[i]) or same_bits(w[i], y[i]) for i in range(len(x)))
 
 
+@pytest.mark.parametrize("rt", ["f32", "f16"])
+@pytest.mark.parametrize("axes,zp", [((), True), ((), False), ((1,), True), ((0, 2), True)])
+def test_sub_cast_mul_is_ort_int32_dequantize_linear_bit_for_bit(axes, zp, rt):
+    """``sub-cast-mul`` (wrap_int32, where ORT breaks the DequantizeLinear) computes what ORT's int32
+    DequantizeLinear computes, over the whole int32 range: the difference wraps, and rounds to f32 beyond
+    2**24 (the DequantizeLinear run with optimizations off, then cast as the DQL form casts)."""
+    rng = np.random.default_rng(len(axes) + 2 * zp)
+    x, s, z = random_case(rng, (6, 5, 7), axes, "i32", rt, zp=zp)  # any int32 values, extremes included
+    x.flat[:2], z = [2**31 - 1, -(2**31)], None if z is None else z.astype(np.int32)
+    if z is not None:
+        z.flat[0] = -(2**31)
+    m = one_node_model(x, s, z, axes, const=False)
+    lowered = lower_model(m, LowerOptions(wrap_int32=True, strategies=["sub-cast-mul"])).model
+    feeds = {"x": x, "s": s} | ({} if z is None else {"z": z})
+    (y,) = run_ort(lowered, feeds)
+    # ORT's own kernel, per axis after merging axes {0, 2}: its scale along one axis of a transposed view
+    xt, st, zt = x, s.astype(np.float32), z
+    if axes == (0, 2):
+        xt, st, zt = x.transpose(1, 0, 2).reshape(5, 42), st.reshape(-1), None if z is None else z.reshape(-1)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["x", "s"] + ([] if zt is None else ["z"]), ["y"], axis=len(axes) and 1)
+    ]
+    g = helper.make_graph(
+        nodes,
+        "g",
+        [vi("x", "i32", xt.shape), vi("s", "f32", st.shape)] + ([] if zt is None else [vi("z", "i32", zt.shape)]),
+        [vi("y", "f32", xt.shape)],
+    )
+    ref_model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    (want,) = run_ort(
+        ref_model,
+        {"x": xt, "s": st} | ({} if zt is None else {"z": zt}),
+        level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    )
+    if axes == (0, 2):
+        want = want.reshape(5, 6, 7).transpose(1, 0, 2)
+    with np.errstate(over="ignore"):  # large values overflow f16, in both
+        assert same_bits(y, want.astype(y.dtype))
+    if z is not None and rt == "f32":  # the wrapped differences give other values than the exact ones
+        assert not same_bits(y, odq.dequantize(x, s, z, axes=axes))
+
+
 @pytest.mark.parametrize("target", ["ort", "portable"])
 def test_symbolic_dims_and_fed_scale(target):
     rng = np.random.default_rng(5)

@@ -57,11 +57,18 @@ def test_the_rule_set():
         "scan-chunked",
         "cast-sub-mul",
         "cast-sub-mul-tiled",
+        "sub-cast-mul",
         "cast-sub-min-mul",
     ]
     assert "scan-chunked" not in {s.name for s in ROW_STRATEGIES}  # a Scan's row is never a Scan
     assert {s.name for s in STRATEGIES if s.portable} >= {"dql-per-tensor", "dql-per-axis", "cast-sub-mul"}
-    assert {s.name for s in STRATEGIES if not s.portable} == {"dql-blocked", "dql-tiled", "i32-guarded", "scan-chunked"}
+    assert {s.name for s in STRATEGIES if not s.portable} == {
+        "dql-blocked",
+        "dql-tiled",
+        "i32-guarded",
+        "scan-chunked",
+        "sub-cast-mul",
+    }
 
 
 @pytest.mark.parametrize(
@@ -92,6 +99,9 @@ def test_f64_outputs_and_i32_inputs_use_cast_sub_mul():
         refused(info(qt="i32"), "dql-per-tensor") == "DequantizeLinear subtracts i32 in int32 (wraps) and rounds twice"
     )
     assert chosen(info(qt="i32", int32_wrap=True)) == "dql-per-tensor"  # the user accepts ORT's int32
+    # where ORT 1.32 breaks that DequantizeLinear, the same arithmetic in Sub/Cast/Mul, not the float64 form
+    for facts in ({"consumers": ("Reshape",)}, {"axes": (1,), "consumers": ("Transpose",)}):
+        assert chosen(info(qt="i32", int32_wrap=True, **facts)) == "sub-cast-mul"
 
 
 def test_the_slow_last_axis_is_avoided():
@@ -270,6 +280,12 @@ def test_planner_refusals():
             {"qt": "i32", "int32_wrap": True, "axes": (1,), "consumers": ("Transpose",)},
             "dql-per-axis",
             "ORT 1.32 cannot load an int32 DequantizeLinear with a zero point before Transpose",
+        ),
+        ({}, "sub-cast-mul", "only an i32 input with wrap_int32 (ORT's int32 arithmetic)"),
+        (
+            {"qt": "i32", "int32_wrap": True, "rt": "f64"},
+            "sub-cast-mul",
+            "ORT's int32 DequantizeLinear computes in f32 (no f64 output)",
         ),
         (
             {},

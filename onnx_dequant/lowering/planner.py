@@ -29,6 +29,7 @@ from .strategies.openvino import OpenVinoBarrier
 from .strategies.per_axis import PerAxis
 from .strategies.per_tensor import PerTensor
 from .strategies.tiled import Tiled
+from .strategies.wrapped import WrappedSubCastMul
 from .unit_axes import unit_axes, without_unit_axes
 
 __all__ = ["STRATEGIES", "ROW_STRATEGIES", "Plan", "choose", "plan"]
@@ -105,6 +106,7 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     _CHUNKED,
     _CAST_SUB_MUL,
     _TILED,
+    WrappedSubCastMul(),
     OpenVinoBarrier(),
 )
 """Every strategy, in order of preference when costs tie."""
