@@ -6,17 +6,19 @@
 
 Each case is one Dequantize node (ranks 1-4, some with a dim of 300-3000 so that the forms for larger
 inputs apply; random axes; i8/u8/i16/u16/i32 inputs, i32 with and without ``wrap_int32``; f32 or f16
-outputs; opsets 13/19/21/25; zero point or none; input, scale and zero point constant or fed) read by
-one or two of Relu, Reshape, Transpose, Unsqueeze, Slice, Identity, or returned as it is; in some, the
-Scan's and the i32 guard's size floors are lifted so that those forms apply to small inputs. The planner's
-form and every other form that applies are lowered in turn (``strategies=[name]``) and run by ONNX
-Runtime at its default optimization level, whose graph transformers (QDQ propagation, the Transpose
-optimizer, DequantizeLinear duplication) rewrite what the lowering emitted; each output must match
-``odq.dequantize`` bit for bit (1 ULP where docs/precision.md allows it). The property test
-(``tests/test_lowering_property.py``) draws inputs of a few elements, where most forms do not apply.
+outputs; opsets 13/19/21/25; zero point or none; input, scale and zero point constant or fed) read by one
+or two of Relu, Reshape, Transpose (naming its perm), Unsqueeze, Slice, Identity, a no-op ONNX Runtime
+removes (Dropout, a Cast to the same type, a Mul by one) before one of those, or returned as it is; in
+some, the Scan's and the i32 guard's size floors are lifted so that those forms apply to small inputs.
+The planner's form and every other form that applies are lowered in turn (``strategies=[name]``; a model
+the planner also chose runs once) and run by ONNX Runtime at its default optimization level, whose graph
+transformers (QDQ propagation, the Transpose optimizer, DequantizeLinear duplication) rewrite what the
+lowering emitted; each output must match ``odq.dequantize`` bit for bit (1 ULP where docs/precision.md
+allows it). The property test (``tests/test_lowering_property.py``) draws inputs of a few elements, where
+most forms do not apply.
 
-Prints each failure (the model failed to load, or a wrong value) with its case; exit 0 when there is
-none, 1 otherwise, 2 for bad usage.
+Prints each failure (the lowering crashed, the model failed to load, or a wrong value) with its case;
+exit 0 when there is none, 1 otherwise, 2 for bad usage.
 """
 
 from __future__ import annotations
@@ -47,8 +49,21 @@ from onnx_dequant.lowering import LowerOptions, lower_model  # noqa: E402
 from onnx_dequant.lowering.planner import STRATEGIES  # noqa: E402
 from onnx_dequant.lowering.strategies import chunked, guarded  # noqa: E402
 
-READERS = ("Relu", "Reshape", "Transpose", "Unsqueeze", "Slice", "Identity", "output")
-"""What reads the node's output: an op, or the graph's output itself."""
+READERS = (
+    "Relu",
+    "Reshape",
+    "Transpose",
+    "Unsqueeze",
+    "Slice",
+    "Identity",
+    "Dropout+Reshape",
+    "Cast+Transpose",
+    "Mul1+Unsqueeze",
+    "output",
+)
+"""What reads the node's output: an op, two in a row (the first one ONNX Runtime removes as a no-op: a
+Dropout, a Cast to the same type, a Mul by one), or the graph's output itself. The Transpose names its
+perm (the dims reversed): ORT's Transpose optimizer leaves one without it alone."""
 
 
 @dataclass
@@ -160,17 +175,32 @@ def model(case: Case, x: np.ndarray, s: np.ndarray, z: np.ndarray | None) -> tup
         names.append("z")
     nodes = [odq.make_node(names, ["t"], axes=case.axes, name="dq")]
     outs = []
-    for i, r in enumerate(case.readers):
-        o = "t" if r == "output" else f"y{i}"
-        if r == "Reshape":
-            nodes.append(helper.make_node(r, ["t", i64(f"shape{i}", [-1])], [o]))
-        elif r == "Unsqueeze":
-            nodes.append(helper.make_node(r, ["t", i64(f"axes{i}", [0])], [o]))
-        elif r == "Slice":
-            nodes.append(helper.make_node(r, ["t", i64(f"s{i}", [0]), i64(f"e{i}", [1]), i64(f"a{i}", [0])], [o]))
-        elif r != "output":
-            nodes.append(helper.make_node(r, ["t"], [o]))
-        outs.append(helper.make_tensor_value_info(o, dtypes.parse(case.out_type).onnx, None))
+    out_t = dtypes.parse(case.out_type)
+    for i, reader in enumerate(case.readers):
+        if reader == "output":
+            outs.append(helper.make_tensor_value_info("t", out_t.onnx, None))
+            continue
+        src = "t"
+        for j, r in enumerate(reader.split("+")):
+            o = f"y{i}_{j}"
+            if r == "Reshape":
+                nodes.append(helper.make_node(r, [src, i64(f"shape{i}", [-1])], [o]))
+            elif r == "Unsqueeze":
+                nodes.append(helper.make_node(r, [src, i64(f"axes{i}", [0])], [o]))
+            elif r == "Slice":
+                nodes.append(helper.make_node(r, [src, i64(f"s{i}", [0]), i64(f"e{i}", [1]), i64(f"a{i}", [0])], [o]))
+            elif r == "Transpose":
+                nodes.append(helper.make_node(r, [src], [o], perm=list(range(len(case.shape)))[::-1]))
+            elif r == "Cast":
+                nodes.append(helper.make_node(r, [src], [o], to=out_t.onnx))
+            elif r == "Mul1":
+                k = numpy_helper.from_array(np.array(1, out_t.numpy), f"one{i}")
+                inits.append(k)
+                nodes.append(helper.make_node("Mul", [src, k.name], [o]))
+            else:
+                nodes.append(helper.make_node(r, [src], [o]))
+            src = o
+        outs.append(helper.make_tensor_value_info(src, out_t.onnx, None))
     g = helper.make_graph(nodes, "g", inputs, outs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset), helper.make_opsetid(odq.DOMAIN, 1)])
     m.ir_version = 8 if case.opset < 21 else 10
@@ -178,7 +208,8 @@ def model(case: Case, x: np.ndarray, s: np.ndarray, z: np.ndarray | None) -> tup
 
 
 def expected(ref: np.ndarray, reader: str) -> np.ndarray:
-    """What ``reader`` makes of the node's output."""
+    """What ``reader`` makes of the node's output (the last op of a chain; the ops before it are no-ops)."""
+    reader = reader.split("+")[-1]
     if reader == "Relu":
         return np.maximum(ref, 0)
     if reader == "Reshape":
@@ -211,18 +242,26 @@ def check(case: Case) -> Outcome:
     ulps = 0 if ort_exact(dtypes.parse(case.in_type), dtypes.parse(case.out_type))[0] else 1
     m, feeds = model(case, x, s, z)
     out = Outcome()
+    planned = None
     for name in [None] + [st.name for st in STRATEGIES]:
         options = LowerOptions(wrap_int32=case.wrap_int32, strategies=None if name is None else [name])
         try:
             with size_floors(case.any_size):
                 result = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
         except odq.DequantizeError:
+            if name is None:  # no form at all: counted, not skipped unseen
+                out.runs["no form"] += 1
             continue  # the form does not apply
-        form = result.nodes[0].strategy
-        if name is not None and form != name:
+        except Exception as e:  # noqa: BLE001 - a crash of the lowering is a finding too
+            out.failures.append(Failure(name or "planner", "lower", f"{type(e).__name__}: {e}"[:300], str(case)))
             continue
-        label = f"planner ({form})" if name is None else form
-        out.runs[label if name is not None else "planner"] += 1
+        form = result.nodes[0].strategy
+        if name is None:
+            planned = form
+        elif form != name or form == planned:
+            continue  # another form, or the planner's own (run once, as the planner's)
+        label = f"planner: {form}" if name is None else form
+        out.runs[label] += 1
         so = ort.SessionOptions()
         so.log_severity_level = 4
         try:
@@ -249,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.cases < 1:
         p.error("--cases must be at least 1")
+    if args.seed < 0:
+        p.error("--seed must be 0 or more")
     ort.set_default_logger_severity(4)
     rng = np.random.default_rng(args.seed)
     total = Outcome()

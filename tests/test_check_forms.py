@@ -37,7 +37,8 @@ def test_every_form_of_random_nodes_loads_and_computes_the_reference(forms, tmp_
     assert forms.main(["--cases", "40", "--seed", "3", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["failures"] == []
-    assert report["runs"]["planner"] == 40 and len(report["runs"]) >= 6  # the planner and several forced forms
+    planner = {k: n for k, n in report["runs"].items() if k.startswith("planner: ")}
+    assert sum(planner.values()) == 40 and len(report["runs"]) - len(planner) >= 5  # and several forced forms
     assert "0 failure(s)" in capsys.readouterr().out
 
 
@@ -49,7 +50,7 @@ def test_a_form_ort_breaks_is_reported(forms, opset, what):
     assert forms.check(case).failures == []
     with mock.patch.object(dql, "ort_load_refusal", lambda info, layout: None):
         failures = forms.check(case).failures
-    assert {(f.form, f.what) for f in failures} >= {("dql-per-tensor", what)}
+    assert ("planner: dql-per-tensor", what) in {(f.form, f.what) for f in failures}  # reported once
     assert all(str(case) == f.case for f in failures)
 
 

@@ -202,6 +202,46 @@ def test_ort_int32_propagation_bugs_avoided(axes, zp, x_const, wrap, consumer, o
     assert same_bits(y, want)
 
 
+@pytest.mark.parametrize(
+    "via,broken",
+    [
+        ("Identity", True),
+        ("Dropout", True),
+        ("Cast", True),
+        ("Add0", True),
+        ("Sub0", True),
+        ("Mul1", True),
+        ("Div1", True),
+        ("Mul2", False),
+        ("Relu", False),
+    ],
+)
+def test_readers_behind_ops_ort_removes_count(via, broken):
+    """ORT removes Identity, Dropout, a Cast to the same type and Add/Sub 0, Mul/Div 1 before its QDQ
+    passes, which then find the Reshape behind them: such a chain breaks an int32 per-tensor DQL as a
+    Reshape reading it does. Other readers (Mul by 2, Relu) keep ORT's DequantizeLinear."""
+    x, s, _ = random_case(RNG, (4, 6), (), "i32", "f32", zp=False)
+    x >>= 9
+    m = one_node_model(x, s, None, (), opset=21, consumer="Reshape")
+    reshape = m.graph.node[-1]
+    ops = {"Add0": ("Add", 0), "Sub0": ("Sub", 0), "Mul1": ("Mul", 1), "Div1": ("Div", 1), "Mul2": ("Mul", 2)}
+    if via in ops:
+        op, k = ops[via]
+        m.graph.initializer.append(numpy_helper.from_array(np.array(k, np.float32), "k"))
+        mid = helper.make_node(op, ["t", "k"], ["t2"])
+    else:
+        mid = helper.make_node(via, ["t"], ["t2"], **({"to": TensorProto.FLOAT} if via == "Cast" else {}))
+    reshape.input[0] = "t2"
+    m.graph.node.insert(len(m.graph.node) - 1, mid)
+    result = lower_model(m, LowerOptions(wrap_int32=True))
+    assert (result.nodes[0].strategy == "sub-cast-mul") is broken
+    (y,) = run_ort(result.model, {"x": x})
+    want = odq.dequantize(x, s, None).reshape(-1)
+    if via in ("Mul2", "Relu"):
+        want = want * 2 if via == "Mul2" else np.maximum(want, 0)
+    assert same_bits(y, want)
+
+
 def _optimized_ops(model: onnx.ModelProto, tmp_path: Path) -> list[str]:
     so = ort.SessionOptions()
     so.optimized_model_filepath = str(tmp_path / "opt.onnx")

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import onnx
 
 from ..contract import TensorType
@@ -67,17 +68,53 @@ class Scope:
         return set(self.body.output) if self.function else {v.name for v in self.body.output}
 
     def consumers(self) -> dict[str, list[str]]:
-        """The op types reading each value (``<subgraph>`` for a read from inside a nested graph)."""
+        """The op types reading each value (``<subgraph>`` for a read from inside a nested graph), and behind
+        a reader ONNX Runtime removes as a no-op before its other passes (``_passes_through``), the readers
+        of that reader's output too: those are the ops ONNX Runtime's QDQ passes then find after the value."""
+        readers: dict[str, list[onnx.NodeProto]] = {}
         out: dict[str, list[str]] = {}
         for n in self.body.node:
             for i in n.input:
+                readers.setdefault(i, []).append(n)
                 out.setdefault(i, []).append(n.op_type)
             for sg in subgraphs(n):
                 for g in iter_graphs(sg):
                     for m in g.node:
                         for i in m.input:
                             out.setdefault(i, []).append("<subgraph>")
+        for value, ops in out.items():
+            seen, todo = {value}, [value]
+            while todo:
+                v = todo.pop()
+                for r in readers.get(v, ()):
+                    behind = r.output[0] if r.output else ""
+                    if behind and behind not in seen and self._passes_through(r, v):
+                        seen.add(behind)
+                        todo.append(behind)
+                        ops.extend(out.get(behind, ()))
         return out
+
+    def _passes_through(self, node: onnx.NodeProto, value: str) -> bool:
+        """Whether ONNX Runtime removes ``node``, a reader of ``value``, as a no-op at its default level
+        (docs/ort-facts.md): Identity, Dropout, a Cast to the type it reads, Add or Sub of a constant zero,
+        Mul or Div by a constant one (Sub and Div with ``value`` first)."""
+        op = node.op_type
+        if node.domain not in ("", "ai.onnx"):
+            return False
+        if op in ("Identity", "Dropout"):
+            return True
+        if op == "Cast":
+            to = next((a.i for a in node.attribute if a.name == "to"), None)
+            t = self.types.get(value)
+            return t is not None and t.elem_type is not None and t.elem_type.onnx == to
+        identity = {"Add": 0, "Sub": 0, "Mul": 1, "Div": 1}.get(op)
+        if identity is None or len(node.input) != 2 or value not in node.input:
+            return False
+        other = node.input[1] if node.input[0] == value else node.input[0]
+        if op in ("Sub", "Div") and node.input[0] != value:
+            return False
+        v = self.constants.value(other)
+        return v is not None and v.size > 0 and bool(np.all(v == identity))
 
 
 def graph_scopes(

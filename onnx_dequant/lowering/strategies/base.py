@@ -85,29 +85,11 @@ DQL_TYPE = dtypes.parse("f32")
 f32 DequantizeLinear and a Cast (exact for 8-bit inputs; ORT's f16 kernel is 6-10x slower, it has no bf16
 kernel, and every opset and runtime reads f32)."""
 
-PROPAGATING_OPS = frozenset(
-    {
-        "Reshape",
-        "Transpose",
-        "Squeeze",
-        "Unsqueeze",
-        "Slice",
-        "MaxPool",
-        "Flatten",
-        "Gather",
-        "Split",
-        "Expand",
-        "Resize",
-        "Concat",
-        "Tile",
-        "DepthToSpace",
-        "SpaceToDepth",
-        "Pad",
-        "AveragePool",
-        "Identity",
-    }
-)
-"""Ops through which ORT's QDQ propagation moves a DequantizeLinear (the ORT 1.32 bug in docs/ort-facts.md)."""
+PROPAGATING_OPS = frozenset({"MaxPool", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice"})
+"""Ops ORT 1.32's QDQ propagation moves a per-tensor DequantizeLinear past (its ``CanNodePropagate``), by
+inserting a QuantizeLinear before them (the bugs ``dql.ort_load_refusal`` avoids, docs/ort-facts.md);
+Flatten, Gather, Expand, Tile, Concat, Pad, Split and DepthToSpace after one were measured to load and
+compute right."""
 
 
 def dql_refusal(info: NodeInfo) -> Refusal | None:

@@ -58,18 +58,22 @@ class Layout:
 
 
 def ort_load_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
-    """ORT 1.32's QDQ propagation moves a per-tensor DQL past Reshape & co. by inserting a QuantizeLinear
-    before them (docs/ort-facts.md); where that QuantizeLinear cannot be loaded or clamps, the refusal of a
-    layout that would be such a DQL, else None. An int8 one with a zero point fails to load at opset 21+
-    (below, ``emit_layout`` gives one without a zero point an explicit zero). An int32 one fails to load
-    (no int32 QuantizeLinear kernel, nor an int32 zero point for it) or, at opsets 13-20 without a zero
-    point, clamps the values to uint8's range. ORT's Transpose optimizer inserts one too, past an int32 DQL
-    with a zero point, per axis as well."""
+    """ORT 1.32's QDQ propagation moves a per-tensor DQL whose scale and zero point are constants past
+    ``PROPAGATING_OPS`` by inserting a QuantizeLinear of the input's type before them, and its Transpose
+    optimizer does the same past an int32 DQL with a zero point (per axis too) before a Transpose that
+    names its perm (docs/ort-facts.md). Where that QuantizeLinear cannot be loaded or clamps, the refusal
+    of a layout that would be such a DQL, else None. An int8 one with a zero point fails to load at opset
+    21+ (below, ``emit_layout`` gives one without a zero point an explicit zero); an int32 one fails to
+    load (no int32 QuantizeLinear kernel, nor an int32 zero point for one) or, at opsets 13-20 without a
+    zero point, clamps the values to uint8's range. ``info.consumers`` holds the readers behind ones ORT
+    removes as no-ops (``walk.Scope.consumers``); a DQL followed by its Cast to f16/bf16 is never moved."""
+    if info.out_type is not DQL_TYPE:
+        return None
     q = info.in_type.name
     if q == "i32" and info.has_zp and "Transpose" in info.consumers:
         return Refusal("ORT 1.32 cannot load an int32 DequantizeLinear with a zero point before Transpose")
-    if layout.scale_elements(info) != 1:
-        return None
+    if layout.scale_elements(info) != 1 or not info.scale_const or (info.has_zp and not info.zp_const):
+        return None  # ORT propagates only a one-element constant scale (and zero point)
     hit = sorted((set(info.consumers) | ({"Reshape"} if layout.reshapes else set())) & PROPAGATING_OPS)
     if not hit:
         return None
