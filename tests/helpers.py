@@ -62,10 +62,13 @@ def one_node_model(
     elif consumer == "Reshape":
         inits.append(numpy_helper.from_array(np.array([-1], np.int64), "flat"))
         nodes.append(helper.make_node("Reshape", ["t", "flat"], ["y"]))
+    elif consumer == "Transpose":  # the perm named (ORT's Transpose optimizer leaves one without it alone)
+        perm = {"perm": list(range(x.ndim))[::-1]} if x.ndim else {}
+        nodes.append(helper.make_node("Transpose", ["t"], ["y"], **perm))
     elif consumer is not None:
         nodes.append(helper.make_node(consumer, ["t"], ["y"]))
     out_shape = [int(x.size)] if consumer == "Reshape" else [f"d{i}" if symbolic else d for i, d in enumerate(x.shape)]
-    if consumer == "Transpose":  # no perm: the dims reversed
+    if consumer == "Transpose":
         out_shape.reverse()
     out = helper.make_tensor_value_info("y", r.onnx, out_shape)
     g = helper.make_graph(nodes, "g", inputs, [out], inits)

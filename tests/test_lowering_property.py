@@ -15,7 +15,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from helpers import domain_nodes, one_node_model, random_case, run_ort
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import onnx_dequant as odq
@@ -61,6 +61,10 @@ def cases(draw):
     suppress_health_check=[HealthCheck.too_slow],
 )
 @given(cases())
+# the draws that reach ORT 1.32's QDQ bugs are rare: a wrapped int32 DQL per tensor before Reshape, and one
+# with a zero point before Transpose
+@example(((4, 3), (), "i32", "f32", 21, True, False, False, False, "Reshape", "ort", True, 1, False))
+@example(((2, 3), (1,), "i32", "f32", 13, True, False, True, False, "Transpose", "ort", True, 2, False))
 def test_lowered_equals_reference(case):
     *case, chunk_any = case
     with mock.patch.object(chunked, "CHUNK_MIN", 1 if chunk_any else chunked.CHUNK_MIN):
