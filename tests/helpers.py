@@ -3,7 +3,12 @@ running ORT, and tampering with lowered models."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import importlib.util
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import onnx
@@ -14,6 +19,28 @@ from onnx import TensorProto, helper, numpy_helper
 import onnx_dequant as odq
 from onnx_dequant import dtypes
 from onnx_dequant.schema import opset_import
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+@contextlib.contextmanager
+def script_module(name: str, *, beside: tuple[str, ...] = ()) -> Iterator[ModuleType]:
+    """``scripts/NAME.py`` imported as a module, registered in ``sys.modules`` while in use (its dataclasses
+    look their module up there); ``beside``: the scripts it imports from its folder, unloaded afterwards."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    if beside:
+        sys.path.insert(0, str(SCRIPTS))
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        for n in (name, *beside):
+            sys.modules.pop(n, None)
+        if beside:
+            sys.path.remove(str(SCRIPTS))
 
 
 def random_case(rng: np.random.Generator, shape: Sequence[int], axes: Sequence[int], qt: str, rt: str, zp: bool = True):

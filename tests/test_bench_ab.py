@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers import script_module
 
 
 @pytest.fixture(scope="module")
 def bench_ab():
-    sys.path.insert(0, str(ROOT / "scripts"))  # it imports bench_sweep beside it
-    spec = importlib.util.spec_from_file_location("bench_ab", ROOT / "scripts" / "bench_ab.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with script_module("bench_ab", beside=("bench_sweep",)) as module:
         yield module
-    finally:
-        sys.modules.pop(spec.name, None)
-        sys.modules.pop("bench_sweep", None)
-        sys.path.remove(str(ROOT / "scripts"))
 
 
 def cpu_seconds(pid: int) -> float:

@@ -4,24 +4,20 @@ written when the runner fails, and the --summary of the committed suite."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import script_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def make_golden():
-    spec = importlib.util.spec_from_file_location("make_golden", ROOT / "scripts" / "make_golden.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["make_golden"] = module
-    spec.loader.exec_module(module)
-    return module
+    with script_module("make_golden") as module:
+        yield module
 
 
 def _fake_run(runner, graph_path, inputs, function):
