@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import onnx
-from onnx import GraphProto, ModelProto, NodeProto, TensorProto
+from onnx import GraphProto, ModelProto, NodeProto, TensorProto, numpy_helper
 
 from . import dtypes
 from .contract import TensorType
@@ -83,16 +83,29 @@ def count_dequantize(model: ModelProto) -> int:
     return sum(1 for _ in dequantize_nodes(model))
 
 
+_CONSTANT_VALUES = {
+    "value_float": np.float32,
+    "value_floats": np.float32,
+    "value_int": np.int64,
+    "value_ints": np.int64,
+}
+"""A Constant node's other value attributes, and the element type each gives its tensor."""
+
+
 def constants(graph: GraphProto | onnx.FunctionProto) -> Iterator[tuple[str, TensorProto]]:
     """The constant tensors one graph or function body (not its subgraphs) defines, by the name of the
-    value: initializers, then Constant nodes' ``value`` tensors."""
+    value: initializers, then Constant nodes' values (a ``value`` tensor, or ``value_float(s)`` and
+    ``value_int(s)``, as ONNX Runtime folds them)."""
     for t in getattr(graph, "initializer", ()):
         yield t.name, t
     for n in graph.node:
-        if n.op_type == "Constant" and n.domain in ("", "ai.onnx"):
+        if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output:
             for a in n.attribute:
                 if a.name == "value":
                     yield n.output[0], a.t
+                elif a.name in _CONSTANT_VALUES:
+                    v = onnx.helper.get_attribute_value(a)
+                    yield n.output[0], numpy_helper.from_array(np.asarray(v, _CONSTANT_VALUES[a.name]), n.output[0])
 
 
 def names(model: ModelProto) -> set[str]:

@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         f"nodes in {time.perf_counter() - t0:.0f} s"
     )
     for form, n in sorted(total.runs.items()):
-        print(f"  {form:20s} {n}")
+        print(f"  {form:30s} {n}")
     print(f"{len(total.failures)} failure(s)")
     for f in total.failures:
         print(f"  {f.form}: {f.what}: {f.detail}\n    {f.case}")

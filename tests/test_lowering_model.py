@@ -212,23 +212,33 @@ def test_ort_int32_propagation_bugs_avoided(axes, zp, x_const, wrap, consumer, o
         ("Sub0", True),
         ("Mul1", True),
         ("Div1", True),
+        ("Expand1", True),
+        ("ConstMul1", True),
         ("Mul2", False),
+        ("0-Sub", False),
         ("Relu", False),
     ],
 )
 def test_readers_behind_ops_ort_removes_count(via, broken):
-    """ORT removes Identity, Dropout, a Cast to the same type and Add/Sub 0, Mul/Div 1 before its QDQ
-    passes, which then find the Reshape behind them: such a chain breaks an int32 per-tensor DQL as a
-    Reshape reading it does. Other readers (Mul by 2, Relu) keep ORT's DequantizeLinear."""
+    """ORT removes Identity, Dropout, a Cast to the same type, Add/Sub 0, Mul/Div 1 (a Constant node's
+    ``value_float`` too) and an Expand to the same shape before its QDQ passes, which then find the Reshape
+    behind them: such a chain breaks an int32 per-tensor DQL as a
+    Reshape reading it does. Other readers (Mul by 2, 0 - x, Relu) keep ORT's DequantizeLinear."""
     x, s, _ = random_case(RNG, (4, 6), (), "i32", "f32", zp=False)
     x >>= 9
     m = one_node_model(x, s, None, (), opset=21, consumer="Reshape")
     reshape = m.graph.node[-1]
     ops = {"Add0": ("Add", 0), "Sub0": ("Sub", 0), "Mul1": ("Mul", 1), "Div1": ("Div", 1), "Mul2": ("Mul", 2)}
-    if via in ops:
-        op, k = ops[via]
+    if via == "Expand1":  # an Expand to the input's own shape (by ones), which ORT removes
+        m.graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "ones"))
+        mid = helper.make_node("Expand", ["t", "ones"], ["t2"])
+    elif via == "ConstMul1":  # the one from a Constant's value_float, which ORT folds
+        m.graph.node.insert(0, helper.make_node("Constant", [], ["k"], value_float=1.0))
+        mid = helper.make_node("Mul", ["t", "k"], ["t2"])
+    elif via in ops or via == "0-Sub":
+        op, k = ops.get(via, ("Sub", 0))
         m.graph.initializer.append(numpy_helper.from_array(np.array(k, np.float32), "k"))
-        mid = helper.make_node(op, ["t", "k"], ["t2"])
+        mid = helper.make_node(op, ["k", "t"] if via == "0-Sub" else ["t", "k"], ["t2"])
     else:
         mid = helper.make_node(via, ["t"], ["t2"], **({"to": TensorProto.FLOAT} if via == "Cast" else {}))
     reshape.input[0] = "t2"
@@ -237,8 +247,71 @@ def test_readers_behind_ops_ort_removes_count(via, broken):
     assert (result.nodes[0].strategy == "sub-cast-mul") is broken
     (y,) = run_ort(result.model, {"x": x})
     want = odq.dequantize(x, s, None).reshape(-1)
-    if via in ("Mul2", "Relu"):
-        want = want * 2 if via == "Mul2" else np.maximum(want, 0)
+    if via in ("Mul2", "0-Sub", "Relu"):
+        want = {"Mul2": want * 2, "0-Sub": 0 - want, "Relu": np.maximum(want, 0)}[via]
+    assert same_bits(y, want)
+
+
+def _wrapped_i32_where_ort_inlines(where: str, opset: int):
+    """A per-tensor i32 Dequantize with ``wrap_int32``, its Reshape where ORT brings them together when it
+    loads the model: across a model-local function's boundary ("function-dq", "function-reader"), an
+    ``If`` branch whose condition is a constant ("branch-dq"), or a scale computed from a constant
+    ("computed-scale")."""
+    x, s, _ = random_case(RNG, (2, 3, 4), (), "i32", "f32", zp=False)
+    x >>= 9
+    ops = [helper.make_opsetid("", opset), opset_import()]
+    shape = numpy_helper.from_array(np.array([-1], np.int64), "shape")
+    dq = odq.make_node(["x", "s"], ["t"], name="dq")
+    inits, funcs = [numpy_helper.from_array(s, "s"), shape], []
+    if where == "function-dq":
+        body = [helper.make_node("Constant", [], ["s"], value=numpy_helper.from_array(s, "sv")), dq]
+        funcs = [helper.make_function("local", "F", ["x"], ["t"], body, ops)]
+        nodes = [
+            helper.make_node("F", ["x"], ["t"], domain="local"),
+            helper.make_node("Reshape", ["t", "shape"], ["y"]),
+        ]
+    elif where == "function-reader":
+        body = [
+            helper.make_node("Constant", [], ["shape"], value=shape),
+            helper.make_node("Reshape", ["a", "shape"], ["b"]),
+        ]
+        funcs = [helper.make_function("local", "G", ["a"], ["b"], body, ops[:1])]
+        nodes = [dq, helper.make_node("G", ["t"], ["y"], domain="local")]
+    elif where == "branch-dq":
+        then = helper.make_graph(
+            [odq.make_node(["x", "s"], ["u"], name="dq")], "then", [], [vi("u", TensorProto.FLOAT, None)]
+        )
+        other = helper.make_graph(
+            [helper.make_node("Cast", ["x"], ["v"], to=TensorProto.FLOAT)],
+            "else",
+            [],
+            [vi("v", TensorProto.FLOAT, None)],
+        )
+        inits.append(numpy_helper.from_array(np.array(True), "c"))
+        nodes = [
+            helper.make_node("If", ["c"], ["t"], then_branch=then, else_branch=other),
+            helper.make_node("Reshape", ["t", "shape"], ["y"]),
+        ]
+    else:  # computed-scale
+        nodes = [helper.make_node("Identity", ["s0"], ["s"]), dq, helper.make_node("Reshape", ["t", "shape"], ["y"])]
+        inits[0] = numpy_helper.from_array(s, "s0")
+    g = helper.make_graph(
+        nodes, "g", [vi("x", TensorProto.INT32, [2, 3, 4])], [vi("y", TensorProto.FLOAT, None)], inits
+    )
+    m = helper.make_model(g, opset_imports=ops + [helper.make_opsetid("local", 1)] * bool(funcs), functions=funcs)
+    m.ir_version = 10
+    return m, x, odq.dequantize(x, s, None).reshape(-1)
+
+
+@pytest.mark.parametrize("opset", [13, 21])
+@pytest.mark.parametrize("where", ["function-dq", "function-reader", "branch-dq", "computed-scale"])
+def test_readers_ort_brings_next_to_the_node_count(where, opset):
+    """ORT inlines model-local functions and an If of a constant condition, and folds a scale computed from
+    constants, before its QDQ passes: the lowering counts such readers (and such scales) as it counts a
+    Reshape reading the node (at opset 13 the model gave clamped values, at 21 it did not load)."""
+    m, x, want = _wrapped_i32_where_ort_inlines(where, opset)
+    lowered = lower_model(m, LowerOptions(wrap_int32=True)).model
+    (y,) = run_ort(lowered, {"x": x})
     assert same_bits(y, want)
 
 

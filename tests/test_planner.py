@@ -102,9 +102,14 @@ def test_f64_outputs_and_i32_inputs_use_cast_sub_mul():
     # where ORT 1.32 breaks that DequantizeLinear, the same arithmetic in Sub/Cast/Mul, not the float64 form
     for facts in ({"consumers": ("Reshape",)}, {"axes": (1,), "consumers": ("Transpose",)}):
         assert chosen(info(qt="i32", int32_wrap=True, **facts)) == "sub-cast-mul"
-    # ORT moves only a DequantizeLinear of a constant scale and zero point, and none followed by its Cast
-    for facts in ({"scale_const": False}, {"zp_const": False}, {"rt": "f16"}):
+    # ORT moves only a DequantizeLinear of a constant scale and zero point (one the model is fed is not; one
+    # computed from constants it folds first), and none followed by its Cast
+    for facts in ({"params_fed": True}, {"rt": "f16"}):
         assert chosen(info(qt="i32", int32_wrap=True, consumers=("Reshape",), **facts)) == "dql-per-tensor"
+    assert chosen(info(qt="i32", int32_wrap=True, consumers=("Reshape",), scale_const=False)) == "sub-cast-mul"
+    # readers ORT may inline next to it: a function's, a branch's, or its own graph's caller's
+    for mark in ("<call>", "<subgraph>", "<outer>"):
+        assert chosen(info(qt="i32", int32_wrap=True, zp=False, consumers=(mark,))) == "sub-cast-mul"
 
 
 def test_the_slow_last_axis_is_avoided():

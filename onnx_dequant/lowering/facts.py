@@ -63,6 +63,7 @@ class NodeInfo:
     fold: bool = False  # weights="float" and x is a constant: fold it to a float constant
     read: Callable[[str], np.ndarray | None] | None = None  # a constant's value by name (None: unreadable)
     int32_wrap: bool = False  # the user accepts ORT's int32 semantics (wrapping subtraction)
+    params_fed: bool = False  # the scale or the zero point is an input of the model's main graph (never folded)
     whole_size: int | None = None  # a Scan's row: the elements of the input it is a row of (None: not a row)
 
     @property
@@ -217,13 +218,15 @@ def gather(
     types: dict[str, TensorType],
     consts: Constants,
     consumers: Sequence[str],
+    fed: set[str] | frozenset[str] = frozenset(),
     graph_output: bool,
     main_graph: bool,
     options: LowerOptions,
     opset: int,
 ) -> NodeInfo:
     """The facts about ``node`` (a ``DequantizeError`` naming it and the rule when it breaks the contract):
-    ``consumers`` are the op types reading its output, ``graph_output`` whether its graph returns it,
+    ``consumers`` are the op types reading its output, ``fed`` the model's own inputs (the main graph's),
+    ``graph_output`` whether its graph returns it,
     ``main_graph`` whether that graph is the model's."""
     in_type, out = check_node(node, types)
     x, scale = node.input[0], node.input[1]
@@ -253,6 +256,7 @@ def gather(
         scale_const=consts.is_const(scale),
         zp_const=consts.is_const(zp),
         int32_wrap=options.wrap_int32,
+        params_fed=scale in fed or (zp is not None and zp in fed),
         fold=options.weights == "float" and consts.is_const(x),
         read=lambda name: consts.value(name, max_bytes=1 << 62),
     )

@@ -74,7 +74,7 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
     body = scope.body
     if not any(is_dequantize(n) for n in body.node):
         return []
-    consumers = scope.consumers()
+    consumers, fed = scope.consumers(), scope.fed
     outputs = scope.outputs
     new_nodes: list[NodeProto] = []
     new_initializers: list[TensorProto] = []
@@ -90,6 +90,7 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
             types=scope.types,
             consts=scope.constants,
             consumers=consumers.get(n.output[0], []),
+            fed=fed,
             graph_output=n.output[0] in outputs,
             main_graph=scope.main,
             options=options,

@@ -15,7 +15,11 @@ from ..graphs import function_nodes, iter_graphs, subgraphs
 from ..schema import is_dequantize
 from .facts import Constants
 
-__all__ = ["Survey", "survey", "Scope", "graph_scopes", "lowers_in"]
+__all__ = ["Survey", "survey", "Scope", "graph_scopes", "lowers_in", "UNSEEN"]
+
+UNSEEN = frozenset({"<subgraph>", "<call>", "<outer>"})
+"""``Scope.consumers``' marks for readers ONNX Runtime may inline next to a value (a function's body, an
+``If`` branch whose condition it folds): what they do is not seen."""
 
 
 @dataclass
@@ -67,21 +71,35 @@ class Scope:
     def outputs(self) -> set[str]:
         return set(self.body.output) if self.function else {v.name for v in self.body.output}
 
+    @property
+    def fed(self) -> set[str]:
+        """The model's own inputs, which no pass can fold into constants: the main graph's inputs (a
+        function's or a subgraph's may be bound to constants when ONNX Runtime inlines it)."""
+        return {v.name for v in self.body.input} if self.main else set()
+
     def consumers(self) -> dict[str, list[str]]:
-        """The op types reading each value (``<subgraph>`` for a read from inside a nested graph), and behind
-        a reader ONNX Runtime removes as a no-op before its other passes (``_passes_through``), the readers
-        of that reader's output too: those are the ops ONNX Runtime's QDQ passes then find after the value."""
+        """The op types reading each value, and behind a reader ONNX Runtime removes as a no-op before its
+        other passes (``_passes_through``) the readers of that reader's output too: those are the ops ONNX
+        Runtime's QDQ passes then find after the value. ``UNSEEN`` marks the readers ONNX Runtime may bring
+        next to it by inlining: ``<subgraph>`` (a read from inside a nested graph), ``<call>`` (a node of a
+        domain other than ONNX's: a model-local function) and ``<outer>`` (an output of a function body or a
+        subgraph, read by whatever reads its caller's or its node's output)."""
         readers: dict[str, list[onnx.NodeProto]] = {}
         out: dict[str, list[str]] = {}
         for n in self.body.node:
             for i in n.input:
                 readers.setdefault(i, []).append(n)
                 out.setdefault(i, []).append(n.op_type)
+                if n.domain not in ("", "ai.onnx"):
+                    out[i].append("<call>")
             for sg in subgraphs(n):
                 for g in iter_graphs(sg):
                     for m in g.node:
                         for i in m.input:
                             out.setdefault(i, []).append("<subgraph>")
+        if not self.main:
+            for o in self.outputs:
+                out.setdefault(o, []).append("<outer>")
         for value, ops in out.items():
             seen, todo = {value}, [value]
             while todo:
@@ -97,12 +115,23 @@ class Scope:
     def _passes_through(self, node: onnx.NodeProto, value: str) -> bool:
         """Whether ONNX Runtime removes ``node``, a reader of ``value``, as a no-op at its default level
         (docs/ort-facts.md): Identity, Dropout, a Cast to the type it reads, Add or Sub of a constant zero,
-        Mul or Div by a constant one (Sub and Div with ``value`` first)."""
+        Mul or Div by a constant one (Sub and Div with ``value`` first), an Expand by a constant shape of
+        ones or of the value's own shape."""
         op = node.op_type
         if node.domain not in ("", "ai.onnx"):
             return False
         if op in ("Identity", "Dropout"):
             return True
+        if op == "Expand":
+            shape = self.constants.value(node.input[1]) if len(node.input) > 1 else None
+            if shape is None or node.input[0] != value:
+                return False
+            t = self.types.get(value)
+            own = None if t is None or t.shape is None else tuple(t.shape)
+            dims = tuple(int(d) for d in shape.reshape(-1))
+            return all(d == 1 for d in dims) or (
+                own is not None and len(own) >= len(dims) and dims == own[len(own) - len(dims) :]
+            )
         if op == "Cast":
             to = next((a.i for a in node.attribute if a.name == "to"), None)
             t = self.types.get(value)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..emitter import Emitter
 from ..facts import UNKNOWN_DIM, NodeInfo
+from ..walk import UNSEEN
 from .base import DQL_TYPE, PROPAGATING_OPS, Refusal, Strategy, dql_refusal
 from .costs import kernel_cost, narrowing_cast_cost, reshaped_output_cost
 from .shapes import merged_dims, merged_shape_tensor, shape_tensor
@@ -66,22 +67,29 @@ def ort_load_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
     21+ (below, ``emit_layout`` gives one without a zero point an explicit zero); an int32 one fails to
     load (no int32 QuantizeLinear kernel, nor an int32 zero point for one) or, at opsets 13-20 without a
     zero point, clamps the values to uint8's range. ``info.consumers`` holds the readers behind ones ORT
-    removes as no-ops (``walk.Scope.consumers``); a DQL followed by its Cast to f16/bf16 is never moved."""
+    removes as no-ops, and marks (``walk.UNSEEN``) readers ORT may inline next to the DQL (a function's, an
+    ``If`` branch's), which count as such ops. Only a scale or zero point the model is fed at run time stops
+    the propagation for sure (ORT folds any computed from constants); a DQL followed by its Cast to
+    f16/bf16 is never moved."""
     if info.out_type is not DQL_TYPE:
         return None
     q = info.in_type.name
-    if q == "i32" and info.has_zp and "Transpose" in info.consumers:
-        return Refusal("ORT 1.32 cannot load an int32 DequantizeLinear with a zero point before Transpose")
-    if layout.scale_elements(info) != 1 or not info.scale_const or (info.has_zp and not info.zp_const):
-        return None  # ORT propagates only a one-element constant scale (and zero point)
-    hit = sorted((set(info.consumers) | ({"Reshape"} if layout.reshapes else set())) & PROPAGATING_OPS)
-    if not hit:
+    readers = set(info.consumers)
+    unseen = sorted(readers & UNSEEN)
+    if q == "i32" and info.has_zp and ("Transpose" in readers or unseen):
+        where = "Transpose" if "Transpose" in readers else f"a reader ORT may inline ({unseen[0]})"
+        return Refusal(f"ORT 1.32 cannot load an int32 DequantizeLinear with a zero point before {where}")
+    if layout.scale_elements(info) != 1 or info.params_fed:
+        return None  # ORT propagates only a one-element scale (and zero point) it knows when it loads
+    hit = sorted((readers | ({"Reshape"} if layout.reshapes else set())) & PROPAGATING_OPS)
+    where = hit[0] if hit else (f"a reader ORT may inline ({unseen[0]})" if unseen else None)
+    if where is None:
         return None
     if q == "i32":
-        return Refusal(f"ORT 1.32 cannot run an int32 per-tensor DequantizeLinear before {hit[0]}")
+        return Refusal(f"ORT 1.32 cannot run an int32 per-tensor DequantizeLinear before {where}")
     if q == "i8" and info.has_zp and info.opset >= 21:
         return Refusal(
-            f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {hit[0]} at opset 21+"
+            f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {where} at opset 21+"
         )
     return None
 
