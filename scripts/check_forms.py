@@ -9,7 +9,9 @@ inputs apply; random axes; i8/u8/i16/u16/i32 inputs, i32 with and without ``wrap
 outputs; opsets 13/19/21/25; zero point or none; input, scale and zero point constant or fed) read by one
 or two of Relu, Reshape, Transpose (naming its perm), Unsqueeze, Slice, Identity, a no-op ONNX Runtime
 removes (Dropout, a Cast to the same type, a Mul by one) before one of those, or returned as it is; in
-some, the Scan's and the i32 guard's size floors are lifted so that those forms apply to small inputs.
+some, the Scan's and the i32 guard's size floors are lifted so that those forms apply to small inputs;
+some nodes sit in a model-local function or in the branch of an ``If`` of a constant condition, both of
+which ONNX Runtime inlines before its other passes.
 The planner's form and every other form that applies are lowered in turn (``strategies=[name]``; a model
 the planner also chose runs once) and run by ONNX Runtime at its default optimization level, whose graph
 transformers (QDQ propagation, the Transpose optimizer, DequantizeLinear duplication) rewrite what the
@@ -80,6 +82,7 @@ class Case:
     wrap_int32: bool
     readers: tuple[str, ...]
     any_size: bool  # the Scan's and the i32 guard's size floors lifted, so that they apply to small inputs
+    holder: str  # where the node is: "main", a model-local "function" or the "branch" of If(true)
     seed: int
 
     def __str__(self) -> str:
@@ -88,6 +91,7 @@ class Case:
             f"{self.shape} {{{','.join(map(str, self.axes))}}} {self.in_type}->{self.out_type} opset {self.opset}"
             f"{' zp' if self.zero_point else ''}{' wrap_int32' if self.wrap_int32 else ''}"
             f" const:{'+'.join(consts) or '-'} -> {'+'.join(self.readers)}{' any size' if self.any_size else ''}"
+            f"{'' if self.holder == 'main' else ' in a ' + self.holder}"
             f" (seed {self.seed})"
         )
 
@@ -137,6 +141,7 @@ def draw(rng: np.random.Generator, seed: int, max_elements: int | None = None) -
         wrap_int32=in_type == "i32" and bool(rng.random() < 0.5),
         readers=readers,
         any_size=bool(rng.random() < 0.3),
+        holder=str(rng.choice(["main", "main", "main", "function", "branch"])),
         seed=seed,
     )
 
@@ -178,9 +183,23 @@ def model(case: Case, x: np.ndarray, s: np.ndarray, z: np.ndarray | None) -> tup
     if z is not None:
         add("z", z, case.params_const)
         names.append("z")
-    nodes = [odq.make_node(names, ["t"], axes=case.axes, name="dq")]
-    outs = []
     out_t = dtypes.parse(case.out_type)
+    dq = odq.make_node(names, ["t"], axes=case.axes, name="dq")
+    opsets = [helper.make_opsetid("", case.opset), helper.make_opsetid(odq.DOMAIN, 1)]
+    functions = []
+    if case.holder == "function":  # a model-local function holding the node, which ORT inlines
+        functions.append(helper.make_function("local", "F", names, ["t"], [dq], opsets))
+        nodes = [helper.make_node("F", names, ["t"], domain="local")]
+    elif case.holder == "branch":  # the then-branch of an If whose condition is a constant true
+        then = helper.make_graph([odq.make_node(names, ["u"], axes=case.axes, name="dq")], "then", [], [])
+        then.output.append(helper.make_tensor_value_info("u", out_t.onnx, None))
+        other = helper.make_graph([helper.make_node("Cast", ["x"], ["v"], to=out_t.onnx)], "else", [], [])
+        other.output.append(helper.make_tensor_value_info("v", out_t.onnx, None))
+        inits.append(numpy_helper.from_array(np.array(True), "cond"))
+        nodes = [helper.make_node("If", ["cond"], ["t"], then_branch=then, else_branch=other)]
+    else:
+        nodes = [dq]
+    outs = []
     for i, reader in enumerate(case.readers):
         if reader == "output":
             outs.append(helper.make_tensor_value_info("t", out_t.onnx, None))
@@ -207,7 +226,8 @@ def model(case: Case, x: np.ndarray, s: np.ndarray, z: np.ndarray | None) -> tup
             src = o
         outs.append(helper.make_tensor_value_info(src, out_t.onnx, None))
     g = helper.make_graph(nodes, "g", inputs, outs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset), helper.make_opsetid(odq.DOMAIN, 1)])
+    imports = opsets + [helper.make_opsetid("local", 1)] * bool(functions)
+    m = helper.make_model(g, opset_imports=imports, functions=functions)
     m.ir_version = 8 if case.opset < 21 else 10
     return m, feeds
 

@@ -19,7 +19,9 @@ def forms():
 
 def _wrapped_i32(forms, opset: int, reader: str):
     """A per-tensor i32 node under ``wrap_int32``, read by ``reader``: ORT 1.32 breaks its DequantizeLinear."""
-    return forms.Case((4, 300), (), "i32", "f32", opset, False, False, True, True, (reader,), any_size=False, seed=5)
+    return forms.Case(
+        (4, 300), (), "i32", "f32", opset, False, False, True, True, (reader,), any_size=False, holder="main", seed=5
+    )
 
 
 def test_every_form_of_random_nodes_loads_and_computes_the_reference(forms, tmp_path, capsys):
