@@ -51,3 +51,26 @@ def test_bad_usage_exits_2(forms):
     with pytest.raises(SystemExit) as e:
         forms.main(["--cases", "0"])
     assert e.value.code == 2
+
+
+def test_a_guard_ort_folds_and_inlines_keeps_its_readers(forms):
+    """A constant input in a function: ORT inlines the function, folds the i32 guard's check and inlines
+    the branch it picks, so the guard's DequantizeLinear meets the Transpose the function's caller applies
+    (it failed to load before the guard's branch kept the node's readers)."""
+    for seed in range(4):
+        case = forms.Case(
+            (4, 30),
+            (),
+            "i32",
+            "f32",
+            25,
+            True,
+            True,
+            True,
+            False,
+            ("Transpose",),
+            any_size=True,
+            holder="function",
+            seed=seed,
+        )
+        assert forms.check(case).failures == []

@@ -104,7 +104,7 @@ def test_f64_outputs_and_i32_inputs_use_cast_sub_mul():
         assert chosen(info(qt="i32", int32_wrap=True, **facts)) == "sub-cast-mul"
     # ORT moves only a DequantizeLinear of a constant scale and zero point (one the model is fed is not; one
     # computed from constants it folds first), and none followed by its Cast
-    for facts in ({"params_fed": True}, {"rt": "f16"}):
+    for facts in ({"fed": frozenset({"s"})}, {"rt": "f16"}):
         assert chosen(info(qt="i32", int32_wrap=True, consumers=("Reshape",), **facts)) == "dql-per-tensor"
     assert chosen(info(qt="i32", int32_wrap=True, consumers=("Reshape",), scale_const=False)) == "sub-cast-mul"
     # readers ORT may inline next to it: a function's, a branch's, or its own graph's caller's

@@ -63,7 +63,7 @@ class NodeInfo:
     fold: bool = False  # weights="float" and x is a constant: fold it to a float constant
     read: Callable[[str], np.ndarray | None] | None = None  # a constant's value by name (None: unreadable)
     int32_wrap: bool = False  # the user accepts ORT's int32 semantics (wrapping subtraction)
-    params_fed: bool = False  # the scale or the zero point is an input of the model's main graph (never folded)
+    fed: frozenset[str] = frozenset()  # the node's inputs that are the main graph's inputs (no pass folds them)
     whole_size: int | None = None  # a Scan's row: the elements of the input it is a row of (None: not a row)
 
     @property
@@ -86,6 +86,11 @@ class NodeInfo:
         for d in dims:
             n *= d if isinstance(d, int) else UNKNOWN_DIM
         return n
+
+    @property
+    def params_fed(self) -> bool:
+        """The scale or the zero point is fed at run time: ORT never folds them into constants."""
+        return self.scale in self.fed or (self.zero_point is not None and self.zero_point in self.fed)
 
     @property
     def has_zp(self) -> bool:
@@ -256,7 +261,7 @@ def gather(
         scale_const=consts.is_const(scale),
         zp_const=consts.is_const(zp),
         int32_wrap=options.wrap_int32,
-        params_fed=scale in fed or (zp is not None and zp in fed),
+        fed=frozenset(n for n in (x, scale, zp) if n is not None and n in fed),
         fold=options.weights == "float" and consts.is_const(x),
         read=lambda name: consts.value(name, max_bytes=1 << 62),
     )

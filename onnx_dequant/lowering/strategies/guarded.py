@@ -109,9 +109,13 @@ class Branches:
 
 def _branch(info: NodeInfo, wrap: bool) -> NodeInfo:
     """The node as a branch computes it: its output the branch's (a subgraph output, where a Reshape
-    copies), with ORT's int32 semantics in the DequantizeLinear branch (``wrap``)."""
+    copies), with ORT's int32 semantics in the DequantizeLinear branch (``wrap``). Its readers are the
+    branch's output, unless ORT may fold the check and inline the branch (an input the model is not fed:
+    one computed from constants, or in a function or subgraph ORT inlines with constant arguments): then
+    they are the node's own, which ``dql.ort_load_refusal`` reads."""
+    readers = () if info.x in info.fed else info.consumers
     return dataclasses.replace(
-        info, int32_wrap=wrap, graph_output=True, model_output=False, fusable_weight=False, consumers=()
+        info, int32_wrap=wrap, graph_output=True, model_output=False, fusable_weight=False, consumers=readers
     )
 
 
