@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -152,6 +154,35 @@ def int32_dql_with_zero_point_then_transpose_fails():
     return _fails_to_load(_int32_dql_then("Transpose", 13, zero_point=True)) and _fails_to_load(
         _int32_dql_then("Transpose", 21, zero_point=True)
     )
+
+
+def _optimized_dqls(model: onnx.ModelProto) -> int:
+    """DequantizeLinear nodes in ORT's optimized graph (default level)."""
+    with tempfile.TemporaryDirectory() as d:
+        so = ort.SessionOptions()
+        so.optimized_model_filepath = str(Path(d) / "opt.onnx")
+        so.log_severity_level = 4
+        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return sum(n.op_type == "DequantizeLinear" for n in onnx.load(so.optimized_model_filepath).graph.node)
+
+
+@fact
+def dql_copied_per_reader_not_past_flatten():
+    """A DQL read by two nodes is copied once per reader (both run); after Flatten + Reshape back, it runs once."""
+
+    def two_readers(barrier: bool) -> onnx.ModelProto:
+        nodes = [helper.make_node("DequantizeLinear", ["x", "s"], ["d" if barrier else "y"])]
+        if barrier:
+            nodes += [
+                helper.make_node("Flatten", ["d"], ["f"], axis=0),
+                helper.make_node("Reshape", ["f", "shape"], ["y"]),
+            ]
+        nodes += [helper.make_node("Relu", ["y"], ["a"]), helper.make_node("Sigmoid", ["y"], ["b"])]
+        inits = [helper.make_tensor("s", TP.FLOAT, [], [0.5]), helper.make_tensor("shape", TP.INT64, [2], [4, 4])]
+        outs = [_vi("a", TP.FLOAT, [4, 4]), _vi("b", TP.FLOAT, [4, 4])]
+        return _model(nodes, [_vi("x", TP.INT8, [4, 4])], outs, inits)
+
+    return _optimized_dqls(two_readers(False)) == 2 and _optimized_dqls(two_readers(True)) == 1
 
 
 @fact

@@ -74,6 +74,12 @@ def run(args: argparse.Namespace) -> int:
             "and at its default session.qdq_matmulnbits_accuracy_level the fused MatMulNBits quantizes the "
             "activations to int8 (not exact); --weights float folds them to exact float initializers (4x bytes)"
         )
+    shared = [r for r in report if r.runs_saved]
+    if shared:
+        notes.append(
+            f"{len(shared)} DequantizeLinear(s) read by several nodes run once: ONNX Runtime runs one copy per "
+            f"reader ({sum(r.runs_saved for r in shared)} run(s) saved by a Flatten/Reshape pair after each)"
+        )
     seconds = time.perf_counter() - t0
     counts: dict[str, int] = {}
     for r in report:
@@ -97,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
                             "strategy": r.strategy,
                             "refused": r.refused,
                             "dropped_axes": list(r.dropped_axes),
+                            "runs_saved": r.runs_saved,
                         }
                         for r in report
                     ],

@@ -24,6 +24,7 @@ __all__ = [
     "NodeInfo",
     "UNKNOWN_DIM",
     "FUSING_OPS",
+    "Reads",
     "Constants",
     "model_types",
     "function_types",
@@ -36,6 +37,27 @@ UNKNOWN_DIM = 256
 
 FUSING_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 """Ops ORT fuses a DequantizeLinear of a constant weight into (MatMulNBits, QLinearConv, ...)."""
+
+
+@dataclass(frozen=True)
+class Reads:
+    """How ONNX Runtime's optimized graph reads a value, its no-ops removed (``walk.Scope.reads``):
+    ``edges``, the input slots of nodes of the value's own graph reading it; ``outside``, whether the
+    graph's output or a nested graph reads it too; ``fusing``, whether a DequantizeLinear computing it may
+    join one of ORT's QDQ node units (a QuantizeLinear after a reader, or ArgMax, MatMul, Gemm reading
+    it), or readers ORT may inline are not seen."""
+
+    edges: int = 1
+    outside: bool = False
+    fusing: bool = False
+
+    @property
+    def dql_runs(self) -> int:
+        """How many times ORT 1.32 runs a DequantizeLinear computing the value: it gives each edge its own
+        copy (its ``EnsureUniqueDQForNodeUnit``), keeping the original too where something outside reads it."""
+        if self.edges == 0 or (self.edges == 1 and not self.outside):
+            return 1
+        return self.edges + int(self.outside)
 
 
 @dataclass
@@ -57,6 +79,7 @@ class NodeInfo:
     model_output: bool = False  # ... and that graph is the model's main graph
     fusable_weight: bool = False  # x is a constant and the output feeds one of FUSING_OPS
     consumers: tuple[str, ...] = ()  # op types reading the output
+    reads: Reads = Reads()  # how ORT's optimized graph reads the output
     zp_zero: bool = False  # the zero point is a constant known to be all zeros
     scale_const: bool = False
     zp_const: bool = False
@@ -223,6 +246,7 @@ def gather(
     types: dict[str, TensorType],
     consts: Constants,
     consumers: Sequence[str],
+    reads: Reads = Reads(),
     fed: set[str] | frozenset[str] = frozenset(),
     graph_output: bool,
     main_graph: bool,
@@ -230,7 +254,8 @@ def gather(
     opset: int,
 ) -> NodeInfo:
     """The facts about ``node`` (a ``DequantizeError`` naming it and the rule when it breaks the contract):
-    ``consumers`` are the op types reading its output, ``fed`` the model's own inputs (the main graph's),
+    ``consumers`` are the op types reading its output, ``reads`` how ORT's optimized graph reads it, ``fed``
+    the model's own inputs (the main graph's),
     ``graph_output`` whether its graph returns it,
     ``main_graph`` whether that graph is the model's."""
     in_type, out = check_node(node, types)
@@ -257,6 +282,7 @@ def gather(
         model_output=main_graph and graph_output,
         fusable_weight=consts.is_const(x) and any(c in FUSING_OPS for c in consumers),
         consumers=tuple(consumers),
+        reads=reads,
         zp_zero=zp_zero,
         scale_const=consts.is_const(scale),
         zp_const=consts.is_const(zp),

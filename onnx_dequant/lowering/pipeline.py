@@ -23,6 +23,7 @@ from .facts import Constants, function_types, gather, model_types
 from .options import LowerOptions
 from .planner import plan
 from .result import LoweredNode, LowerResult
+from .run_once import run_once
 from .walk import Scope, graph_scopes, lowers_in, survey
 
 __all__ = ["lower_model", "lower_scope"]
@@ -90,6 +91,7 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
             types=scope.types,
             consts=scope.constants,
             consumers=consumers.get(n.output[0], []),
+            reads=scope.reads(n.output[0]),
             fed=fed,
             graph_output=n.output[0] in outputs,
             main_graph=scope.main,
@@ -99,6 +101,7 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
         chosen = plan(info, options.strategies)
         em = Emitter(n.name or info.output, names, function=scope.function, constants=scope.constants.tensors)
         chosen.emit(info, em)
+        runs_saved = run_once(info, chosen.cost, em)
         if em.nodes:  # a folded weight is an initializer named as the output, with no node
             _carry_identity(n, em.nodes[-1], names)
         new_nodes.extend(em.nodes)
@@ -112,6 +115,7 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
                 chosen.refused,
                 weight=info.fusable_weight,
                 dropped_axes=chosen.dropped,
+                runs_saved=runs_saved,
             )
         )
     del body.node[:]

@@ -11,8 +11,8 @@ __all__ = ["LoweredNode", "LowerResult"]
 
 @dataclass
 class LoweredNode:
-    """One lowered node: where it was, the strategy chosen, its cost, why each other form was refused, and
-    the quantization axes of size 1 it was planned without."""
+    """One lowered node: where it was, the strategy chosen, its cost, why each other form was refused, the
+    quantization axes of size 1 it was planned without, and the DequantizeLinear runs ``run_once`` saves."""
 
     node: str
     graph: str
@@ -21,6 +21,7 @@ class LoweredNode:
     refused: dict[str, str] = field(default_factory=dict)
     weight: bool = False  # a constant weight feeding MatMul/Gemm/Conv
     dropped_axes: tuple[int, ...] = ()  # quantization axes of size 1 planned as broadcast ones
+    runs_saved: int = 0  # DequantizeLinear runs ORT would add, one per reader, that a Flatten/Reshape pair saves
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -13,13 +14,24 @@ import onnx
 from ..contract import TensorType
 from ..graphs import function_nodes, iter_graphs, subgraphs
 from ..schema import is_dequantize
-from .facts import Constants
+from .facts import Constants, Reads
 
-__all__ = ["Survey", "survey", "Scope", "graph_scopes", "lowers_in", "UNSEEN"]
+__all__ = ["Survey", "survey", "Scope", "graph_scopes", "lowers_in", "UNSEEN", "QDQ_TRANSPARENT", "FUSED_WITHOUT_Q"]
 
 UNSEEN = frozenset({"<subgraph>", "<call>", "<outer>"})
 """``Scope.consumers``' marks for readers ONNX Runtime may inline next to a value (a function's body, an
 ``If`` branch whose condition it folds): what they do is not seen."""
+
+QDQ_TRANSPARENT = frozenset(
+    {"MaxPool", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice", "Flatten", "Expand", "Gather"}
+    | {"GatherElements", "Tile", "Resize", "ReduceMax", "ReduceMin", "Split"}
+)
+"""Ops ORT 1.32's QDQ passes move a DequantizeLinear or a QuantizeLinear past, or drop the pair around: a
+node unit may hold them between a DequantizeLinear, the op it fuses and a QuantizeLinear."""
+
+FUSED_WITHOUT_Q = frozenset({"ArgMax", "MatMul", "Gemm"})
+"""Ops ORT 1.32 fuses with the DequantizeLinear they read, with no QuantizeLinear after them (its DropDQ,
+MatMulIntegerToFloat, QGemm and MatMulNBits rules)."""
 
 
 @dataclass
@@ -111,6 +123,55 @@ class Scope:
                         todo.append(behind)
                         ops.extend(out.get(behind, ()))
         return out
+
+    @cached_property
+    def _readers(self) -> tuple[dict[str, list[onnx.NodeProto]], set[str]]:
+        """The nodes of this body reading each value, and the values a nested graph reads."""
+        readers: dict[str, list[onnx.NodeProto]] = {}
+        inside: set[str] = set()
+        for n in self.body.node:
+            for i in set(n.input):
+                readers.setdefault(i, []).append(n)
+            for sg in subgraphs(n):
+                for g in iter_graphs(sg):
+                    inside.update(i for m in g.node for i in m.input)
+        return readers, inside
+
+    def reads(self, value: str) -> Reads:
+        """How ONNX Runtime's optimized graph reads ``value`` (``facts.Reads``): the edges counted behind the
+        no-ops it removes (``_passes_through``); fusing where a QuantizeLinear follows a reader (past ops in
+        ``QDQ_TRANSPARENT``), a reader is in ``FUSED_WITHOUT_Q``, or a reader is one ORT may inline (a call, a
+        nested graph, the caller of a function or subgraph returning it)."""
+        readers, inside = self._readers
+        edges, outside = 0, value in self.outputs or value in inside
+        for r in readers.get(value, ()):
+            behind = r.output[0] if r.output else ""
+            if behind and behind not in self.outputs and self._passes_through(r, value):
+                more = self.reads(behind)
+                edges, outside = edges + more.edges, outside or more.outside
+            else:
+                edges += sum(1 for i in r.input if i == value)
+        return Reads(edges, outside, self._fusing(value))
+
+    def _fusing(self, value: str) -> bool:
+        readers, inside = self._readers
+        todo, seen = [(value, False)], set()
+        while todo:
+            v, crossed = todo.pop()
+            if (v, crossed) in seen:
+                continue
+            seen.add((v, crossed))
+            if v in inside or (v in self.outputs and not self.main):
+                return True
+            for r in readers.get(v, ()):
+                if r.domain not in ("", "ai.onnx") or r.op_type in ("QuantizeLinear", "DynamicQuantizeLinear"):
+                    return True
+                if not crossed and r.op_type in FUSED_WITHOUT_Q:
+                    return True
+                through = r.op_type in QDQ_TRANSPARENT or self._passes_through(r, v)
+                if through or not crossed:
+                    todo.extend((o, crossed or not through) for o in r.output if o)
+        return False
 
     def _passes_through(self, node: onnx.NodeProto, value: str) -> bool:
         """Whether ONNX Runtime removes ``node``, a reader of ``value``, as a no-op at its default level
