@@ -156,6 +156,24 @@ def test_no_pair_where_ort_fuses_or_it_does_not_pay(readers, kwargs, why):
     assert "Flatten" not in [n.op_type for n in result.model.graph.node], why
 
 
+def test_symbolic_dims_below_opset_14_get_no_pair():
+    """Below opset 14 a Reshape has no ``allowzero``: a dim of 0 known only at run time would be copied from
+    the Flatten's (1, 0), so over symbolic dims the pair is added from opset 14 only."""
+    for opset, want in ((13, 0), (14, 1)):
+        m, x, s, z = _readers_model(["Relu", "Sigmoid"])
+        for v in (*m.graph.input, *m.graph.output):
+            for i, d in enumerate(v.type.tensor_type.shape.dim):
+                d.dim_param = f"d{i}"
+        m.opset_import[0].version = opset
+        result = _lower(m)
+        assert result.nodes[0].runs_saved == want, opset
+        empty = np.zeros((0, 5), x.dtype)
+        relu, _ = run_ort(result.model, {"x": empty})
+        assert relu.shape == (0, 5)
+        (relu, _), y = run_ort(result.model, {"x": x}), odq.dequantize(x, s, z)
+        assert np.max(ulp_distance(relu, np.maximum(y, 0))) == 0
+
+
 def test_a_slow_form_returned_and_read_runs_once(tmp_path):
     """Returned by the graph and read: the pair costs a copy of the output, which a slow form's second run
     outweighs (rows of 14, i16, per column: a blocked DequantizeLinear)."""

@@ -31,6 +31,8 @@ def run_once(info: NodeInfo, cost: float, em: Emitter) -> int:
     last = em.nodes[-1] if em.nodes else None
     if info.target != "ort" or info.reads.fusing or info.fusable_weight or info.shape is None:
         return 0
+    if info.opset < 14 and info.known_shape is None:  # no allowzero: a dim of 0 at run time would be copied
+        return 0
     if last is None or last.op_type != "DequantizeLinear" or list(last.output) != [info.output]:
         return 0
     saved = info.reads.dql_runs - 1
