@@ -1,16 +1,25 @@
 #!/usr/bin/env python3
-"""A Dequantize read by several nodes: the lowered model with and without the Flatten/Reshape pair that
-has ONNX Runtime run its DequantizeLinear once (``lowering/run_once.py``), timed side by side.
+"""What reads a Dequantize, in ONNX Runtime: the lowered model with and without the Flatten/Reshape pair
+the lowering puts after a DequantizeLinear, timed side by side.
 
     python scripts/bench_readers.py                       # the held-out cases below, one thread
     python scripts/bench_readers.py --rounds 3 --json readers.json
 
-ONNX Runtime 1.32 gives each reader of a DequantizeLinear its own copy and runs each. Each case is lowered
-by the planner, then the pair is toggled: removed where ``run_once`` added it, added where it did not (so
-that a refusal is measured too). For both models the script prints the DequantizeLinear nodes in ORT's
-optimized graph and the time per run (medians of interleaved samples, outputs bound to preallocated
-buffers); ``ratio`` is the model with the pair over the one without. The planner's choice is marked ``*``.
-Exit 1 when the lowered model's outputs differ from the reference.
+Two sets of held-out graphs:
+- ``CASES``, a node read by several nodes. ONNX Runtime 1.32 gives each reader of a DequantizeLinear its
+  own copy and runs each; the pair (``lowering/run_once.py``) has it run once. Each case is lowered by the
+  planner, then the pair is toggled: removed where ``run_once`` added it, added where it did not (so that a
+  refusal is measured too). ``ratio``: the model with the pair over the one without; the planner's choice
+  is marked ``*``.
+- ``HAZARDS``, a node whose DequantizeLinear ORT's QDQ propagation or Transpose optimizer would break (an
+  int8 one with a zero point at opset 21+, an int32 one with ``wrap_int32``, read by Reshape or Transpose:
+  ``strategies/dql.py``, ``ort_pass_hazard``). The pair keeps them off it; before it, the lowering took
+  the cheapest form without a DequantizeLinear, which ``without`` times (the planner among the other
+  forms). ``ratio``: the planner's model over that one.
+
+For both models the script prints the DequantizeLinear nodes in ORT's optimized graph and the time per
+run (medians of interleaved samples, outputs bound to preallocated buffers). Exit 1 when a lowered
+model's outputs differ from the reference.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import onnx
@@ -36,7 +46,9 @@ import bench_sweep as bs  # noqa: E402
 import onnx_dequant as odq  # noqa: E402
 from onnx_dequant import dtypes  # noqa: E402
 from onnx_dequant.compare import ulp_distance  # noqa: E402
-from onnx_dequant.lowering import lower_model  # noqa: E402
+from onnx_dequant.lowering import LowerOptions, lower_model  # noqa: E402
+from onnx_dequant.lowering.strategies import dql  # noqa: E402
+from onnx_dequant.lowering.strategies.base import Refusal  # noqa: E402
 from onnx_dequant.schema import opset_import  # noqa: E402
 
 
@@ -46,10 +58,16 @@ class Case:
     axes: tuple[int, ...]
     in_type: str
     readers: tuple[str, ...]  # ops reading the node's output ("Mul": by itself; "output": the graph returns it)
+    opset: int = 21
+    wrap_int32: bool = False
 
     @property
     def name(self) -> str:
-        return f"{self.shape} {{{','.join(map(str, self.axes))}}} {self.in_type} -> {'+'.join(self.readers)}"
+        wrap = " wrap_int32" if self.wrap_int32 else ""
+        return (
+            f"{self.shape} {{{','.join(map(str, self.axes))}}} {self.in_type}{wrap} opset {self.opset}"
+            f" -> {'+'.join(self.readers)}"
+        )
 
 
 CASES = (
@@ -68,17 +86,35 @@ CASES = (
 """Held-out graphs: per tensor, per channel, per row, blocked, a Mul by itself, returned and read, small
 (the pair's fixed cost against the runs it saves) and a form ending in a Reshape (no pair applies)."""
 
-READ = {"Relu": lambda y: np.maximum(y, 0), "Sigmoid": None, "Neg": np.negative, "Mul": lambda y: y * y}
+HAZARDS = (
+    Case((1024, 1024), (), "i8", ("Reshape",)),
+    Case((16, 64, 56, 56), (), "i8", ("Transpose",)),
+    Case((16, 64, 56, 56), (), "u8", ("Transpose",), opset=25),  # a control: no hazard, the same model twice
+    Case((1024, 1024), (), "i32", ("Reshape",), wrap_int32=True),
+    Case((1024, 1024), (1,), "i32", ("Transpose",), wrap_int32=True),
+    Case((4096, 256), (), "i32", ("Relu", "Reshape"), wrap_int32=True),
+)
+"""Graphs whose bare DequantizeLinear ORT 1.32 breaks (a model it cannot load, or clamped values)."""
+
+READ = {
+    "Relu": lambda y: np.maximum(y, 0),
+    "Sigmoid": None,
+    "Neg": np.negative,
+    "Mul": lambda y: y * y,
+    "Reshape": lambda y: y.reshape(-1),
+    "Transpose": lambda y: y.transpose(),
+}
 
 
 def model(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray], np.ndarray]:
     """The model, its feed, the expected outputs (None: not checked) and the reference's output."""
     rng = np.random.default_rng(0)
     q = dtypes.parse(case.in_type)
-    x = rng.integers(int(q.min), int(q.max) + 1, case.shape).astype(q.numpy)
+    lo, hi = (-(2**20), 2**20) if q.name == "i32" else (int(q.min), int(q.max) + 1)  # (i32: ORT's int32 exact)
+    x = rng.integers(lo, hi, case.shape).astype(q.numpy)
     ss = tuple(case.shape[a] for a in case.axes)
     s = rng.uniform(0.001, 0.1, ss).astype(np.float32)
-    z = rng.integers(int(q.min), int(q.max) + 1, ss).astype(q.numpy)
+    z = rng.integers(lo, hi, ss).astype(q.numpy)
     ref = odq.dequantize(x, s, z, axes=case.axes)
     inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
     nodes = [odq.make_node(["x", "s", "z"], ["y"], axes=list(case.axes), name="dq")]
@@ -88,12 +124,22 @@ def model(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.n
             outs.append(helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(case.shape)))
             want.append(ref)
             continue
-        nodes.append(helper.make_node(op, ["y", "y"] if op == "Mul" else ["y"], [f"r{i}"]))
-        outs.append(helper.make_tensor_value_info(f"r{i}", onnx.TensorProto.FLOAT, list(case.shape)))
-        want.append(None if READ[op] is None else READ[op](ref))
+        ins, attrs = ["y"], {}
+        if op == "Mul":
+            ins.append("y")
+        elif op == "Reshape":
+            inits.append(numpy_helper.from_array(np.array([-1], np.int64), f"flat{i}"))
+            ins.append(f"flat{i}")
+        elif op == "Transpose":
+            attrs["perm"] = list(range(len(case.shape)))[::-1]
+        nodes.append(helper.make_node(op, ins, [f"r{i}"], **attrs))
+        wanted = None if READ[op] is None else READ[op](ref)
+        dims = list(ref.shape if wanted is None else wanted.shape)
+        outs.append(helper.make_tensor_value_info(f"r{i}", onnx.TensorProto.FLOAT, dims))
+        want.append(wanted)
     g = helper.make_graph(nodes, "readers", [helper.make_tensor_value_info("x", q.onnx, list(case.shape))], outs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), opset_import()])
-    m.ir_version = 10
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset), opset_import()])
+    m.ir_version = 10 if case.opset >= 21 else 8
     return m, {"x": x}, want, ref
 
 
@@ -157,7 +203,7 @@ class Runner:
             self.b.bind_cpu_input(k, v)
         self.outs = []
         for o in self.sess.get_outputs():
-            y = np.empty(feed["x"].shape, np.float32)
+            y = np.empty([d if isinstance(d, int) else -1 for d in o.shape], np.float32)
             self.b.bind_output(o.name, "cpu", 0, y.dtype, y.shape, y.ctypes.data)
             self.outs.append(y)
 
@@ -165,25 +211,41 @@ class Runner:
         self.sess.run_with_iobinding(self.b)
 
 
-def measure(case: Case, repeat: int, threads: int) -> dict:
+def _exact(runner: Runner, want: list) -> bool:
+    runner()
+    return all(w is None or np.max(ulp_distance(got, w), initial=0) == 0 for got, w in zip(runner.outs, want))
+
+
+def _refused_as_before(info, layout):
+    """The rule before the pair: a DequantizeLinear ORT's passes would break is refused."""
+    hazard = dql.ort_pass_hazard(info, layout)
+    return layout if hazard is None else Refusal(hazard)
+
+
+def measure(case: Case, repeat: int, threads: int, hazard: bool) -> dict:
+    """One case's two models side by side (``hazard``: the planner against its choice before the pair)."""
     m, feed, want, _ = model(case)
-    result = lower_model(onnx.ModelProto.FromString(m.SerializeToString()))
+    options = LowerOptions(wrap_int32=case.wrap_int32)
+    result = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
     lowered, node = result.model, result.nodes[0]
-    other = toggled(lowered, "y")
-    has_pair = node.runs_saved > 0
-    row = {"case": case.name, "strategy": node.strategy, "planner_pair": has_pair, "runs_saved": node.runs_saved}
-    run = Runner(lowered, feed, threads)
-    run()
-    row["exact"] = all(
-        w is None or np.max(ulp_distance(got, w), initial=0) == 0 for got, w in zip(run.outs, want, strict=True)
-    )
-    if other is None:
-        row["note"] = "the form ends in a Reshape: no pair applies"
-        return row
-    with_pair, without = (lowered, other) if has_pair else (other, lowered)
+    row = {"case": case.name, "strategy": node.strategy, "runs_saved": node.runs_saved, "barrier": node.barrier}
+    if hazard:
+        with mock.patch.object(dql, "ort_pass_barrier", _refused_as_before):
+            before = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
+        row["before"] = before.nodes[0].strategy
+        with_pair, without, planner_pair = lowered, before.model, True
+    else:
+        other = toggled(lowered, "y")
+        if other is None:
+            row |= {"exact": _exact(Runner(lowered, feed, threads), want), "note": "ends in a Reshape: no pair applies"}
+            return row
+        planner_pair = node.runs_saved > 0
+        with_pair, without = (lowered, other) if planner_pair else (other, lowered)
     runners = {"with": Runner(with_pair, feed, threads), "without": Runner(without, feed, threads)}
+    row["exact"] = all(_exact(r, want) for r in runners.values())
     t = bs.timed(runners, repeat)
     row |= {
+        "planner_pair": planner_pair,
         "dqls_with": ort_dqls(with_pair),
         "dqls_without": ort_dqls(without),
         "ms_with": t["with"] * 1e3,
@@ -204,21 +266,28 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeat, --rounds and --threads must be at least 1")
     print(f"# ONNX Runtime {ort.__version__}, {args.threads} thread(s); ratio: with the pair / without")
     rows, wrong = [], 0
-    for case in CASES:
-        for _ in range(args.rounds):
-            r = measure(case, args.repeat, args.threads)
-            rows.append(r)
-            wrong += not r["exact"]
-            if "ratio" not in r:
-                print(f"{r['case']}: {r['strategy']}: {r['note']}", flush=True)
-                continue
-            mark = ("*", "") if r["planner_pair"] else ("", "*")
-            print(
-                f"{r['case']}: {r['strategy']}: with{mark[0]} {r['ms_with']:.3f} ms ({r['dqls_with']} DQL), "
-                f"without{mark[1]} {r['ms_without']:.3f} ms ({r['dqls_without']} DQL), ratio {r['ratio']:.2f}"
-                f"{'' if r['exact'] else '  WRONG VALUES'}",
-                flush=True,
-            )
+    for title, cases, hazard in (
+        ("several readers", CASES, False),
+        ("ORT's passes would break the DQL", HAZARDS, True),
+    ):
+        print(f"\n## {title}")
+        for case in cases:
+            for _ in range(args.rounds):
+                r = measure(case, args.repeat, args.threads, hazard)
+                rows.append(r | {"set": "hazards" if hazard else "readers"})
+                wrong += not r["exact"]
+                bad = "" if r["exact"] else "  WRONG VALUES"
+                if "ratio" not in r:
+                    print(f"{r['case']}: {r['strategy']}: {r['note']}{bad}", flush=True)
+                    continue
+                mark = ("*", "") if r["planner_pair"] else ("", "*")
+                other = f" ({r['before']})" if hazard else ""
+                print(
+                    f"{r['case']}: {r['strategy']}: with{mark[0]} {r['ms_with']:.3f} ms ({r['dqls_with']} DQL), "
+                    f"without{mark[1]}{other} {r['ms_without']:.3f} ms ({r['dqls_without']} DQL), "
+                    f"ratio {r['ratio']:.2f}{bad}",
+                    flush=True,
+                )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 1 if wrong else 0

@@ -10,7 +10,8 @@ outputs; opsets 13/19/21/25; zero point or none; input, scale and zero point con
 or two of Relu, Reshape, Transpose (naming its perm), Unsqueeze, Slice, Identity, a no-op ONNX Runtime
 removes (Dropout, a Cast to the same type, a Mul by one) before one of those, a Mul by itself, or
 returned as it is (where two nodes read a DequantizeLinear, the lowering may add a Flatten/Reshape pair
-after it so that ONNX Runtime runs it once: the report counts those models); in
+after it so that ONNX Runtime runs it once, and it adds one where ONNX Runtime's QDQ passes would break
+the DequantizeLinear: the report counts those models); in
 some, the Scan's and the i32 guard's size floors are lifted so that those forms apply to small inputs;
 some nodes sit in a model-local function or in the branch of an ``If`` of a constant condition, both of
 which ONNX Runtime inlines before its other passes.
@@ -112,6 +113,7 @@ class Failure:
 class Outcome:
     runs: Counter = field(default_factory=Counter)  # models run, by form
     once: int = 0  # of those, models whose DequantizeLinear a Flatten/Reshape pair has run once
+    barrier: int = 0  # of those, models whose DequantizeLinear a Flatten/Reshape pair keeps ORT's passes off
     failures: list[Failure] = field(default_factory=list)
 
 
@@ -297,6 +299,7 @@ def check(case: Case) -> Outcome:
         label = f"planner: {form}" if name is None else form
         out.runs[label] += 1
         out.once += result.nodes[0].runs_saved > 0
+        out.barrier += bool(result.nodes[0].barrier)
         so = ort.SessionOptions()
         so.log_severity_level = 4
         try:
@@ -337,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         got = check(case)
         total.runs.update(got.runs)
         total.once += got.once
+        total.barrier += got.barrier
         total.failures.extend(got.failures)
         if (i + 1) % 25 == 0 or i + 1 == args.cases:
             print(
@@ -352,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     for form, n in sorted(total.runs.items()):
         print(f"  {form:30s} {n}")
     print(f"  of those, run once by a Flatten/Reshape pair after the DequantizeLinear: {total.once}")
+    print(f"  of those, ORT's QDQ passes kept off the DequantizeLinear by such a pair: {total.barrier}")
     print(f"{len(total.failures)} failure(s)")
     for f in total.failures:
         print(f"  {f.form}: {f.what}: {f.detail}\n    {f.case}")
@@ -363,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                     "ort": ort.__version__,
                     "runs": dict(total.runs),
                     "run_once": total.once,
+                    "barrier": total.barrier,
                     "failures": [asdict(f) for f in total.failures],
                 },
                 fh,

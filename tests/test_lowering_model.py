@@ -3,6 +3,7 @@ initializers, and ORT's MatMul fusions (files and the command line: test_lowerin
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -164,15 +165,29 @@ def test_low_model_opset_needs_explicit_opset():
 
 
 def test_ort_int8_reshape_bug_avoided():
-    """docs/ort-facts.md: an int8 per-tensor DQL with a zero point before Reshape breaks ORT 1.32 at opset 21+."""
+    """docs/ort-facts.md: an int8 per-tensor DQL with a zero point before Reshape breaks ORT 1.32 at opset 21+;
+    a Flatten then a Reshape back after it keep ORT's QDQ propagation off it."""
     x, s, z = random_case(RNG, (4, 6), (), "i8", "f32")
     z[...] = 3
     m = one_node_model(x, s, z, (), opset=21, consumer="Reshape")
     result = lower_model(m)
     lowered, report = result.model, result.nodes
-    assert report[0].strategy != "dql-per-tensor"
+    assert report[0].strategy == "dql-per-tensor" and "before Reshape at opset 21+" in report[0].barrier
+    assert [n.op_type for n in lowered.graph.node] == ["DequantizeLinear", "Flatten", "Reshape", "Reshape"]
     (y,) = run_ort(lowered, {"x": x})  # ORT's default optimization level
     assert same_bits(y, odq.dequantize(x, s, z).reshape(-1))
+
+
+def test_lower_command_names_the_pass_a_pair_keeps_off(tmp_path, capsys):
+    x, s, z = random_case(RNG, (4, 6), (), "i8", "f32")
+    src, dst = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(one_node_model(x, s, z, (), opset=21, consumer="Transpose"), str(src))
+    assert cli_main(["lower", str(src), "-o", str(dst), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "1 DequantizeLinear(s) followed by a Flatten/Reshape pair" in out
+    assert "ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before Transpose" in out
+    assert cli_main(["lower", str(src), "-o", str(dst), "--quiet", "--json"]) == 0
+    assert "before Transpose" in json.loads(capsys.readouterr().out)["nodes"][0]["barrier"]
 
 
 @pytest.mark.parametrize("opset", [13, 21])
@@ -223,7 +238,8 @@ def test_readers_behind_ops_ort_removes_count(via, broken):
     """ORT removes Identity, Dropout, a Cast to the same type, Add/Sub 0, Mul/Div 1 (a Constant node's
     ``value_float`` too) and an Expand to the same shape before its QDQ passes, which then find the Reshape
     behind them: such a chain breaks an int32 per-tensor DQL as a
-    Reshape reading it does. Other readers (Mul by 2, 0 - x, Relu) keep ORT's DequantizeLinear."""
+    Reshape reading it does, so a Flatten/Reshape pair follows the DQL. Other readers (Mul by 2, 0 - x, Relu)
+    need none."""
     x, s, _ = random_case(RNG, (4, 6), (), "i32", "f32", zp=False)
     x >>= 9
     m = one_node_model(x, s, None, (), opset=21, consumer="Reshape")
@@ -244,7 +260,7 @@ def test_readers_behind_ops_ort_removes_count(via, broken):
     reshape.input[0] = "t2"
     m.graph.node.insert(len(m.graph.node) - 1, mid)
     result = lower_model(m, LowerOptions(wrap_int32=True))
-    assert (result.nodes[0].strategy == "sub-cast-mul") is broken
+    assert (result.nodes[0].strategy, bool(result.nodes[0].barrier)) == ("dql-per-tensor", broken)
     (y,) = run_ort(result.model, {"x": x})
     want = odq.dequantize(x, s, None).reshape(-1)
     if via in ("Mul2", "0-Sub", "Relu"):

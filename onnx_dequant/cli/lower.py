@@ -74,6 +74,12 @@ def run(args: argparse.Namespace) -> int:
             "and at its default session.qdq_matmulnbits_accuracy_level the fused MatMulNBits quantizes the "
             "activations to int8 (not exact); --weights float folds them to exact float initializers (4x bytes)"
         )
+    kept_off = [r for r in report if r.barrier]
+    if kept_off:
+        notes.append(
+            f"{len(kept_off)} DequantizeLinear(s) followed by a Flatten/Reshape pair that keeps ONNX Runtime's QDQ "
+            f"passes off them (e.g. {kept_off[0].node}: {kept_off[0].barrier} otherwise)"
+        )
     shared = [r for r in report if r.runs_saved]
     if shared:
         notes.append(
@@ -104,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
                             "refused": r.refused,
                             "dropped_axes": list(r.dropped_axes),
                             "runs_saved": r.runs_saved,
+                            "barrier": r.barrier,
                         }
                         for r in report
                     ],

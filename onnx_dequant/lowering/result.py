@@ -12,7 +12,8 @@ __all__ = ["LoweredNode", "LowerResult"]
 @dataclass
 class LoweredNode:
     """One lowered node: where it was, the strategy chosen, its cost, why each other form was refused, the
-    quantization axes of size 1 it was planned without, and the DequantizeLinear runs ``run_once`` saves."""
+    quantization axes of size 1 it was planned without, the DequantizeLinear runs ``run_once`` saves, and the
+    ORT pass a Flatten/Reshape pair keeps off its DequantizeLinear."""
 
     node: str
     graph: str
@@ -22,6 +23,7 @@ class LoweredNode:
     weight: bool = False  # a constant weight feeding MatMul/Gemm/Conv
     dropped_axes: tuple[int, ...] = ()  # quantization axes of size 1 planned as broadcast ones
     runs_saved: int = 0  # DequantizeLinear runs ORT would add, one per reader, that a Flatten/Reshape pair saves
+    barrier: str = ""  # how ORT's passes would break the DequantizeLinear a Flatten/Reshape pair follows ("": none)
 
 
 @dataclass

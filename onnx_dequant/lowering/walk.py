@@ -89,6 +89,20 @@ class Scope:
         function's or a subgraph's may be bound to constants when ONNX Runtime inlines it)."""
         return {v.name for v in self.body.input} if self.main else set()
 
+    @cached_property
+    def _readers(self) -> tuple[dict[str, list[onnx.NodeProto]], set[str]]:
+        """The nodes of this body reading each value (each once), and the values a nested graph reads: the
+        body as ``lower_scope`` first reads it, before it replaces the body's nodes."""
+        readers: dict[str, list[onnx.NodeProto]] = {}
+        inside: set[str] = set()
+        for n in self.body.node:
+            for i in dict.fromkeys(n.input):
+                readers.setdefault(i, []).append(n)
+            for sg in subgraphs(n):
+                for g in iter_graphs(sg):
+                    inside.update(i for m in g.node for i in m.input)
+        return readers, inside
+
     def consumers(self) -> dict[str, list[str]]:
         """The op types reading each value, and behind a reader ONNX Runtime removes as a no-op before its
         other passes (``_passes_through``) the readers of that reader's output too: those are the ops ONNX
@@ -96,19 +110,15 @@ class Scope:
         next to it by inlining: ``<subgraph>`` (a read from inside a nested graph), ``<call>`` (a node of a
         domain other than ONNX's: a model-local function) and ``<outer>`` (an output of a function body or a
         subgraph, read by whatever reads its caller's or its node's output)."""
-        readers: dict[str, list[onnx.NodeProto]] = {}
+        readers, inside = self._readers
         out: dict[str, list[str]] = {}
-        for n in self.body.node:
-            for i in n.input:
-                readers.setdefault(i, []).append(n)
-                out.setdefault(i, []).append(n.op_type)
+        for value, nodes in readers.items():
+            for n in nodes:
+                out.setdefault(value, []).append(n.op_type)
                 if n.domain not in ("", "ai.onnx"):
-                    out[i].append("<call>")
-            for sg in subgraphs(n):
-                for g in iter_graphs(sg):
-                    for m in g.node:
-                        for i in m.input:
-                            out.setdefault(i, []).append("<subgraph>")
+                    out[value].append("<call>")
+        for value in inside:
+            out.setdefault(value, []).append("<subgraph>")
         if not self.main:
             for o in self.outputs:
                 out.setdefault(o, []).append("<outer>")
@@ -124,34 +134,28 @@ class Scope:
                         ops.extend(out.get(behind, ()))
         return out
 
-    @cached_property
-    def _readers(self) -> tuple[dict[str, list[onnx.NodeProto]], set[str]]:
-        """The nodes of this body reading each value, and the values a nested graph reads."""
-        readers: dict[str, list[onnx.NodeProto]] = {}
-        inside: set[str] = set()
-        for n in self.body.node:
-            for i in set(n.input):
-                readers.setdefault(i, []).append(n)
-            for sg in subgraphs(n):
-                for g in iter_graphs(sg):
-                    inside.update(i for m in g.node for i in m.input)
-        return readers, inside
-
     def reads(self, value: str) -> Reads:
         """How ONNX Runtime's optimized graph reads ``value`` (``facts.Reads``): the edges counted behind the
-        no-ops it removes (``_passes_through``); fusing where a QuantizeLinear follows a reader (past ops in
-        ``QDQ_TRANSPARENT``), a reader is in ``FUSED_WITHOUT_Q``, or a reader is one ORT may inline (a call, a
-        nested graph, the caller of a function or subgraph returning it)."""
+        no-ops it removes (``_passes_through``), less a Shape or Size of a value whose shape is known (ORT
+        folds those); fusing where a QuantizeLinear follows a reader (past ops in ``QDQ_TRANSPARENT``), a
+        reader is in ``FUSED_WITHOUT_Q``, or a reader is one ORT may inline (a call, a nested graph, the
+        caller of a function or subgraph returning it)."""
+        edges, outside = self._edges(value)
+        return Reads(edges, outside, self._fusing(value))
+
+    def _edges(self, value: str) -> tuple[int, bool]:
         readers, inside = self._readers
+        t = self.types.get(value)
+        static = t is not None and t.shape is not None and all(isinstance(d, int) for d in t.shape)
         edges, outside = 0, value in self.outputs or value in inside
         for r in readers.get(value, ()):
             behind = r.output[0] if r.output else ""
             if behind and behind not in self.outputs and self._passes_through(r, value):
-                more = self.reads(behind)
-                edges, outside = edges + more.edges, outside or more.outside
-            else:
+                more, out = self._edges(behind)
+                edges, outside = edges + more, outside or out
+            elif not (static and r.op_type in ("Shape", "Size") and r.domain in ("", "ai.onnx")):
                 edges += sum(1 for i in r.input if i == value)
-        return Reads(edges, outside, self._fusing(value))
+        return edges, outside
 
     def _fusing(self, value: str) -> bool:
         readers, inside = self._readers

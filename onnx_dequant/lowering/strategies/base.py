@@ -58,6 +58,10 @@ class Strategy(Generic[Choice]):
         """Append nodes to ``em`` that compute ``info.output`` from the node's inputs."""
         raise NotImplementedError
 
+    def ort_barrier(self, choice: Choice) -> str:
+        """Why the form puts a Flatten/Reshape pair after its DequantizeLinear, for reports ("": none)."""
+        return ""
+
     def __repr__(self) -> str:
         return f"<{self.name}>"
 
@@ -87,7 +91,7 @@ kernel, and every opset and runtime reads f32)."""
 
 PROPAGATING_OPS = frozenset({"MaxPool", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Slice"})
 """Ops ORT 1.32's QDQ propagation moves a per-tensor DequantizeLinear past (its ``CanNodePropagate``), by
-inserting a QuantizeLinear before them (the bugs ``dql.ort_load_refusal`` avoids, docs/ort-facts.md);
+inserting a QuantizeLinear before them (the bugs ``dql.ort_pass_hazard`` finds, docs/ort-facts.md);
 Flatten, Gather, Expand, Tile, Concat, Pad, Split and DepthToSpace after one were measured to load and
 compute right."""
 

@@ -1,10 +1,10 @@
 """The DequantizeLinear forms' shared part: a ``Layout`` (how the input is viewed, which DQL mode),
-its cost in bytes moved, its emission (Reshape -> DequantizeLinear -> Cast -> Reshape), and
+its cost in bytes moved, its emission (Reshape -> DequantizeLinear -> [Flatten] -> Cast -> Reshape), and
 ``DQLStrategy``, the base of the strategies that differ only in the layout they choose."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -20,7 +20,9 @@ __all__ = [
     "DQLStrategy",
     "layout_cost",
     "emit_layout",
-    "ort_load_refusal",
+    "ort_pass_hazard",
+    "ort_pass_barrier",
+    "qdq_propagates",
     "reshape",
 ]
 
@@ -32,7 +34,8 @@ class Layout:
     ``view``: groups of the input's axes (each a tuple, in order) that the input is reshaped into;
     ``quant[i]``: whether group i holds quantization axes. ``mode``: "tensor", "axis" (``axis`` is the
     view axis the 1-D scale runs along) or "blocked" (``axis`` is the broadcast view axis reduced with a
-    whole-axis block; ``expand`` are the broadcast view axes the scale is expanded along).
+    whole-axis block; ``expand`` are the broadcast view axes the scale is expanded along). ``barrier``:
+    why a Flatten then a Reshape back follow the DequantizeLinear ("": none; ``ort_pass_hazard``).
     """
 
     view: tuple[tuple[int, ...], ...]
@@ -41,6 +44,7 @@ class Layout:
     axis: int | None = None
     expand: tuple[int, ...] = field(default=())
     split: int = 0  # a 1-D input viewed as rows of ``split`` elements (``Blocked``), else 0
+    barrier: str = ""
 
     @property
     def reshapes(self) -> bool:
@@ -58,19 +62,27 @@ class Layout:
         return n
 
 
-def ort_load_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
-    """ORT 1.32's QDQ propagation moves a per-tensor DQL whose scale and zero point are constants past
-    ``PROPAGATING_OPS`` by inserting a QuantizeLinear of the input's type before them, and its Transpose
-    optimizer does the same past an int32 DQL with a zero point (per axis too) before a Transpose that
-    names its perm (docs/ort-facts.md). Where that QuantizeLinear cannot be loaded or clamps, the refusal
-    of a layout that would be such a DQL, else None. An int8 one with a zero point fails to load at opset
-    21+ (below, ``emit_layout`` gives one without a zero point an explicit zero); an int32 one fails to
-    load (no int32 QuantizeLinear kernel, nor an int32 zero point for one) or, at opsets 13-20 without a
-    zero point, clamps the values to uint8's range. ``info.consumers`` holds the readers behind ones ORT
-    removes as no-ops, and marks (``walk.UNSEEN``) readers ORT may inline next to the DQL (a function's, an
-    ``If`` branch's), which count as such ops. Only a scale or zero point the model is fed at run time stops
-    the propagation for sure (ORT folds any computed from constants); a DQL followed by its Cast to
-    f16/bf16 is never moved."""
+def qdq_propagates(info: NodeInfo, scale_elements: int) -> bool:
+    """Whether ORT 1.32's QDQ propagation moves a DequantizeLinear computing ``info`` with a scale of
+    ``scale_elements`` past a reader in ``PROPAGATING_OPS``: only an f32 one (not one followed by its Cast)
+    whose scale is one element and whose scale and zero point ORT knows when it loads the model (not fed)."""
+    return info.out_type is DQL_TYPE and scale_elements == 1 and not info.params_fed
+
+
+def ort_pass_hazard(info: NodeInfo, layout: Layout) -> str | None:
+    """How ORT 1.32's graph transformers would break ``layout``'s DequantizeLinear were its output read as
+    it is, or None (docs/ort-facts.md). Its QDQ propagation moves a per-tensor DQL whose scale and zero
+    point are constants past ``PROPAGATING_OPS`` by inserting a QuantizeLinear of the input's type before
+    them, and its Transpose optimizer does the same past an int32 DQL with a zero point (per axis too)
+    before a Transpose that names its perm. An int8 one with a zero point then fails to load at opset 21+
+    (below, ``emit_layout`` gives one without a zero point an explicit zero); an int32 one fails to load
+    (no int32 QuantizeLinear kernel, nor an int32 zero point for one) or, at opsets 13-20 without a zero
+    point, clamps the values to uint8's range. ``info.consumers`` holds the readers behind ones ORT removes
+    as no-ops, and marks (``walk.UNSEEN``) readers ORT may inline next to the DQL (a function's, an ``If``
+    branch's), which count as such ops. Only a scale or zero point the model is fed at run time stops the
+    propagation for sure (ORT folds any computed from constants); a DQL followed by its Cast to f16/bf16
+    is never moved. ``DQLStrategy.check`` puts a Flatten/Reshape pair after such a DQL, which neither pass
+    crosses."""
     if info.out_type is not DQL_TYPE:
         return None
     q = info.in_type.name
@@ -78,20 +90,31 @@ def ort_load_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
     unseen = sorted(readers & UNSEEN)
     if q == "i32" and info.has_zp and ("Transpose" in readers or unseen):
         where = "Transpose" if "Transpose" in readers else f"a reader ORT may inline ({unseen[0]})"
-        return Refusal(f"ORT 1.32 cannot load an int32 DequantizeLinear with a zero point before {where}")
-    if layout.scale_elements(info) != 1 or info.params_fed:
-        return None  # ORT propagates only a one-element scale (and zero point) it knows when it loads
+        return f"ORT 1.32 cannot load an int32 DequantizeLinear with a zero point before {where}"
+    if not qdq_propagates(info, layout.scale_elements(info)):
+        return None
     hit = sorted((readers | ({"Reshape"} if layout.reshapes else set())) & PROPAGATING_OPS)
     where = hit[0] if hit else (f"a reader ORT may inline ({unseen[0]})" if unseen else None)
     if where is None:
         return None
     if q == "i32":
-        return Refusal(f"ORT 1.32 cannot run an int32 per-tensor DequantizeLinear before {where}")
+        return f"ORT 1.32 cannot run an int32 per-tensor DequantizeLinear before {where}"
     if q == "i8" and info.has_zp and info.opset >= 21:
-        return Refusal(
-            f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {where} at opset 21+"
-        )
+        return f"ORT 1.32 cannot load an int8 per-tensor DequantizeLinear with a zero point before {where} at opset 21+"
     return None
+
+
+def ort_pass_barrier(info: NodeInfo, layout: Layout) -> Layout | Refusal:
+    """``layout``, with a Flatten/Reshape pair after its DequantizeLinear where ORT's passes would break it
+    (``ort_pass_hazard``): ORT's QDQ propagation and Transpose optimizer do not move a DequantizeLinear past
+    a Flatten, and the pair aliases its input. Below opset 14 a Reshape has no ``allowzero``, so over dims
+    not known when lowering (a 0 at run time would be copied from the Flatten's) the layout is refused."""
+    hazard = ort_pass_hazard(info, layout)
+    if hazard is None:
+        return layout
+    if info.opset < 14 and info.known_shape is None:
+        return Refusal(f"{hazard} (a Flatten/Reshape pair after it needs known dims below opset 14)")
+    return replace(layout, barrier=hazard)
 
 
 L1_BYTES = 16 << 10
@@ -141,7 +164,7 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
         cost += n * narrowing_cast_cost(info.out_type) * (dql_bytes + out_bytes) / 6
         if not info.scale_const:  # the scale's own Cast to f32 runs with the model (a constant one is folded)
             cost += info.scale_size * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6
-    if layout.reshapes:
+    if layout.reshapes or layout.barrier:
         cost += reshaped_output_cost(info)
     scale_elements = layout.scale_elements(info)
     param_bytes = dql_t.bits / 8 + (in_bytes if info.has_zp else 0)  # per scale (and zero point) element
@@ -223,12 +246,15 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
         attrs["axis"] = layout.axis
     if layout.mode == "blocked":
         attrs["block_size"] = 1 if layout.quant[layout.axis] else layout.view_dims(info)[layout.axis]
-    steps_left = (info.out_type is not dql_t) + layout.reshapes
+    reshaped = layout.reshapes or bool(layout.barrier)
+    steps_left = (info.out_type is not dql_t) + reshaped
     y = em.node("DequantizeLinear", inputs, info.output if steps_left == 0 else None, hint="dql", **attrs)
+    if layout.barrier:  # (only f32 outputs: no Cast follows)
+        y = em.node("Flatten", [y], hint="barrier", axis=0)
     if info.out_type is not dql_t:
         steps_left -= 1
         y = em.node("Cast", [y], info.output if steps_left == 0 else None, hint="cast", to=info.out_type.onnx)
-    if layout.reshapes:
+    if reshaped:
         reshape(em, info, y, shape_tensor(em, info.x, shape, info.opset), info.output, hint="y")
 
 
@@ -245,10 +271,13 @@ class DQLStrategy(Strategy[Layout]):
         layout = self.layout(info)
         if isinstance(layout, Refusal):
             return layout
-        return dql_refusal(info) or ort_load_refusal(info, layout) or layout
+        return dql_refusal(info) or ort_pass_barrier(info, layout)
 
     def cost(self, info: NodeInfo, choice: Layout) -> float:
         return layout_cost(info, choice)
+
+    def ort_barrier(self, choice: Layout) -> str:
+        return choice.barrier
 
     def emit(self, info: NodeInfo, choice: Layout, em: Emitter) -> None:
         emit_layout(info, em, choice)

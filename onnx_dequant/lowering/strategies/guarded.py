@@ -112,7 +112,7 @@ def _branch(info: NodeInfo, wrap: bool) -> NodeInfo:
     copies), with ORT's int32 semantics in the DequantizeLinear branch (``wrap``). Its readers are the
     branch's output, unless ORT may fold the check and inline the branch (an input the model is not fed:
     one computed from constants, or in a function or subgraph ORT inlines with constant arguments): then
-    they are the node's own, which ``dql.ort_load_refusal`` reads."""
+    they are the node's own, which ``dql.ort_pass_hazard`` reads."""
     readers = () if info.x in info.fed else info.consumers
     return dataclasses.replace(
         info, int32_wrap=wrap, graph_output=True, model_output=False, fusable_weight=False, consumers=readers

@@ -2,13 +2,14 @@
 int32. With ``wrap_int32`` an i32 node computes what ORT's int32 DequantizeLinear does, and this is that
 computation spelled in other ops: the int32 difference wraps as the kernel's does, the Cast rounds it to
 f32 and the Mul rounds once more, bit for bit (docs/ort-facts.md). The planner takes it by its cost like
-any form: where ORT 1.32 breaks that DequantizeLinear (``dql.ort_load_refusal``: a per-tensor one before
-Reshape & co., one with a zero point before Transpose), which otherwise leaves the float64 Cast/Sub/Mul,
-and where the DequantizeLinear forms cost more (a scale along one axis before opset 21, where ORT has no
-blocked DequantizeLinear, or over dims it does not know). Where ORT breaks the DequantizeLinear: per
-tensor, (1024, 1024) read by a Reshape, 0.44 ms (0.52 with a zero point) against 1.52 (1.64) for the
-float64 form and 0.24 for the DequantizeLinear, which loads only with ORT's optimizations off (one-off
-script, one thread, medians of 7; AMD EPYC Zen 4, ORT 1.32, 2026-12-06)."""
+any form: where the DequantizeLinear forms cost more (a scale along one axis before opset 21, where ORT
+has no blocked DequantizeLinear, or over dims it does not know), and where ORT 1.32's QDQ passes would
+break the DequantizeLinear (``dql.ort_pass_hazard``: a per-tensor one before Reshape & co., one with a
+zero point before Transpose) and no Flatten/Reshape pair can keep them off it (below opset 14, over dims
+not known when lowering), which otherwise leaves the float64 Cast/Sub/Mul. Per tensor, (1024, 1024) read
+by a Reshape: 0.44-0.48 ms (0.52 with a zero point) against 1.52 (1.64) for the float64 form and 0.23-0.24
+for the DequantizeLinear with the pair (``scripts/bench_readers.py``, one thread; AMD EPYC Zen 4, ORT
+1.32, 2026-12-06)."""
 
 from __future__ import annotations
 
