@@ -156,7 +156,7 @@ def int32_dql_with_zero_point_then_transpose_fails():
     )
 
 
-def _optimized_dqls(model: onnx.ModelProto) -> int:
+def optimized_dqls(model: onnx.ModelProto) -> int:
     """DequantizeLinear nodes in ORT's optimized graph (default level)."""
     with tempfile.TemporaryDirectory() as d:
         so = ort.SessionOptions()
@@ -182,7 +182,7 @@ def dql_copied_per_reader_not_past_flatten():
         outs = [_vi("a", TP.FLOAT, [4, 4]), _vi("b", TP.FLOAT, [4, 4])]
         return _model(nodes, [_vi("x", TP.INT8, [4, 4])], outs, inits)
 
-    return _optimized_dqls(two_readers(False)) == 2 and _optimized_dqls(two_readers(True)) == 1
+    return optimized_dqls(two_readers(False)) == 2 and optimized_dqls(two_readers(True)) == 1
 
 
 @fact

@@ -126,6 +126,15 @@ def run_ort(
     return sess.run(None, feeds)
 
 
+def ort_optimized(model: onnx.ModelProto, folder) -> list[onnx.NodeProto]:
+    """The nodes of ORT's optimized graph of ``model`` at its default level (written into ``folder``)."""
+    so = ort.SessionOptions()
+    so.optimized_model_filepath = str(Path(folder) / "ort_optimized.onnx")
+    so.log_severity_level = 3
+    ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return list(onnx.load(so.optimized_model_filepath).graph.node)
+
+
 def domain_nodes(model: onnx.ModelProto) -> int:
     from onnx_dequant.graphs import iter_nodes as _all_nodes
 

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from helpers import domain_nodes, one_node_model, random_case, run_ort, vi
+from helpers import domain_nodes, one_node_model, ort_optimized, random_case, run_ort, vi
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_dequant as odq
@@ -332,12 +332,7 @@ def test_readers_ort_brings_next_to_the_node_count(where, opset):
 
 
 def _optimized_ops(model: onnx.ModelProto, tmp_path: Path) -> list[str]:
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
-    so.log_severity_level = 3
-    ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    opt = onnx.load(str(tmp_path / "opt.onnx"))
-    return [n.op_type for n in opt.graph.node]
+    return [n.op_type for n in ort_optimized(model, tmp_path)]
 
 
 @pytest.mark.parametrize("axes", [(), (1,)])

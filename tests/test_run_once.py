@@ -7,9 +7,8 @@ import json
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from helpers import model_of, random_case, run_ort, vi
+from helpers import model_of, ort_optimized, random_case, run_ort, vi
 from onnx import helper, numpy_helper
 
 import onnx_dequant as odq
@@ -120,17 +119,8 @@ def _lower(m, **options):
     return lower_model(onnx.ModelProto.FromString(m.SerializeToString()), LowerOptions(**options))
 
 
-def _optimized(model, tmp_path) -> list[onnx.NodeProto]:
-    """The nodes of ORT's optimized graph (its default level)."""
-    so = ort.SessionOptions()
-    so.optimized_model_filepath = str(tmp_path / "opt.onnx")
-    so.log_severity_level = 3
-    ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    return list(onnx.load(str(tmp_path / "opt.onnx")).graph.node)
-
-
 def _ort_dqls(model, tmp_path) -> int:
-    return sum(n.op_type == "DequantizeLinear" for n in _optimized(model, tmp_path))
+    return sum(n.op_type == "DequantizeLinear" for n in ort_optimized(model, tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -196,7 +186,7 @@ def test_no_pair_before_a_transpose_ort_moves_the_dql_past(tmp_path):
     result = _lower(m)
     assert result.nodes[0].runs_saved == 0
     # the Transpose reads the 8-bit input in ORT's optimized graph (the DequantizeLinear moved after it)
-    assert any(n.op_type == "Transpose" and n.input[0] == "x" for n in _optimized(result.model, tmp_path))
+    assert any(n.op_type == "Transpose" and n.input[0] == "x" for n in ort_optimized(result.model, tmp_path))
     fed = _readers_model(["Relu", "Transpose"], shape=(256, 256), qt="u8")[0]
     fed.graph.input.extend([vi("s", "f32", []), vi("z", "u8", [])])
     del fed.graph.initializer[:]
