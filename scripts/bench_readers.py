@@ -18,8 +18,10 @@ Two sets of held-out graphs:
   forms). ``ratio``: the planner's model over that one.
 
 For both models the script prints the DequantizeLinear nodes in ORT's optimized graph and the time per
-run (medians of interleaved samples, outputs bound to preallocated buffers). Exit 1 when a lowered
-model's outputs differ from the reference.
+run (medians of interleaved samples, outputs bound to preallocated buffers). For ``CASES`` it also
+prints ``graph``, the issue's graph measure on these held-out graphs: the planner's model over the same
+graph with ORT's own per-tensor DequantizeLinear (whose copies ORT runs too), over the node's bytes floor.
+Exit 1 when a lowered model's outputs differ from the reference.
 """
 
 from __future__ import annotations
@@ -106,6 +108,28 @@ READ = {
     "Reshape": lambda y: y.reshape(-1),
     "Transpose": lambda y: y.transpose(),
 }
+
+
+def floor(case: Case) -> float:
+    """The node's bytes floor: (input + scale + zero point + output bytes) / (input + output bytes)."""
+    n, s = int(np.prod(case.shape)), int(np.prod([case.shape[a] for a in case.axes]))
+    ib = dtypes.parse(case.in_type).bits / 8
+    return (n * (ib + 4) + s * (4 + ib)) / (n * (ib + 4))
+
+
+def native(m: onnx.ModelProto, case: Case) -> onnx.ModelProto:
+    """``m`` with ORT's per-tensor DequantizeLinear (a scalar scale and zero point) for the node: the graph
+    measure's baseline, with the same readers (which ORT gives a copy each too)."""
+    out = onnx.ModelProto.FromString(m.SerializeToString())
+    q = dtypes.parse(case.in_type)
+    out.graph.initializer.extend(
+        [
+            numpy_helper.from_array(np.array(0.05, np.float32), "s_n"),
+            numpy_helper.from_array(np.array(3, q.numpy), "z_n"),
+        ]
+    )
+    out.graph.node[0].CopyFrom(helper.make_node("DequantizeLinear", ["x", "s_n", "z_n"], ["y"]))
+    return out
 
 
 def model(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray], np.ndarray]:
@@ -229,13 +253,20 @@ def measure(case: Case, repeat: int, threads: int, hazard: bool) -> dict:
     else:
         other = toggled(lowered, "y")
         if other is None:
-            row |= {"exact": _exact(Runner(lowered, feed, threads), want), "note": "ends in a Reshape: no pair applies"}
+            runners = {"lowered": Runner(lowered, feed, threads), "native": Runner(native(m, case), feed, threads)}
+            t = bs.timed(runners, repeat)
+            row |= {"exact": _exact(runners["lowered"], want), "note": "ends in a Reshape: no pair applies"}
+            row["graph"] = t["lowered"] / t["native"] / floor(case)
             return row
         planner_pair = node.runs_saved > 0
         with_pair, without = (lowered, other) if planner_pair else (other, lowered)
     runners = {"with": Runner(with_pair, feed, threads), "without": Runner(without, feed, threads)}
     row["exact"] = all(_exact(r, want) for r in runners.values())
+    if not hazard:
+        runners["native"] = Runner(native(m, case), feed, threads)
     t = bs.timed(runners, repeat)
+    if not hazard:  # the issue's graph measure: the planner's model over ORT's per-tensor DQL, over the floor
+        row["graph"] = t["with" if planner_pair else "without"] / t["native"] / floor(case)
     row |= {
         "planner_pair": planner_pair,
         "dqls_with": optimized_dqls(with_pair),
@@ -271,14 +302,15 @@ def main(argv: list[str] | None = None) -> int:
                 wrong += not r["exact"]
                 bad = "" if r["exact"] else "  WRONG VALUES"
                 if "ratio" not in r:
-                    print(f"{r['case']}: {r['strategy']}: {r['note']}{bad}", flush=True)
+                    print(f"{r['case']}: {r['strategy']}: {r['note']}; graph {r['graph']:.2f}{bad}", flush=True)
                     continue
                 mark = ("*", "") if r["planner_pair"] else ("", "*")
                 other = f" ({r['before']})" if hazard else ""
+                graph = "" if hazard else f"; graph {r['graph']:.2f}"
                 print(
                     f"{r['case']}: {r['strategy']}: with{mark[0]} {r['ms_with']:.3f} ms ({r['dqls_with']} DQL), "
                     f"without{mark[1]}{other} {r['ms_without']:.3f} ms ({r['dqls_without']} DQL), "
-                    f"ratio {r['ratio']:.2f}{bad}",
+                    f"ratio {r['ratio']:.2f}{graph}{bad}",
                     flush=True,
                 )
     if args.json:

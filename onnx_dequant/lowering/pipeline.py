@@ -101,8 +101,7 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
         chosen = plan(info, options.strategies)
         em = Emitter(n.name or info.output, names, function=scope.function, constants=scope.constants.tensors)
         chosen.emit(info, em)
-        barrier = chosen.strategy.ort_barrier(chosen.choice)
-        runs_saved = 0 if barrier else run_once(info, chosen.cost, em)
+        runs_saved = run_once(info, chosen.cost, em)  # (a form that put the pair after its DQL ends in a Reshape)
         if em.nodes:  # a folded weight is an initializer named as the output, with no node
             _carry_identity(n, em.nodes[-1], names)
         new_nodes.extend(em.nodes)
@@ -117,7 +116,7 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
                 weight=info.fusable_weight,
                 dropped_axes=chosen.dropped,
                 runs_saved=runs_saved,
-                barrier=barrier,
+                barrier=chosen.strategy.ort_barrier(chosen.choice),
             )
         )
     del body.node[:]

@@ -13,8 +13,7 @@ from __future__ import annotations
 from .emitter import Emitter
 from .facts import NodeInfo
 from .strategies.costs import kernel_cost, reshaped_output_cost
-from .strategies.dql import qdq_propagates, reshape
-from .strategies.shapes import shape_tensor
+from .strategies.dql import qdq_propagates, reshape_back
 
 __all__ = ["run_once", "MIN_SAVED_ELEMENTS"]
 
@@ -42,8 +41,6 @@ def run_once(info: NodeInfo, cost: float, em: Emitter) -> int:
     saved = info.reads.dql_runs - 1
     if saved * cost - reshaped_output_cost(info) < MIN_SAVED_ELEMENTS * kernel_cost("dql_tensor"):
         return 0
-    dequantized = em.fresh("dequantized")
-    last.output[0] = dequantized
-    flat = em.node("Flatten", [dequantized], hint="one_reader", axis=0)
-    reshape(em, info, flat, shape_tensor(em, last.input[0], info.shape, info.opset), info.output)
+    last.output[0] = em.fresh("dequantized")
+    reshape_back(em, info, last.output[0], flatten=True)
     return saved

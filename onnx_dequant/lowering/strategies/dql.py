@@ -24,6 +24,7 @@ __all__ = [
     "ort_pass_barrier",
     "qdq_propagates",
     "reshape",
+    "reshape_back",
 ]
 
 
@@ -249,13 +250,20 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
     reshaped = layout.reshapes or bool(layout.barrier)
     steps_left = (info.out_type is not dql_t) + reshaped
     y = em.node("DequantizeLinear", inputs, info.output if steps_left == 0 else None, hint="dql", **attrs)
-    if layout.barrier:  # (only f32 outputs: no Cast follows)
-        y = em.node("Flatten", [y], hint="barrier", axis=0)
-    if info.out_type is not dql_t:
+    if info.out_type is not dql_t:  # (never with a barrier: ORT's passes do not move a DQL its Cast reads)
         steps_left -= 1
         y = em.node("Cast", [y], info.output if steps_left == 0 else None, hint="cast", to=info.out_type.onnx)
     if reshaped:
-        reshape(em, info, y, shape_tensor(em, info.x, shape, info.opset), info.output, hint="y")
+        reshape_back(em, info, y, flatten=bool(layout.barrier))
+
+
+def reshape_back(em: Emitter, info: NodeInfo, y: str, *, flatten: bool) -> None:
+    """``info.output`` as ``y`` reshaped to the input's shape; with ``flatten``, through ``Flatten(axis=0)``
+    first: the one reader ORT's QDQ passes leave a DequantizeLinear ``y`` with (neither its QDQ propagation
+    nor its Transpose optimizer moves one past a Flatten, nor gives a Flatten its own copy of it)."""
+    if flatten:
+        y = em.node("Flatten", [y], hint="one_reader", axis=0)
+    reshape(em, info, y, shape_tensor(em, info.x, info.shape or (), info.opset), info.output, hint="y")
 
 
 class DQLStrategy(Strategy[Layout]):
