@@ -298,7 +298,8 @@ def test_planner_refusals():
             {"qt": "i32", "int32_wrap": True, "zp": False, "opset": 13, "consumers": ("Relu", "Squeeze")}
             | {"shape": (4, None, 16)},
             "dql-per-tensor",
-            "ORT 1.32 cannot run an int32 per-tensor DequantizeLinear before Squeeze (a Flatten/Reshape pair after it "
+            "ORT 1.32 clamps an int32 per-tensor DequantizeLinear before Squeeze to [0, 255] * scale below opset 21 "
+            "(a Flatten/Reshape pair after it "
             "needs known dims below opset 14)",
         ),
         (

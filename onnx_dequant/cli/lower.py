@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if kept_off:
         notes.append(
             f"{len(kept_off)} DequantizeLinear(s) followed by a Flatten/Reshape pair that keeps ONNX Runtime's QDQ "
-            f"passes off them (e.g. {kept_off[0].node}: {kept_off[0].barrier} otherwise)"
+            f"passes off them (e.g. {kept_off[0].node}, without it: {kept_off[0].barrier})"
         )
     shared = [r for r in report if r.runs_saved]
     if shared:

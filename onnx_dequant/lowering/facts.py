@@ -81,6 +81,7 @@ class NodeInfo:
     consumers: tuple[str, ...] = ()  # op types reading the output
     reads: Reads = Reads()  # how ORT's optimized graph reads the output
     zp_zero: bool = False  # the zero point is a constant known to be all zeros
+    x_const: bool = False
     scale_const: bool = False
     zp_const: bool = False
     fold: bool = False  # weights="float" and x is a constant: fold it to a float constant
@@ -284,6 +285,7 @@ def gather(
         consumers=tuple(consumers),
         reads=reads,
         zp_zero=zp_zero,
+        x_const=consts.is_const(x),
         scale_const=consts.is_const(scale),
         zp_const=consts.is_const(zp),
         int32_wrap=options.wrap_int32,

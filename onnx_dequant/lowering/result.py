@@ -22,8 +22,9 @@ class LoweredNode:
     refused: dict[str, str] = field(default_factory=dict)
     weight: bool = False  # a constant weight feeding MatMul/Gemm/Conv
     dropped_axes: tuple[int, ...] = ()  # quantization axes of size 1 planned as broadcast ones
-    runs_saved: int = 0  # DequantizeLinear runs ORT would add, one per reader, that a Flatten/Reshape pair saves
-    barrier: str = ""  # how ORT's passes would break the DequantizeLinear a Flatten/Reshape pair follows ("": none)
+    runs_saved: int = 0  # DequantizeLinear runs ORT would add, one per reader, that run_once's pair saves
+    barrier: str = ""  # how ORT's passes would break the DequantizeLinear a Flatten/Reshape pair follows ("": none;
+    # such a pair runs it once too, not counted in runs_saved)
 
 
 @dataclass

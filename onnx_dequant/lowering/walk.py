@@ -104,8 +104,8 @@ class Scope:
         return readers, inside
 
     def consumers(self) -> dict[str, list[str]]:
-        """The op types reading each value, and behind a reader ONNX Runtime removes as a no-op before its
-        other passes (``_passes_through``) the readers of that reader's output too: those are the ops ONNX
+        """The op types reading each value, and behind a reader ONNX Runtime may remove as a no-op before
+        its other passes (``_passes_through``) the readers of that reader's output too: those are the ops ONNX
         Runtime's QDQ passes then find after the value. ``UNSEEN`` marks the readers ONNX Runtime may bring
         next to it by inlining: ``<subgraph>`` (a read from inside a nested graph), ``<call>`` (a node of a
         domain other than ONNX's: a model-local function) and ``<outer>`` (an output of a function body or a
@@ -128,7 +128,7 @@ class Scope:
                 v = todo.pop()
                 for r in readers.get(v, ()):
                     behind = r.output[0] if r.output else ""
-                    if behind and behind not in seen and self._passes_through(r, v):
+                    if behind and behind not in seen and self._passes_through(r, v, may=True):
                         seen.add(behind)
                         todo.append(behind)
                         ops.extend(out.get(behind, ()))
@@ -172,25 +172,28 @@ class Scope:
                     return True
                 if not crossed and r.op_type in FUSED_WITHOUT_Q:
                     return True
-                through = r.op_type in QDQ_TRANSPARENT or self._passes_through(r, v)
+                through = r.op_type in QDQ_TRANSPARENT or self._passes_through(r, v, may=True)
                 if through or not crossed:
                     todo.extend((o, crossed or not through) for o in r.output if o)
         return False
 
-    def _passes_through(self, node: onnx.NodeProto, value: str) -> bool:
+    def _passes_through(self, node: onnx.NodeProto, value: str, *, may: bool = False) -> bool:
         """Whether ONNX Runtime removes ``node``, a reader of ``value``, as a no-op at its default level
         (docs/ort-facts.md): Identity, Dropout, a Cast to the type it reads, Add or Sub of a constant zero,
         Mul or Div by a constant one (Sub and Div with ``value`` first), an Expand by a constant shape of
-        ones or of the value's own shape."""
+        ones or of the value's own shape. With ``may``, also where it may: the other operand or the shape
+        one ORT may fold to such a constant (computed, not the model's input), the type unknown."""
         op = node.op_type
         if node.domain not in ("", "ai.onnx"):
             return False
         if op in ("Identity", "Dropout"):
             return True
         if op == "Expand":
-            shape = self.constants.value(node.input[1]) if len(node.input) > 1 else None
-            if shape is None or node.input[0] != value:
+            if len(node.input) < 2 or node.input[0] != value:
                 return False
+            shape = self.constants.value(node.input[1])
+            if shape is None:
+                return may and node.input[1] not in self.fed
             t = self.types.get(value)
             own = None if t is None or t.shape is None else tuple(t.shape)
             dims = tuple(int(d) for d in shape.reshape(-1))
@@ -200,7 +203,9 @@ class Scope:
         if op == "Cast":
             to = next((a.i for a in node.attribute if a.name == "to"), None)
             t = self.types.get(value)
-            return t is not None and t.elem_type is not None and t.elem_type.onnx == to
+            if t is None or t.elem_type is None:
+                return may
+            return t.elem_type.onnx == to
         identity = {"Add": 0, "Sub": 0, "Mul": 1, "Div": 1}.get(op)
         if identity is None or len(node.input) != 2 or value not in node.input:
             return False
@@ -208,7 +213,9 @@ class Scope:
         if op in ("Sub", "Div") and node.input[0] != value:
             return False
         v = self.constants.value(other)
-        return v is not None and v.size > 0 and bool(np.all(v == identity))
+        if v is None:
+            return may and other not in self.fed
+        return v.size > 0 and bool(np.all(v == identity))
 
 
 def graph_scopes(

@@ -166,6 +166,9 @@ class Guarded(Strategy[Branches]):
         checked = info.size() + (info.scale_size if choice.check_zp else 0)
         return choice.fast.cost + checked * min(_check_costs(info).values())
 
+    def ort_barrier(self, choice: Branches) -> str:
+        return choice.fast.strategy.ort_barrier(choice.fast.choice)  # (the pair in its DequantizeLinear form)
+
     def emit(self, info: NodeInfo, choice: Branches, em: Emitter) -> None:
         if choice.known is not None:
             choice.fast.emit(dataclasses.replace(info, int32_wrap=choice.known), em)
