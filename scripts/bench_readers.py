@@ -13,9 +13,10 @@ Two sets of held-out graphs:
   is marked ``*``.
 - ``HAZARDS``, a node whose DequantizeLinear ORT's QDQ propagation or Transpose optimizer would break (an
   int8 one with a zero point at opset 21+, an int32 one with ``wrap_int32``, read by Reshape or Transpose:
-  ``strategies/dql.py``, ``ort_pass_hazard``). The pair keeps them off it; before it, the lowering took
-  the cheapest form without a DequantizeLinear, which ``without`` times (the planner among the other
-  forms). ``ratio``: the planner's model over that one.
+  ``strategies/dql.py``, ``ort_pass_hazard``). The pair keeps them off it (``with``); before it, the
+  lowering took the cheapest form without a DequantizeLinear, which ``without`` times (the planner among
+  the other forms), as it still does for a constant input (ORT folds that form). ``ratio``: with over
+  without; the planner's choice is marked ``*``.
 
 For both models the script prints the DequantizeLinear nodes in ORT's optimized graph and the time per
 run (medians of interleaved samples, outputs bound to preallocated buffers). For ``CASES`` it also
@@ -27,6 +28,7 @@ Exit 1 when a lowered model's outputs differ from the reference.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import dataclass
@@ -62,10 +64,11 @@ class Case:
     readers: tuple[str, ...]  # ops reading the node's output ("Mul": by itself; "output": the graph returns it)
     opset: int = 21
     wrap_int32: bool = False
+    x_const: bool = False  # the input an initializer (a weight), not fed
 
     @property
     def name(self) -> str:
-        wrap = " wrap_int32" if self.wrap_int32 else ""
+        wrap = (" wrap_int32" if self.wrap_int32 else "") + (" constant" if self.x_const else "")
         return (
             f"{self.shape} {{{','.join(map(str, self.axes))}}} {self.in_type}{wrap} opset {self.opset}"
             f" -> {'+'.join(self.readers)}"
@@ -97,6 +100,7 @@ HAZARDS = (
     Case((1024, 1024), (), "i32", ("Reshape",), wrap_int32=True),
     Case((1024, 1024), (1,), "i32", ("Transpose",), wrap_int32=True),
     Case((4096, 256), (), "i32", ("Relu", "Reshape"), wrap_int32=True),
+    Case((1024, 1024), (), "i8", ("Reshape",), x_const=True),  # ORT folds the form without a DQL: no pair
 )
 """Graphs whose bare DequantizeLinear ORT 1.32 breaks (a model it cannot load, or clamped values)."""
 
@@ -163,10 +167,13 @@ def model(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.n
         dims = list(ref.shape if wanted is None else wanted.shape)
         outs.append(helper.make_tensor_value_info(f"r{i}", onnx.TensorProto.FLOAT, dims))
         want.append(wanted)
-    g = helper.make_graph(nodes, "readers", [helper.make_tensor_value_info("x", q.onnx, list(case.shape))], outs, inits)
+    ins = [] if case.x_const else [helper.make_tensor_value_info("x", q.onnx, list(case.shape))]
+    if case.x_const:
+        inits.append(numpy_helper.from_array(x, "x"))
+    g = helper.make_graph(nodes, "readers", ins, outs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset), opset_import()])
     m.ir_version = 10 if case.opset >= 21 else 8
-    return m, {"x": x}, want, ref
+    return m, {} if case.x_const else {"x": x}, want, ref
 
 
 def toggled(lowered: onnx.ModelProto, output: str) -> onnx.ModelProto | None:
@@ -238,6 +245,12 @@ def _refused_as_before(info, layout):
     return layout if hazard is None else Refusal(hazard)
 
 
+def _pair_always(info, layout):
+    """The pair wherever ORT's passes would break the DequantizeLinear, a constant input's too."""
+    hazard = dql.ort_pass_hazard(info, layout)
+    return layout if hazard is None else dataclasses.replace(layout, barrier=hazard)
+
+
 def measure(case: Case, repeat: int, threads: int, hazard: bool) -> dict:
     """One case's two models side by side (``hazard``: the planner against its choice before the pair)."""
     m, feed, want, _ = model(case)
@@ -248,8 +261,10 @@ def measure(case: Case, repeat: int, threads: int, hazard: bool) -> dict:
     if hazard:
         with mock.patch.object(dql, "ort_pass_barrier", _refused_as_before):
             before = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
+        with mock.patch.object(dql, "ort_pass_barrier", _pair_always):
+            paired = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
         row["before"] = before.nodes[0].strategy
-        with_pair, without, planner_pair = lowered, before.model, True
+        with_pair, without, planner_pair = paired.model, before.model, bool(node.barrier)
     else:
         other = toggled(lowered, "y")
         if other is None:
