@@ -50,7 +50,7 @@ from ort_facts import optimized_dqls  # noqa: E402
 import onnx_dequant as odq  # noqa: E402
 from onnx_dequant import dtypes  # noqa: E402
 from onnx_dequant.compare import ulp_distance  # noqa: E402
-from onnx_dequant.lowering import LowerOptions, lower_model  # noqa: E402
+from onnx_dequant.lowering import LowerOptions, lower_model, pipeline  # noqa: E402
 from onnx_dequant.lowering.strategies import dql  # noqa: E402
 from onnx_dequant.lowering.strategies.base import Refusal  # noqa: E402
 from onnx_dequant.schema import opset_import  # noqa: E402
@@ -112,6 +112,15 @@ READ = {
     "Reshape": lambda y: y.reshape(-1),
     "Transpose": lambda y: y.transpose(),
 }
+IDS = np.random.default_rng(1).integers(0, 1 << 30, (1, 16))
+"""A Gather reader's 16 ids (modulo the rows), as a tokenizer's output would be."""
+
+GATHERS = (
+    Case((32000, 512), (), "i8", ("Gather",), x_const=True),
+    Case((32000, 512), (1,), "i8", ("Gather",), x_const=True),
+    Case((32000, 512), (1,), "u8", ("Gather",)),
+)
+"""Quantized embedding tables read by a Gather of 16 rows: per tensor, a scale per column, a fed table."""
 
 
 def floor(case: Case) -> float:
@@ -147,6 +156,7 @@ def model(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.n
     z = rng.integers(lo, hi, ss).astype(q.numpy)
     ref = odq.dequantize(x, s, z, axes=case.axes)
     inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
+    fed: dict[str, np.ndarray] = {}
     nodes = [odq.make_node(["x", "s", "z"], ["y"], axes=list(case.axes), name="dq")]
     outs, want = [], []
     for i, op in enumerate(case.readers):
@@ -162,18 +172,26 @@ def model(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.n
             ins.append(f"flat{i}")
         elif op == "Transpose":
             attrs["perm"] = list(range(len(case.shape)))[::-1]
+        elif op == "Gather":
+            fed[f"ids{i}"] = IDS % case.shape[0]  # fed: a constant one ORT would gather when it loads the model
+            ins.append(f"ids{i}")
         nodes.append(helper.make_node(op, ins, [f"r{i}"], **attrs))
-        wanted = None if READ[op] is None else READ[op](ref)
+        if op == "Gather":
+            wanted = np.take(ref, IDS % case.shape[0], axis=0)
+        else:
+            wanted = None if READ[op] is None else READ[op](ref)
         dims = list(ref.shape if wanted is None else wanted.shape)
         outs.append(helper.make_tensor_value_info(f"r{i}", onnx.TensorProto.FLOAT, dims))
         want.append(wanted)
-    ins = [] if case.x_const else [helper.make_tensor_value_info("x", q.onnx, list(case.shape))]
     if case.x_const:
         inits.append(numpy_helper.from_array(x, "x"))
+    else:
+        fed = {"x": x, **fed}
+    ins = [helper.make_tensor_value_info(k, dtypes.parse(v.dtype).onnx, list(v.shape)) for k, v in fed.items()]
     g = helper.make_graph(nodes, "readers", ins, outs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset), opset_import()])
     m.ir_version = 10 if case.opset >= 21 else 8
-    return m, {} if case.x_const else {"x": x}, want, ref
+    return m, fed, want, ref
 
 
 def toggled(lowered: onnx.ModelProto, output: str) -> onnx.ModelProto | None:
@@ -251,13 +269,24 @@ def _pair_always(info, layout):
     return layout if hazard is None else dataclasses.replace(layout, barrier=hazard)
 
 
-def measure(case: Case, repeat: int, threads: int, hazard: bool) -> dict:
-    """One case's two models side by side (``hazard``: the planner against its choice before the pair)."""
+def measure(case: Case, repeat: int, threads: int, mode: str) -> dict:
+    """One case's two models side by side: ``readers``, the pair toggled; ``hazards``, the pair against the
+    last round's rule; ``gathers``, the Gather moved before the node against the node lowered where it is."""
+    hazard = mode == "hazards"
     m, feed, want, _ = model(case)
     options = LowerOptions(wrap_int32=case.wrap_int32)
     result = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
     lowered, node = result.model, result.nodes[0]
     row = {"case": case.name, "strategy": node.strategy, "runs_saved": node.runs_saved, "barrier": node.barrier}
+    if mode == "gathers":
+        with mock.patch.object(pipeline, "gather_first", lambda *a: {}):
+            before = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
+        runners = {"with": Runner(lowered, feed, threads), "without": Runner(before.model, feed, threads)}
+        row["exact"] = all(_exact(r, want) for r in runners.values())
+        t = bs.timed(runners, repeat)
+        row |= {"before": before.nodes[0].strategy, "moved": node.gather_moved}
+        row |= {"ms_with": t["with"] * 1e3, "ms_without": t["without"] * 1e3, "ratio": t["with"] / t["without"]}
+        return row
     if hazard:
         with mock.patch.object(dql, "ort_pass_barrier", _refused_as_before):
             before = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
@@ -305,17 +334,27 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--repeat, --rounds and --threads must be at least 1")
     print(f"# ONNX Runtime {ort.__version__}, {args.threads} thread(s); ratio: with the pair / without")
     rows, wrong = [], 0
-    for title, cases, hazard in (
-        ("several readers", CASES, False),
-        ("ORT's passes would break the DQL", HAZARDS, True),
-    ):
+    sets = (
+        ("several readers", CASES, "readers"),
+        ("ORT's passes would break the DQL", HAZARDS, "hazards"),
+        ("a Gather moved before the node (with) or not (without)", GATHERS, "gathers"),
+    )
+    for title, cases, mode in sets:
+        hazard = mode == "hazards"
         print(f"\n## {title}")
         for case in (c for c in cases if args.only in c.name):
             for _ in range(args.rounds):
-                r = measure(case, args.repeat, args.threads, hazard)
-                rows.append(r | {"set": "hazards" if hazard else "readers"})
+                r = measure(case, args.repeat, args.threads, mode)
+                rows.append(r | {"set": mode})
                 wrong += not r["exact"]
                 bad = "" if r["exact"] else "  WRONG VALUES"
+                if mode == "gathers":
+                    print(
+                        f"{r['case']}: {r['strategy']} after {r['moved']}: with* {r['ms_with']:.3f} ms, "
+                        f"without ({r['before']}) {r['ms_without']:.3f} ms, ratio {r['ratio']:.3f}{bad}",
+                        flush=True,
+                    )
+                    continue
                 if "ratio" not in r:
                     print(f"{r['case']}: {r['strategy']}: {r['note']}; graph {r['graph']:.2f}{bad}", flush=True)
                     continue

@@ -8,13 +8,13 @@ Each case is one Dequantize node (ranks 1-4, some with a dim of 300-3000 so that
 inputs apply; random axes; i8/u8/i16/u16/i32 inputs, i32 with and without ``wrap_int32``; f32 or f16
 outputs; opsets 13/19/21/25; zero point or none; input, scale and zero point constant or fed) read by one
 or two of Relu, Reshape, Transpose (naming its perm), Unsqueeze, Slice, Identity, a no-op ONNX Runtime
-removes (Dropout, a Cast to the same type, a Mul by one) before one of those, a Mul by itself, or
-returned as it is (where two nodes read a DequantizeLinear, the lowering may add a Flatten/Reshape pair
-after it so that ONNX Runtime runs it once, and it adds one where ONNX Runtime's QDQ passes would break
-the DequantizeLinear: the report counts those models); in
-some, the Scan's and the i32 guard's size floors are lifted so that those forms apply to small inputs;
-some nodes sit in a model-local function or in the branch of an ``If`` of a constant condition, both of
-which ONNX Runtime inlines before its other passes.
+removes (Dropout, a Cast to the same type, a Mul by one) before one of those, a Mul by itself, a Gather
+of two rows (moved before the node where it can be), or returned as it is (where two nodes read a
+DequantizeLinear, the lowering may add a Flatten/Reshape pair after it so that ONNX Runtime runs it
+once, and it adds one where ONNX Runtime's QDQ passes would break the DequantizeLinear: the report counts
+those models); in some, the Scan's and the i32 guard's size floors are lifted so that those forms apply
+to small inputs; some nodes sit in a model-local function or in the branch of an ``If`` of a constant
+condition, both of which ONNX Runtime inlines before its other passes.
 The planner's form and every other form that applies are lowered in turn (``strategies=[name]``; a model
 the planner also chose runs once) and run by ONNX Runtime at its default optimization level, whose graph
 transformers (QDQ propagation, the Transpose optimizer, DequantizeLinear duplication) rewrite what the
@@ -66,11 +66,13 @@ READERS = (
     "Cast+Transpose",
     "Mul1+Unsqueeze",
     "Square",
+    "Gather",
     "output",
 )
 """What reads the node's output: an op, two in a row (the first one ONNX Runtime removes as a no-op: a
 Dropout, a Cast to the same type, a Mul by one), a Mul of the output by itself (``Square``: two reads by
-one node), or the graph's output itself. The Transpose names its
+one node), a Gather of two rows along axis 0 (which the lowering moves before the node where it can),
+or the graph's output itself. The Transpose names its
 perm (the dims reversed): ORT's Transpose optimizer leaves one without it alone."""
 
 
@@ -114,6 +116,7 @@ class Outcome:
     runs: Counter = field(default_factory=Counter)  # models run, by form
     once: int = 0  # of those, models whose DequantizeLinear a Flatten/Reshape pair has run once
     barrier: int = 0  # of those, models whose DequantizeLinear a Flatten/Reshape pair keeps ORT's passes off
+    gathered: int = 0  # of those, models whose Gather reader was moved before the node
     failures: list[Failure] = field(default_factory=list)
 
 
@@ -226,6 +229,8 @@ def model(case: Case, x: np.ndarray, s: np.ndarray, z: np.ndarray | None) -> tup
                 nodes.append(helper.make_node(r, [src], [o], to=out_t.onnx))
             elif r == "Square":
                 nodes.append(helper.make_node("Mul", [src, src], [o]))
+            elif r == "Gather":
+                nodes.append(helper.make_node(r, [src, i64(f"rows{i}", [case.shape[0] - 1, 0])], [o], axis=0))
             elif r == "Mul1":
                 k = numpy_helper.from_array(np.array(1, out_t.numpy), f"one{i}")
                 inits.append(k)
@@ -256,6 +261,8 @@ def expected(ref: np.ndarray, reader: str) -> np.ndarray:
         return ref[0:1]
     if reader == "Square":
         return ref * ref
+    if reader == "Gather":
+        return np.take(ref, [ref.shape[0] - 1, 0], axis=0)
     return ref
 
 
@@ -300,6 +307,7 @@ def check(case: Case) -> Outcome:
         out.runs[label] += 1
         out.once += result.nodes[0].runs_saved > 0
         out.barrier += bool(result.nodes[0].barrier)
+        out.gathered += bool(result.nodes[0].gather_moved)
         so = ort.SessionOptions()
         so.log_severity_level = 4
         try:
@@ -341,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         total.runs.update(got.runs)
         total.once += got.once
         total.barrier += got.barrier
+        total.gathered += got.gathered
         total.failures.extend(got.failures)
         if (i + 1) % 25 == 0 or i + 1 == args.cases:
             print(
@@ -357,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {form:30s} {n}")
     print(f"  of those, run once by a Flatten/Reshape pair after the DequantizeLinear: {total.once}")
     print(f"  of those, ORT's QDQ passes kept off the DequantizeLinear by such a pair: {total.barrier}")
+    print(f"  of those, a Gather moved before the node: {total.gathered}")
     print(f"{len(total.failures)} failure(s)")
     for f in total.failures:
         print(f"  {f.form}: {f.what}: {f.detail}\n    {f.case}")
@@ -369,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                     "runs": dict(total.runs),
                     "run_once": total.once,
                     "barrier": total.barrier,
+                    "gathered": total.gathered,
                     "failures": [asdict(f) for f in total.failures],
                 },
                 fh,

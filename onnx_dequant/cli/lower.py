@@ -80,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
             f"{len(kept_off)} DequantizeLinear(s) followed by a Flatten/Reshape pair that keeps ONNX Runtime's QDQ "
             f"passes off them (e.g. {kept_off[0].node}, without it: {kept_off[0].barrier})"
         )
+    gathered = [r for r in report if r.gather_moved]
+    if gathered:
+        notes.append(
+            f"{len(gathered)} Gather(s) moved before the Dequantize they read, so that only the gathered elements "
+            f"are dequantized (e.g. {gathered[0].gather_moved})"
+        )
     shared = [r for r in report if r.runs_saved]
     if shared:
         notes.append(
@@ -111,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
                             "dropped_axes": list(r.dropped_axes),
                             "runs_saved": r.runs_saved,
                             "barrier": r.barrier,
+                            "gather_moved": r.gather_moved,
                         }
                         for r in report
                     ],

@@ -20,6 +20,7 @@ from .cleanup import drop_unused_initializers, drop_unused_opsets
 from .convert import align_function_opset, convert_model, settle_opset
 from .emitter import Emitter
 from .facts import Constants, function_types, gather, model_types
+from .gather_first import gather_first
 from .options import LowerOptions
 from .planner import plan
 from .result import LoweredNode, LowerResult
@@ -75,6 +76,7 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
     body = scope.body
     if not any(is_dequantize(n) for n in body.node):
         return []
+    moved = gather_first(scope, options, names)
     consumers, fed = scope.consumers(), scope.fed
     outputs = scope.outputs
     new_nodes: list[NodeProto] = []
@@ -117,6 +119,7 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
                 dropped_axes=chosen.dropped,
                 runs_saved=runs_saved,
                 barrier=chosen.strategy.ort_barrier(chosen.choice),
+                gather_moved=moved.get(info.output, ""),
             )
         )
     del body.node[:]

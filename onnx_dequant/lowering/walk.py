@@ -92,7 +92,8 @@ class Scope:
     @cached_property
     def _readers(self) -> tuple[dict[str, list[onnx.NodeProto]], set[str]]:
         """The nodes of this body reading each value (each once), and the values a nested graph reads: the
-        body as ``lower_scope`` first reads it, before it replaces the body's nodes."""
+        body as ``lower_scope`` first reads it, before it replaces the body's nodes (``forget`` after a
+        change)."""
         readers: dict[str, list[onnx.NodeProto]] = {}
         inside: set[str] = set()
         for n in self.body.node:
@@ -102,6 +103,10 @@ class Scope:
                 for g in iter_graphs(sg):
                     inside.update(i for m in g.node for i in m.input)
         return readers, inside
+
+    def forget(self) -> None:
+        """The body's nodes changed (``gather_first``): read them again."""
+        self.__dict__.pop("_readers", None)
 
     def consumers(self) -> dict[str, list[str]]:
         """The op types reading each value, and behind a reader ONNX Runtime may remove as a no-op before

@@ -1,0 +1,121 @@
+"""A Dequantize read only by Gathers: each Gather moved before it, so that only the gathered elements
+are dequantized.
+
+A quantized embedding table read by a Gather (``Dequantize(table) -> Gather(ids)``) dequantizes the
+whole table on every run, in ONNX Runtime as in any runtime; gathering the quantized rows first and
+dequantizing those gives the same values bit for bit (the op is elementwise, and its scale and zero point
+run along axes the Gather leaves as they are). A (32000, 512) int8 table gathered by 16 ids: 3.5 ms ->
+0.05 ms per tensor, 27 ms -> 0.09 ms with a scale per column (ORT 1.32, one thread; docs/lowering.md).
+
+The rewrite runs on a graph or function body before its nodes are lowered: ``Dequantize(x) -> Gather(d,
+i, axis=a)`` becomes ``Gather(x, i, axis=a) -> Dequantize`` (one per Gather, its quantization axes past
+``a`` shifted by the indices' rank less one), which the planner then lowers as any node.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper
+
+from ..contract import TensorType
+from ..graphs import FreshNames
+from ..schema import is_dequantize, node_attributes
+from .options import LowerOptions
+from .walk import Scope
+
+__all__ = ["gather_first"]
+
+
+def _axis(node: onnx.NodeProto, rank: int) -> int | None:
+    """The Gather's axis, non-negative; None where a function's attribute names it."""
+    for a in node.attribute:
+        if a.name == "axis":
+            if a.ref_attr_name:
+                return None
+            return a.i + rank if a.i < 0 else a.i
+    return 0
+
+
+def _size(dims: tuple) -> int | None:
+    n = 1
+    for d in dims:
+        if not isinstance(d, int):
+            return None
+        n *= d
+    return n
+
+
+def _moves(scope: Scope, node: onnx.NodeProto) -> list[tuple[onnx.NodeProto, int, TensorType]] | None:
+    """Each Gather reading ``node``'s output with its axis and the type of the quantized values it would
+    gather, where all of them can be moved before it; else None."""
+    out = node.output[0] if node.output else ""
+    readers, inside = scope._readers
+    gathers = readers.get(out, [])
+    x = scope.types.get(node.input[0]) if node.input else None
+    if not gathers or out in scope.outputs or out in inside or x is None or x.shape is None:
+        return None
+    if x.elem_type is None or getattr(x.elem_type, "bits", 0) < 8:
+        return None  # ONNX Runtime has no Gather for 4-bit types
+    axes, _ = node_attributes(node)
+    moves, gathered = [], 0
+    for g in gathers:
+        if g.op_type != "Gather" or g.domain not in ("", "ai.onnx") or list(g.input).count(out) != 1:
+            return None
+        if g.input[0] != out or len(g.input) != 2 or len(g.output) != 1:
+            return None
+        axis = _axis(g, len(x.shape))
+        ids = scope.types.get(g.input[1])
+        if axis is None or not 0 <= axis < len(x.shape) or axis in axes or ids is None or ids.shape is None:
+            return None
+        shape = tuple(x.shape[:axis]) + tuple(ids.shape) + tuple(x.shape[axis + 1 :])
+        size = _size(shape)
+        gathered = None if gathered is None or size is None else gathered + size
+        moves.append((g, axis, TensorType(x.elem_type, shape)))
+    whole = _size(tuple(x.shape))
+    if gathered is not None and whole is not None and gathered > whole:
+        return None  # the Gathers repeat more elements than the input holds: dequantize it once
+    return moves
+
+
+def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict[str, str]:
+    """Move the Gathers before each Dequantize of ``scope`` (that ``options`` lowers) read only by Gathers
+    along axes it does not quantize, in place. Returns, for each new Dequantize (by its output), the
+    Gather moved before it, as ``"'gather' of 'dequantize'"``."""
+    moved: dict[str, str] = {}
+    plans = {
+        id(n): m
+        for n in scope.body.node
+        if is_dequantize(n) and options.wants(n) and (m := _moves(scope, n)) is not None
+    }
+    if not plans:
+        return moved
+    replaced = {id(g): (n, axis, t) for n in scope.body.node if id(n) in plans for g, axis, t in plans[id(n)]}
+    nodes: list[onnx.NodeProto] = []
+    for n in scope.body.node:
+        if id(n) in plans:
+            continue  # each of its Gathers gets its own Dequantize
+        if id(n) not in replaced:
+            nodes.append(n)
+            continue
+        dq, axis, t = replaced[id(n)]
+        rows = names.fresh(f"{dq.name or dq.output[0]}__gathered")
+        nodes.append(helper.make_node("Gather", [dq.input[0], n.input[1]], [rows], name=n.name, axis=axis))
+        axes, _ = node_attributes(dq)
+        shift = len(t.shape) - len(scope.types[dq.input[0]].shape)
+        new = onnx.NodeProto()
+        new.CopyFrom(dq)
+        if len(plans[id(dq)]) > 1 or not dq.name:  # one Gather: the Dequantize keeps its name
+            new.name = names.fresh(dq.name or dq.output[0])
+        new.input[0] = rows
+        new.output[0] = n.output[0]
+        for a in new.attribute:
+            if a.name == "axes":
+                del a.ints[:]
+                a.ints.extend(ax if ax < axis else ax + shift for ax in axes)
+        nodes.append(new)
+        scope.types[rows] = t
+        moved[n.output[0]] = f"'{n.name or n.output[0]}' of '{dq.name or dq.output[0]}'"
+    del scope.body.node[:]
+    scope.body.node.extend(nodes)
+    scope.forget()
+    return moved

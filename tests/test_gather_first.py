@@ -1,0 +1,113 @@
+"""A Dequantize read only by Gathers: the Gathers moved before it (``lowering/gather_first.py``), so that
+only the gathered elements are dequantized, bit for bit the same values."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from helpers import model_of, run_ort, vi
+from onnx import helper, numpy_helper
+
+import onnx_dequant as odq
+from onnx_dequant.cli import main as cli_main
+from onnx_dequant.compare import same_bits
+from onnx_dequant.lowering import LowerOptions, lower_model
+
+RNG = np.random.default_rng(11)
+TABLE = (40, 6)
+
+
+def _table_model(axes, readers, *, qt="i8", ids_shape=(2, 3), gather_axis=0, x_fed=False, x_shape=TABLE):
+    """A Dequantize of a table (an initializer, or fed) read by ``readers``: "Gather" (ids along
+    ``gather_axis``) or another op."""
+    q = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32}[qt]
+    info = np.iinfo(q)
+    x = RNG.integers(max(info.min, -(2**20)), min(info.max, 2**20), x_shape).astype(q)
+    sshape = [x_shape[a] for a in axes]
+    s = RNG.uniform(0.001, 0.1, sshape).astype(np.float32)
+    z = RNG.integers(-5, 5, sshape).astype(q)
+    ids = RNG.integers(-x_shape[gather_axis], x_shape[gather_axis], ids_shape).astype(np.int64)  # negatives too
+    inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z"), numpy_helper.from_array(ids, "ids")]
+    inputs = [vi("x", qt, list(x_shape))] if x_fed else []
+    if not x_fed:
+        inits.append(numpy_helper.from_array(x, "x"))
+    nodes = [odq.make_node(["x", "s", "z"], ["d"], axes=list(axes), name="dq")]
+    outs, want = [], []
+    y = odq.dequantize(x, s, z, axes=axes)
+    for i, op in enumerate(readers):
+        if op == "Gather":
+            nodes.append(helper.make_node("Gather", ["d", "ids"], [f"r{i}"], axis=gather_axis, name=f"g{i}"))
+            want.append(np.take(y, ids, axis=gather_axis))
+        else:
+            nodes.append(helper.make_node(op, ["d"], [f"r{i}"]))
+            want.append(np.maximum(y, 0))
+        outs.append(vi(f"r{i}", "f32", list(want[-1].shape)))
+    return model_of(nodes, inputs, outs, inits), ({"x": x} if x_fed else {}), want
+
+
+def _lower(m, **options):
+    return lower_model(onnx.ModelProto.FromString(m.SerializeToString()), LowerOptions(**options))
+
+
+@pytest.mark.parametrize(
+    "axes,gather_axis,ids_shape,qt",
+    [
+        ((), 0, (2, 3), "i8"),  # per tensor, two-dimensional ids
+        ((1,), 0, (5,), "u8"),  # a scale per column, rows gathered (an embedding table)
+        ((1,), 0, (2, 2), "i16"),  # the quantization axis moves one place right
+        ((0,), 1, (3,), "i8"),  # a scale per row, columns gathered
+        ((0,), -1, (4,), "i32"),  # a negative axis
+    ],
+)
+def test_the_gather_moves_before_the_dequantize(axes, gather_axis, ids_shape, qt):
+    m, feed, want = _table_model(axes, ["Gather"], qt=qt, ids_shape=ids_shape, gather_axis=gather_axis)
+    result = _lower(m)
+    first = result.model.graph.node[0]
+    assert (first.op_type, first.input[0]) == ("Gather", "x")  # the quantized table's rows, gathered first
+    node = result.nodes[0]
+    assert (node.node, node.gather_moved) == ("dq", "'g0' of 'dq'")
+    (got,) = run_ort(result.model, feed)
+    assert same_bits(got, want[0])
+
+
+def test_each_gather_gets_its_own_dequantize():
+    m, feed, want = _table_model((1,), ["Gather", "Gather"], x_fed=True)
+    result = _lower(m)
+    assert [n.gather_moved for n in result.nodes] == ["'g0' of 'dq'", "'g1' of 'dq'"]
+    assert len({n.node for n in result.nodes}) == 2
+    for got, w in zip(run_ort(result.model, feed), want):
+        assert same_bits(got, w)
+
+
+@pytest.mark.parametrize(
+    "kwargs,why",
+    [
+        ({"axes": (0,), "readers": ["Gather"]}, "the Gather runs along a quantized axis"),
+        ({"axes": (), "readers": ["Gather", "Relu"]}, "another reader needs the whole output"),
+        ({"axes": (), "readers": ["Gather"], "ids_shape": (50, 2)}, "the Gather repeats more than the table holds"),
+    ],
+)
+def test_no_move_where_it_does_not_apply(kwargs, why):
+    m, feed, want = _table_model(**kwargs)
+    result = _lower(m)
+    assert all(n.gather_moved == "" for n in result.nodes), why
+    assert result.model.graph.node[0].op_type != "Gather", why
+    for got, w in zip(run_ort(result.model, feed), want):
+        assert np.array_equal(got, w), why
+
+
+def test_no_move_for_a_node_not_lowered_or_returned():
+    m, *_ = _table_model((), ["Gather"])
+    kept = _lower(m, only=lambda n: False).model
+    assert [n.op_type for n in kept.graph.node] == ["Dequantize", "Gather"]
+    m.graph.output.append(vi("d", "f32", None))  # the graph returns the whole output too
+    assert [n.gather_moved for n in _lower(m).nodes] == [""]
+
+
+def test_lower_command_says_which_gathers_moved(tmp_path, capsys):
+    m, *_ = _table_model((1,), ["Gather"])
+    src, dst = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(m, str(src))
+    assert cli_main(["lower", str(src), "-o", str(dst), "--quiet"]) == 0
+    assert "1 Gather(s) moved before the Dequantize they read" in capsys.readouterr().out
