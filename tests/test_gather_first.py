@@ -97,6 +97,16 @@ def test_no_move_where_it_does_not_apply(kwargs, why):
         assert np.array_equal(got, w), why
 
 
+def test_the_whole_outputs_value_info_goes():
+    m, feed, want = _table_model((1,), ["Gather"])
+    m.graph.value_info.append(vi("d", "f32", list(TABLE)))
+    result = _lower(m)
+    assert "d" not in {v.name for v in result.model.graph.value_info}
+    onnx.checker.check_model(result.model, full_check=True)
+    (got,) = run_ort(result.model, feed)
+    assert same_bits(got, want[0])
+
+
 def test_no_move_for_a_node_not_lowered_or_returned():
     m, *_ = _table_model((), ["Gather"])
     kept = _lower(m, only=lambda n: False).model

@@ -91,8 +91,10 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
         return moved
     replaced = {id(g): (n, axis, t) for n in scope.body.node if id(n) in plans for g, axis, t in plans[id(n)]}
     nodes: list[onnx.NodeProto] = []
+    gone: set[str] = set()
     for n in scope.body.node:
         if id(n) in plans:
+            gone.add(n.output[0])
             continue  # each of its Gathers gets its own Dequantize
         if id(n) not in replaced:
             nodes.append(n)
@@ -117,5 +119,9 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
         moved[n.output[0]] = f"'{n.name or n.output[0]}' of '{dq.name or dq.output[0]}'"
     del scope.body.node[:]
     scope.body.node.extend(nodes)
+    kept = [v for v in getattr(scope.body, "value_info", ()) if v.name not in gone]
+    if len(kept) != len(getattr(scope.body, "value_info", ())):  # the whole output is no value any more
+        del scope.body.value_info[:]
+        scope.body.value_info.extend(kept)
     scope.forget()
     return moved
