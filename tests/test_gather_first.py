@@ -18,9 +18,11 @@ RNG = np.random.default_rng(11)
 TABLE = (40, 6)
 
 
-def _table_model(axes, readers, *, qt="i8", ids_shape=(2, 3), gather_axis=0, x_fed=False, x_shape=TABLE):
+def _table_model(
+    axes, readers, *, qt="i8", ids_shape=(2, 3), gather_axis=0, x_fed=False, x_shape=TABLE, ids_fed=True, ids_dims=None
+):
     """A Dequantize of a table (an initializer, or fed) read by ``readers``: "Gather" (ids along
-    ``gather_axis``) or another op."""
+    ``gather_axis``, fed unless ``ids_fed=False``, declared with ``ids_dims`` when given) or another op."""
     q = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32}[qt]
     info = np.iinfo(q)
     x = RNG.integers(max(info.min, -(2**20)), min(info.max, 2**20), x_shape).astype(q)
@@ -28,10 +30,15 @@ def _table_model(axes, readers, *, qt="i8", ids_shape=(2, 3), gather_axis=0, x_f
     s = RNG.uniform(0.001, 0.1, sshape).astype(np.float32)
     z = RNG.integers(-5, 5, sshape).astype(q)
     ids = RNG.integers(-x_shape[gather_axis], x_shape[gather_axis], ids_shape).astype(np.int64)  # negatives too
-    inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z"), numpy_helper.from_array(ids, "ids")]
-    inputs = [vi("x", qt, list(x_shape))] if x_fed else []
-    if not x_fed:
-        inits.append(numpy_helper.from_array(x, "x"))
+    inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
+    inputs, feed = [], {}
+    for name, value, fed in (("x", x, x_fed), ("ids", ids, ids_fed)):
+        if fed:
+            dims = list(ids_dims) if name == "ids" and ids_dims is not None else list(value.shape)
+            inputs.append(vi(name, qt if name == "x" else "i64", dims))
+            feed[name] = value
+        else:
+            inits.append(numpy_helper.from_array(value, name))
     nodes = [odq.make_node(["x", "s", "z"], ["d"], axes=list(axes), name="dq")]
     outs, want = [], []
     y = odq.dequantize(x, s, z, axes=axes)
@@ -42,8 +49,9 @@ def _table_model(axes, readers, *, qt="i8", ids_shape=(2, 3), gather_axis=0, x_f
         else:
             nodes.append(helper.make_node(op, ["d"], [f"r{i}"]))
             want.append(np.maximum(y, 0))
-        outs.append(vi(f"r{i}", "f32", list(want[-1].shape)))
-    return model_of(nodes, inputs, outs, inits), ({"x": x} if x_fed else {}), want
+        dims = list(want[-1].shape) if ids_dims is None else None
+        outs.append(vi(f"r{i}", "f32", dims))
+    return model_of(nodes, inputs, outs, inits), feed, want
 
 
 def _lower(m, **options):
@@ -57,7 +65,7 @@ def _lower(m, **options):
         ((1,), 0, (5,), "u8"),  # a scale per column, rows gathered (an embedding table)
         ((1,), 0, (2, 2), "i16"),  # the quantization axis moves one place right
         ((0,), 1, (3,), "i8"),  # a scale per row, columns gathered
-        ((0,), -1, (4,), "i32"),  # a negative axis
+        ((0,), -1, (4,), "i16"),  # a negative axis
     ],
 )
 def test_the_gather_moves_before_the_dequantize(axes, gather_axis, ids_shape, qt):
@@ -113,6 +121,78 @@ def test_no_move_for_a_node_not_lowered_or_returned():
     assert [n.op_type for n in kept.graph.node] == ["Dequantize", "Gather"]
     m.graph.output.append(vi("d", "f32", None))  # the graph returns the whole output too
     assert [n.gather_moved for n in _lower(m).nodes] == [""]
+
+
+def test_scalar_ids_and_axes_after_the_gathered_one():
+    """Ids of rank 0 remove the gathered axis: the quantization axes after it move one place left."""
+    m, feed, want = _table_model((0, 2), ["Gather"], ids_shape=(), gather_axis=1, x_shape=(3, 9, 4))
+    result = _lower(m)
+    assert result.nodes[0].gather_moved == "'g0' of 'dq'"
+    (got,) = run_ort(result.model, feed)
+    assert got.shape == (3, 4) and same_bits(got, want[0])
+
+
+def test_a_constant_table_gathered_by_constant_ids_stays():
+    """ORT folds a Gather of constants into a constant weight, and fuses its DequantizeLinear with the MatMul
+    after it into MatMulNBits, which quantizes the activations (not exact): the node stays where it is."""
+    m, feed, want = _table_model((1,), ["Gather"], ids_fed=False)
+    assert [n.gather_moved for n in _lower(m).nodes] == [""]
+    w = np.random.default_rng(2).integers(0, 100, (128, 64)).astype(np.int8)
+    s = np.random.default_rng(3).uniform(0.01, 0.1, 64).astype(np.float32)
+    ids = np.arange(0, 128, 2)
+    nodes = [
+        odq.make_node(["w", "s"], ["d"], axes=[1], name="dq"),
+        helper.make_node("Gather", ["d", "ids"], ["wg"], axis=0, name="g"),
+        helper.make_node("MatMul", ["a", "wg"], ["y"], name="mm"),
+    ]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"), numpy_helper.from_array(ids, "ids")]
+    mm = model_of(nodes, [vi("a", "f32", [8, 64])], [vi("y", "f32", [8, 64])], inits)
+    a = np.random.default_rng(4).standard_normal((8, 64)).astype(np.float32)
+    want_y = run_ort(
+        model_of(
+            [helper.make_node("MatMul", ["a", "wg"], ["y"])],
+            [vi("a", "f32", [8, 64])],
+            [vi("y", "f32", [8, 64])],
+            [numpy_helper.from_array(np.take(odq.dequantize(w, s, None, axes=(1,)), ids, 0), "wg")],
+        ),
+        {"a": a},
+    )[0]
+    for weights in ("quantized", "float"):
+        result = _lower(mm, weights=weights)
+        assert result.nodes[0].gather_moved == ""
+        assert same_bits(run_ort(result.model, {"a": a})[0], want_y), weights
+
+
+def test_a_constant_i32_table_stays_without_wrap_int32():
+    """The i32 guard checks a constant table once, when lowering; a gathered one it would check every run."""
+    m, feed, want = _table_model((1,), ["Gather"], qt="i32")
+    assert [n.gather_moved for n in _lower(m).nodes] == [""]
+    assert [n.gather_moved for n in _lower(m, wrap_int32=True).nodes] == ["'g0' of 'dq'"]
+    (got,) = run_ort(_lower(m).model, feed)
+    assert same_bits(got, want[0])
+
+
+@pytest.mark.parametrize("rows,moved", [(8, False), (4096, True)])
+def test_ids_of_unknown_size_move_only_for_a_large_table(rows, moved):
+    """A codebook read by more ids than it has rows dequantizes fewer elements where it is (3.5-4x faster);
+    an embedding table's ids seldom outnumber its rows (``MIN_ROWS``)."""
+    m, feed, want = _table_model((1,), ["Gather"], x_shape=(rows, 4), ids_shape=(3, 5), ids_dims=("n", "t"))
+    result = _lower(m)
+    assert bool(result.nodes[0].gather_moved) is moved
+    (got,) = run_ort(result.model, feed)
+    assert same_bits(got, want[0])
+
+
+def test_only_selects_the_node_and_the_ones_it_becomes():
+    """``only`` picks the Dequantize before the move; the Dequantize nodes it becomes are lowered with it (a
+    selector by input or by name no longer matches them)."""
+    for only in (lambda n: n.input[0] == "x", lambda n: n.name == "dq"):
+        m, feed, want = _table_model((1,), ["Gather", "Gather"])
+        result = _lower(m, only=only)
+        assert len(result.nodes) == 2 and all(n.gather_moved for n in result.nodes)
+        assert not any(n.domain == odq.DOMAIN for n in result.model.graph.node)
+        for got, w in zip(run_ort(result.model, feed), want):
+            assert same_bits(got, w)
 
 
 def test_lower_command_says_which_gathers_moved(tmp_path, capsys):

@@ -84,7 +84,7 @@ def lower_scope(scope: Scope, options: LowerOptions, opset: int, names: FreshNam
     read_by_lowered: set[str] = set()
     lowered: list[LoweredNode] = []
     for n in body.node:
-        if not is_dequantize(n) or not options.wants(n):
+        if not is_dequantize(n) or not (options.wants(n) or n.output[0] in moved):  # (moved: wanted before)
             new_nodes.append(n)
             continue
         read_by_lowered.update(n.input)

@@ -108,6 +108,31 @@ class Scope:
         """The body's nodes changed (``gather_first``): read them again."""
         self.__dict__.pop("_readers", None)
 
+    def readers(self, value: str) -> list[onnx.NodeProto]:
+        """The nodes of this body reading ``value`` (each once)."""
+        return list(self._readers[0].get(value, ()))
+
+    def read_inside(self, value: str) -> bool:
+        """Whether a graph nested in a node of this body reads ``value``."""
+        return value in self._readers[1]
+
+    def depends_on_fed(self, value: str) -> bool:
+        """Whether ``value`` is computed from one of the model's inputs (``fed``): one that is not, ONNX
+        Runtime may fold into a constant when it loads the model (in a function or a subgraph nothing is
+        fed, as there anything may be bound to constants)."""
+        fed = self.fed
+        producers = {o: n for n in self.body.node for o in n.output}
+        todo, seen = [value], set()
+        while todo:
+            v = todo.pop()
+            if v in fed:
+                return True
+            if v in seen or v not in producers:
+                continue
+            seen.add(v)
+            todo.extend(i for i in producers[v].input if i)
+        return False
+
     def consumers(self) -> dict[str, list[str]]:
         """The op types reading each value, and behind a reader ONNX Runtime may remove as a no-op before
         its other passes (``_passes_through``) the readers of that reader's output too: those are the ops ONNX
