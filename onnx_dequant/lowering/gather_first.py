@@ -4,10 +4,11 @@ are dequantized.
 A quantized embedding table read by a Gather (``Dequantize(table) -> Gather(ids)``) dequantizes the
 whole table on every run, in ONNX Runtime as in any runtime; gathering the quantized rows first and
 dequantizing those gives the same values bit for bit (the op is elementwise, and its scale and zero point
-run along axes the Gather leaves as they are). A (32000, 512) int8 table gathered by 16 fed ids: 3.4-3.8
-ms -> 0.004-0.006 ms (ORT 1.32, one thread; docs/lowering.md).
+run along axes the Gather leaves as they are). A (32000, 512) int8 table gathered by 16 fed ids: 3.4-5.0
+ms -> 0.004-0.008 ms (ORT 1.32, one thread; docs/lowering.md).
 
-The rewrite runs on a graph or function body before its nodes are lowered: ``Dequantize(x) -> Gather(d,
+The rewrite runs on a graph before its nodes are lowered (in effect the main graph: see ``gather_first``'s
+conditions): ``Dequantize(x) -> Gather(d,
 i, axis=a)`` becomes ``Gather(x, i, axis=a) -> Dequantize`` (one per Gather, its quantization axes past
 ``a`` shifted by the indices' rank less one), which the planner then lowers as any node.
 """
