@@ -92,7 +92,7 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int, chec
     if forms == ["all"]:  # every form that applies to the node
         forms = [st.name for st in STRATEGIES if st.name not in planned.refused]
     f32 = dataclasses.replace(case, out_type="f32")
-    runners = {"per-tensor DQL": bs.Runner(bs.model(f32, s, z, consumer=consumer, native=True), {"x": x}, "f32")}
+    runners = {"per-tensor DQL": bs.Runner(bs.model(f32, s, z, consumer=consumer, native=True), {"x": x})}
     forms = [planned.strategy if f == "planner" else f for f in forms]
     refused = {name: planned.refused[name] for name in forms if name in planned.refused}
     variants = ((" [i32]", False), (" [f32]", True)) if checks else (("", None),)
@@ -101,7 +101,7 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int, chec
             copy = onnx.ModelProto.FromString(m.SerializeToString())
             with checked_as(as_f32):
                 lowered = lower_model(copy, LowerOptions(strategies=[name])).model
-            runners[name + suffix] = bs.Runner(lowered, feed, case.out_type)
+            runners[name + suffix] = bs.Runner(lowered, feed)
     t = bs.timed(runners, repeat)
     base = t.pop("per-tensor DQL")
     return {

@@ -231,28 +231,7 @@ def lowered_shape(m: onnx.ModelProto, name: str) -> list[int]:
     raise KeyError(name)
 
 
-class Runner:
-    """One ORT session, its input and every output bound to preallocated buffers."""
-
-    def __init__(self, m: onnx.ModelProto, feed: dict[str, np.ndarray], threads: int) -> None:
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        so.intra_op_num_threads = threads
-        self.sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        self.b = self.sess.io_binding()
-        for k, v in feed.items():
-            self.b.bind_cpu_input(k, v)
-        self.outs = []
-        for o in self.sess.get_outputs():
-            y = np.empty([d if isinstance(d, int) else -1 for d in o.shape], np.float32)
-            self.b.bind_output(o.name, "cpu", 0, y.dtype, y.shape, y.ctypes.data)
-            self.outs.append(y)
-
-    def __call__(self) -> None:
-        self.sess.run_with_iobinding(self.b)
-
-
-def _exact(runner: Runner, want: list) -> bool:
+def _exact(runner: bs.Runner, want: list) -> bool:
     runner()
     return all(w is None or np.max(ulp_distance(got, w), initial=0) == 0 for got, w in zip(runner.outs, want))
 
@@ -269,7 +248,7 @@ def _pair_always(info, layout):
     return layout if hazard is None else dataclasses.replace(layout, barrier=hazard)
 
 
-def measure(case: Case, repeat: int, threads: int, mode: str) -> dict:
+def measure(case: Case, repeat: int, mode: str) -> dict:
     """One case's two models side by side: ``readers``, the pair toggled; ``hazards``, the pair against the
     last round's rule; ``gathers``, the Gather moved before the node against the node lowered where it is."""
     hazard = mode == "hazards"
@@ -281,7 +260,7 @@ def measure(case: Case, repeat: int, threads: int, mode: str) -> dict:
     if mode == "gathers":
         with mock.patch.object(pipeline, "gather_first", lambda *a: {}):
             before = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
-        runners = {"with": Runner(lowered, feed, threads), "without": Runner(before.model, feed, threads)}
+        runners = {"with": bs.Runner(lowered, feed), "without": bs.Runner(before.model, feed)}
         row["exact"] = all(_exact(r, want) for r in runners.values())
         t = bs.timed(runners, repeat)
         row |= {"before": before.nodes[0].strategy, "moved": node.gather_moved}
@@ -297,17 +276,17 @@ def measure(case: Case, repeat: int, threads: int, mode: str) -> dict:
     else:
         other = toggled(lowered, "y")
         if other is None:
-            runners = {"lowered": Runner(lowered, feed, threads), "native": Runner(native(m, case), feed, threads)}
+            runners = {"lowered": bs.Runner(lowered, feed), "native": bs.Runner(native(m, case), feed)}
             t = bs.timed(runners, repeat)
             row |= {"exact": _exact(runners["lowered"], want), "note": "ends in a Reshape: no pair applies"}
             row["graph"] = t["lowered"] / t["native"] / floor(case)
             return row
         planner_pair = node.runs_saved > 0
         with_pair, without = (lowered, other) if planner_pair else (other, lowered)
-    runners = {"with": Runner(with_pair, feed, threads), "without": Runner(without, feed, threads)}
+    runners = {"with": bs.Runner(with_pair, feed), "without": bs.Runner(without, feed)}
     row["exact"] = all(_exact(r, want) for r in runners.values())
     if not hazard:
-        runners["native"] = Runner(native(m, case), feed, threads)
+        runners["native"] = bs.Runner(native(m, case), feed)
     t = bs.timed(runners, repeat)
     if not hazard:  # the issue's graph measure: the planner's model over ORT's per-tensor DQL, over the floor
         row["graph"] = t["with" if planner_pair else "without"] / t["native"] / floor(case)
@@ -332,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.repeat < 1 or args.rounds < 1 or args.threads < 1:
         ap.error("--repeat, --rounds and --threads must be at least 1")
+    bs.THREADS = args.threads  # (its Runner's sessions)
     print(f"# ONNX Runtime {ort.__version__}, {args.threads} thread(s); ratio: with the pair / without")
     rows, wrong = [], 0
     sets = (
@@ -344,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n## {title}")
         for case in (c for c in cases if args.only in c.name):
             for _ in range(args.rounds):
-                r = measure(case, args.repeat, args.threads, mode)
+                r = measure(case, args.repeat, mode)
                 rows.append(r | {"set": mode})
                 wrong += not r["exact"]
                 bad = "" if r["exact"] else "  WRONG VALUES"

@@ -258,10 +258,13 @@ def lowered(m: onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
 
 
 class Runner:
-    """One ORT session with its inputs bound once; the output bound to a preallocated buffer (ORT's own
-    for bf16, which NumPy cannot hold)."""
+    """One ORT session with its inputs bound once and every output bound to a preallocated buffer of its
+    declared type and shape (the input's where a dim is not known; ORT's own buffer for bf16, which NumPy
+    cannot hold), on ``THREADS`` intra-op threads."""
 
-    def __init__(self, m: onnx.ModelProto, feed: dict[str, np.ndarray], out_type: str) -> None:
+    NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64}
+
+    def __init__(self, m: onnx.ModelProto, feed: dict[str, np.ndarray]) -> None:
         so = ort.SessionOptions()
         so.log_severity_level = 3
         so.intra_op_num_threads = THREADS
@@ -273,12 +276,16 @@ class Runner:
                 self.b.bind_ortvalue_input(k, v)
             else:
                 self.b.bind_cpu_input(k, v)
-        if out_type == "bf16":
-            self.b.bind_output("y", "cpu")
-        else:
-            ot = dtypes.parse(out_type).numpy
-            self.y = np.empty(feed["x"].shape, ot)
-            self.b.bind_output("y", "cpu", 0, self.y.dtype, self.y.shape, self.y.ctypes.data)
+        self.outs: list[np.ndarray | None] = []  # ORT writes into these: they live as long as the binding
+        for o in self.sess.get_outputs():
+            if o.type not in self.NUMPY:
+                self.b.bind_output(o.name, "cpu")
+                self.outs.append(None)
+                continue
+            known = all(isinstance(d, int) for d in o.shape)
+            y = np.empty(o.shape if known else feed["x"].shape, self.NUMPY[o.type])
+            self.b.bind_output(o.name, "cpu", 0, y.dtype, y.shape, y.ctypes.data)
+            self.outs.append(y)
 
     def __call__(self) -> None:
         self.sess.run_with_iobinding(self.b)
@@ -386,13 +393,13 @@ def measure(case: Case, repeat: int, only: set[str]) -> Result:
         return r
     if "standalone" in only or "f16/bf16" in only:
         low, r.strategy = lowered(model(case, s, z))
-        c = {"copy": copy, "lowered": Runner(low, feed, case.out_type)}
+        c = {"copy": copy, "lowered": Runner(low, feed)}
         twin = None
         if "f16/bf16" in only and case.out_type in ("f16", "bf16"):
             twin = Case(case.shape, case.axes, case.klass, case.in_type, "f32", case.zero_point, case.scale_input)
             s32 = s.astype(np.float32)
             tfeed = dict(feed) | ({"s": s32} if case.scale_input else {})
-            c["lowered f32 twin"] = Runner(lowered(model(twin, s32, z))[0], tfeed, "f32")
+            c["lowered f32 twin"] = Runner(lowered(model(twin, s32, z))[0], tfeed)
         t = timed(c, repeat)
         r.seconds.update({f"standalone: {k}": v for k, v in t.items()})
         if "standalone" in only:
@@ -403,8 +410,8 @@ def measure(case: Case, repeat: int, only: set[str]) -> Result:
     if "graph" in only and case.out_type == "f32":
         low, r.graph_strategy = lowered(model(case, s, z, consumer="Relu"))
         c = {
-            "per-tensor DQL -> Relu": Runner(model(case, s, z, consumer="Relu", native=True), {"x": x}, "f32"),
-            "lowered -> Relu": Runner(low, feed, "f32"),
+            "per-tensor DQL -> Relu": Runner(model(case, s, z, consumer="Relu", native=True), {"x": x}),
+            "lowered -> Relu": Runner(low, feed),
         }
         t = timed(c, repeat)
         r.seconds.update({f"graph: {k}": v for k, v in t.items()})
