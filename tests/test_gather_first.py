@@ -11,6 +11,7 @@ from onnx import helper, numpy_helper
 
 import onnx_dequant as odq
 from onnx_dequant.cli import main as cli_main
+from onnx_dequant import dtypes
 from onnx_dequant.compare import same_bits
 from onnx_dequant.lowering import LowerOptions, lower_model
 
@@ -19,29 +20,44 @@ TABLE = (40, 6)
 
 
 def _table_model(
-    axes, readers, *, qt="i8", ids_shape=(2, 3), gather_axis=0, x_fed=False, x_shape=TABLE, ids_fed=True, ids_dims=None
+    axes,
+    readers,
+    *,
+    qt="i8",
+    ids_shape=(2, 3),
+    gather_axis=0,
+    x_fed=False,
+    x_shape=TABLE,
+    ids_fed=True,
+    ids_dims=None,
+    zp=True,
+    params_fed=False,
+    out="f32",
 ):
     """A Dequantize of a table (an initializer, or fed) read by ``readers``: "Gather" (ids along
-    ``gather_axis``, fed unless ``ids_fed=False``, declared with ``ids_dims`` when given) or another op."""
+    ``gather_axis``, fed unless ``ids_fed=False``, declared with ``ids_dims`` when given) or another op;
+    with a zero point unless ``zp=False``, the scale and zero point fed with ``params_fed``, output ``out``."""
     q = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32}[qt]
     info = np.iinfo(q)
     x = RNG.integers(max(info.min, -(2**20)), min(info.max, 2**20), x_shape).astype(q)
     sshape = [x_shape[a] for a in axes]
-    s = RNG.uniform(0.001, 0.1, sshape).astype(np.float32)
-    z = RNG.integers(-5, 5, sshape).astype(q)
+    s = RNG.uniform(0.001, 0.1, sshape).astype(dtypes.parse(out).numpy)
+    z = RNG.integers(-5, 5, sshape).astype(q) if zp else None
     ids = RNG.integers(-x_shape[gather_axis], x_shape[gather_axis], ids_shape).astype(np.int64)  # negatives too
-    inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
-    inputs, feed = [], {}
-    for name, value, fed in (("x", x, x_fed), ("ids", ids, ids_fed)):
+    inits, inputs, feed = [], [], {}
+    values = [("x", x, x_fed, qt), ("ids", ids, ids_fed, "i64"), ("s", s, params_fed, out), ("z", z, params_fed, qt)]
+    for name, value, fed, elem in values:
+        if value is None:
+            continue
         if fed:
             dims = list(ids_dims) if name == "ids" and ids_dims is not None else list(value.shape)
-            inputs.append(vi(name, qt if name == "x" else "i64", dims))
+            inputs.append(vi(name, elem, dims))
             feed[name] = value
         else:
             inits.append(numpy_helper.from_array(value, name))
-    nodes = [odq.make_node(["x", "s", "z"], ["d"], axes=list(axes), name="dq")]
+    nodes = [odq.make_node(["x", "s", "z"] if zp else ["x", "s"], ["d"], axes=list(axes), name="dq")]
     outs, want = [], []
-    y = odq.dequantize(x, s, z, axes=axes)
+    y = odq.dequantize(x, s, z, axes=axes)  # the output type is the scale's
     for i, op in enumerate(readers):
         if op == "Gather":
             nodes.append(helper.make_node("Gather", ["d", "ids"], [f"r{i}"], axis=gather_axis, name=f"g{i}"))
@@ -50,7 +66,7 @@ def _table_model(
             nodes.append(helper.make_node(op, ["d"], [f"r{i}"]))
             want.append(np.maximum(y, 0))
         dims = list(want[-1].shape) if ids_dims is None else None
-        outs.append(vi(f"r{i}", "f32", dims))
+        outs.append(vi(f"r{i}", out, dims))
     return model_of(nodes, inputs, outs, inits), feed, want
 
 
@@ -89,9 +105,35 @@ def test_each_gather_gets_its_own_dequantize():
 
 
 @pytest.mark.parametrize(
+    "axes,gather_axis,ids_shape,kwargs",
+    [
+        ((0,), 0, (2, 3), {}),  # a scale per row (the usual embedding): the ids' axes are quantized
+        ((0,), 0, (5,), {"zp": False}),  # no zero point: only the scale is gathered
+        ((0,), 0, (2, 2), {"params_fed": True, "qt": "u8"}),  # a fed scale and zero point
+        ((0, 1), 0, (3, 2), {"qt": "i16"}),  # a scale as large as the table
+        ((0, 1), 1, (2, 2), {"x_shape": (3, 9, 4)}),  # the scale's second axis gathered
+        ((1, 2), 1, (), {"x_shape": (3, 9, 4)}),  # scalar ids: the gathered axis goes from the scale
+        ((0,), 0, (4,), {"out": "f16"}),  # an f16 scale
+        ((0,), 0, (3, 5), {"x_shape": (4096, 2), "ids_dims": ("n", "t")}),  # ids of unknown size
+    ],
+)
+def test_a_gather_along_a_quantized_axis_gathers_the_scale_too(axes, gather_axis, ids_shape, kwargs):
+    """``Dequantize(t, s, z, axes) -> Gather(ids)`` along a quantized axis becomes ``Dequantize(Gather(t),
+    Gather(s), Gather(z))``: the scale and zero point by the same ids, along their own axis for it."""
+    m, feed, want = _table_model(axes, ["Gather"], ids_shape=ids_shape, gather_axis=gather_axis, **kwargs)
+    result = _lower(m)
+    assert result.nodes[0].gather_moved == "'g0' of 'dq'"
+    gathers = [n for n in result.model.graph.node if n.op_type == "Gather"]
+    assert [n.input[0] for n in gathers] == ["x", "s", "z"][: 2 if kwargs.get("zp") is False else 3]
+    k = axes.index(gather_axis)
+    assert [helper.get_attribute_value(n.attribute[0]) for n in gathers[1:]] == [k] * (len(gathers) - 1)
+    (got,) = run_ort(result.model, feed)  # a scale per gathered row: any other axes would differ
+    assert got.dtype == want[0].dtype and same_bits(got, want[0])
+
+
+@pytest.mark.parametrize(
     "kwargs,why",
     [
-        ({"axes": (0,), "readers": ["Gather"]}, "the Gather runs along a quantized axis"),
         ({"axes": (), "readers": ["Gather", "Relu"]}, "another reader needs the whole output"),
         ({"axes": (), "readers": ["Gather"], "ids_shape": (50, 2)}, "the Gather repeats more than the table holds"),
     ],

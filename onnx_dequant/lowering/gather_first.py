@@ -3,17 +3,22 @@ are dequantized.
 
 A quantized embedding table read by a Gather (``Dequantize(table) -> Gather(ids)``) dequantizes the
 whole table on every run, in ONNX Runtime as in any runtime; gathering the quantized rows first and
-dequantizing those gives the same values bit for bit (the op is elementwise, and its scale and zero point
-run along axes the Gather leaves as they are). A (32000, 512) int8 table gathered by 16 fed ids: 3.4-5.0
-ms -> 0.004-0.008 ms (ORT 1.32, one thread; docs/lowering.md).
+dequantizing those gives the same values bit for bit (the op is elementwise). Where the Gather runs along
+a quantized axis (a scale per row of the table, the usual embedding), the scale and zero point are
+gathered by the same ids. A (32000, 512) int8 table gathered by 16 fed ids: 3.4-5.0 ms -> 0.004-0.008 ms
+with a scale per column, 3.3-3.4 ms -> 0.009-0.012 with one per row (ORT 1.32, one thread;
+docs/lowering.md).
 
 The rewrite runs on a graph before its nodes are lowered (in effect the main graph: see ``gather_first``'s
 conditions): ``Dequantize(x) -> Gather(d,
 i, axis=a)`` becomes ``Gather(x, i, axis=a) -> Dequantize`` (one per Gather, its quantization axes past
-``a`` shifted by the indices' rank less one), which the planner then lowers as any node.
+``a`` shifted by the indices' rank less one; a quantized ``a`` becomes the indices' axes, its scale and
+zero point ``Gather(s, i)`` along their own axis for ``a``), which the planner then lowers as any node.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import onnx
 from onnx import helper
@@ -52,9 +57,17 @@ def _size(dims: tuple) -> int | None:
     return n
 
 
-def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> list[tuple[onnx.NodeProto, int, TensorType]] | None:
-    """Each Gather reading ``node``'s output with its axis and the type of the quantized values it would
-    gather, where all of them can be moved before it (see ``gather_first``); else None."""
+class _Move(NamedTuple):
+    """One Gather moved before the Dequantize it reads."""
+
+    gather: onnx.NodeProto
+    inputs: tuple[tuple[int, TensorType], ...]  # for each of the node's inputs gathered: the axis, the type after
+    axes: tuple[int, ...]  # the new node's quantization axes
+
+
+def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> list[_Move] | None:
+    """Each Gather reading ``node``'s output, moved, where all of them can be moved before it (see
+    ``gather_first``); else None."""
     out = node.output[0] if node.output else ""
     gathers = scope.readers(out)
     x = scope.types.get(node.input[0]) if node.input else None
@@ -67,7 +80,9 @@ def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> list[tuple[o
     if bits == 32 and not wrap_int32 and not x_fed:
         return None  # the i32 guard checks a constant input when lowering, a gathered one on every run
     axes, _ = node_attributes(node)
-    moves, gathered = [], 0
+    scale = scope.types.get(node.input[1])
+    moves: list[_Move] = []
+    gathered: int | None = 0
     for g in gathers:
         if g.op_type != "Gather" or g.domain not in ("", "ai.onnx") or list(g.input).count(out) != 1:
             return None
@@ -75,17 +90,31 @@ def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> list[tuple[o
             return None
         axis = _axis(g, len(x.shape))
         ids = scope.types.get(g.input[1])
-        if axis is None or not 0 <= axis < len(x.shape) or axis in axes or ids is None or ids.shape is None:
+        if axis is None or not 0 <= axis < len(x.shape) or ids is None or ids.shape is None:
             return None
         if not x_fed and not scope.depends_on_fed(g.input[1]):
             return None  # ORT would fold the Gather of constants into a constant weight (and fuse it)
         rows = x.shape[axis]
         shape = tuple(x.shape[:axis]) + tuple(ids.shape) + tuple(x.shape[axis + 1 :])
+        r = len(ids.shape)
+        new_axes = tuple(
+            i for b in axes for i in ((b,) if b < axis else range(axis, axis + r) if b == axis else (b + r - 1,))
+        )
+        inputs = [(axis, TensorType(x.elem_type, shape))]
+        if axis in axes:  # the scale and zero point gathered too, along their own axis for ``axis``
+            if scale is None or scale.elem_type is None:
+                return None
+            params = tuple(shape[b] for b in new_axes)
+            inputs.append((axes.index(axis), TensorType(scale.elem_type, params)))
+            if len(node.input) > 2 and node.input[2]:
+                inputs.append((axes.index(axis), TensorType(x.elem_type, params)))
         size = _size(shape)
         if size is None and not (isinstance(rows, int) and rows >= MIN_ROWS):
             return None
+        for _, t in inputs[1:]:
+            size = None if size is None else size + _size(t.shape)  # type: ignore[operator]
         gathered = None if gathered is None or size is None else gathered + size
-        moves.append((g, axis, TensorType(x.elem_type, shape)))
+        moves.append(_Move(g, tuple(inputs), new_axes))
     whole = _size(tuple(x.shape))
     if gathered is not None and whole is not None and gathered > whole:
         return None  # the Gathers repeat more elements than the input holds: dequantize it once
@@ -93,14 +122,14 @@ def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> list[tuple[o
 
 
 def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict[str, str]:
-    """Move the Gathers before each Dequantize of ``scope`` that ``options`` lowers, in place, where:
-    every reader of its output is a Gather reading it as its data, along an axis the node does not
-    quantize, with indices of known rank; the input is 8-bit or wider; the input or the indices are
+    """Move the Gathers before each Dequantize of ``scope`` that ``options`` lowers, in place, where: every
+    reader of its output is a Gather reading it as its data, with indices of known rank (along a quantized
+    axis, the scale's element type known too); the input is 8-bit or wider; the input or the indices are
     computed from the model's inputs (ORT would otherwise fold the Gather into a constant weight, which its
     MatMul fusions then read inexactly); an i32 input without ``wrap_int32`` is not a constant (its check
-    would then run on every run); and the Gathers hold no more elements than the input (or, sizes unknown,
-    the table has ``MIN_ROWS``). Returns, for each new Dequantize (by its output), the Gather moved
-    before it, as ``"'gather' of 'dequantize'"``."""
+    would then run on every run); and the Gathers hold no more elements (with a gathered scale and zero
+    point) than the input (or, sizes unknown, the table has ``MIN_ROWS``). Returns, for each new Dequantize
+    (by its output), the Gather moved before it, as ``"'gather' of 'dequantize'"``."""
     moved: dict[str, str] = {}
     plans = {
         id(n): m
@@ -109,7 +138,7 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
     }
     if not plans:
         return moved
-    replaced = {id(g): (n, axis, t) for n in scope.body.node if id(n) in plans for g, axis, t in plans[id(n)]}
+    replaced = {id(m.gather): (n, m) for n in scope.body.node if id(n) in plans for m in plans[id(n)]}
     nodes: list[onnx.NodeProto] = []
     gone: set[str] = set()
     for n in scope.body.node:
@@ -119,26 +148,26 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
         if id(n) not in replaced:
             nodes.append(n)
             continue
-        dq, axis, t = replaced[id(n)]
+        dq, move = replaced[id(n)]
         label = dq.name or dq.output[0]
-        rows = names.fresh(f"{label}__gathered")
-        gather = helper.make_node("Gather", [dq.input[0], n.input[1]], [rows], name=n.name, axis=axis)
-        gather.doc_string = n.doc_string
-        nodes.append(gather)
-        axes, _ = node_attributes(dq)
-        shift = len(t.shape) - len(scope.types[dq.input[0]].shape)
         new = onnx.NodeProto()
         new.CopyFrom(dq)
         if len(plans[id(dq)]) > 1 or not dq.name:  # one Gather: the Dequantize keeps its name
             new.name = names.fresh(f"{label}__{n.name or n.output[0]}")
-        new.input[0] = rows
+        for i, (axis, t) in enumerate(move.inputs):
+            name = names.fresh(f"{label}__{('gathered', 'scale_gathered', 'zp_gathered')[i]}")
+            gather = helper.make_node("Gather", [dq.input[i], n.input[1]], [name], name=name, axis=axis)
+            if i == 0:  # the Gather moved keeps its name and doc string
+                gather.name, gather.doc_string = n.name, n.doc_string
+            nodes.append(gather)
+            new.input[i] = name
+            scope.types[name] = t
         new.output[0] = n.output[0]
         for a in new.attribute:
             if a.name == "axes":
                 del a.ints[:]
-                a.ints.extend(ax if ax < axis else ax + shift for ax in axes)
+                a.ints.extend(move.axes)
         nodes.append(new)
-        scope.types[rows] = t
         moved[n.output[0]] = f"'{n.name or n.output[0]}' of '{label}'"
     del scope.body.node[:]
     scope.body.node.extend(nodes)
