@@ -10,8 +10,8 @@ from helpers import model_of, run_ort, vi
 from onnx import helper, numpy_helper
 
 import onnx_dequant as odq
-from onnx_dequant.cli import main as cli_main
 from onnx_dequant import dtypes
+from onnx_dequant.cli import main as cli_main
 from onnx_dequant.compare import same_bits
 from onnx_dequant.lowering import LowerOptions, lower_model
 

@@ -148,6 +148,12 @@ def test_the_slow_last_axis_is_avoided():
     assert (best.axis, best.expand) == (1, (0,))
     # portable has no blocked DQL; Cast/Sub/Mul measured 2.6x faster than the per-axis DQL on the last axis
     assert chosen(info((64, 1024), (1,), target="portable")) == "cast-sub-mul"
+    # over dims known only at run time (a batch, a sequence), one open block along one of them; its scale row
+    # (after the block's axis) stays the channels' alone, not expanded along the other unknown dim
+    for shape in ((None, 512), (None, None, 512)):
+        p = plan(info(shape, (len(shape) - 1,), qt="i8"))
+        assert p.strategy.name == "dql-blocked" and p.costs["cast-sub-mul"] > p.cost, shape
+        assert p.choice.axis == len(shape) - 2 or p.choice.reshapes, shape
 
 
 def test_a_reshape_copies_only_a_graph_output():
@@ -286,11 +292,16 @@ def test_planner_refusals():
         ({"axes": (0, 2), "opset": 20}, "dql-blocked", "blocked DequantizeLinear needs opset 21"),
         ({}, "dql-blocked", "the node has no quantization axes"),
         ({"axes": (0,), "shape": None}, "dql-blocked", "the input's rank is unknown"),
-        ({"axes": (0,), "shape": (3,)}, "dql-blocked", "no broadcast axis of known size to block along"),
+        ({"axes": (0,), "shape": (3,)}, "dql-blocked", "no broadcast axis to block along"),
         (
             {"axes": (0,), "qt": "i4", "zp_const": False},
             "dql-blocked",
-            "no broadcast axis of known size to block along",
+            "a 4-bit zero point computed at run time (ORT has no Reshape or Expand for 4-bit types)",
+        ),
+        (
+            {"axes": (0,), "qt": "i4", "shape": (4, None)},
+            "dql-blocked",
+            "no broadcast axis of known size to block along (ORT has no Slice for 4-bit types)",
         ),
         ({"qt": "i16", "opset": 20}, "dql-per-tensor", "DequantizeLinear-20 has no i16 input (needs opset 21)"),
         ({"opset": 28}, "dql-per-tensor", "ORT has no DequantizeLinear-28 kernel"),

@@ -85,7 +85,7 @@ def expand_param(value: np.ndarray, shape: tuple[int, ...], axis: int, block_siz
             raise DequantizeError(f"scale length {value.shape[0]} does not match axis {axis} of shape {shape}")
         return value, (a,)
     a = axis % rank
-    full = np.repeat(value, block_size, axis=a)
+    full = np.repeat(value, min(block_size, shape[a]), axis=a)  # (a block longer than the axis: one)
     full = full.take(range(shape[a]), axis=a) if full.shape[a] > shape[a] else full
     if full.shape != shape:
         raise DequantizeError(f"blocked scale of shape {value.shape} does not fit input {shape} (block {block_size})")

@@ -1,5 +1,6 @@
 """Blocked: ``DequantizeLinear(x, s', zp', axis=r, block_size=dim r)`` (opset 21+), a whole-axis block
-on one broadcast axis r, the scale expanded along the other broadcast axes; adjacent axes optionally
+on one broadcast axis r (of a size known only at run time: ``dql.OPEN_BLOCK``, the scale sliced to that
+size or 1 along r), the scale expanded along the other broadcast axes; adjacent axes optionally
 merged by Reshape first; or, for a scale as large as the input, ``block_size=1`` along axis 0 of the
 input as it is or of a 2-D view (a 1-D input reshaped to rows, its scale and zero point with it). Picks
 the cheapest such layout (ORT's fast path: r not the last axis)."""
@@ -26,7 +27,7 @@ class Blocked(DQLStrategy):
     portable = False  # other runtimes read blocked DQL only partly (docs/ort-facts.md)
 
     def layouts(self, info: NodeInfo) -> list[Layout]:
-        """Every whole-axis-block layout of the node whose block size is known."""
+        """Every whole-axis-block layout of the node (over a 4-bit input, those whose block size is known)."""
         out = []
         four_bit = info.in_type.bits < 8  # ORT has no Reshape or Expand for 4-bit types
         if four_bit and info.has_zp and not info.zp_const:
@@ -37,8 +38,8 @@ class Blocked(DQLStrategy):
             quant = tuple(q for q, _ in runs)
             dims = Layout(view, quant, "blocked").view_dims(info)
             for r, q in enumerate(quant):
-                if q or not isinstance(dims[r], int) or dims[r] < 1:
-                    continue
+                if q or (dims[r] < 1 if isinstance(dims[r], int) else four_bit):  # (4-bit: no Slice)
+                    continue  # a size known only at run time is one open block (``dql.OPEN_BLOCK``)
                 expand = tuple(i for i, qq in enumerate(quant) if not qq and i != r)
                 if expand and info.has_zp and four_bit:
                     continue  # Expand has no 4-bit types
@@ -72,7 +73,11 @@ class Blocked(DQLStrategy):
             return empty
         candidates = self.layouts(info)
         if not candidates:
-            return Refusal("no broadcast axis of known size to block along")
+            if info.in_type.bits < 8 and info.has_zp and not info.zp_const:
+                return Refusal("a 4-bit zero point computed at run time (ORT has no Reshape or Expand for 4-bit types)")
+            if info.in_type.bits < 8 and len(info.axes) < info.rank:
+                return Refusal("no broadcast axis of known size to block along (ORT has no Slice for 4-bit types)")
+            return Refusal("no broadcast axis to block along")
         return min(candidates, key=lambda lay: self.cost(info, lay))
 
     @staticmethod

@@ -201,11 +201,20 @@ def _reshape_param(em: Emitter, info: NodeInfo, tensor: str, sshape: list, param
         const = em.redim(tensor, dims, hint)
         if const is not None:
             return const
-    return reshape(em, info, tensor, merged_shape_tensor(em, tensor, sshape, param_groups, info.opset), hint=hint)
+    # the dims read from the input (the contract makes them the same): one Shape for the input and its params
+    x_groups = [g if isinstance(g, int) else tuple(info.axes[a] for a in g) for g in param_groups]
+    shape = merged_shape_tensor(em, info.x, info.shape or (), x_groups, info.opset)
+    return reshape(em, info, tensor, shape, hint=hint)
 
 
-def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str) -> str:
-    """The scale or zero point, reshaped (and expanded) for the layout."""
+OPEN_BLOCK = 1 << 40
+"""The block size of a blocked layout whose reduced axis has a size not known when lowering: one block
+whatever its size (ORT computes the scale's dim there as ``ceil(size / block_size)`` in int64)."""
+
+
+def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str, open_dim: str | None) -> str:
+    """The scale or zero point, reshaped (and expanded) for the layout; along an open block's axis,
+    sliced to ``open_dim`` (the view's size there): one element, none for an empty input."""
     if layout.mode == "tensor":
         return tensor
     shape = info.shape or ()
@@ -220,6 +229,8 @@ def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str) 
     for q, g in zip(layout.quant, layout.view):
         param_groups.append(tuple(pos[a] for a in g) if q else 1)
     out = _reshape_param(em, info, tensor, sshape, param_groups, hint)
+    if open_dim is not None:
+        out = em.node("Slice", [out, em.i64([0]), open_dim, em.i64([layout.axis])], hint=hint)  # type: ignore[list-item]
     if layout.expand:
         target = []
         for i, g in enumerate(layout.view):
@@ -235,13 +246,20 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
     x = info.x
     if layout.reshapes:
         x = reshape(em, info, x, merged_shape_tensor(em, x, shape, layout.view, info.opset), hint="x_view")
+    block = None
+    open_dim = None
+    if layout.mode == "blocked":
+        block = 1 if layout.quant[layout.axis] else layout.view_dims(info)[layout.axis]  # type: ignore[index]
+        if not isinstance(block, int):  # a whole-axis block of a size known only at run time
+            block = OPEN_BLOCK
+            open_dim = em.node("Shape", [x], hint="dims", start=layout.axis, end=layout.axis + 1)  # type: ignore[operator]
     scale = info.scale
     if info.out_type is not dql_t:
         scale = em.node("Cast", [scale], hint="scale", to=dql_t.onnx)
-    scale = _param(info, em, layout, scale, "scale")
+    scale = _param(info, em, layout, scale, "scale", open_dim)
     inputs = [x, scale]
     if info.has_zp and info.zero_point is not None:
-        inputs.append(_param(info, em, layout, info.zero_point, "zero_point"))
+        inputs.append(_param(info, em, layout, info.zero_point, "zero_point", open_dim))
     elif info.in_type.name == "i8" and info.opset < 21 and layout.mode in ("tensor", "axis"):
         # ORT 1.32 below opset 21: an int8 DQL with a one-element scale and no zero point, followed by
         # Reshape/Transpose/..., gives wrong results (QDQ propagation inserts a uint8 QuantizeLinear);
@@ -253,7 +271,7 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
     if layout.mode in ("axis", "blocked"):
         attrs["axis"] = layout.axis
     if layout.mode == "blocked":
-        attrs["block_size"] = 1 if layout.quant[layout.axis] else layout.view_dims(info)[layout.axis]
+        attrs["block_size"] = block
     reshaped = layout.reshapes or bool(layout.barrier)
     steps_left = (info.out_type is not dql_t) + reshaped
     y = em.node("DequantizeLinear", inputs, info.output if steps_left == 0 else None, hint="dql", **attrs)
