@@ -823,3 +823,58 @@ def test_i32_guard_on_a_constant_input_is_decided_when_lowering(small):
     assert ("DequantizeLinear" in ops) == small
     (y,) = run_ort(result.model, {})
     assert same_bits(y, odq.dequantize(x, s, z, axes=(1,)))
+
+
+@pytest.mark.parametrize(
+    "dims,axes,zp,rt,const",
+    [
+        (("n", "t", 6), (2,), True, "f32", True),  # a scale per channel after dims known at run time
+        (("n", 6), (1,), False, "f32", True),
+        (("n", "t", 6), (2,), True, "f16", False),  # an f16 output, the scale and zero point fed
+        (("n", 3, 6), (1,), True, "f32", True),  # the open block next to a quantized axis
+    ],
+)
+def test_an_open_block_over_dims_known_at_run_time(dims, axes, zp, rt, const):
+    """A per-channel scale over dims of sizes known only at run time is one blocked DequantizeLinear whose
+    block (``OPEN_BLOCK``) holds the whole axis, its scale sliced to that axis's size (1, or 0 when empty):
+    exact for every size, an empty input included, under ORT and the validation's reference evaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    from onnx_dequant.lowering.strategies.dql import OPEN_BLOCK
+    from onnx_dequant.validation.standard_ops import OPS
+
+    rng = np.random.default_rng(len(dims) + len(axes))
+    known = tuple(d if isinstance(d, int) else 3 for d in dims)
+    x, s, z = random_case(rng, known, axes, "i8", rt, zp=zp)
+    m = one_node_model(x, s, z, axes, const=const)
+    m.graph.input[0].CopyFrom(vi("x", "i8", list(dims)))
+    result = lower_model(m)
+    assert result.nodes[0].strategy == "dql-blocked"
+    (dql,) = [n for n in result.model.graph.node if n.op_type == "DequantizeLinear"]
+    assert helper.get_attribute_value(next(a for a in dql.attribute if a.name == "block_size")) == OPEN_BLOCK
+    onnx.checker.check_model(result.model, full_check=True)
+    evaluator = ReferenceEvaluator(result.model, new_ops=OPS)
+    for size in (0, 1, 2, 5):
+        shape = tuple(d if isinstance(d, int) else size + i for i, d in enumerate(dims))
+        xs = random_case(rng, shape, (), "i8", rt)[0]
+        feeds = {"x": xs} | ({} if const else {"s": s} | ({} if z is None else {"z": z}))
+        want = odq.dequantize(xs, s, z, axes=axes)
+        (got,) = run_ort(result.model, feeds)
+        assert got.shape == shape and same_bits(got, want), shape
+        assert same_bits(evaluator.run(None, feeds)[0], want), shape
+
+
+def test_shape_arithmetic_is_computed_once_per_node():
+    """Over dims known at run time, the input's view and the scale's and zero point's (reshaped to the same
+    merged dims) read one Shape/ReduceProd, and equal int64 constants are one initializer."""
+    rng = np.random.default_rng(8)
+    x, s, z = random_case(rng, (3, 4, 6), (0, 1), "u8", "f32")
+    m = one_node_model(x, s, z, (0, 1), const=False, symbolic=True)
+    result = lower_model(m)
+    assert result.nodes[0].strategy == "dql-merged-axes"
+    ops = [n.op_type for n in result.model.graph.node]
+    assert ops.count("ReduceProd") == 1 and ops.count("Reshape") == 4, ops
+    values = [tuple(numpy_helper.to_array(t).tolist()) for t in result.model.graph.initializer]
+    assert len(values) == len(set(values)), values
+    (got,) = run_ort(result.model, {"x": x, "s": s, "z": z})
+    assert same_bits(got, odq.dequantize(x, s, z, axes=(0, 1)))

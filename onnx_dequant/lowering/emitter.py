@@ -12,7 +12,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ..graphs import FreshNames
 
-__all__ = ["Emitter"]
+__all__ = ["Emitter", "SHARED_OPS"]
+
+SHARED_OPS = frozenset({"Shape", "Slice", "Concat", "ReduceProd"})
+"""Shape arithmetic an emitter computes once: a second node of the same op, inputs and attributes (the
+scale's view and the zero point's, each reading the input's dims) reads the first one's output."""
 
 
 class Emitter:
@@ -35,6 +39,7 @@ class Emitter:
         self.function = function
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[TensorProto] = []
+        self._shared: dict[tuple, str] = {}  # (op, inputs, attributes) or an int64 constant's values -> output
 
     def child(self, prefix: str) -> Emitter:
         """An emitter for a subgraph's nodes: the same names and constants; its initializers go into
@@ -48,9 +53,15 @@ class Emitter:
         return self.names.fresh(f"{self.prefix}__{hint}")
 
     def node(self, op: str, inputs: Sequence[str], output: str | None = None, *, hint: str = "", **attrs: Any) -> str:
-        """Append an ``op`` node reading ``inputs``; returns its output (``output``, or a fresh name)."""
+        """Append an ``op`` node reading ``inputs``; returns its output (``output``, or a fresh name; for one of
+        ``SHARED_OPS`` already appended the same, that one's)."""
+        key = (op, tuple(inputs), tuple(sorted((k, repr(v)) for k, v in attrs.items())))
+        if output is None and op in SHARED_OPS and key in self._shared:
+            return self._shared[key]
         out = output or self.fresh(hint or op.lower())
         self.nodes.append(helper.make_node(op, list(inputs), [out], name=self.fresh(op), **attrs))
+        if output is None and op in SHARED_OPS:
+            self._shared[key] = out
         return out
 
     def const(self, value: Any, dtype: Any = None, hint: str = "c") -> str:
@@ -87,5 +98,8 @@ class Emitter:
         return self._add(copy)
 
     def i64(self, values: Sequence[int], hint: str = "shape") -> str:
-        """An int64 1-D constant (a shape, axes)."""
-        return self.const(list(values), np.int64, hint)
+        """An int64 1-D constant (a shape, axes), one per values."""
+        key = ("i64", tuple(int(v) for v in values))
+        if key not in self._shared:
+            self._shared[key] = self.const(list(values), np.int64, hint)
+        return self._shared[key]
