@@ -53,6 +53,7 @@ from onnx_dequant.compare import ulp_distance  # noqa: E402
 from onnx_dequant.lowering import LowerOptions, lower_model, pipeline  # noqa: E402
 from onnx_dequant.lowering.strategies import dql  # noqa: E402
 from onnx_dequant.lowering.strategies.base import Refusal  # noqa: E402
+from onnx_dequant.lowering.strategies.blocked import Blocked  # noqa: E402
 from onnx_dequant.schema import opset_import  # noqa: E402
 
 
@@ -65,10 +66,12 @@ class Case:
     opset: int = 21
     wrap_int32: bool = False
     x_const: bool = False  # the input an initializer (a weight), not fed
+    symbolic: bool = False  # the fed inputs' dims declared by name (quantized ones excepted), sizes known at run time
 
     @property
     def name(self) -> str:
         wrap = (" wrap_int32" if self.wrap_int32 else "") + (" constant" if self.x_const else "")
+        wrap += " symbolic" if self.symbolic else ""
         return (
             f"{self.shape} {{{','.join(map(str, self.axes))}}} {self.in_type}{wrap} opset {self.opset}"
             f" -> {'+'.join(self.readers)}"
@@ -119,8 +122,22 @@ GATHERS = (
     Case((32000, 512), (), "i8", ("Gather",), x_const=True),
     Case((32000, 512), (1,), "i8", ("Gather",), x_const=True),
     Case((32000, 512), (1,), "u8", ("Gather",)),
+    Case((32000, 512), (0,), "i8", ("Gather",), x_const=True),
+    Case((32000, 512), (0,), "u8", ("Gather",), x_const=True, symbolic=True),
+    Case((32000, 512), (0, 1), "i8", ("Gather",), x_const=True),
+    Case((32000, 512), (1,), "i8", ("Gather",), x_const=True, symbolic=True),
 )
-"""Quantized embedding tables read by a Gather of 16 rows: per tensor, a scale per column, a fed table."""
+"""Quantized embedding tables read by a Gather of 16 rows: per tensor, a scale per column, a fed table, a
+scale per row (the usual embedding: gathered with the rows), one as large as the table, ids of dims known
+at run time."""
+
+OPENS = (
+    Case((8, 512, 768), (2,), "i8", ("Relu",), symbolic=True),
+    Case((4096, 1024), (1,), "u8", ("Relu",), symbolic=True),
+    Case((16, 3, 1024, 64), (1, 3), "i8", ("Relu",), symbolic=True),
+)
+"""A scale per channel over dims of sizes known at run time (a batch, a sequence): one open block, against
+the forms that do not block along such a dim."""
 
 
 def floor(case: Case) -> float:
@@ -180,18 +197,25 @@ def model(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.n
             wanted = np.take(ref, IDS % case.shape[0], axis=0)
         else:
             wanted = None if READ[op] is None else READ[op](ref)
-        dims = list(ref.shape if wanted is None else wanted.shape)
+        dims = None if case.symbolic else list(ref.shape if wanted is None else wanted.shape)
         outs.append(helper.make_tensor_value_info(f"r{i}", onnx.TensorProto.FLOAT, dims))
         want.append(wanted)
     if case.x_const:
         inits.append(numpy_helper.from_array(x, "x"))
     else:
         fed = {"x": x, **fed}
-    ins = [helper.make_tensor_value_info(k, dtypes.parse(v.dtype).onnx, list(v.shape)) for k, v in fed.items()]
+    ins = [helper.make_tensor_value_info(k, dtypes.parse(v.dtype).onnx, _dims(case, k, v)) for k, v in fed.items()]
     g = helper.make_graph(nodes, "readers", ins, outs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset), opset_import()])
     m.ir_version = 10 if case.opset >= 21 else 8
     return m, fed, want, ref
+
+
+def _dims(case: Case, name: str, value: np.ndarray) -> list:
+    """A fed input's declared dims: by name where ``case.symbolic`` (the quantized ones of ``x`` excepted)."""
+    if not case.symbolic:
+        return list(value.shape)
+    return [d if name == "x" and i in case.axes else f"{name}{i}" for i, d in enumerate(value.shape)]
 
 
 def toggled(lowered: onnx.ModelProto, output: str) -> onnx.ModelProto | None:
@@ -248,22 +272,40 @@ def _pair_always(info, layout):
     return layout if hazard is None else dataclasses.replace(layout, barrier=hazard)
 
 
+def _known_blocks_only(self, info):
+    """The blocked layouts before open blocks: only along an axis of a size known when lowering."""
+    return [lay for lay in LAYOUTS(self, info) if lay.quant[lay.axis] or isinstance(lay.view_dims(info)[lay.axis], int)]
+
+
+LAYOUTS = Blocked.layouts
+
+
 def measure(case: Case, repeat: int, mode: str) -> dict:
     """One case's two models side by side: ``readers``, the pair toggled; ``hazards``, the pair against the
-    last round's rule; ``gathers``, the Gather moved before the node against the node lowered where it is."""
+    last round's rule; ``gathers``, the Gather moved before the node against the node lowered where it is;
+    ``opens``, the planner's form against its choice without open blocks, and against the same node over
+    known dims."""
     hazard = mode == "hazards"
     m, feed, want, _ = model(case)
     options = LowerOptions(wrap_int32=case.wrap_int32)
     result = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
     lowered, node = result.model, result.nodes[0]
     row = {"case": case.name, "strategy": node.strategy, "runs_saved": node.runs_saved, "barrier": node.barrier}
-    if mode == "gathers":
-        with mock.patch.object(pipeline, "gather_first", lambda *a: {}):
-            before = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
+    if mode in ("gathers", "opens"):
+        if mode == "gathers":
+            with mock.patch.object(pipeline, "gather_first", lambda *a: {}):
+                before = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
+        else:
+            with mock.patch.object(Blocked, "layouts", _known_blocks_only):
+                before = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), options)
         runners = {"with": bs.Runner(lowered, feed), "without": bs.Runner(before.model, feed)}
+        if mode == "opens":
+            known, *_ = model(dataclasses.replace(case, symbolic=False))
+            runners["known"] = bs.Runner(lower_model(known, options).model, feed)
         row["exact"] = all(_exact(r, want) for r in runners.values())
         t = bs.timed(runners, repeat)
         row |= {"before": before.nodes[0].strategy, "moved": node.gather_moved}
+        row |= {"ms_known": t["known"] * 1e3} if mode == "opens" else {}
         row |= {"ms_with": t["with"] * 1e3, "ms_without": t["without"] * 1e3, "ratio": t["with"] / t["without"]}
         return row
     if hazard:
@@ -318,6 +360,11 @@ def main(argv: list[str] | None = None) -> int:
         ("several readers", CASES, "readers"),
         ("ORT's passes would break the DQL", HAZARDS, "hazards"),
         ("a Gather moved before the node (with) or not (without)", GATHERS, "gathers"),
+        (
+            "dims known at run time: an open block (with) or not (without); known: the same dims declared",
+            OPENS,
+            "opens",
+        ),
     )
     for title, cases, mode in sets:
         hazard = mode == "hazards"
@@ -328,10 +375,12 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(r | {"set": mode})
                 wrong += not r["exact"]
                 bad = "" if r["exact"] else "  WRONG VALUES"
-                if mode == "gathers":
+                if mode in ("gathers", "opens"):
+                    after = f" after {r['moved']}" if mode == "gathers" else ""
+                    known = f", known {r['ms_known']:.3f} ms" if mode == "opens" else ""
                     print(
-                        f"{r['case']}: {r['strategy']} after {r['moved']}: with* {r['ms_with']:.3f} ms, "
-                        f"without ({r['before']}) {r['ms_without']:.3f} ms, ratio {r['ratio']:.3f}{bad}",
+                        f"{r['case']}: {r['strategy']}{after}: with* {r['ms_with']:.3f} ms, "
+                        f"without ({r['before']}) {r['ms_without']:.3f} ms, ratio {r['ratio']:.3f}{known}{bad}",
                         flush=True,
                     )
                     continue

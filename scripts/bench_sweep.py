@@ -277,13 +277,20 @@ class Runner:
             else:
                 self.b.bind_cpu_input(k, v)
         self.outs: list[np.ndarray | None] = []  # ORT writes into these: they live as long as the binding
-        for o in self.sess.get_outputs():
+        outputs = self.sess.get_outputs()
+        shapes = [o.shape for o in outputs]
+        if not all(isinstance(d, int) for shape in shapes for d in shape):  # dims known at run time: run once
+            for o in outputs:
+                self.b.bind_output(o.name, "cpu")
+            self.sess.run_with_iobinding(self.b)
+            shapes = [v.shape() for v in self.b.get_outputs()]
+            self.b.clear_binding_outputs()
+        for o, shape in zip(outputs, shapes):
             if o.type not in self.NUMPY:
                 self.b.bind_output(o.name, "cpu")
                 self.outs.append(None)
                 continue
-            known = all(isinstance(d, int) for d in o.shape)
-            y = np.empty(o.shape if known else feed["x"].shape, self.NUMPY[o.type])
+            y = np.empty(shape, self.NUMPY[o.type])
             self.b.bind_output(o.name, "cpu", 0, y.dtype, y.shape, y.ctypes.data)
             self.outs.append(y)
 

@@ -6,7 +6,8 @@
 
 Each case is one Dequantize node (ranks 1-4, some with a dim of 300-3000 so that the forms for larger
 inputs apply; random axes; i8/u8/i16/u16/i32 inputs, i32 with and without ``wrap_int32``; f32 or f16
-outputs; opsets 13/19/21/25; zero point or none; input, scale and zero point constant or fed) read by one
+outputs; opsets 13/19/21/25; zero point or none; input, scale and zero point constant or fed, a fed input's
+dims other than the quantized ones declared by name in some, their sizes known only at run time) read by one
 or two of Relu, Reshape, Transpose (naming its perm), Unsqueeze, Slice, Identity, a no-op ONNX Runtime
 removes (Dropout, a Cast to the same type, a Mul by one) before one of those, a Mul by itself, a Gather
 of two rows (moved before the node where it can be), or returned as it is (where two nodes read a
@@ -91,6 +92,7 @@ class Case:
     any_size: bool  # the Scan's and the i32 guard's size floors lifted, so that they apply to small inputs
     holder: str  # where the node is: "main", a model-local "function" or the "branch" of If(true)
     seed: int
+    symbolic: bool = False  # a fed input's dims other than the quantized ones declared by name
 
     def __str__(self) -> str:
         consts = [n for n, c in (("x", self.x_const), ("scale", self.params_const)) if c]
@@ -98,7 +100,7 @@ class Case:
             f"{self.shape} {{{','.join(map(str, self.axes))}}} {self.in_type}->{self.out_type} opset {self.opset}"
             f"{' zp' if self.zero_point else ''}{' wrap_int32' if self.wrap_int32 else ''}"
             f" const:{'+'.join(consts) or '-'} -> {'+'.join(self.readers)}{' any size' if self.any_size else ''}"
-            f"{'' if self.holder == 'main' else ' in a ' + self.holder}"
+            f"{'' if self.holder == 'main' else ' in a ' + self.holder}{' symbolic' if self.symbolic else ''}"
             f" (seed {self.seed})"
         )
 
@@ -153,6 +155,7 @@ def draw(rng: np.random.Generator, seed: int, max_elements: int | None = None) -
         any_size=bool(rng.random() < 0.3),
         holder=str(rng.choice(["main", "main", "main", "function", "branch"])),
         seed=seed,
+        symbolic=bool(rng.random() < 0.3),
     )
 
 
@@ -180,7 +183,11 @@ def model(case: Case, x: np.ndarray, s: np.ndarray, z: np.ndarray | None) -> tup
         if const:
             inits.append(numpy_helper.from_array(arr, name))
         else:
-            inputs.append(helper.make_tensor_value_info(name, dtypes.parse(arr.dtype).onnx, list(arr.shape)))
+            dims = [
+                f"{name}{i}" if case.symbolic and name == "x" and i not in case.axes else d
+                for i, d in enumerate(arr.shape)
+            ]
+            inputs.append(helper.make_tensor_value_info(name, dtypes.parse(arr.dtype).onnx, dims))
             feeds[name] = arr
 
     def i64(name: str, v: list[int]) -> str:
