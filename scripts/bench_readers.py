@@ -117,6 +117,8 @@ READ = {
 }
 IDS = np.random.default_rng(1).integers(0, 1 << 30, (1, 16))
 """A Gather reader's 16 ids (modulo the rows), as a tokenizer's output would be."""
+SLICED = 128
+"""The rows a Slice reader takes."""
 
 GATHERS = (
     Case((32000, 512), (), "i8", ("Gather",), x_const=True),
@@ -126,10 +128,13 @@ GATHERS = (
     Case((32000, 512), (0,), "u8", ("Gather",), x_const=True, symbolic=True),
     Case((32000, 512), (0, 1), "i8", ("Gather",), x_const=True),
     Case((32000, 512), (1,), "i8", ("Gather",), x_const=True, symbolic=True),
+    Case((4096, 768), (1,), "i8", ("Slice",), x_const=True),
+    Case((4096, 768), (0,), "u8", ("Slice",), x_const=True),
 )
 """Quantized embedding tables read by a Gather of 16 rows: per tensor, a scale per column, a fed table, a
 scale per row (the usual embedding: gathered with the rows), one as large as the table, ids of dims known
-at run time."""
+at run time; a table of positions (4096, 768) cut to a run's first 128 rows by a Slice whose end is fed,
+with a scale per column and per row."""
 
 OPENS = (
     Case((8, 512, 768), (2,), "i8", ("Relu",), symbolic=True),
@@ -192,9 +197,15 @@ def model(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.n
         elif op == "Gather":
             fed[f"ids{i}"] = IDS % case.shape[0]  # fed: a constant one ORT would gather when it loads the model
             ins.append(f"ids{i}")
+        elif op == "Slice":  # the first SLICED rows, the end fed (a run's length)
+            inits.append(numpy_helper.from_array(np.array([0], np.int64), f"start{i}"))
+            fed[f"end{i}"] = np.array([SLICED], np.int64)
+            ins += [f"start{i}", f"end{i}"]
         nodes.append(helper.make_node(op, ins, [f"r{i}"], **attrs))
         if op == "Gather":
             wanted = np.take(ref, IDS % case.shape[0], axis=0)
+        elif op == "Slice":
+            wanted = ref[:SLICED]
         else:
             wanted = None if READ[op] is None else READ[op](ref)
         dims = None if case.symbolic else list(ref.shape if wanted is None else wanted.shape)
@@ -359,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     sets = (
         ("several readers", CASES, "readers"),
         ("ORT's passes would break the DQL", HAZARDS, "hazards"),
-        ("a Gather moved before the node (with) or not (without)", GATHERS, "gathers"),
+        ("a Gather or Slice moved before the node (with) or not (without)", GATHERS, "gathers"),
         (
             "dims known at run time: an open block (with) or not (without); known: the same dims declared",
             OPENS,

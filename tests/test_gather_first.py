@@ -242,4 +242,95 @@ def test_lower_command_says_which_gathers_moved(tmp_path, capsys):
     src, dst = tmp_path / "m.onnx", tmp_path / "out.onnx"
     onnx.save(m, str(src))
     assert cli_main(["lower", str(src), "-o", str(dst), "--quiet"]) == 0
-    assert "1 Gather(s) moved before the Dequantize they read" in capsys.readouterr().out
+    assert "1 Gather(s) or Slice(s) moved before the Dequantize they read" in capsys.readouterr().out
+
+
+def _sliced_model(
+    axes, starts, ends, slice_axes, steps=None, *, x_shape=(12, 10), qt="i8", x_fed=False, fed_ends=False
+):
+    """``Dequantize(table) -> Slice(starts, ends, slice_axes, steps)`` (``slice_axes`` None: the input absent);
+    the ends fed with ``fed_ends``; and the output wanted, ORT's Slice of the reference's output."""
+    q = dtypes.parse(qt)
+    x = RNG.integers(int(q.min), int(q.max) + 1, x_shape).astype(q.numpy)
+    sshape = [x_shape[a] for a in axes]
+    s = RNG.uniform(0.001, 0.1, sshape).astype(np.float32)
+    z = RNG.integers(-5, 5, sshape).astype(q.numpy)
+    params = {"starts": starts, "ends": ends, "axes": slice_axes, "steps": steps}
+    inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
+    inputs, feed = [], {}
+    names = []
+    for k, v in params.items():
+        if v is None:
+            names.append("")
+            continue
+        names.append(k)
+        if k == "ends" and fed_ends:
+            inputs.append(vi(k, "i64", [len(v)]))
+            feed[k] = np.array(v, np.int64)
+        else:
+            inits.append(numpy_helper.from_array(np.array(v, np.int64), k))
+    while names and not names[-1]:
+        names.pop()
+    if x_fed:
+        inputs.append(vi("x", qt, list(x_shape)))
+        feed["x"] = x
+    else:
+        inits.append(numpy_helper.from_array(x, "x"))
+    nodes = [
+        odq.make_node(["x", "s", "z"], ["d"], axes=list(axes), name="dq"),
+        helper.make_node("Slice", ["d", *names], ["r"], name="sl"),
+    ]
+    m = model_of(nodes, inputs, [vi("r", "f32", ["r0", "r1"])], inits)
+    ref = odq.dequantize(x, s, z, axes=axes)
+    plain = model_of(
+        [helper.make_node("Slice", ["d", *names], ["r"])],
+        [vi("d", "f32", list(x_shape))] + [i for i in inputs if i.name != "x"],
+        [vi("r", "f32", None)],
+        [i for i in inits if i.name in params],
+    )
+    want = run_ort(plain, {"d": ref} | {k: v for k, v in feed.items() if k != "x"})[0]
+    return m, feed, want
+
+
+@pytest.mark.parametrize(
+    "axes,starts,ends,slice_axes,steps,kwargs",
+    [
+        ((1,), [0], [5], [0], None, {"fed_ends": True}),  # a scale per column, the first rows (positions)
+        ((0,), [2], [30], [0], [3], {"fed_ends": True}),  # a scale per row: the rows' scales sliced too
+        ((0,), [0], [4], [0], None, {"x_fed": True, "qt": "u8"}),  # a fed table, constant bounds
+        ((0, 1), [-1, 1], [-20, 9], [0, 1], [-2, 2], {"x_fed": True, "qt": "i16"}),  # negative steps
+        ((0,), [-20], [-30], [0], [-1], {"x_fed": True}),  # ONNX's clamping: a start before the axis is 0
+        ((0, 1), [1, -3], [-1, 100], None, None, {"x_fed": True}),  # no axes input: every axis, in order
+        ((1,), [-3], [100], [-1], None, {"x_fed": True}),  # a negative axis
+        ((0,), [3], [3], [0], None, {"x_fed": True}),  # empty
+    ],
+)
+def test_a_slice_moves_before_the_dequantize(axes, starts, ends, slice_axes, steps, kwargs):
+    """``Dequantize -> Slice`` becomes ``Slice -> Dequantize``, the scale and zero point sliced the same
+    where the Slice's axes are quantized; the values are ORT's Slice of the reference's, bit for bit."""
+    m, feed, want = _sliced_model(axes, starts, ends, slice_axes, steps, **kwargs)
+    result = _lower(m)
+    assert result.nodes[0].gather_moved == "'sl' of 'dq'"
+    slices = [n for n in result.model.graph.node if n.op_type == "Slice"]
+    quantized = set(axes) & {a % 2 for a in (slice_axes if slice_axes is not None else range(len(starts)))}
+    assert sorted({n.input[0] for n in slices} & {"x", "s", "z"}) == (["s", "x", "z"] if quantized else ["x"])
+    onnx.checker.check_model(result.model, full_check=True)
+    (got,) = run_ort(result.model, feed)
+    assert got.shape == want.shape and same_bits(got, want)
+
+
+@pytest.mark.parametrize(
+    "kwargs,why",
+    [
+        ({"axes": (0,), "slice_axes": [0, 1], "x_fed": True}, "one axis quantized, the other not"),
+        ({"axes": (0,), "slice_axes": [0]}, "a constant table sliced by constants: ORT folds it into a weight"),
+    ],
+)
+def test_no_slice_move_where_it_does_not_apply(kwargs, why):
+    axes, slice_axes = kwargs["axes"], kwargs["slice_axes"]
+    starts, ends = [1] * len(slice_axes), [4] * len(slice_axes)
+    m, feed, want = _sliced_model(axes, starts, ends, slice_axes, x_fed=kwargs.get("x_fed", False))
+    result = _lower(m)
+    assert result.nodes[0].gather_moved == "", why
+    (got,) = run_ort(result.model, feed)
+    assert same_bits(got, want), why

@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
     gathered = [r for r in report if r.gather_moved]
     if gathered:
         notes.append(
-            f"{len(gathered)} Gather(s) moved before the Dequantize they read, so that only the gathered elements "
-            f"are dequantized (e.g. {gathered[0].gather_moved})"
+            f"{len(gathered)} Gather(s) or Slice(s) moved before the Dequantize they read, so that only the elements "
+            f"they take are dequantized (e.g. {gathered[0].gather_moved})"
         )
     shared = [r for r in report if r.runs_saved]
     if shared:

@@ -1,25 +1,27 @@
-"""A Dequantize read only by Gathers: each Gather moved before it, so that only the gathered elements
-are dequantized.
+"""A Dequantize read only by Gathers and Slices: each moved before it, so that only the elements they
+take are dequantized.
 
 A quantized embedding table read by a Gather (``Dequantize(table) -> Gather(ids)``) dequantizes the
 whole table on every run, in ONNX Runtime as in any runtime; gathering the quantized rows first and
 dequantizing those gives the same values bit for bit (the op is elementwise). Where the Gather runs along
 a quantized axis (a scale per row of the table, the usual embedding), the scale and zero point are
 gathered by the same ids. A (32000, 512) int8 table gathered by 16 fed ids: 3.4-5.0 ms -> 0.004-0.008 ms
-with a scale per column, 3.3-3.4 ms -> 0.009-0.012 with one per row (ORT 1.32, one thread;
-docs/lowering.md).
+with a scale per column, 3.3-3.7 ms -> 0.006 with one per row (ORT 1.32, one thread; docs/lowering.md).
+A Slice (a table of positions cut to a run's length) is moved the same way.
 
 The rewrite runs on a graph before its nodes are lowered (in effect the main graph: see ``gather_first``'s
-conditions): ``Dequantize(x) -> Gather(d,
-i, axis=a)`` becomes ``Gather(x, i, axis=a) -> Dequantize`` (one per Gather, its quantization axes past
-``a`` shifted by the indices' rank less one; a quantized ``a`` becomes the indices' axes, its scale and
-zero point ``Gather(s, i)`` along their own axis for ``a``), which the planner then lowers as any node.
+conditions): ``Dequantize(x) -> Gather(d, i, axis=a)`` becomes ``Gather(x, i, axis=a) -> Dequantize`` (one
+per reader, its quantization axes past ``a`` shifted by the indices' rank less one; a quantized ``a``
+becomes the indices' axes, its scale and zero point ``Gather(s, i)`` along their own axis for ``a``), and
+``Dequantize(x) -> Slice(d, ...)`` becomes ``Slice(x, ...) -> Dequantize`` (the scale and zero point
+sliced the same where the Slice's axes are quantized); the planner then lowers each new node as any node.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import onnx
 from onnx import helper
 
@@ -57,79 +59,189 @@ def _size(dims: tuple) -> int | None:
     return n
 
 
-class _Move(NamedTuple):
-    """One Gather moved before the Dequantize it reads."""
+class _Input(NamedTuple):
+    """One of the node's inputs as the reader moved takes it."""
 
-    gather: onnx.NodeProto
-    inputs: tuple[tuple[int, TensorType], ...]  # for each of the node's inputs gathered: the axis, the type after
+    index: int  # the node's input: 0 the quantized values, 1 the scale, 2 the zero point
+    extra: tuple[str | None, ...]  # the reader's inputs after the data (None: ``_Move.param_axes`` as a constant)
+    attrs: tuple[tuple[str, int], ...]
+    type: TensorType  # its type after
+
+
+class _Move(NamedTuple):
+    """One Gather or Slice moved before the Dequantize it reads."""
+
+    reader: onnx.NodeProto
+    inputs: tuple[_Input, ...]
     axes: tuple[int, ...]  # the new node's quantization axes
+    size: int | None  # elements the moved readers output (None: not known when lowering)
+    param_axes: tuple[int, ...] = ()  # a Slice's axes of the scale and zero point
+
+
+def _gather(scope: Scope, node: onnx.NodeProto, g: onnx.NodeProto, x: TensorType) -> _Move | None:
+    """The Gather ``g`` moved before ``node``, or None where it cannot be."""
+    axes, _ = node_attributes(node)
+    axis = _axis(g, len(x.shape))
+    ids = scope.types.get(g.input[1]) if len(g.input) == 2 else None
+    if axis is None or not 0 <= axis < len(x.shape) or ids is None or ids.shape is None:
+        return None
+    shape = tuple(x.shape[:axis]) + tuple(ids.shape) + tuple(x.shape[axis + 1 :])
+    r = len(ids.shape)
+    new_axes = tuple(
+        i for b in axes for i in ((b,) if b < axis else range(axis, axis + r) if b == axis else (b + r - 1,))
+    )
+    inputs = [_Input(0, (g.input[1],), (("axis", axis),), TensorType(x.elem_type, shape))]
+    if axis in axes:  # the scale and zero point gathered too, along their own axis for ``axis``
+        params = tuple(shape[b] for b in new_axes)
+        inputs += _params(scope, node, x, params, (g.input[1],), (("axis", axes.index(axis)),))
+    size = _size(shape)
+    rows = x.shape[axis]
+    if size is None and not (isinstance(rows, int) and rows >= MIN_ROWS):
+        return None
+    for p in inputs[1:]:
+        size = None if size is None else size + _size(p.type.shape)  # type: ignore[operator]
+    return _Move(g, tuple(inputs), new_axes, size)
+
+
+def _slice(scope: Scope, node: onnx.NodeProto, sl: onnx.NodeProto, x: TensorType) -> _Move | None:
+    """The Slice ``sl`` moved before ``node``, or None where it cannot be: its axes must be known when
+    lowering, and either none of them quantized (the scale as it is) or all of them (the scale and zero point
+    sliced the same)."""
+    axes, _ = node_attributes(node)
+    rank = len(x.shape)
+    if not 3 <= len(sl.input) <= 5:
+        return None
+    starts = scope.constants.value(sl.input[1])
+    count = len(starts.reshape(-1)) if starts is not None else _known_length(scope, sl.input[1])
+    if count is None:
+        return None
+    if len(sl.input) > 3 and sl.input[3]:
+        given = scope.constants.value(sl.input[3])
+        if given is None:
+            return None
+        sliced = [int(a) + rank if int(a) < 0 else int(a) for a in given.reshape(-1)]
+    else:
+        sliced = list(range(count))
+    if len(sliced) != count or not all(0 <= a < rank for a in sliced) or len(set(sliced)) != count:
+        return None
+    quantized = [a in axes for a in sliced]
+    if any(quantized) and not all(quantized):
+        return None
+    shape = list(x.shape)
+    ends = scope.constants.value(sl.input[2])
+    steps = scope.constants.value(sl.input[4]) if len(sl.input) > 4 and sl.input[4] else np.ones(count, np.int64)
+    for i, a in enumerate(sliced):
+        d = shape[a]
+        known = starts is not None and ends is not None and steps is not None and isinstance(d, int)
+        if known and len(ends.reshape(-1)) == len(steps.reshape(-1)) == count:  # type: ignore[union-attr]
+            ends_i, step = int(ends.reshape(-1)[i]), int(steps.reshape(-1)[i])  # type: ignore[union-attr]
+            if step == 0:
+                return None  # (ORT refuses it)
+            shape[a] = _sliced_length(d, int(starts.reshape(-1)[i]), ends_i, step)  # type: ignore[arg-type,union-attr]
+        else:
+            shape[a] = None
+    shape_t = tuple(shape)
+    inputs = [_Input(0, tuple(sl.input[1:]), (), TensorType(x.elem_type, shape_t))]
+    param_axes: tuple[int, ...] = ()
+    if any(quantized):
+        param_axes = tuple(axes.index(a) for a in sliced)
+        extra = (sl.input[1], sl.input[2], None) + ((sl.input[4],) if len(sl.input) > 4 and sl.input[4] else ())
+        inputs += _params(scope, node, x, tuple(shape_t[a] for a in axes), extra, ())
+    size = _size(shape_t)
+    for p in inputs[1:]:
+        size = None if size is None else size + _size(p.type.shape)  # type: ignore[operator]
+    return _Move(sl, tuple(inputs), axes, size, param_axes)
+
+
+def _sliced_length(d: int, start: int, end: int, step: int) -> int:
+    """The length of ONNX's Slice of a ``d``-long axis (its clamping differs from Python's for a negative
+    step: a start before the axis is its first element, not none)."""
+    start, end = start + d if start < 0 else start, end + d if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), d), min(max(end, 0), d)
+        return max(0, (end - start + step - 1) // step)
+    start, end = min(max(start, 0), d - 1), min(max(end, -1), d - 1)
+    return max(0, (start - end - step - 1) // -step)
+
+
+def _known_length(scope: Scope, name: str) -> int | None:
+    """The length of a 1-D value whose length is known when lowering."""
+    t = scope.types.get(name)
+    if t is None or t.shape is None or len(t.shape) != 1 or not isinstance(t.shape[0], int):
+        return None
+    return t.shape[0]
+
+
+def _params(
+    scope: Scope, node: onnx.NodeProto, x: TensorType, shape: tuple, extra: tuple, attrs: tuple
+) -> list[_Input]:
+    """The scale and zero point (where the node has one) taken by a reader moved along a quantized axis."""
+    scale = scope.types.get(node.input[1])
+    elem = scale.elem_type if scale is not None else None
+    if elem is None:
+        raise _Unknown
+    out = [_Input(1, extra, attrs, TensorType(elem, shape))]
+    if len(node.input) > 2 and node.input[2]:
+        out.append(_Input(2, extra, attrs, TensorType(x.elem_type, shape)))
+    return out
+
+
+class _Unknown(Exception):
+    """The scale's element type is not known: no move."""
+
+
+READERS = {"Gather": _gather, "Slice": _slice}
+"""The readers that take part of the node's output, and how each is moved before it."""
 
 
 def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> list[_Move] | None:
-    """Each Gather reading ``node``'s output, moved, where all of them can be moved before it (see
+    """Each Gather or Slice reading ``node``'s output, moved, where all of them can be moved before it (see
     ``gather_first``); else None."""
     out = node.output[0] if node.output else ""
-    gathers = scope.readers(out)
+    readers = scope.readers(out)
     x = scope.types.get(node.input[0]) if node.input else None
-    if not gathers or out in scope.outputs or scope.read_inside(out) or x is None or x.shape is None:
+    if not readers or out in scope.outputs or scope.read_inside(out) or x is None or x.shape is None:
         return None
     bits = getattr(x.elem_type, "bits", 0)
     if bits < 8:
-        return None  # ONNX Runtime has no Gather for 4-bit types
+        return None  # ONNX Runtime has no Gather or Slice for 4-bit types
     x_fed = scope.depends_on_fed(node.input[0])
     if bits == 32 and not wrap_int32 and not x_fed:
         return None  # the i32 guard checks a constant input when lowering, a gathered one on every run
-    axes, _ = node_attributes(node)
-    scale = scope.types.get(node.input[1])
     moves: list[_Move] = []
-    gathered: int | None = 0
-    for g in gathers:
-        if g.op_type != "Gather" or g.domain not in ("", "ai.onnx") or list(g.input).count(out) != 1:
+    for r in readers:
+        move = READERS.get(r.op_type)
+        if move is None or r.domain not in ("", "ai.onnx") or len(r.output) != 1:
             return None
-        if g.input[0] != out or len(g.input) != 2 or len(g.output) != 1:
+        if r.input[0] != out or list(r.input).count(out) != 1:
             return None
-        axis = _axis(g, len(x.shape))
-        ids = scope.types.get(g.input[1])
-        if axis is None or not 0 <= axis < len(x.shape) or ids is None or ids.shape is None:
+        if not x_fed and not any(scope.depends_on_fed(i) for i in r.input[1:] if i):
+            return None  # ORT would fold the reader of constants into a constant weight (and fuse it)
+        try:
+            m = move(scope, node, r, x)
+        except _Unknown:
             return None
-        if not x_fed and not scope.depends_on_fed(g.input[1]):
-            return None  # ORT would fold the Gather of constants into a constant weight (and fuse it)
-        rows = x.shape[axis]
-        shape = tuple(x.shape[:axis]) + tuple(ids.shape) + tuple(x.shape[axis + 1 :])
-        r = len(ids.shape)
-        new_axes = tuple(
-            i for b in axes for i in ((b,) if b < axis else range(axis, axis + r) if b == axis else (b + r - 1,))
-        )
-        inputs = [(axis, TensorType(x.elem_type, shape))]
-        if axis in axes:  # the scale and zero point gathered too, along their own axis for ``axis``
-            if scale is None or scale.elem_type is None:
-                return None
-            params = tuple(shape[b] for b in new_axes)
-            inputs.append((axes.index(axis), TensorType(scale.elem_type, params)))
-            if len(node.input) > 2 and node.input[2]:
-                inputs.append((axes.index(axis), TensorType(x.elem_type, params)))
-        size = _size(shape)
-        if size is None and not (isinstance(rows, int) and rows >= MIN_ROWS):
+        if m is None:
             return None
-        for _, t in inputs[1:]:
-            size = None if size is None else size + _size(t.shape)  # type: ignore[operator]
-        gathered = None if gathered is None or size is None else gathered + size
-        moves.append(_Move(g, tuple(inputs), new_axes))
+        moves.append(m)
+    sizes = [m.size for m in moves]
     whole = _size(tuple(x.shape))
-    if gathered is not None and whole is not None and gathered > whole:
-        return None  # the Gathers repeat more elements than the input holds: dequantize it once
+    if None not in sizes and whole is not None and sum(sizes) > whole:  # type: ignore[arg-type]
+        return None  # the readers repeat more elements than the input holds: dequantize it once
     return moves
 
 
 def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict[str, str]:
-    """Move the Gathers before each Dequantize of ``scope`` that ``options`` lowers, in place, where: every
-    reader of its output is a Gather reading it as its data, with indices of known rank (along a quantized
-    axis, the scale's element type known too); the input is 8-bit or wider; the input or the indices are
-    computed from the model's inputs (ORT would otherwise fold the Gather into a constant weight, which its
-    MatMul fusions then read inexactly); an i32 input without ``wrap_int32`` is not a constant (its check
-    would then run on every run); and the Gathers hold no more elements (with a gathered scale and zero
-    point) than the input (or, sizes unknown, the table has ``MIN_ROWS``). Returns, for each new Dequantize
-    (by its output), the Gather moved before it, as ``"'gather' of 'dequantize'"``."""
+    """Move the Gathers and Slices before each Dequantize of ``scope`` that ``options`` lowers, in place,
+    where: every reader of its output is a Gather or a Slice reading it as its data; a Gather's indices are
+    of known rank, a Slice's axes known when lowering and either all quantized or none; along a quantized
+    axis, the scale's element type is known; the input is 8-bit or wider; the input or the reader's other
+    inputs are computed from the model's inputs (ORT would otherwise fold the reader into a constant
+    weight, which its MatMul fusions then read inexactly); an i32 input without ``wrap_int32`` is not a
+    constant (its check would then run on every run); and the readers take no more elements (with a
+    gathered scale and zero point) than the input (or, a Gather's size unknown, the table has
+    ``MIN_ROWS``). Returns, for each new Dequantize (by its output), the reader moved before it, as
+    ``"'reader' of 'dequantize'"``."""
     moved: dict[str, str] = {}
     plans = {
         id(n): m
@@ -138,13 +250,13 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
     }
     if not plans:
         return moved
-    replaced = {id(m.gather): (n, m) for n in scope.body.node if id(n) in plans for m in plans[id(n)]}
+    replaced = {id(m.reader): (n, m) for n in scope.body.node if id(n) in plans for m in plans[id(n)]}
     nodes: list[onnx.NodeProto] = []
     gone: set[str] = set()
     for n in scope.body.node:
         if id(n) in plans:
             gone.add(n.output[0])
-            continue  # each of its Gathers gets its own Dequantize
+            continue  # each of its readers gets its own Dequantize
         if id(n) not in replaced:
             nodes.append(n)
             continue
@@ -152,16 +264,21 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
         label = dq.name or dq.output[0]
         new = onnx.NodeProto()
         new.CopyFrom(dq)
-        if len(plans[id(dq)]) > 1 or not dq.name:  # one Gather: the Dequantize keeps its name
+        if len(plans[id(dq)]) > 1 or not dq.name:  # one reader: the Dequantize keeps its name
             new.name = names.fresh(f"{label}__{n.name or n.output[0]}")
-        for i, (axis, t) in enumerate(move.inputs):
-            name = names.fresh(f"{label}__{('gathered', 'scale_gathered', 'zp_gathered')[i]}")
-            gather = helper.make_node("Gather", [dq.input[i], n.input[1]], [name], name=name, axis=axis)
-            if i == 0:  # the Gather moved keeps its name and doc string
-                gather.name, gather.doc_string = n.name, n.doc_string
-            nodes.append(gather)
-            new.input[i] = name
-            scope.types[name] = t
+        param_axes = None
+        if move.param_axes:  # a Slice's axes of the scale and zero point
+            param_axes = names.fresh(f"{label}__param_axes")
+            nodes.append(helper.make_node("Constant", [], [param_axes], name=param_axes, value_ints=move.param_axes))
+        for p in move.inputs:
+            name = names.fresh(f"{label}__{('gathered', 'scale_gathered', 'zp_gathered')[p.index]}")
+            extra = [param_axes if e is None else e for e in p.extra]
+            taken = helper.make_node(n.op_type, [dq.input[p.index], *extra], [name], name=name, **dict(p.attrs))
+            if p.index == 0:  # the reader moved keeps its name and doc string
+                taken.name, taken.doc_string = n.name, n.doc_string
+            nodes.append(taken)
+            new.input[p.index] = name
+            scope.types[name] = p.type
         new.output[0] = n.output[0]
         for a in new.attribute:
             if a.name == "axes":

@@ -25,7 +25,9 @@ class LoweredNode:
     runs_saved: int = 0  # DequantizeLinear runs ORT would add, one per reader, that run_once's pair saves
     barrier: str = ""  # how ORT's passes would break the DequantizeLinear a Flatten/Reshape pair follows ("": none;
     # such a pair runs it once too, not counted in runs_saved)
-    gather_moved: str = ""  # the Gather moved before the node ("'gather' of 'dequantize'"), which it was split from
+    gather_moved: str = (
+        ""  # the Gather or Slice moved before the node ("'reader' of 'dequantize'"), which it was split from
+    )
 
 
 @dataclass
