@@ -10,7 +10,7 @@ outputs; opsets 13/19/21/25; zero point or none; input, scale and zero point con
 dims other than the quantized ones declared by name in some, their sizes known only at run time) read by one
 or two of Relu, Reshape, Transpose (naming its perm), Unsqueeze, Slice, Identity, a no-op ONNX Runtime
 removes (Dropout, a Cast to the same type, a Mul by one) before one of those, a Mul by itself, a Gather
-of two rows (moved before the node where it can be), or returned as it is (where two nodes read a
+of two rows (a Gather and a Slice are moved before the node where they can be), or returned as it is (where two nodes read a
 DequantizeLinear, the lowering may add a Flatten/Reshape pair after it so that ONNX Runtime runs it
 once, and it adds one where ONNX Runtime's QDQ passes would break the DequantizeLinear: the report counts
 those models); in some, the Scan's and the i32 guard's size floors are lifted so that those forms apply
@@ -118,7 +118,7 @@ class Outcome:
     runs: Counter = field(default_factory=Counter)  # models run, by form
     once: int = 0  # of those, models whose DequantizeLinear a Flatten/Reshape pair has run once
     barrier: int = 0  # of those, models whose DequantizeLinear a Flatten/Reshape pair keeps ORT's passes off
-    gathered: int = 0  # of those, models whose Gather reader was moved before the node
+    gathered: int = 0  # of those, models whose Gather or Slice reader was moved before the node
     failures: list[Failure] = field(default_factory=list)
 
 
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {form:30s} {n}")
     print(f"  of those, run once by a Flatten/Reshape pair after the DequantizeLinear: {total.once}")
     print(f"  of those, ORT's QDQ passes kept off the DequantizeLinear by such a pair: {total.barrier}")
-    print(f"  of those, a Gather moved before the node: {total.gathered}")
+    print(f"  of those, a Gather or Slice moved before the node: {total.gathered}")
     print(f"{len(total.failures)} failure(s)")
     for f in total.failures:
         print(f"  {f.form}: {f.what}: {f.detail}\n    {f.case}")
