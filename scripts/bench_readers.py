@@ -128,13 +128,16 @@ GATHERS = (
     Case((32000, 512), (0,), "u8", ("Gather",), x_const=True, symbolic=True),
     Case((32000, 512), (0, 1), "i8", ("Gather",), x_const=True),
     Case((32000, 512), (1,), "i8", ("Gather",), x_const=True, symbolic=True),
+    Case((32000, 512), (0,), "i8", ("Gather", "Gemm"), x_const=True),
+    Case((32000, 512), (1,), "u8", ("Gather", "Neg"), x_const=True),
     Case((4096, 768), (1,), "i8", ("Slice",), x_const=True),
     Case((4096, 768), (0,), "u8", ("Slice",), x_const=True),
 )
 """Quantized embedding tables read by a Gather of 16 rows: per tensor, a scale per column, a fed table, a
 scale per row (the usual embedding: gathered with the rows), one as large as the table, ids of dims known
-at run time; a table of positions (4096, 768) cut to a run's first 128 rows by a Slice whose end is fed,
-with a scale per column and per row."""
+at run time; a table also read whole (tied embeddings: by the Gemm of a language model's head; by a Neg); a table of
+positions (4096, 768) cut to a run's first 128 rows by a Slice whose end is fed, with a scale per column
+and per row."""
 
 OPENS = (
     Case((8, 512, 768), (2,), "i8", ("Relu",), symbolic=True),
@@ -197,6 +200,10 @@ def model(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.n
         elif op == "Gather":
             fed[f"ids{i}"] = IDS % case.shape[0]  # fed: a constant one ORT would gather when it loads the model
             ins.append(f"ids{i}")
+        elif op == "Gemm":  # a language model's head: one hidden state by the table's rows
+            fed[f"h{i}"] = np.random.default_rng(2).standard_normal((1, case.shape[1])).astype(np.float32)
+            ins.insert(0, f"h{i}")
+            attrs["transB"] = 1
         elif op == "Slice":  # the first SLICED rows, the end fed (a run's length)
             inits.append(numpy_helper.from_array(np.array([0], np.int64), f"start{i}"))
             fed[f"end{i}"] = np.array([SLICED], np.int64)
@@ -206,9 +213,12 @@ def model(case: Case) -> tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.n
             wanted = np.take(ref, IDS % case.shape[0], axis=0)
         elif op == "Slice":
             wanted = ref[:SLICED]
+        elif op == "Gemm":
+            wanted = None  # (its sums' order is ORT's)
         else:
             wanted = None if READ[op] is None else READ[op](ref)
         dims = None if case.symbolic else list(ref.shape if wanted is None else wanted.shape)
+        dims = [1, case.shape[0]] if op == "Gemm" else dims
         outs.append(helper.make_tensor_value_info(f"r{i}", onnx.TensorProto.FLOAT, dims))
         want.append(wanted)
     if case.x_const:
@@ -315,7 +325,8 @@ def measure(case: Case, repeat: int, mode: str) -> dict:
             runners["known"] = bs.Runner(lower_model(known, options).model, feed)
         row["exact"] = all(_exact(r, want) for r in runners.values())
         t = bs.timed(runners, repeat)
-        row |= {"before": before.nodes[0].strategy, "moved": node.gather_moved}
+        moved = next((n for n in result.nodes if n.gather_moved), node)
+        row |= {"before": before.nodes[0].strategy, "moved": moved.gather_moved, "strategy": moved.strategy}
         row |= {"ms_known": t["known"] * 1e3} if mode == "opens" else {}
         row |= {"ms_with": t["with"] * 1e3, "ms_without": t["without"] * 1e3, "ratio": t["with"] / t["without"]}
         return row

@@ -4,18 +4,18 @@
     python scripts/check_forms.py                  # 1000 random nodes (about 30 s)
     python scripts/check_forms.py --seed 1 --cases 1000 --json OUT.json
 
-Each case is one Dequantize node (ranks 1-4, some with a dim of 300-3000 so that the forms for larger
-inputs apply; random axes; i8/u8/i16/u16/i32 inputs, i32 with and without ``wrap_int32``; f32 or f16
-outputs; opsets 13/19/21/25; zero point or none; input, scale and zero point constant or fed, a fed input's
-dims other than the quantized ones declared by name in some, their sizes known only at run time) read by one
-or two of Relu, Reshape, Transpose (naming its perm), Unsqueeze, Slice, Identity, a no-op ONNX Runtime
-removes (Dropout, a Cast to the same type, a Mul by one) before one of those, a Mul by itself, a Gather
-of two rows (a Gather and a Slice are moved before the node where they can be), or returned as it is (where two nodes read a
-DequantizeLinear, the lowering may add a Flatten/Reshape pair after it so that ONNX Runtime runs it
-once, and it adds one where ONNX Runtime's QDQ passes would break the DequantizeLinear: the report counts
-those models); in some, the Scan's and the i32 guard's size floors are lifted so that those forms apply
-to small inputs; some nodes sit in a model-local function or in the branch of an ``If`` of a constant
-condition, both of which ONNX Runtime inlines before its other passes.
+Each case is one Dequantize node (ranks 1-4, some with a dim of 300-3000 so that the forms for larger inputs
+apply; random axes; i8/u8/i16/u16/i32 inputs, i32 with and without ``wrap_int32``; f32 or f16 outputs; opsets
+13/19/21/25; zero point or none; input, scale and zero point constant or fed, a fed input's dims other than
+the quantized ones declared by name in some, their sizes known only at run time) read by one or two of Relu,
+Reshape, Transpose (naming its perm), Unsqueeze, Slice, Identity, a no-op ONNX Runtime removes (Dropout, a
+Cast to the same type, a Mul by one) before one of those, a Mul by itself, a Gather of two rows (a Gather and
+a Slice are moved before the node where they can be), or returned as it is (where two nodes read a
+DequantizeLinear, the lowering may add a Flatten/Reshape pair after it so that ONNX Runtime runs it once, and
+it adds one where ONNX Runtime's QDQ passes would break the DequantizeLinear: the report counts those models);
+in some, the Scan's and the i32 guard's size floors are lifted so that those forms apply to small inputs; some
+nodes sit in a model-local function or in the branch of an ``If`` of a constant condition, both of which ONNX
+Runtime inlines before its other passes.
 The planner's form and every other form that applies are lowered in turn (``strategies=[name]``; a model
 the planner also chose runs once) and run by ONNX Runtime at its default optimization level, whose graph
 transformers (QDQ propagation, the Transpose optimizer, DequantizeLinear duplication) rewrite what the

@@ -134,7 +134,6 @@ def test_a_gather_along_a_quantized_axis_gathers_the_scale_too(axes, gather_axis
 @pytest.mark.parametrize(
     "kwargs,why",
     [
-        ({"axes": (), "readers": ["Gather", "Relu"]}, "another reader needs the whole output"),
         ({"axes": (), "readers": ["Gather"], "ids_shape": (50, 2)}, "the Gather repeats more than the table holds"),
     ],
 )
@@ -157,12 +156,36 @@ def test_the_whole_outputs_value_info_goes():
     assert same_bits(got, want[0])
 
 
-def test_no_move_for_a_node_not_lowered_or_returned():
+def test_no_move_for_a_node_not_lowered():
     m, *_ = _table_model((), ["Gather"])
     kept = _lower(m, only=lambda n: False).model
     assert [n.op_type for n in kept.graph.node] == ["Dequantize", "Gather"]
-    m.graph.output.append(vi("d", "f32", None))  # the graph returns the whole output too
-    assert [n.gather_moved for n in _lower(m).nodes] == [""]
+
+
+@pytest.mark.parametrize(
+    "axes,readers,returned",
+    [
+        ((), ["Gather", "Relu"], False),  # another reader needs the whole output
+        ((0,), ["Relu", "Gather", "Gather"], False),  # two Gathers moved, a scale per row
+        ((1,), ["Gather"], True),  # the graph returns the whole output too
+        ((), ["Gather", "Gather"], False),  # one Gather takes more than the table holds: it reads the output
+    ],
+)
+def test_the_node_stays_for_the_readers_not_moved(axes, readers, returned):
+    """A Gather moves where it can while the node stays for the readers that cannot move (ORT would give a
+    Gather its own copy of the DequantizeLinear, over the whole table) or the graph's output."""
+    ids = (2, 3) if readers.count("Gather") < 2 or axes else (50, 2)
+    m, feed, want = _table_model(axes, readers, ids_shape=ids, x_fed=True)
+    if returned:
+        m.graph.output.append(vi("d", "f32", list(TABLE)))
+        want.append(odq.dequantize(feed["x"], *(numpy_helper.to_array(t) for t in m.graph.initializer[:2]), axes=axes))
+    result = _lower(m)
+    moved = [n.gather_moved for n in result.nodes]
+    expect = sum(r == "Gather" for r in readers) if ids == (2, 3) else 0
+    assert sorted(moved) == [""] + sorted(f"'g{i}' of 'dq'" for i, r in enumerate(readers) if r == "Gather")[:expect]
+    assert result.nodes[moved.index("")].node == "dq"  # the node stays, lowered for the other readers
+    for got, w in zip(run_ort(result.model, feed), want):
+        assert same_bits(got, w)
 
 
 def test_scalar_ids_and_axes_after_the_gathered_one():

@@ -1,5 +1,5 @@
-"""A Dequantize read only by Gathers and Slices: each moved before it, so that only the elements they
-take are dequantized.
+"""A Dequantize read by Gathers and Slices: each moved before it, so that only the elements they take are
+dequantized.
 
 A quantized embedding table read by a Gather (``Dequantize(table) -> Gather(ids)``) dequantizes the
 whole table on every run, in ONNX Runtime as in any runtime; gathering the quantized rows first and
@@ -7,7 +7,8 @@ dequantizing those gives the same values bit for bit (the op is elementwise). Wh
 a quantized axis (a scale per row of the table, the usual embedding), the scale and zero point are
 gathered by the same ids. A (32000, 512) int8 table gathered by 16 fed ids: 3.4-5.0 ms -> 0.004-0.008 ms
 with a scale per column, 3.3-3.7 ms -> 0.006 with one per row (ORT 1.32, one thread; docs/lowering.md).
-A Slice (a table of positions cut to a run's length) is moved the same way.
+A Slice (a table of positions cut to a run's length) is moved the same way. The node stays where
+other readers or the graph's output need all of it (tied embeddings: 0.72-0.75x the time with a Gemm).
 
 The rewrite runs on a graph before its nodes are lowered (in effect the main graph: see ``gather_first``'s
 conditions): ``Dequantize(x) -> Gather(d, i, axis=a)`` becomes ``Gather(x, i, axis=a) -> Dequantize`` (one
@@ -194,13 +195,13 @@ READERS = {"Gather": _gather, "Slice": _slice}
 """The readers that take part of the node's output, and how each is moved before it."""
 
 
-def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> list[_Move] | None:
-    """Each Gather or Slice reading ``node``'s output, moved, where all of them can be moved before it (see
-    ``gather_first``); else None."""
+def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> tuple[list[_Move], bool] | None:
+    """Each Gather or Slice reading ``node``'s output that can be moved before it (see ``gather_first``), and
+    whether the node stays for its other readers (or the graph's output); None where none moves."""
     out = node.output[0] if node.output else ""
     readers = scope.readers(out)
     x = scope.types.get(node.input[0]) if node.input else None
-    if not readers or out in scope.outputs or scope.read_inside(out) or x is None or x.shape is None:
+    if not readers or x is None or x.shape is None:
         return None
     bits = getattr(x.elem_type, "bits", 0)
     if bits < 8:
@@ -208,40 +209,50 @@ def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> list[_Move] 
     x_fed = scope.depends_on_fed(node.input[0])
     if bits == 32 and not wrap_int32 and not x_fed:
         return None  # the i32 guard checks a constant input when lowering, a gathered one on every run
+    whole = _size(tuple(x.shape))
+    kept = out in scope.outputs or scope.read_inside(out)
     moves: list[_Move] = []
     for r in readers:
-        move = READERS.get(r.op_type)
-        if move is None or r.domain not in ("", "ai.onnx") or len(r.output) != 1:
-            return None
-        if r.input[0] != out or list(r.input).count(out) != 1:
-            return None
-        if not x_fed and not any(scope.depends_on_fed(i) for i in r.input[1:] if i):
-            return None  # ORT would fold the reader of constants into a constant weight (and fuse it)
-        try:
-            m = move(scope, node, r, x)
-        except _Unknown:
-            return None
-        if m is None:
-            return None
-        moves.append(m)
+        m = _move(scope, node, r, x, x_fed)
+        if m is None or (m.size is not None and whole is not None and m.size > whole):
+            kept = True  # it reads the node's output as it is
+        else:
+            moves.append(m)
     sizes = [m.size for m in moves]
-    whole = _size(tuple(x.shape))
-    if None not in sizes and whole is not None and sum(sizes) > whole:  # type: ignore[arg-type]
+    if not kept and None not in sizes and whole is not None and sum(sizes) > whole:  # type: ignore[arg-type]
         return None  # the readers repeat more elements than the input holds: dequantize it once
-    return moves
+    return (moves, kept) if moves else None
+
+
+def _move(scope: Scope, node: onnx.NodeProto, r: onnx.NodeProto, x: TensorType, x_fed: bool) -> _Move | None:
+    """The reader ``r`` moved before ``node``, or None where it cannot be."""
+    move = READERS.get(r.op_type)
+    out = node.output[0]
+    if move is None or r.domain not in ("", "ai.onnx") or len(r.output) != 1:
+        return None
+    if r.input[0] != out or list(r.input).count(out) != 1:
+        return None
+    if not x_fed and not any(scope.depends_on_fed(i) for i in r.input[1:] if i):
+        return None  # ORT would fold the reader of constants into a constant weight (and fuse it)
+    try:
+        return move(scope, node, r, x)
+    except _Unknown:
+        return None
 
 
 def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict[str, str]:
     """Move the Gathers and Slices before each Dequantize of ``scope`` that ``options`` lowers, in place,
-    where: every reader of its output is a Gather or a Slice reading it as its data; a Gather's indices are
-    of known rank, a Slice's axes known when lowering and either all quantized or none; along a quantized
-    axis, the scale's element type is known; the input is 8-bit or wider; the input or the reader's other
-    inputs are computed from the model's inputs (ORT would otherwise fold the reader into a constant
-    weight, which its MatMul fusions then read inexactly); an i32 input without ``wrap_int32`` is not a
-    constant (its check would then run on every run); and the readers take no more elements (with a
-    gathered scale and zero point) than the input (or, a Gather's size unknown, the table has
-    ``MIN_ROWS``). Returns, for each new Dequantize (by its output), the reader moved before it, as
-    ``"'reader' of 'dequantize'"``."""
+    where: the reader reads the node's output as its data; a Gather's indices are of known rank, a Slice's
+    axes known when lowering and either all quantized or none; along a quantized axis, the scale's element
+    type is known; the input is 8-bit or wider; the input or the reader's other inputs are computed from
+    the model's inputs (ORT would otherwise fold the reader into a constant weight, which its MatMul fusions
+    then read inexactly); an i32 input without ``wrap_int32`` is not a constant (its check would then run
+    on every run); and the reader takes no more elements (with a gathered scale and zero point) than the
+    input (or, a Gather's size unknown, the table has ``MIN_ROWS``), nor, where every reader moves, do
+    they all. The node stays, for the graph's output and its other readers, where it has them (tied
+    embeddings: a Gemm reads the whole table, and ORT would give the Gather its own DequantizeLinear of
+    it). Returns, for each new Dequantize (by its output), the reader moved before it, as ``"'reader' of
+    'dequantize'"``."""
     moved: dict[str, str] = {}
     plans = {
         id(n): m
@@ -250,11 +261,11 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
     }
     if not plans:
         return moved
-    replaced = {id(m.reader): (n, m) for n in scope.body.node if id(n) in plans for m in plans[id(n)]}
+    replaced = {id(m.reader): (n, m) for n in scope.body.node if id(n) in plans for m in plans[id(n)][0]}
     nodes: list[onnx.NodeProto] = []
     gone: set[str] = set()
     for n in scope.body.node:
-        if id(n) in plans:
+        if id(n) in plans and not plans[id(n)][1]:
             gone.add(n.output[0])
             continue  # each of its readers gets its own Dequantize
         if id(n) not in replaced:
@@ -264,7 +275,8 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
         label = dq.name or dq.output[0]
         new = onnx.NodeProto()
         new.CopyFrom(dq)
-        if len(plans[id(dq)]) > 1 or not dq.name:  # one reader: the Dequantize keeps its name
+        moves, kept = plans[id(dq)]
+        if len(moves) > 1 or kept or not dq.name:  # one reader, the node gone: the Dequantize keeps its name
             new.name = names.fresh(f"{label}__{n.name or n.output[0]}")
         param_axes = None
         if move.param_axes:  # a Slice's axes of the scale and zero point
