@@ -878,3 +878,52 @@ def test_shape_arithmetic_is_computed_once_per_node():
     assert len(values) == len(set(values)), values
     (got,) = run_ort(result.model, {"x": x, "s": s, "z": z})
     assert same_bits(got, odq.dequantize(x, s, z, axes=(0, 1)))
+
+
+@pytest.mark.parametrize(
+    "dims,axes,zp",
+    [
+        (("n", 4, 8), (0, 1), False),  # the scale, fed along a symbolic axis, reshaped by its own dims
+        (("n", 4, 8, 6), (1, 3), False),  # a blocked form would Expand the scale to the input's Shape
+        (("n", 4, 8), (0, 1), True),
+    ],
+)
+def test_a_4_bit_input_over_symbolic_dims_reads_no_shape_of_it(dims, axes, zp):
+    """ORT 1.32 has no Shape kernel for 4-bit types: no form over dims known at run time reads the input's."""
+    from onnx import TensorProto
+
+    rng = np.random.default_rng(len(dims) + zp)
+    shape = tuple(3 if isinstance(d, str) else d for d in dims)
+    x, s, z = random_case(rng, shape, axes, "i4", "f32", zp=zp)
+    sdims = [dims[a] for a in axes]
+    nodes = [helper.make_node("Cast", ["x8"], ["x"], to=TensorProto.INT4)]
+    inputs, feeds = [vi("x8", "i8", list(dims)), vi("s", "f32", sdims)], {"x8": x.astype(np.int8), "s": s}
+    names = ["x", "s"]
+    if zp:
+        inputs.append(vi("z8", "i8", sdims))
+        nodes.append(helper.make_node("Cast", ["z8"], ["z"], to=TensorProto.INT4))
+        feeds["z8"], names = z.astype(np.int8), [*names, "z"]
+    nodes.append(odq.make_node(names, ["y"], axes=list(axes), name="dq"))
+    m = model_of(nodes, inputs, [vi("y", "f32", list(dims))])
+    result = lower_model(m)
+    shapes_of = {n.input[0] for n in result.model.graph.node if n.op_type == "Shape"}
+    assert not shapes_of & {"x", "z"}, (result.nodes[0].strategy, shapes_of)
+    (got,) = run_ort(result.model, feeds)
+    assert same_bits(got, odq.dequantize(x, s, z, axes=axes))
+
+
+def test_below_opset_14_no_reshape_merges_dims_known_at_run_time():
+    """Below opset 14 a Reshape has no ``allowzero``: a merged dim of 0 at run time would be read as "copy
+    the input's dim". Such layouts are refused (``tests/test_planner.py`` pins which)."""
+    rng = np.random.default_rng(15)
+    x, s, z = random_case(rng, (3, 2, 6), (0, 1), "u8", "f32")
+    m = one_node_model(x, s, z, (0, 1), const=False, opset=13)
+    m.graph.input[0].CopyFrom(vi("x", "u8", ["a", "b", 6]))
+    for i, t in ((1, "f32"), (2, "u8")):
+        m.graph.input[i].CopyFrom(vi(m.graph.input[i].name, t, ["a", "b"]))
+    result = lower_model(m)
+    assert "misread an empty input" in result.nodes[0].refused["dql-merged-axes"]
+    for shape in ((3, 2, 6), (3, 0, 6)):
+        xs, ss, zs = random_case(rng, shape, (0, 1), "u8", "f32")
+        (got,) = run_ort(result.model, {"x": xs, "s": ss, "z": zs})
+        assert got.shape == shape and same_bits(got, odq.dequantize(xs, ss, zs, axes=(0, 1)))

@@ -156,6 +156,19 @@ def test_the_slow_last_axis_is_avoided():
         assert p.choice.axis == len(shape) - 2 or p.choice.reshapes, shape
 
 
+def test_below_opset_14_a_reshape_merges_no_dim_known_at_run_time():
+    """Without ``allowzero`` a 0 in a Reshape's target copies the input's dim: a dim known only at run time
+    may stay where it is (a 0 copies a 0), not be merged or moved to another place in the view."""
+    for shape, axes, opset, refused in (
+        ((None, 4, 8), (1, 2), 13, False),  # the symbolic dim keeps its place
+        ((4, 8, None), (0, 1), 13, True),  # it moves from axis 2 to axis 1 of the view
+        ((None, 4, 8), (0, 1), 13, True),  # merged
+        ((None, 4, 8), (0, 1), 14, False),  # allowzero
+    ):
+        i = info(shape, axes, opset=opset)
+        assert ("dql-merged-axes" in plan(i).refused) is refused, (shape, axes, opset)
+
+
 def test_a_reshape_copies_only_a_graph_output():
     inside = plan(info((4, 8, 16), (0, 1)))
     output = plan(info((4, 8, 16), (0, 1), graph_output=True))

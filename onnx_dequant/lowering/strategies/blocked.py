@@ -43,6 +43,8 @@ class Blocked(DQLStrategy):
                 expand = tuple(i for i, qq in enumerate(quant) if not qq and i != r)
                 if expand and info.has_zp and four_bit:
                     continue  # Expand has no 4-bit types
+                if four_bit and any(not isinstance(dims[i], int) for i in expand):
+                    continue  # the Expand's target would read the 4-bit input's Shape (no ORT kernel)
                 out.append(Layout(view, quant, "blocked", r, expand))
         rank = info.rank or 0
         if len(info.axes) == rank >= 2:

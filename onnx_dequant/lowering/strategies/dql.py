@@ -24,6 +24,7 @@ __all__ = [
     "ort_pass_barrier",
     "qdq_propagates",
     "reshape",
+    "zero_refusal",
     "reshape_back",
 ]
 
@@ -180,6 +181,21 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
     return cost
 
 
+def zero_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
+    """Why ``layout``'s Reshapes would misread an empty input, or None. Below opset 14 a Reshape has no
+    ``allowzero``: a 0 in its target shape copies the input's dim there. A size known only at run time is
+    safe only as the same axis at the same place in the input, the view and the output (a 0 then copies a
+    0); a merged one, or one the view moves, is not."""
+    if info.opset >= 14 or not layout.reshapes or info.shape is None:
+        return None
+    for i, g in enumerate(layout.view):
+        if g != (i,) and any(not isinstance(info.shape[a], int) for a in g):
+            return Refusal(
+                "a Reshape to dims known only at run time, below opset 14 (no allowzero), would misread an empty input"
+            )
+    return None
+
+
 def reshape(
     em: Emitter, info: NodeInfo, tensor: str, shape_name: str, output: str | None = None, hint: str = ""
 ) -> str:
@@ -201,6 +217,8 @@ def _reshape_param(em: Emitter, info: NodeInfo, tensor: str, sshape: list, param
         const = em.redim(tensor, dims, hint)
         if const is not None:
             return const
+    if info.in_type.bits < 8:  # (ORT has no Shape kernel for 4-bit types: the scale's own dims)
+        return reshape(em, info, tensor, merged_shape_tensor(em, tensor, sshape, param_groups, info.opset), hint=hint)
     # the dims read from the input (the contract makes them the same): one Shape for the input and its params
     x_groups = [g if isinstance(g, int) else tuple(info.axes[a] for a in g) for g in param_groups]
     shape = merged_shape_tensor(em, info.x, info.shape or (), x_groups, info.opset)
@@ -304,7 +322,7 @@ class DQLStrategy(Strategy[Layout]):
         layout = self.layout(info)
         if isinstance(layout, Refusal):
             return layout
-        return dql_refusal(info) or ort_pass_barrier(info, layout)
+        return dql_refusal(info) or zero_refusal(info, layout) or ort_pass_barrier(info, layout)
 
     def cost(self, info: NodeInfo, choice: Layout) -> float:
         return layout_cost(info, choice)
