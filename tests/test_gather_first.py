@@ -17,6 +17,7 @@ from onnx_dequant.lowering import LowerOptions, lower_model
 
 RNG = np.random.default_rng(11)
 TABLE = (40, 6)
+WIDE = (40, 64)
 
 
 def _table_model(
@@ -111,15 +112,16 @@ def test_each_gather_gets_its_own_dequantize():
         ((0,), 0, (5,), {"zp": False}),  # no zero point: only the scale is gathered
         ((0,), 0, (2, 2), {"params_fed": True, "qt": "u8"}),  # a fed scale and zero point
         ((0, 1), 0, (3, 2), {"qt": "i16"}),  # a scale as large as the table
-        ((0, 1), 1, (2, 2), {"x_shape": (3, 9, 4)}),  # the scale's second axis gathered
-        ((1, 2), 1, (), {"x_shape": (3, 9, 4)}),  # scalar ids: the gathered axis goes from the scale
+        ((0, 1), 1, (2, 2), {"x_shape": (3, 9, 64)}),  # the scale's second axis gathered
+        ((1, 2), 1, (), {"x_shape": (3, 9, 64)}),  # scalar ids: the gathered axis goes from the scale
         ((0,), 0, (4,), {"out": "f16"}),  # an f16 scale
-        ((0,), 0, (3, 5), {"x_shape": (4096, 2), "ids_dims": ("n", "t")}),  # ids of unknown size
+        ((0,), 0, (3, 5), {"x_shape": (4096, 64), "ids_dims": ("n", "t")}),  # ids of unknown size
     ],
 )
 def test_a_gather_along_a_quantized_axis_gathers_the_scale_too(axes, gather_axis, ids_shape, kwargs):
     """``Dequantize(t, s, z, axes) -> Gather(ids)`` along a quantized axis becomes ``Dequantize(Gather(t),
     Gather(s), Gather(z))``: the scale and zero point by the same ids, along their own axis for it."""
+    kwargs = {"x_shape": WIDE} | kwargs  # (rows of 64: worth the scale's Gathers, ``PARAM_GATHER_COST``)
     m, feed, want = _table_model(axes, ["Gather"], ids_shape=ids_shape, gather_axis=gather_axis, **kwargs)
     result = _lower(m)
     assert result.nodes[0].gather_moved == "'g0' of 'dq'"
@@ -174,10 +176,10 @@ def test_no_move_for_a_node_not_lowered():
 def test_the_node_stays_for_the_readers_not_moved(axes, readers, returned):
     """A Gather moves where it can while the node stays for the readers that cannot move (ORT would give a
     Gather its own copy of the DequantizeLinear, over the whole table) or the graph's output."""
-    ids = (2, 3) if readers.count("Gather") < 2 or axes else (50, 2)
-    m, feed, want = _table_model(axes, readers, ids_shape=ids, x_fed=True)
+    ids = (2, 3) if readers.count("Gather") < 2 or axes else (30, 2)
+    m, feed, want = _table_model(axes, readers, ids_shape=ids, x_fed=True, x_shape=WIDE)
     if returned:
-        m.graph.output.append(vi("d", "f32", list(TABLE)))
+        m.graph.output.append(vi("d", "f32", list(WIDE)))
         want.append(odq.dequantize(feed["x"], *(numpy_helper.to_array(t) for t in m.graph.initializer[:2]), axes=axes))
     result = _lower(m)
     moved = [n.gather_moved for n in result.nodes]
@@ -357,3 +359,23 @@ def test_no_slice_move_where_it_does_not_apply(kwargs, why):
     assert result.nodes[0].gather_moved == "", why
     (got,) = run_ort(result.model, feed)
     assert same_bits(got, want), why
+
+
+@pytest.mark.parametrize(
+    "x_shape,ids_shape,ids_dims,moved",
+    [
+        ((512, 8), (16,), None, True),  # a few rows of a scale per row: moved
+        ((512, 8), (358,), None, False),  # 70% of the rows: the scale's Gathers cost more than they save
+        ((512, 64), (200,), None, True),  # wide rows pay for them
+        ((4096, 8), (3, 5), ("n", "t"), False),  # ids of unknown size, rows narrower than MIN_ROW_WIDTH
+        ((4096, 64), (3, 5), ("n", "t"), True),
+    ],
+)
+def test_a_scale_gathered_by_index_is_priced(x_shape, ids_shape, ids_dims, moved):
+    """Along a quantized axis each index costs the scale's and zero point's Gathers ``PARAM_GATHER_COST``
+    elements: narrow rows read by most of the table stay dequantized where they are (1.2-1.9x slower moved)."""
+    m, feed, want = _table_model((0,), ["Gather"], x_shape=x_shape, ids_shape=ids_shape, ids_dims=ids_dims)
+    result = _lower(m)
+    assert bool(result.nodes[0].gather_moved) is moved
+    (got,) = run_ort(result.model, feed)
+    assert same_bits(got, want[0])
