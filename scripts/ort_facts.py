@@ -243,6 +243,38 @@ def no_int4_reshape():
 
 
 @fact
+def no_int4_shape():
+    """ORT has no Shape kernel for int4 (a form over symbolic dims reads no 4-bit input's Shape)."""
+    m = _model(
+        [helper.make_node("Cast", ["x8"], ["x"], to=TP.INT4), helper.make_node("Shape", ["x"], ["y"])],
+        [_vi("x8", TP.INT8, ["n"])],
+        [_vi("y", TP.INT64, [1])],
+    )
+    try:
+        _session(m, ort.GraphOptimizationLevel.ORT_DISABLE_ALL).run(None, {"x8": np.ones(3, np.int8)})
+    except Exception:
+        return True
+    return False
+
+
+@fact
+def blocked_dql_open_block_needs_an_empty_scale_for_an_empty_axis():
+    """A blocked DequantizeLinear with a block longer than its axis runs with a scale of one element there,
+    and over an empty axis needs a scale of none (ceil(0 / block_size)): the open block's Slice."""
+
+    def run(rows: int, scale_rows: int) -> bool:
+        n = helper.make_node("DequantizeLinear", ["x", "s"], ["y"], axis=0, block_size=1 << 40)
+        m = _model([n], [_vi("x", TP.INT8, ["r", 4]), _vi("s", TP.FLOAT, ["q", 4])], [_vi("y", TP.FLOAT, None)])
+        feed = {"x": np.ones((rows, 4), np.int8), "s": np.full((scale_rows, 4), 0.5, np.float32)}
+        try:
+            return _session(m).run(None, feed)[0].shape == (rows, 4)
+        except Exception:
+            return False
+
+    return run(5, 1) and run(1, 1) and run(0, 0) and not run(0, 1)
+
+
+@fact
 def matmulnbits_fusion_is_lossy():
     """ORT fuses a constant int8 DQL -> MatMul into MatMulNBits, which by default quantizes activations to int8."""
     rng = np.random.default_rng(0)
