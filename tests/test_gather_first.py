@@ -18,6 +18,7 @@ from onnx_dequant.lowering import LowerOptions, lower_model
 RNG = np.random.default_rng(11)
 TABLE = (40, 6)
 WIDE = (40, 64)
+STAY = (160, 64)
 
 
 def _table_model(
@@ -36,7 +37,8 @@ def _table_model(
     out="f32",
 ):
     """A Dequantize of a table (an initializer, or fed) read by ``readers``: "Gather" (ids along
-    ``gather_axis``, fed unless ``ids_fed=False``, declared with ``ids_dims`` when given) or another op;
+    ``gather_axis``, fed unless ``ids_fed=False``, declared with ``ids_dims`` when given), "Gemm" (a fed
+    matrix by the table's rows, not compared) or another op (compared as Relu);
     with a zero point unless ``zp=False``, the scale and zero point fed with ``params_fed``, output ``out``."""
     q = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32}[qt]
     info = np.iinfo(q)
@@ -63,6 +65,13 @@ def _table_model(
         if op == "Gather":
             nodes.append(helper.make_node("Gather", ["d", "ids"], [f"r{i}"], axis=gather_axis, name=f"g{i}"))
             want.append(np.take(y, ids, axis=gather_axis))
+        elif op == "Gemm":  # a language model's head reading the table (tied embeddings): not compared
+            inputs.append(vi(f"h{i}", out, [2, x_shape[1]]))
+            feed[f"h{i}"] = RNG.standard_normal((2, x_shape[1])).astype(y.dtype)
+            nodes.append(helper.make_node("Gemm", [f"h{i}", "d"], [f"r{i}"], transB=1))
+            want.append(None)
+            outs.append(vi(f"r{i}", out, [2, x_shape[0]]))
+            continue
         else:
             nodes.append(helper.make_node(op, ["d"], [f"r{i}"]))
             want.append(np.maximum(y, 0))
@@ -170,17 +179,19 @@ def test_no_move_for_a_node_not_lowered():
         ((), ["Gather", "Relu"], False),  # another reader needs the whole output
         ((0,), ["Relu", "Gather", "Gather"], False),  # two Gathers moved, a scale per row
         ((1,), ["Gather"], True),  # the graph returns the whole output too
-        ((), ["Gather", "Gather"], False),  # one Gather takes more than the table holds: it reads the output
+        ((), ["Gather", "Gather"], False),  # a Gather takes more than the table holds: it reads the output
     ],
 )
 def test_the_node_stays_for_the_readers_not_moved(axes, readers, returned):
-    """A Gather moves where it can while the node stays for the readers that cannot move (ORT would give a
-    Gather its own copy of the DequantizeLinear, over the whole table) or the graph's output."""
-    ids = (2, 3) if readers.count("Gather") < 2 or axes else (30, 2)
-    m, feed, want = _table_model(axes, readers, ids_shape=ids, x_fed=True, x_shape=WIDE)
+    """A Gather of a constant table moves where it can while the node stays for the readers that cannot
+    move or the graph's output: ORT would give the Gather its own copy of the DequantizeLinear, over the
+    whole table (tied embeddings)."""
+    ids = (2, 3) if readers.count("Gather") < 2 or axes else (200, 2)
+    m, feed, want = _table_model(axes, readers, ids_shape=ids, x_shape=STAY)
     if returned:
-        m.graph.output.append(vi("d", "f32", list(WIDE)))
-        want.append(odq.dequantize(feed["x"], *(numpy_helper.to_array(t) for t in m.graph.initializer[:2]), axes=axes))
+        m.graph.output.append(vi("d", "f32", list(STAY)))
+        arrays = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+        want.append(odq.dequantize(arrays["x"], arrays["s"], arrays["z"], axes=axes))
     result = _lower(m)
     moved = [n.gather_moved for n in result.nodes]
     expect = sum(r == "Gather" for r in readers) if ids == (2, 3) else 0
@@ -188,6 +199,26 @@ def test_the_node_stays_for_the_readers_not_moved(axes, readers, returned):
     assert result.nodes[moved.index("")].node == "dq"  # the node stays, lowered for the other readers
     for got, w in zip(run_ort(result.model, feed), want):
         assert same_bits(got, w)
+
+
+@pytest.mark.parametrize(
+    "kwargs,why",
+    [
+        (
+            {"x_fed": True},
+            "a fed table: run_once runs its DequantizeLinear once, the Gather's elements would run twice",
+        ),
+        ({"ids_shape": (30, 2)}, "the moved readers would take more than a quarter of the table (KEPT_SHARE)"),
+        ({"weights": "float"}, "the staying node is folded to a float weight the Gather reads as it is"),
+    ],
+)
+def test_no_move_beside_a_staying_node_where_it_does_not_pay(kwargs, why):
+    options = {"weights": kwargs.pop("weights")} if "weights" in kwargs else {}
+    m, feed, want = _table_model((0,), ["Gather", "Gemm"], x_shape=STAY, **kwargs)
+    result = _lower(m, **options)
+    assert [n.gather_moved for n in result.nodes] == [""], why
+    for got, w in zip(run_ort(result.model, feed), want):
+        assert w is None or same_bits(got, w), why
 
 
 def test_scalar_ids_and_axes_after_the_gathered_one():
@@ -271,10 +302,11 @@ def test_lower_command_says_which_gathers_moved(tmp_path, capsys):
 
 
 def _sliced_model(
-    axes, starts, ends, slice_axes, steps=None, *, x_shape=(12, 10), qt="i8", x_fed=False, fed_ends=False
+    axes, starts, ends, slice_axes, steps=None, *, x_shape=(12, 10), qt="i8", x_fed=False, fed_ends=False, index="i64"
 ):
     """``Dequantize(table) -> Slice(starts, ends, slice_axes, steps)`` (``slice_axes`` None: the input absent);
-    the ends fed with ``fed_ends``; and the output wanted, ORT's Slice of the reference's output."""
+    the ends fed with ``fed_ends``, every index of type ``index``; and the output wanted, ORT's Slice of the
+    reference's output."""
     q = dtypes.parse(qt)
     x = RNG.integers(int(q.min), int(q.max) + 1, x_shape).astype(q.numpy)
     sshape = [x_shape[a] for a in axes]
@@ -290,10 +322,10 @@ def _sliced_model(
             continue
         names.append(k)
         if k == "ends" and fed_ends:
-            inputs.append(vi(k, "i64", [len(v)]))
-            feed[k] = np.array(v, np.int64)
+            inputs.append(vi(k, index, [len(v)]))
+            feed[k] = np.array(v, dtypes.parse(index).numpy)
         else:
-            inits.append(numpy_helper.from_array(np.array(v, np.int64), k))
+            inits.append(numpy_helper.from_array(np.array(v, dtypes.parse(index).numpy), k))
     while names and not names[-1]:
         names.pop()
     if x_fed:
@@ -328,6 +360,10 @@ def _sliced_model(
         ((0, 1), [1, -3], [-1, 100], None, None, {"x_fed": True}),  # no axes input: every axis, in order
         ((1,), [-3], [100], [-1], None, {"x_fed": True}),  # a negative axis
         ((0,), [3], [3], [0], None, {"x_fed": True}),  # empty
+        ((0,), [2], [9], [0], [2], {"x_fed": True, "index": "i32"}),  # int32 indices: the scale's axes int32 too
+        ((0,), [2], [9], None, None, {"fed_ends": True, "index": "i32"}),
+        ((0,), [5], [2**63 - 1], [0], [-1], {"x_fed": True}),  # ORT reads this end as "to the first"
+        ((0,), [5], [2**31 - 1], [0], [-2], {"x_fed": True, "index": "i32"}),
     ],
 )
 def test_a_slice_moves_before_the_dequantize(axes, starts, ends, slice_axes, steps, kwargs):

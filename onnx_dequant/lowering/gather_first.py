@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from ..contract import TensorType
 from ..graphs import FreshNames
@@ -45,6 +45,9 @@ MIN_ROW_WIDTH = 64
 """Along a quantized axis, with the Gather's size not known when lowering, the move is made only where a
 gathered row holds at least this many elements (the scale's and zero point's Gathers cost about that per
 index, ``PARAM_GATHER_COST``)."""
+
+KEPT_SHARE = 4
+"""Where the node stays for other readers, the readers moved take at most this share of its input (1/4)."""
 
 MIN_ROWS = 4096
 """Where the Gathers' sizes are not known when lowering (ids of symbolic dims), the move is made only for
@@ -88,7 +91,7 @@ class _Move(NamedTuple):
     inputs: tuple[_Input, ...]
     axes: tuple[int, ...]  # the new node's quantization axes
     size: int | None  # elements the moved readers output (None: not known when lowering)
-    param_axes: tuple[int, ...] = ()  # a Slice's axes of the scale and zero point
+    param_axes: np.ndarray | None = None  # a Slice's axes of the scale and zero point
 
 
 def _gather(scope: Scope, node: onnx.NodeProto, g: onnx.NodeProto, x: TensorType) -> _Move | None:
@@ -158,9 +161,12 @@ def _slice(scope: Scope, node: onnx.NodeProto, sl: onnx.NodeProto, x: TensorType
             shape[a] = None
     shape_t = tuple(shape)
     inputs = [_Input(0, tuple(sl.input[1:]), (), TensorType(x.elem_type, shape_t))]
-    param_axes: tuple[int, ...] = ()
-    if any(quantized):
-        param_axes = tuple(axes.index(a) for a in sliced)
+    param_axes = None
+    if any(quantized):  # the scale's axes, of the type of the Slice's other indices (int32 or int64)
+        index = scope.types.get(sl.input[1])
+        if index is None or index.elem_type is None:
+            return None
+        param_axes = np.array([axes.index(a) for a in sliced], index.elem_type.numpy)
         extra = (sl.input[1], sl.input[2], None) + ((sl.input[4],) if len(sl.input) > 4 and sl.input[4] else ())
         inputs += _params(scope, node, x, tuple(shape_t[a] for a in axes), extra, ())
     size = _size(shape_t)
@@ -169,9 +175,12 @@ def _slice(scope: Scope, node: onnx.NodeProto, sl: onnx.NodeProto, x: TensorType
     return _Move(sl, tuple(inputs), axes, size, param_axes)
 
 
-def _sliced_length(d: int, start: int, end: int, step: int) -> int:
+def _sliced_length(d: int, start: int, end: int, step: int) -> int | None:
     """The length of ONNX's Slice of a ``d``-long axis (its clamping differs from Python's for a negative
-    step: a start before the axis is its first element, not none)."""
+    step: a start before the axis is its first element, not none); None where ORT 1.32 departs from ONNX's
+    text (an end of INT32_MAX or INT64_MAX with a negative step, which it reads as "to the first element")."""
+    if step < 0 and end >= 2**31 - 1:
+        return None
     start, end = start + d if start < 0 else start, end + d if end < 0 else end
     if step > 0:
         start, end = min(max(start, 0), d), min(max(end, 0), d)
@@ -210,7 +219,7 @@ READERS = {"Gather": _gather, "Slice": _slice}
 """The readers that take part of the node's output, and how each is moved before it."""
 
 
-def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> tuple[list[_Move], bool] | None:
+def _moves(scope: Scope, node: onnx.NodeProto, options: LowerOptions) -> tuple[list[_Move], bool] | None:
     """Each Gather or Slice reading ``node``'s output that can be moved before it (see ``gather_first``), and
     whether the node stays for its other readers (or the graph's output); None where none moves."""
     out = node.output[0] if node.output else ""
@@ -222,7 +231,7 @@ def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> tuple[list[_
     if bits < 8:
         return None  # ONNX Runtime has no Gather or Slice for 4-bit types
     x_fed = scope.depends_on_fed(node.input[0])
-    if bits == 32 and not wrap_int32 and not x_fed:
+    if bits == 32 and not options.wrap_int32 and not x_fed:
         return None  # the i32 guard checks a constant input when lowering, a gathered one on every run
     whole = _size(tuple(x.shape))
     kept = out in scope.outputs or scope.read_inside(out)
@@ -234,9 +243,20 @@ def _moves(scope: Scope, node: onnx.NodeProto, wrap_int32: bool) -> tuple[list[_
         else:
             moves.append(m)
     sizes = [m.size for m in moves]
-    if not kept and None not in sizes and whole is not None and sum(sizes) > whole:  # type: ignore[arg-type]
-        return None  # the readers repeat more elements than the input holds: dequantize it once
-    return (moves, kept) if moves else None
+    if not moves:
+        return None
+    if not kept:
+        if None not in sizes and whole is not None and sum(sizes) > whole:  # type: ignore[arg-type]
+            return None  # the readers repeat more elements than the input holds: dequantize it once
+        return moves, kept
+    # The node stays: a moved reader saves only the copy of the whole DequantizeLinear ORT gives a reader of a
+    # constant weight (a fed input's is run once by ``run_once``: moving then dequantizes its elements twice,
+    # 1.1-1.6x slower), and a weight folded to float (``weights="float"``) it reads as it is.
+    if x_fed or options.weights == "float" or None in sizes or whole is None:
+        return None
+    if sum(sizes) * KEPT_SHARE > whole:  # type: ignore[arg-type]
+        return None
+    return moves, kept
 
 
 def _move(scope: Scope, node: onnx.NodeProto, r: onnx.NodeProto, x: TensorType, x_fed: bool) -> _Move | None:
@@ -272,7 +292,7 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
     plans = {
         id(n): m
         for n in scope.body.node
-        if is_dequantize(n) and options.wants(n) and (m := _moves(scope, n, options.wrap_int32)) is not None
+        if is_dequantize(n) and options.wants(n) and (m := _moves(scope, n, options)) is not None
     }
     if not plans:
         return moved
@@ -294,9 +314,10 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
         if len(moves) > 1 or kept or not dq.name:  # one reader, the node gone: the Dequantize keeps its name
             new.name = names.fresh(f"{label}__{n.name or n.output[0]}")
         param_axes = None
-        if move.param_axes:  # a Slice's axes of the scale and zero point
+        if move.param_axes is not None:  # a Slice's axes of the scale and zero point
             param_axes = names.fresh(f"{label}__param_axes")
-            nodes.append(helper.make_node("Constant", [], [param_axes], name=param_axes, value_ints=move.param_axes))
+            value = numpy_helper.from_array(move.param_axes)
+            nodes.append(helper.make_node("Constant", [], [param_axes], name=param_axes, value=value))
         for p in move.inputs:
             name = names.fresh(f"{label}__{('gathered', 'scale_gathered', 'zp_gathered')[p.index]}")
             extra = [param_axes if e is None else e for e in p.extra]
