@@ -129,6 +129,7 @@ GATHERS = (
     Case((32000, 512), (0, 1), "i8", ("Gather",), x_const=True),
     Case((32000, 512), (1,), "i8", ("Gather",), x_const=True, symbolic=True),
     Case((32000, 512), (0,), "i8", ("Gather", "Gemm"), x_const=True),
+    Case((32000, 512), (0,), "i8", ("Gather", "Gemm")),
     Case((32000, 512), (1,), "u8", ("Gather", "Neg"), x_const=True),
     Case((4096, 768), (1,), "i8", ("Slice",), x_const=True),
     Case((4096, 768), (0,), "u8", ("Slice",), x_const=True),

@@ -8,7 +8,7 @@ a quantized axis (a scale per row of the table, the usual embedding), the scale 
 gathered by the same ids. A (32000, 512) int8 table gathered by 16 fed ids: 3.4-5.0 ms -> 0.004-0.008 ms
 with a scale per column, 3.3-3.7 ms -> 0.006 with one per row (ORT 1.32, one thread; docs/lowering.md).
 A Slice (a table of positions cut to a run's length) is moved the same way. The node stays where
-other readers or the graph's output need all of it (tied embeddings: 0.72-0.75x the time with a Gemm).
+other readers or the graph's output need all of it (tied embeddings: 0.66-0.77x the time with a Gemm).
 
 The rewrite runs on a graph before its nodes are lowered (in effect the main graph: see ``gather_first``'s
 conditions): ``Dequantize(x) -> Gather(d, i, axis=a)`` becomes ``Gather(x, i, axis=a) -> Dequantize`` (one
@@ -249,10 +249,11 @@ def _moves(scope: Scope, node: onnx.NodeProto, options: LowerOptions) -> tuple[l
         if None not in sizes and whole is not None and sum(sizes) > whole:  # type: ignore[arg-type]
             return None  # the readers repeat more elements than the input holds: dequantize it once
         return moves, kept
-    # The node stays: a moved reader saves only the copy of the whole DequantizeLinear ORT gives a reader of a
-    # constant weight (a fed input's is run once by ``run_once``: moving then dequantizes its elements twice,
-    # 1.1-1.6x slower), and a weight folded to float (``weights="float"``) it reads as it is.
-    if x_fed or options.weights == "float" or None in sizes or whole is None:
+    # The node stays: a moved reader saves the copy of the whole DequantizeLinear ORT gives it where another
+    # reader may fuse with the DequantizeLinear (tied embeddings' Gemm; ``run_once`` adds no pair there).
+    # Elsewhere ``run_once`` runs it once, and moving would dequantize the reader's elements twice (a fed
+    # table's 1.1-1.6x slower); a weight folded to float (``weights="float"``) it reads as it is.
+    if not scope.reads(out).fusing or options.weights == "float" or None in sizes or whole is None:
         return None
     if sum(sizes) * KEPT_SHARE > whole:  # type: ignore[arg-type]
         return None
@@ -276,18 +277,18 @@ def _move(scope: Scope, node: onnx.NodeProto, r: onnx.NodeProto, x: TensorType, 
 
 
 def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict[str, str]:
-    """Move the Gathers and Slices before each Dequantize of ``scope`` that ``options`` lowers, in place,
-    where: the reader reads the node's output as its data; a Gather's indices are of known rank, a Slice's
-    axes known when lowering and either all quantized or none; along a quantized axis, the scale's element
-    type is known; the input is 8-bit or wider; the input or the reader's other inputs are computed from
-    the model's inputs (ORT would otherwise fold the reader into a constant weight, which its MatMul fusions
-    then read inexactly); an i32 input without ``wrap_int32`` is not a constant (its check would then run
-    on every run); and the reader takes no more elements (with a gathered scale and zero point) than the
-    input (or, a Gather's size unknown, the table has ``MIN_ROWS``), nor, where every reader moves, do
-    they all. The node stays, for the graph's output and its other readers, where it has them (tied
-    embeddings: a Gemm reads the whole table, and ORT would give the Gather its own DequantizeLinear of
-    it). Returns, for each new Dequantize (by its output), the reader moved before it, as ``"'reader' of
-    'dequantize'"``."""
+    """Move the Gathers and Slices before each Dequantize of ``scope`` that ``options`` lowers, in place, where: the
+    reader reads the node's output as its data; a Gather's indices are of known rank, a Slice's axes known when
+    lowering and either all quantized or none; along a quantized axis, the scale's element type is known; the input
+    is 8-bit or wider; the input or the reader's other inputs are computed from the model's inputs (ORT would
+    otherwise fold the reader into a constant weight, which its MatMul fusions then read inexactly); an i32 input
+    without ``wrap_int32`` is not a constant (its check would then run on every run); and the reader takes no more
+    elements (with a gathered scale and zero point) than the input (or, a Gather's size unknown, the table has
+    ``MIN_ROWS``), nor, where every reader moves, do they all. The node stays, for the graph's output and its other
+    readers, where it has them; readers move beside it only where another may fuse with its DequantizeLinear (tied
+    embeddings: a Gemm reads the whole table, and ORT would give the Gather its own DequantizeLinear of it), take
+    at most ``1/KEPT_SHARE`` of it together, and ``weights`` is not "float". Returns, for each new Dequantize (by
+    its output), the reader moved before it, as ``"'reader' of 'dequantize'"``."""
     moved: dict[str, str] = {}
     plans = {
         id(n): m
