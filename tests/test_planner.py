@@ -156,22 +156,6 @@ def test_the_slow_last_axis_is_avoided():
         assert p.choice.axis == len(shape) - 2 or p.choice.reshapes, shape
 
 
-@pytest.mark.parametrize(
-    "shape,axes,expected",
-    [
-        ((None, 3377, None, 1), (1, 3), "dql-blocked"),  # per axis would walk rows of the unknown dim 2
-        ((None, 20, 14, 3, None), (1, 2, 3), "dql-blocked"),  # merged per axis: rows of the unknown last dim
-        ((9, 110, 6, 3, None, None), (0, 1, 2, 3), "dql-merged-axes"),  # rows of two unknown dims
-    ],
-)
-def test_an_unknown_dim_in_a_row_is_priced_narrow(shape, axes, expected):
-    """A kernel pays per row it walks: an unknown dim in a row counts as ``UNKNOWN_ROW_DIM`` (8), not as the
-    ``UNKNOWN_DIM`` (256) of a size, so that forms walking rows of unknown dims are not taken for cheap
-    (over declared dims, ``(59,3377,3,1)`` took per axis 2.5x, ``(157,20,14,3,8)`` merged per axis 2.4x the
-    time of the blocked form; ``bench_sweep.py --symbolic``)."""
-    assert chosen(info(shape, axes, qt="u8", zp=False)) == expected
-
-
 def test_below_opset_14_a_reshape_merges_no_dim_known_at_run_time():
     """Without ``allowzero`` a 0 in a Reshape's target copies the input's dim: a dim known only at run time
     may stay where it is (a 0 copies a 0), not be merged or moved to another place in the view."""

@@ -23,7 +23,6 @@ from .options import LowerOptions
 __all__ = [
     "NodeInfo",
     "UNKNOWN_DIM",
-    "UNKNOWN_ROW_DIM",
     "FUSING_OPS",
     "Reads",
     "Constants",
@@ -35,12 +34,6 @@ __all__ = [
 
 UNKNOWN_DIM = 256
 """The size the cost model assumes for a dimension it does not know."""
-
-UNKNOWN_ROW_DIM = 8
-"""The size it assumes for an unknown dimension in a row a kernel walks (the elements after a per-axis
-DequantizeLinear's axis, a blocked one's block rows, a broadcast Mul's run of the scale): a row's cost is
-paid per row, and an unknown trailing dim may be narrow (rows of 8 or 3 took per-axis forms 2.5-3.7x slower
-than the form the same node takes over declared dims)."""
 
 FUSING_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 """Ops ORT fuses a DequantizeLinear of a constant weight into (MatMulNBits, QLinearConv, ...)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ... import dtypes
 from ...exactness import work_type
 from ..emitter import Emitter
-from ..facts import UNKNOWN_ROW_DIM, NodeInfo
+from ..facts import NodeInfo
 from .base import Refusal, Strategy, openvino_refusal
 from .costs import kernel_cost, narrowing_cast_cost
 from .shapes import groups
@@ -60,11 +60,7 @@ class CastSubMul(Strategy[dtypes.DType]):
         if not info.axes or info.rank is None or len(info.axes) == info.rank:
             return info.size()
         last = groups(info.rank, info.axes)[-1][1]
-        n = 1
-        for a in last:
-            d = info.shape[a]  # type: ignore[index]
-            n *= d if isinstance(d, int) else UNKNOWN_ROW_DIM
-        return n
+        return info.size([info.shape[a] for a in last])  # type: ignore[index]
 
     def _broadcast(self, info: NodeInfo, em: Emitter, tensor: str) -> str:
         """``tensor`` (shaped by the node's axes) with the input's rank: ORT 1.32's Sub and Mul broadcast a

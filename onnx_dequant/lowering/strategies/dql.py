@@ -4,13 +4,12 @@ its cost in bytes moved, its emission (Reshape -> DequantizeLinear -> [Flatten] 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..emitter import Emitter
-from ..facts import UNKNOWN_DIM, UNKNOWN_ROW_DIM, NodeInfo
+from ..facts import UNKNOWN_DIM, NodeInfo
 from ..walk import UNSEEN
 from .base import DQL_TYPE, PROPAGATING_OPS, Refusal, Strategy, dql_refusal
 from .costs import kernel_cost, narrowing_cast_cost, reshaped_output_cost
@@ -142,11 +141,11 @@ def _inner_param_bytes(info: NodeInfo, layout: Layout) -> float:
 
 
 def _rows(info: NodeInfo, layout: Layout) -> int:
-    """Rows the kernel walks: per axis, runs of the elements after the axis; blocked, its blocks (an unknown
-    dim in a row counted as ``UNKNOWN_ROW_DIM``)."""
-    shape = info.shape or ()
-    dims = [math.prod(d if isinstance(d, int) else UNKNOWN_ROW_DIM for d in (shape[a] for a in g)) for g in layout.view]
-    inner = math.prod(dims[(layout.axis or 0) + 1 :])
+    """Rows the kernel walks: per axis, runs of the elements after the axis; blocked, its blocks."""
+    dims = [d if isinstance(d, int) else UNKNOWN_DIM for d in layout.view_dims(info)]
+    inner = 1
+    for d in dims[(layout.axis or 0) + 1 :]:
+        inner *= d
     if layout.mode == "blocked" and layout.axis == len(dims) - 1:  # blocks along the last axis: one per row
         inner = dims[layout.axis]
     return max(1, info.size() // max(1, inner))
