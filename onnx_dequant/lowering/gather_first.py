@@ -249,11 +249,13 @@ def _moves(scope: Scope, node: onnx.NodeProto, options: LowerOptions) -> tuple[l
         if None not in sizes and whole is not None and sum(sizes) > whole:  # type: ignore[arg-type]
             return None  # the readers repeat more elements than the input holds: dequantize it once
         return moves, kept
-    # The node stays: a moved reader saves the copy of the whole DequantizeLinear ORT gives it where another
-    # reader may fuse with the DequantizeLinear (tied embeddings' Gemm; ``run_once`` adds no pair there).
-    # Elsewhere ``run_once`` runs it once, and moving would dequantize the reader's elements twice (a fed
-    # table's 1.1-1.6x slower); a weight folded to float (``weights="float"``) it reads as it is.
-    if not scope.reads(out).fusing or options.weights == "float" or None in sizes or whole is None:
+    # The node stays: a moved reader saves the copy of the whole DequantizeLinear ORT gives it, which for a
+    # constant table ``run_once`` often does not prevent (a table the graph returns, one a Transpose reads:
+    # 1.4-2x slower unmoved), and for a fed one only where another reader may fuse with the DequantizeLinear
+    # (tied embeddings' Gemm, where ``run_once`` adds no pair; beside a Relu it runs it once, and moving
+    # dequantized the reader's elements twice, 1.1-1.6x slower). A weight folded to float
+    # (``weights="float"``) the reader reads as it is.
+    if (x_fed and not scope.reads(out).fusing) or options.weights == "float" or None in sizes or whole is None:
         return None
     if sum(sizes) * KEPT_SHARE > whole:  # type: ignore[arg-type]
         return None
@@ -285,9 +287,9 @@ def gather_first(scope: Scope, options: LowerOptions, names: FreshNames) -> dict
     without ``wrap_int32`` is not a constant (its check would then run on every run); and the reader takes no more
     elements (with a gathered scale and zero point) than the input (or, a Gather's size unknown, the table has
     ``MIN_ROWS``), nor, where every reader moves, do they all. The node stays, for the graph's output and its other
-    readers, where it has them; readers move beside it only where another may fuse with its DequantizeLinear (tied
-    embeddings: a Gemm reads the whole table, and ORT would give the Gather its own DequantizeLinear of it), take
-    at most ``1/KEPT_SHARE`` of it together, and ``weights`` is not "float". Returns, for each new Dequantize (by
+    readers, where it has them; readers move beside it where its input is constant or another reader may fuse
+    with its DequantizeLinear (ORT would give the Gather its own DequantizeLinear of the whole table), take at most
+    ``1/KEPT_SHARE`` of it together, and ``weights`` is not "float". Returns, for each new Dequantize (by
     its output), the reader moved before it, as ``"'reader' of 'dequantize'"``."""
     moved: dict[str, str] = {}
     plans = {
