@@ -25,6 +25,7 @@ __all__ = [
     "qdq_propagates",
     "reshape",
     "zero_refusal",
+    "OPEN_BLOCK",
     "reshape_back",
 ]
 
