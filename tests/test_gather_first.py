@@ -40,7 +40,7 @@ def _table_model(
     ``gather_axis``, fed unless ``ids_fed=False``, declared with ``ids_dims`` when given), "Gemm" (a fed
     matrix by the table's rows, not compared) or another op (compared as Relu);
     with a zero point unless ``zp=False``, the scale and zero point fed with ``params_fed``, output ``out``."""
-    q = {"i8": np.int8, "u8": np.uint8, "i16": np.int16, "i32": np.int32}[qt]
+    q = dtypes.parse(qt).numpy
     info = np.iinfo(q)
     x = RNG.integers(max(info.min, -(2**20)), min(info.max, 2**20), x_shape).astype(q)
     sshape = [x_shape[a] for a in axes]
