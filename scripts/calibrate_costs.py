@@ -93,6 +93,13 @@ def check(n: int, as_f32: bool) -> onnx.ModelProto:
     return m
 
 
+def expand(x_shape, const: onnx.TensorProto) -> onnx.ModelProto:
+    """``const`` (one row, or one column) expanded to ``x``'s shape, read from ``x`` when the model runs."""
+    m = graph(helper.make_node("Expand", ["c", "t"], ["y"]), TP.FLOAT, x_shape, TP.FLOAT, [const])
+    m.graph.node.insert(0, helper.make_node("Shape", ["x"], ["t"]))
+    return m
+
+
 def unary(op: str, x_type: int, x_shape, y_type: int, inits=(), extra=(), **attrs) -> onnx.ModelProto:
     return graph(helper.make_node(op, ["x", *extra], ["y"], **attrs), x_type, x_shape, y_type, list(inits))
 
@@ -105,6 +112,10 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
     shape_w, shape_n = (n // wide, wide), (n // narrow, narrow)
     row = numpy_helper.from_array(np.full((1, wide), 0.5, np.float32), "c")
     row_n = numpy_helper.from_array(np.full((1, narrow), 0.5, np.float32), "c")
+
+    def column(rows: int) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.full((rows, 1), 0.5, np.float32), "c")
+
     return {
         "dql_tensor": (dql((n,), ()), i8, (n,), f32),
         "dql_axis": (dql(shape_w, (shape_w[0],), axis=0), i8, shape_w, f32),
@@ -129,6 +140,13 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
         "binary_f32": (unary("Mul", TP.FLOAT, shape_w, TP.FLOAT, [row], ["c"]), f32, shape_w, f32),
         # a broadcast operand that repeats every 8 elements: ORT's Mul runs its inner loop once per run
         "binary_f32@narrow": (unary("Mul", TP.FLOAT, shape_n, TP.FLOAT, [row_n], ["c"]), f32, shape_n, f32),
+        # a scale's expansion when the model runs: its row copied along new outer rows; its column along a
+        # new inner axis (ORT copies each element, then doubles it: a cost per element of the column); and
+        # a Transpose of narrow rows (a form may expand along an outer axis, then transpose it inward)
+        "expand_f32": (expand(shape_w, row), f32, shape_w, f32),
+        "expand_inner": (expand(shape_w, column(shape_w[0])), f32, shape_w, f32),
+        "expand_inner@narrow": (expand(shape_n, column(shape_n[0])), f32, shape_n, f32),
+        "transpose_f32": (unary("Transpose", TP.FLOAT, shape_n[::-1], TP.FLOAT, perm=[1, 0]), f32, shape_n[::-1], f32),
         "copy_f32": (
             unary("Reshape", TP.FLOAT, (n,), TP.FLOAT, [numpy_helper.from_array(np.array(shape_w), "c")], ["c"]),
             f32,
@@ -206,6 +224,8 @@ def measure(n: int, repeat: int, threads: int) -> dict[str, float]:
 def _out_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
     if name.startswith("check"):
         return ()
+    if name == "transpose_f32":
+        return shape[::-1]
     return (int(np.prod(shape)) // 4096, 4096) if name == "copy_f32" else shape
 
 
@@ -221,6 +241,7 @@ def derive(raw: dict[str, float], n: int) -> dict[str, float]:
     d["dql_blocked_last"] = raw["dql_blocked_last@wide"]
     d["dql_blocked_row"] = max(0.0, (raw["dql_blocked@narrow"] - raw["dql_blocked_l1"]) * n / (rows_n - n // 256))
     d["binary_f32_row"] = max(0.0, (raw["binary_f32@narrow"] - raw["binary_f32"]) * n / (rows_n - rows_w))
+    d["expand_inner_row"] = max(0.0, (raw["expand_inner@narrow"] - raw["expand_inner"]) * n / (rows_n - rows_w))
     d.update({f"{k.split('@')[0]}_cached": v for k, v in raw.items() if k.endswith("@cached")})
     return d
 
@@ -263,7 +284,11 @@ def literal(table: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines + ["}"])
 
 
-PARTNERS = ({"cast_to_f16", "cast_to_bf16"}, {"check_i32", "check_f32", "check_i32_cached", "check_f32_cached"})
+PARTNERS = (
+    {"cast_to_f16", "cast_to_bf16"},
+    {"expand_f32", "expand_inner", "expand_inner_row", "transpose_f32"},
+    {"check_i32", "check_f32", "check_i32_cached", "check_f32_cached"},
+)
 """Entries the planner weighs against each other (a ratio, or the cheaper of two): merged together or not
 at all, so that both come from one machine."""
 

@@ -15,6 +15,10 @@ MERGED = (
     "check_i32",
     "check_i32_cached",
     "dql_blocked_row",
+    "expand_f32",
+    "expand_inner",
+    "expand_inner_row",
+    "transpose_f32",
 )
 COSTS = {
     "1": {
@@ -37,6 +41,10 @@ COSTS = {
         "dql_blocked_last_row": 15.749,
         "dql_blocked_row": 54.477,
         "dql_tensor": 5.615,
+        "expand_f32": 5.445,
+        "expand_inner": 5.945,
+        "expand_inner_row": 463.985,
+        "transpose_f32": 10.235,
     },
     "2": {
         "binary_f32": 4.88,
@@ -58,5 +66,9 @@ COSTS = {
         "dql_blocked_last_row": 1.937,
         "dql_blocked_row": 68.414,
         "dql_tensor": 5.789,
+        "expand_f32": 5.237,
+        "expand_inner": 6.107,
+        "expand_inner_row": 231.249,
+        "transpose_f32": 10.005,
     },
 }
