@@ -49,6 +49,7 @@ def test_the_rule_set():
     assert [s.name for s in STRATEGIES] == [
         "empty-output",
         "fold-weight",
+        "row-switch",
         "dql-per-tensor",
         "dql-per-axis",
         "dql-merged-axes",
@@ -65,6 +66,7 @@ def test_the_rule_set():
     assert "scan-chunked" not in {s.name for s in ROW_STRATEGIES}  # a Scan's row is never a Scan
     assert {s.name for s in STRATEGIES if s.portable} >= {"dql-per-tensor", "dql-per-axis", "cast-sub-mul"}
     assert {s.name for s in STRATEGIES if not s.portable} == {
+        "row-switch",
         "dql-blocked",
         "dql-tiled",
         "i32-guarded",

@@ -33,7 +33,8 @@ __all__ = [
 ]
 
 UNKNOWN_DIM = 256
-"""The size the cost model assumes for a dimension it does not know."""
+"""The size the cost model assumes for a dimension it does not know (``NodeInfo.row_dim`` may say otherwise
+for those after the first quantization axis)."""
 
 FUSING_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 """Ops ORT fuses a DequantizeLinear of a constant weight into (MatMulNBits, QLinearConv, ...)."""
@@ -89,6 +90,24 @@ class NodeInfo:
     int32_wrap: bool = False  # the user accepts ORT's int32 semantics (wrapping subtraction)
     fed: frozenset[str] = frozenset()  # the node's inputs that are the main graph's inputs (no pass folds them)
     whole_size: int | None = None  # a Scan's row: the elements of the input it is a row of (None: not a row)
+    row_dim: int = UNKNOWN_DIM  # the size the cost model assumes for unknown dims in ``row_axes``
+    keep_view: bool = False  # the output may stay in the form's view of the input (the caller reshapes it)
+
+    @property
+    def row_axes(self) -> tuple[int, ...]:
+        """The input's axes of a size known only at run time after its first quantization axis: those in
+        the rows the kernels walk (an unknown rank or no axes: none)."""
+        if self.shape is None or not self.axes:
+            return ()
+        return tuple(a for a in range(min(self.axes) + 1, len(self.shape)) if not isinstance(self.shape[a], int))
+
+    def dim_size(self, axis: int) -> int:
+        """The input's size along ``axis``: known, or as the cost model assumes it (``row_dim`` in a row,
+        else ``UNKNOWN_DIM``)."""
+        d = self.shape[axis] if self.shape is not None else None
+        if isinstance(d, int):
+            return d
+        return self.row_dim if axis in self.row_axes else UNKNOWN_DIM
 
     @property
     def rank(self) -> int | None:
@@ -101,14 +120,13 @@ class NodeInfo:
             return None
         return tuple(int(d) for d in self.shape if d is not None)
 
-    def size(self, dims: Sequence[Dim] | None = None) -> int:
-        """Elements in ``dims`` (default: the input), unknown dims counted as ``UNKNOWN_DIM``."""
-        dims = self.shape if dims is None else dims
-        if dims is None:
-            return UNKNOWN_DIM**2
+    def size(self, axes: Sequence[int] | None = None) -> int:
+        """Elements along ``axes`` of the input (default: all), unknown dims counted as ``dim_size`` does."""
+        if self.shape is None:
+            return UNKNOWN_DIM**2 if axes is None else UNKNOWN_DIM ** len(axes)
         n = 1
-        for d in dims:
-            n *= d if isinstance(d, int) else UNKNOWN_DIM
+        for a in range(len(self.shape)) if axes is None else axes:
+            n *= self.dim_size(a)
         return n
 
     @property
@@ -122,7 +140,7 @@ class NodeInfo:
 
     @property
     def scale_size(self) -> int:
-        return self.size([self.shape[a] for a in self.axes]) if self.shape is not None else 1
+        return self.size(self.axes) if self.shape is not None else 1
 
     @property
     def name(self) -> str:

@@ -28,6 +28,7 @@ from .strategies.merged import Merged
 from .strategies.openvino import OpenVinoBarrier
 from .strategies.per_axis import PerAxis
 from .strategies.per_tensor import PerTensor
+from .strategies.row_switch import RowSwitch
 from .strategies.tiled import Tiled
 from .strategies.wrapped import WrappedSubCastMul
 from .unit_axes import unit_axes, without_unit_axes
@@ -98,9 +99,8 @@ ROW_STRATEGIES: tuple[Strategy[Any], ...] = (
 
 _CHUNKED = Chunked(lambda row: choose(row, ROW_STRATEGIES))
 
-STRATEGIES: tuple[Strategy[Any], ...] = (
-    Empty(),  # preferred where it applies: a form that computes nothing may cost as little (0 elements)
-    Folded(),
+_EMPTY, _FOLDED = Empty(), Folded()
+_SINGLE_FORMS: tuple[Strategy[Any], ...] = (
     *_DQL_FORMS,
     _guarded((_CHUNKED, _CAST_SUB_MUL, _TILED)),
     _CHUNKED,
@@ -108,5 +108,12 @@ STRATEGIES: tuple[Strategy[Any], ...] = (
     _TILED,
     WrappedSubCastMul(),
     OpenVinoBarrier(),
+)
+
+STRATEGIES: tuple[Strategy[Any], ...] = (
+    _EMPTY,  # preferred where it applies: a form that computes nothing may cost as little (0 elements)
+    _FOLDED,
+    RowSwitch(lambda i: choose(i, _SINGLE_FORMS)),  # ties with its long branch, and wins
+    *_SINGLE_FORMS,
 )
 """Every strategy, in order of preference when costs tie."""

@@ -60,7 +60,7 @@ class CastSubMul(Strategy[dtypes.DType]):
         if not info.axes or info.rank is None or len(info.axes) == info.rank:
             return info.size()
         last = groups(info.rank, info.axes)[-1][1]
-        return info.size([info.shape[a] for a in last])  # type: ignore[index]
+        return info.size(last)
 
     def _broadcast(self, info: NodeInfo, em: Emitter, tensor: str) -> str:
         """``tensor`` (shaped by the node's axes) with the input's rank: ORT 1.32's Sub and Mul broadcast a

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..emitter import Emitter
-from ..facts import UNKNOWN_DIM, NodeInfo
+from ..facts import NodeInfo
 from ..walk import UNSEEN
 from .base import DQL_TYPE, PROPAGATING_OPS, Refusal, Strategy, dql_refusal
 from .costs import kernel_cost, narrowing_cast_cost, reshaped_output_cost
@@ -53,15 +53,23 @@ class Layout:
     def reshapes(self) -> bool:
         return any(len(g) != 1 for g in self.view)
 
+    def reshapes_back(self, info: NodeInfo) -> bool:
+        """Whether the output is reshaped back to the input's shape by the form (not where
+        ``info.keep_view`` leaves that to the caller)."""
+        return self.reshapes and not info.keep_view
+
     def view_dims(self, info: NodeInfo) -> list:
         return merged_dims(info.shape or (), self.view)
 
+    def view_sizes(self, info: NodeInfo) -> list[int]:
+        """The view's dims as the cost model counts them (``NodeInfo.size`` of each group)."""
+        return [info.size(g) for g in self.view]
+
     def scale_elements(self, info: NodeInfo) -> int:
-        dims = self.view_dims(info)
         n = 1
-        for i, d in enumerate(dims):
+        for i, d in enumerate(self.view_sizes(info)):
             if self.quant[i] or i in self.expand:
-                n *= d if isinstance(d, int) else UNKNOWN_DIM
+                n *= d
         return n
 
 
@@ -96,7 +104,7 @@ def ort_pass_hazard(info: NodeInfo, layout: Layout) -> str | None:
         return f"ORT 1.32 cannot load an int32 DequantizeLinear with a zero point before {where}"
     if not qdq_propagates(info, layout.scale_elements(info)):
         return None
-    hit = sorted((readers | ({"Reshape"} if layout.reshapes else set())) & PROPAGATING_OPS)
+    hit = sorted((readers | ({"Reshape"} if layout.reshapes_back(info) else set())) & PROPAGATING_OPS)
     where = hit[0] if hit else (f"a reader ORT may inline ({unseen[0]})" if unseen else None)
     if where is None:
         return None
@@ -133,17 +141,17 @@ L1_BYTES = 16 << 10
 
 def _inner_param_bytes(info: NodeInfo, layout: Layout) -> float:
     """Bytes of the scale (and zero point) row after a blocked layout's reduced axis."""
-    dims = layout.view_dims(info)
+    dims = layout.view_sizes(info)
     inner = 1
     for i in range((layout.axis or 0) + 1, len(dims)):
         if layout.quant[i] or i in layout.expand:
-            inner *= dims[i] if isinstance(dims[i], int) else UNKNOWN_DIM
+            inner *= dims[i]
     return inner * (DQL_TYPE.bits / 8 + (max(info.in_type.bits, 8) / 8 if info.has_zp else 0))
 
 
 def _rows(info: NodeInfo, layout: Layout) -> int:
     """Rows the kernel walks: per axis, runs of the elements after the axis; blocked, its blocks."""
-    dims = [d if isinstance(d, int) else UNKNOWN_DIM for d in layout.view_dims(info)]
+    dims = layout.view_sizes(info)
     inner = 1
     for d in dims[(layout.axis or 0) + 1 :]:
         inner *= d
@@ -174,12 +182,45 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
         cost += n * narrowing_cast_cost(info.out_type) * (dql_bytes + out_bytes) / 6
         if not info.scale_const:  # the scale's own Cast to f32 runs with the model (a constant one is folded)
             cost += info.scale_size * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6
-    if layout.reshapes or layout.barrier:
+    if layout.reshapes_back(info) or layout.barrier:
         cost += reshaped_output_cost(info)
     scale_elements = layout.scale_elements(info)
-    param_bytes = dql_t.bits / 8 + (in_bytes if info.has_zp else 0)  # per scale (and zero point) element
-    cost += scale_elements * param_bytes * (1 if info.scale_const or not layout.expand else 2)
+    params = [(dql_t.bits / 8, info.scale_const)] + ([(in_bytes, info.zp_const)] if info.has_zp else [])
+    for nbytes, const in params:  # each read by the kernel, and expanded first when the model runs
+        cost += scale_elements * nbytes
+        if expands_at_run_time(info, layout, const):
+            cost += expansion(info, layout)[0] * nbytes / 4  # (the table's kernels move f32)
     return cost
+
+
+def expands_at_run_time(info: NodeInfo, layout: Layout, const: bool) -> bool:
+    """Whether a parameter's Expand runs with the model (ORT folds it where the parameter is a constant,
+    ``const``, and the broadcast dims are known when lowering)."""
+    if not layout.expand:
+        return False
+    dims = layout.view_dims(info)
+    return not const or any(not isinstance(dims[i], int) for i, q in enumerate(layout.quant) if not q)
+
+
+def expansion(info: NodeInfo, layout: Layout) -> tuple[float, bool]:
+    """What expanding an f32 parameter for ``layout`` costs when the model runs, and whether it is expanded
+    along an outer axis and transposed in place. ORT 1.32's Expand copies the parameter's run of quantized
+    axes after its last expanded axis whole, then doubles it along each expanded axis: along outer axes at a
+    copy's speed, along an axis after a quantized one at a cost per run copied (``expand_inner_row``, 30-60 ns
+    a run: an element each where the last axis is expanded). One expanded axis may instead be expanded
+    first and moved in place by a Transpose (ORT's kernel moving one axis), where that is cheaper."""
+    sizes = layout.view_sizes(info)
+    n = layout.scale_elements(info)
+    first = layout.quant.index(True) if True in layout.quant else len(sizes)
+    if all(i < first for i in layout.expand):
+        return n * kernel_cost("expand_f32"), False
+    runs = 1
+    for i, q in enumerate(layout.quant):
+        if q and i < max(layout.expand):
+            runs *= sizes[i]
+    direct = n * kernel_cost("expand_inner") + runs * kernel_cost("expand_inner_row")
+    moved = n * (kernel_cost("expand_f32") + kernel_cost("transpose_f32"))
+    return (moved, True) if len(layout.expand) == 1 and moved < direct else (direct, False)
 
 
 def zero_refusal(info: NodeInfo, layout: Layout) -> Refusal | None:
@@ -231,9 +272,11 @@ OPEN_BLOCK = 1 << 40
 whatever its size (ORT computes the scale's dim there as ``ceil(size / block_size)`` in int64)."""
 
 
-def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str, open_dim: str | None) -> str:
-    """The scale or zero point, reshaped (and expanded) for the layout; along an open block's axis,
-    sliced to ``open_dim`` (the view's size there): one element, none for an empty input."""
+def _param(
+    info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str, open_dim: str | None, const: bool
+) -> str:
+    """The scale or zero point (``const``: a constant), reshaped (and expanded) for the layout; along an open
+    block's axis, sliced to ``open_dim`` (the view's size there): one element, none for an empty input."""
     if layout.mode == "tensor":
         return tensor
     shape = info.shape or ()
@@ -251,11 +294,25 @@ def _param(info: NodeInfo, em: Emitter, layout: Layout, tensor: str, hint: str, 
     if open_dim is not None:
         out = em.node("Slice", [out, em.i64([0]), open_dim, em.i64([layout.axis])], hint=hint)  # type: ignore[list-item]
     if layout.expand:
-        target = []
-        for i, g in enumerate(layout.view):
-            target.append(g if i in layout.expand else 1)
-        out = em.node("Expand", [out, merged_shape_tensor(em, info.x, shape, target, info.opset)], hint=hint)
+        outer = expands_at_run_time(info, layout, const) and expansion(info, layout)[1]
+        out = _expanded(info, em, layout, out, hint, outer=outer)
     return out
+
+
+def _expanded(info: NodeInfo, em: Emitter, layout: Layout, param: str, hint: str, *, outer: bool) -> str:
+    """``param`` (1 along the layout's broadcast axes) expanded along ``layout.expand``; with ``outer``, its
+    one expanded axis moved first (a Transpose of a size-1 axis), expanded there, and transposed back in
+    place (``expansion``)."""
+    target = [g if i in layout.expand else 1 for i, g in enumerate(layout.view)]
+    if not outer:
+        return em.node(
+            "Expand", [param, merged_shape_tensor(em, info.x, info.shape or (), target, info.opset)], hint=hint
+        )
+    perm = [*layout.expand, *(i for i in range(len(layout.view)) if i not in layout.expand)]
+    moved = em.node("Transpose", [param], hint=hint, perm=perm)
+    shape = merged_shape_tensor(em, info.x, info.shape or (), [target[i] for i in perm], info.opset)
+    wide = em.node("Expand", [moved, shape], hint=hint)
+    return em.node("Transpose", [wide], hint=hint, perm=[perm.index(i) for i in range(len(perm))])
 
 
 def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
@@ -275,10 +332,10 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
     scale = info.scale
     if info.out_type is not dql_t:
         scale = em.node("Cast", [scale], hint="scale", to=dql_t.onnx)
-    scale = _param(info, em, layout, scale, "scale", open_dim)
+    scale = _param(info, em, layout, scale, "scale", open_dim, info.scale_const)
     inputs = [x, scale]
     if info.has_zp and info.zero_point is not None:
-        inputs.append(_param(info, em, layout, info.zero_point, "zero_point", open_dim))
+        inputs.append(_param(info, em, layout, info.zero_point, "zero_point", open_dim, info.zp_const))
     elif info.in_type.name == "i8" and info.opset < 21 and layout.mode in ("tensor", "axis"):
         # ORT 1.32 below opset 21: an int8 DQL with a one-element scale and no zero point, followed by
         # Reshape/Transpose/..., gives wrong results (QDQ propagation inserts a uint8 QuantizeLinear);
@@ -291,7 +348,7 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
         attrs["axis"] = layout.axis
     if layout.mode == "blocked":
         attrs["block_size"] = block
-    reshaped = layout.reshapes or bool(layout.barrier)
+    reshaped = layout.reshapes_back(info) or bool(layout.barrier)
     steps_left = (info.out_type is not dql_t) + reshaped
     y = em.node("DequantizeLinear", inputs, info.output if steps_left == 0 else None, hint="dql", **attrs)
     if info.out_type is not dql_t:  # (never with a barrier: ORT's passes do not move a DQL its Cast reads)

@@ -20,12 +20,13 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 from ...errors import DequantizeError
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Plan, Refusal, Strategy
+from .branches import as_branch, emit_if, reshape_after_cost
 from .costs import kernel_cost
 
 __all__ = [
@@ -108,15 +109,13 @@ class Branches:
 
 
 def _branch(info: NodeInfo, wrap: bool) -> NodeInfo:
-    """The node as a branch computes it: its output the branch's (a subgraph output, where a Reshape
-    copies), with ORT's int32 semantics in the DequantizeLinear branch (``wrap``). Its readers are the
-    branch's output, unless ORT may fold the check and inline the branch (an input the model is not fed:
-    one computed from constants, or in a function or subgraph ORT inlines with constant arguments): then
-    they are the node's own, which ``dql.ort_pass_hazard`` reads."""
-    readers = () if info.x in info.fed else info.consumers
-    return dataclasses.replace(
-        info, int32_wrap=wrap, graph_output=True, model_output=False, fusable_weight=False, consumers=readers
-    )
+    """The node as a branch computes it (``branches.as_branch``), with ORT's int32 semantics in the
+    DequantizeLinear branch (``wrap``). Its readers are the branch's output, its form's view kept, unless ORT
+    may fold the check and inline the branch (an input the model is not fed: one computed from constants, or
+    in a function or subgraph ORT inlines with constant arguments): then they are the node's own, which
+    ``dql.ort_pass_hazard`` reads, and the form reshapes its output itself."""
+    fed = info.x in info.fed
+    return as_branch(info, keep_view=fed, int32_wrap=wrap, consumers=() if fed else info.consumers)
 
 
 class Guarded(Strategy[Branches]):
@@ -164,7 +163,8 @@ class Guarded(Strategy[Branches]):
             return choice.fast.cost
         # the DequantizeLinear form, and the check: ReduceMax and ReduceMin of the input (or of it cast to f32)
         checked = info.size() + (info.scale_size if choice.check_zp else 0)
-        return choice.fast.cost + checked * min(_check_costs(info).values())
+        after = reshape_after_cost(info, [(choice.fast, _branch(info, True)), (choice.exact, _branch(info, False))])
+        return choice.fast.cost + after + checked * min(_check_costs(info).values())
 
     def ort_barrier(self, choice: Branches) -> str:
         return choice.fast.strategy.ort_barrier(choice.fast.choice)  # (the pair in its DequantizeLinear form)
@@ -186,11 +186,4 @@ class Guarded(Strategy[Branches]):
             bottom = em.node("Greater", [em.node("ReduceMin", [t], hint="min", keepdims=0), lo], hint="above")
             within = em.node("And", [top, bottom], hint="within")
             cond = within if cond is None else em.node("And", [cond, within], hint="within")
-        branches = {}
-        for key, plan, wrap in (("then_branch", choice.fast, True), ("else_branch", choice.exact, False)):
-            sub = dataclasses.replace(_branch(info, wrap), output=em.fresh("y_" + key[:4]))
-            sub_em = em.child(f"{em.prefix}_{key[:4]}")
-            plan.emit(sub, sub_em)
-            out = helper.make_tensor_value_info(sub.output, info.out_type.onnx, None)
-            branches[key] = helper.make_graph(sub_em.nodes, em.fresh(key[:4]), [], [out])
-        em.node("If", [cond], info.output, hint="guard", **branches)  # type: ignore[list-item]
+        emit_if(info, em, cond, (choice.fast, _branch(info, True)), (choice.exact, _branch(info, False)))

@@ -1,0 +1,140 @@
+"""The row switch (an If choosing a form by the rows' length over dims known only at run time) and the
+run-time expansion of a scale along outer axes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from helpers import one_node_model, random_case, run_ort, vi
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from test_planner import info
+
+import onnx_dequant as odq
+from onnx_dequant.compare import same_bits
+from onnx_dequant.lowering import LowerOptions, lower_model, plan
+from onnx_dequant.lowering.facts import UNKNOWN_DIM, Reads
+from onnx_dequant.lowering.strategies.dql import Layout, layout_cost
+from onnx_dequant.lowering.strategies.row_switch import NARROW_DIM
+from onnx_dequant.validation.standard_ops import OPS
+
+
+def _symbolic(x, s, z, axes, dims, *, const=True, consumer="Neg"):
+    m = one_node_model(x, s, z, axes, const=const, consumer=consumer)
+    m.graph.input[0].CopyFrom(vi("x", "i8" if x.dtype == np.int8 else "u8", list(dims)))
+    return m
+
+
+def _if(model):
+    (node,) = [n for n in model.graph.node if n.op_type == "If"]
+    branches = {a.name: a.g for a in node.attribute}
+    (threshold,) = [t for t in model.graph.initializer if t.name.endswith("threshold")]
+    return branches["then_branch"], branches["else_branch"], int(numpy_helper.to_array(threshold))
+
+
+def test_rows_of_dims_known_at_run_time_take_the_form_their_length_calls_for():
+    """A scale per channel over a batch and a length known only at run time: an If runs the form planned for
+    narrow rows below the threshold and the long rows' form above it; both exact at every length, 0 included,
+    under ORT and the validation's reference evaluator."""
+    rng = np.random.default_rng(3)
+    dims, axes = ("n", 64, "t"), (1,)
+    x, s, z = random_case(rng, (2, 64, 5), axes, "i8", "f32")
+    result = lower_model(_symbolic(x, s, z, axes, dims))
+    assert result.nodes[0].strategy == "row-switch"
+    narrow, long, threshold = _if(result.model)
+    assert NARROW_DIM < threshold <= UNKNOWN_DIM
+    assert [n.op_type for n in long.node] == ["DequantizeLinear"]  # per channel: rows of t elements
+    assert "DequantizeLinear" in [n.op_type for n in narrow.node] and len(narrow.node) > 1
+    evaluator = ReferenceEvaluator(result.model, new_ops=OPS)
+    for n, t in [(3, 0), (1, 1), (5, 3), (2, threshold - 1), (2, threshold), (1, 2 * threshold + 1)]:
+        xs = random_case(rng, (n, 64, t), (), "i8", "f32")[0]
+        want = -odq.dequantize(xs, s, z, axes=axes)
+        (got,) = run_ort(result.model, {"x": xs})
+        assert got.shape == xs.shape and same_bits(got, want), (n, t)
+        assert same_bits(evaluator.run(None, {"x": xs})[0], want), (n, t)
+
+
+def test_a_branch_leaves_its_view_to_one_reshape_after_the_if():
+    """A branch's form that reshapes the input ends at its DequantizeLinear (a Reshape there would copy into
+    the If's output); one Reshape after the If restores the shape."""
+    rng = np.random.default_rng(4)
+    dims, axes = ("a", "b", 4, 3, "c"), (2, 3)
+    x, s, z = random_case(rng, (3, 5, 4, 3, 2), axes, "u8", "f32", zp=False)
+    result = lower_model(_symbolic(x, s, z, axes, dims))
+    assert result.nodes[0].strategy == "row-switch"
+    narrow, long, _ = _if(result.model)
+    assert [n.op_type for n in result.model.graph.node][-3:] == ["If", "Reshape", "Neg"]
+    for branch in (narrow, long):
+        assert branch.node[-1].op_type == "DequantizeLinear", [n.op_type for n in branch.node]
+    assert any(n.op_type == "Reshape" for n in long.node)  # (the long form merges the quantized axes)
+    for shape in [(3, 5, 4, 3, 2), (2, 1, 4, 3, 300), (0, 2, 4, 3, 1)]:
+        xs = random_case(rng, shape, (), "u8", "f32")[0]
+        (got,) = run_ort(result.model, {"x": xs})
+        assert same_bits(got, -odq.dequantize(xs, s, z, axes=axes)), shape
+
+
+@pytest.mark.parametrize(
+    "facts,reason",
+    [
+        ({"shape": (8, 64, 1000)}, "no dim known only at run time after a quantization axis"),
+        ({"shape": ("n", 64, 1000)}, "no dim known only at run time after a quantization axis"),
+        ({"qt": "i4", "zp": False}, "ORT has no Shape kernel for 4-bit types"),
+        ({"reads": Reads(fusing=True)}, "a reader may fuse with the DequantizeLinear"),
+        ({"rt": "bf16", "opset": 15}, "If has no bf16 output before opset 16"),
+        ({"axes": ()}, "no dim known only at run time after a quantization axis"),
+        ({"target": "portable"}, "not a portable form"),
+    ],
+)
+def test_row_switch_refusals(facts, reason):
+    args = {"shape": ("n", 64, "t"), "axes": (1,), "qt": "i8"} | facts
+    shape, axes, qt = args.pop("shape"), args.pop("axes"), args.pop("qt")
+    assert reason in plan(info(shape, axes, qt, **args)).refused["row-switch"]
+
+
+def test_the_same_form_for_any_row_is_not_switched():
+    """Where the narrow rows' form is the long rows' one (a scale per row over rows of a known length), or
+    costs little more, no If is emitted."""
+    p = plan(info(("n", 64, "t", 256), (1,), "i8"))
+    assert p.strategy.name != "row-switch" and "same form" in p.refused["row-switch"]
+
+
+def test_unknown_row_dims_are_counted_as_the_row_length_assumed():
+    i = info(("n", 64, "t", 5), (1,), "i8")
+    assert i.row_axes == (2,)
+    assert i.size() == UNKNOWN_DIM * 64 * UNKNOWN_DIM * 5
+    narrow = dataclasses.replace(i, row_dim=NARROW_DIM)
+    assert narrow.size() == UNKNOWN_DIM * 64 * NARROW_DIM * 5 and narrow.size((1, 2)) == 64 * NARROW_DIM
+    assert info((8, 64, 16), (1,)).row_axes == () and info(None, (1,)).row_axes == ()
+
+
+def test_a_scale_expanded_at_run_time_is_priced_so():
+    """A constant scale expanded over dims known only when the model runs is expanded at every run (ORT folds
+    it over known dims): its Expand and Transpose are charged."""
+    layout = Layout(((0,), (1,), (2,)), (False, True, False), "blocked", 0, (2,))
+    known = info((8, 64, UNKNOWN_DIM), (1,), "i8")
+    unknown = info((8, 64, "t"), (1,), "i8")
+    assert layout_cost(unknown, layout) > layout_cost(known, layout) + 64 * UNKNOWN_DIM * 2
+
+
+@pytest.mark.parametrize("const", [False, True])
+def test_a_scale_is_expanded_inward_by_a_transpose_when_the_model_runs(const):
+    """ORT 1.32's Expand copies a scale broadcast along an inner axis an element at a time: a scale the
+    model expands when it runs (fed, here) is expanded along outer axes and transposed in place; a constant
+    one over known dims (which ORT folds) keeps its one Expand."""
+    rng = np.random.default_rng(5)
+    x, s, z = random_case(rng, (10, 2, 6), (1,), "u8", "f32")
+    m = one_node_model(x, s, z, (1,), const=const, consumer="Neg")
+    result = lower_model(m, LowerOptions(strategies=["dql-blocked"]))
+    ops = [n.op_type for n in result.model.graph.node]
+    if const:
+        assert "Transpose" not in ops and ops.count("Expand") == 2, ops
+    else:
+        assert ops.count("Transpose") == 4 and ops.count("Expand") == 2, ops
+        transposes = [n for n in result.model.graph.node if n.op_type == "Transpose"]
+        perms = [list(helper.get_attribute_value(n.attribute[0])) for n in transposes]
+        assert perms == [[2, 0, 1], [1, 2, 0]] * 2, perms
+    feeds = {"x": x} | ({} if const else {"s": s, "z": z})
+    (got,) = run_ort(result.model, feeds)
+    assert same_bits(got, -odq.dequantize(x, s, z, axes=(1,)))
