@@ -33,8 +33,8 @@ __all__ = [
 ]
 
 UNKNOWN_DIM = 256
-"""The size the cost model assumes for a dimension it does not know (``NodeInfo.row_dim`` may say otherwise
-for those after the first quantization axis)."""
+"""The size the cost model assumes for a dimension it does not know (``NodeInfo.row_dim`` and ``lead_dim``
+may say otherwise: ``row_switch.py`` prices forms at other sizes)."""
 
 FUSING_OPS = frozenset({"MatMul", "Gemm", "Conv", "ConvTranspose"})
 """Ops ORT fuses a DequantizeLinear of a constant weight into (MatMulNBits, QLinearConv, ...)."""
@@ -91,6 +91,7 @@ class NodeInfo:
     fed: frozenset[str] = frozenset()  # the node's inputs that are the main graph's inputs (no pass folds them)
     whole_size: int | None = None  # a Scan's row: the elements of the input it is a row of (None: not a row)
     row_dim: int = UNKNOWN_DIM  # the size the cost model assumes for unknown dims in ``row_axes``
+    lead_dim: int = UNKNOWN_DIM  # ... and for the other unknown dims
     keep_view: bool = False  # the output may stay in the form's view of the input (the caller reshapes it)
 
     @property
@@ -103,11 +104,11 @@ class NodeInfo:
 
     def dim_size(self, axis: int) -> int:
         """The input's size along ``axis``: known, or as the cost model assumes it (``row_dim`` in a row,
-        else ``UNKNOWN_DIM``)."""
+        else ``lead_dim``)."""
         d = self.shape[axis] if self.shape is not None else None
         if isinstance(d, int):
             return d
-        return self.row_dim if axis in self.row_axes else UNKNOWN_DIM
+        return self.row_dim if axis in self.row_axes else self.lead_dim
 
     @property
     def rank(self) -> int | None:
