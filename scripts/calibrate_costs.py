@@ -13,7 +13,8 @@ three nodes over an int32 input, and ``*_cached`` the same read from cache), inp
 preallocated buffers, side by side with a casting copy int8 -> f32 (``np.copyto``) timed in the same
 rounds (a form and its ``@`` variants in the same rounds too); its median time over the copy's, times the
 copy's 5 bytes per element, is its cost in *copy bytes per element*: what the planner charges per element
-of the tensor (scale and zero-point bytes are added by the planner as bytes). Per-row overheads (a
+of the tensor (scale and zero-point bytes are added by the planner as bytes); ``node`` is the fixed cost of
+running one node, in copy bytes. Per-row overheads (a
 DequantizeLinear walking rows of 8 elements instead of 4096, a broadcasting Mul whose operand repeats
 every 8 elements) come from the difference of two shapes. Each kernel is measured at one ORT thread and
 at every core; the table keeps both and the planner charges their mean, so a kernel ORT runs
@@ -51,6 +52,8 @@ CACHED_PARTS = 8
 one call of the others), after an untimed run: its input is read from the last-level cache. Its figure
 includes eight runs' fixed cost instead of one (a few microseconds against about a millisecond)."""
 BF16 = np.dtype(ml_dtypes.bfloat16)
+NODE_RUNS = 256
+"""The ``node`` forms run this many times a call (one run of a one-element graph is a few microseconds)."""
 
 
 def graph(node: onnx.NodeProto, x_type: int, x_shape, y_type: int, inits) -> onnx.ModelProto:
@@ -97,6 +100,14 @@ def expand(x_shape, const: onnx.TensorProto) -> onnx.ModelProto:
     """``const`` (one row, or one column) expanded to ``x``'s shape, read from ``x`` when the model runs."""
     m = graph(helper.make_node("Expand", ["c", "t"], ["y"]), TP.FLOAT, x_shape, TP.FLOAT, [const])
     m.graph.node.insert(0, helper.make_node("Shape", ["x"], ["t"]))
+    return m
+
+
+def chain(k: int) -> onnx.ModelProto:
+    """``k`` Relu nodes in a row over one element: what ORT spends running a node, whatever it computes."""
+    m = graph(helper.make_node("Relu", ["x"], ["y" if k == 1 else "t1"]), TP.FLOAT, (1,), TP.FLOAT, [])
+    for i in range(1, k):
+        m.graph.node.append(helper.make_node("Relu", [f"t{i}"], ["y" if i == k - 1 else f"t{i + 1}"]))
     return m
 
 
@@ -147,6 +158,9 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
         "expand_inner": (expand(shape_w, column(shape_w[0])), f32, shape_w, f32),
         "expand_inner@narrow": (expand(shape_n, column(shape_n[0])), f32, shape_n, f32),
         "transpose_f32": (unary("Transpose", TP.FLOAT, shape_n[::-1], TP.FLOAT, perm=[1, 0]), f32, shape_n[::-1], f32),
+        # a node's fixed cost: a chain of nine tiny nodes against one (``derive`` takes the difference)
+        "node": (chain(1), f32, (1,), f32),
+        "node@nine": (chain(9), f32, (1,), f32),
         "copy_f32": (
             unary("Reshape", TP.FLOAT, (n,), TP.FLOAT, [numpy_helper.from_array(np.array(shape_w), "c")], ["c"]),
             f32,
@@ -209,12 +223,13 @@ def measure(n: int, repeat: int, threads: int) -> dict[str, float]:
     out: dict[str, float] = {}
     for group in groups.values():
         shape = next(iter(group.values()))[2]
-        xi8 = rng.integers(-100, 100, shape).astype(np.int8)
-        copy_out = np.empty(shape, np.float32)
+        xi8 = rng.integers(-100, 100, n).astype(np.int8)  # (n elements: every group's, a one-element graph's too)
+        copy_out = np.empty(n, np.float32)
         fns: dict[str, Callable[[], None]] = {"copy": lambda: np.copyto(copy_out, xi8, casting="unsafe")}
         for name, (m, xt, shape, yt) in group.items():
             x = rng.integers(-100, 100, shape).astype(xt)
             runs = CACHED_PARTS if name.endswith("@cached") else 1  # n elements in all its runs
+            runs = NODE_RUNS if name.startswith("node") else runs
             fns[name] = Runner(m, x, np.empty(_out_shape(name, shape), yt), threads, runs)
         t = timed(fns, repeat)
         out.update({name: t[name] / t["copy"] * COPY_BYTES for name in group})
@@ -241,6 +256,7 @@ def derive(raw: dict[str, float], n: int) -> dict[str, float]:
     d["dql_blocked_last"] = raw["dql_blocked_last@wide"]
     d["dql_blocked_row"] = max(0.0, (raw["dql_blocked@narrow"] - raw["dql_blocked_l1"]) * n / (rows_n - n // 256))
     d["binary_f32_row"] = max(0.0, (raw["binary_f32@narrow"] - raw["binary_f32"]) * n / (rows_n - rows_w))
+    d["node"] = max(0.0, (raw["node@nine"] - raw["node"]) * n / 8 / NODE_RUNS)  # per node, not per element
     d["expand_inner_row"] = max(0.0, (raw["expand_inner@narrow"] - raw["expand_inner"]) * n / (rows_n - rows_w))
     d.update({f"{k.split('@')[0]}_cached": v for k, v in raw.items() if k.endswith("@cached")})
     return d

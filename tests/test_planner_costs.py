@@ -214,8 +214,8 @@ def test_cached_checks_are_measured_on_a_part_of_the_input_run_as_many_times():
 
 
 def test_cached_checks_run_their_parts_after_an_untimed_run(monkeypatch):
-    """``measure`` runs an ``@cached`` form ``CACHED_PARTS`` times a call and the others once, and ``timed``
-    warms a form of several runs outside the timed window."""
+    """``measure`` runs an ``@cached`` form ``CACHED_PARTS`` times a call, a ``node`` form ``NODE_RUNS`` times
+    and the others once, and ``timed`` warms a form of several runs outside the timed window."""
     calibrate_costs = _calibrate_costs()
     n, events, built = 8 * 4096 * 2, [], []
 
@@ -237,11 +237,17 @@ def test_cached_checks_run_their_parts_after_an_untimed_run(monkeypatch):
     calibrate_costs.measure(n, repeat=2, threads=1)
     cached = [f for f in built if f.size == n // calibrate_costs.CACHED_PARTS]
     assert len(cached) == 2 and all(f.runs == calibrate_costs.CACHED_PARTS for f in cached)
-    assert all(f.runs == 1 for f in built if f not in cached)
+    nodes = [f for f in built if f.size == 1]
+    assert len(nodes) == 2 and all(f.runs == calibrate_costs.NODE_RUNS for f in nodes)
+    assert all(f.runs == 1 for f in built if f not in cached + nodes)
     runs = [i for i, e in enumerate(events) if e[0] == "run" and e[2] > 1]
-    assert len(runs) == 2 * (1 + 2)  # two cached forms: a first untimed call, then two timed rounds
-    for i in [r for k, r in enumerate(runs) if k % 3]:  # each timed call: warmed, then alone between clocks
-        assert events[i - 2 : i + 2] == [("warm", events[i][1]), ("clock",), events[i], ("clock",)]
+    assert len(runs) == 4 * (1 + 2)  # two cached and two node forms: a first untimed call, then two timed rounds
+    warms = [i for i, e in enumerate(events) if e[0] == "warm"]
+    assert len(warms) == 4 * 2
+    for i in warms:  # each timed call: warmed, then alone between clocks
+        assert (
+            events[i + 1] == ("clock",) and events[i + 2][:2] == ("run", events[i][1]) and events[i + 3] == ("clock",)
+        )
 
 
 def test_calibration_rounds_keep_each_entrys_median_and_its_spread():

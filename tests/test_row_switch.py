@@ -98,10 +98,41 @@ def test_the_condition_weighs_the_narrow_forms_expansion_against_the_rows_it_sav
 
 
 @pytest.mark.parametrize(
+    "dims,axes,sizes",
+    [
+        (("n", 64, "t"), (1,), [(1, 64, 3), (300, 64, 2), (2, 64, 900)]),
+        (("n", "m", 256, "t"), (2,), [(1, 1, 256, 3), (64, 32, 256, 2), (2, 3, 256, 900)]),  # two lead dims
+        (("a", "b", "c", "d", 13, "t"), (4,), [(1, 1, 1, 1, 13, 3), (8, 5, 10, 10, 13, 3), (2, 2, 2, 2, 13, 500)]),
+    ],
+)
+def test_the_condition_reads_each_shape_of_dims(dims, axes, sizes):
+    """The If's condition gathers the dims it weighs from the input's Shape, whatever unknown dims lie before
+    and in the rows; it computes what ``Switch.narrow_at`` says, and both branches are exact."""
+    rng = np.random.default_rng(len(dims))
+    switch = plan(info(dims, axes, "i8")).choice
+    known = tuple(d if isinstance(d, int) else 2 for d in dims)
+    x, s, z = random_case(rng, known, axes, "i8", "f32")
+    result = lower_model(_symbolic(x, s, z, axes, dims))
+    assert result.nodes[0].strategy == "row-switch"
+    (cond,) = [n.input[0] for n in result.model.graph.node if n.op_type == "If"]
+    result.model.graph.output.append(helper.make_tensor_value_info(cond, onnx.TensorProto.BOOL, None))
+    (row,) = [a for a in range(len(dims)) if a > min(axes) and isinstance(dims[a], str)]
+    seen = set()
+    for shape in sizes:
+        xs = random_case(rng, shape, (), "i8", "f32")[0]
+        got, narrow = run_ort(result.model, {"x": xs})
+        want = switch.narrow_at(xs.size, shape[row])
+        assert bool(narrow) == want and same_bits(got, -odq.dequantize(xs, s, z, axes=axes)), shape
+        seen.add(want)
+    assert seen == {True, False}  # both branches ran
+
+
+@pytest.mark.parametrize(
     "facts,reason",
     [
         ({"shape": (8, 64, 1000)}, "no dim known only at run time after a quantization axis"),
         ({"shape": ("n", 64, 1000)}, "no dim known only at run time after a quantization axis"),
+        ({"shape": ("n", 64, "a", "b")}, "several dims known only at run time in the rows"),
         ({"qt": "i4", "zp": False}, "ORT has no Shape kernel for 4-bit types"),
         ({"reads": Reads(fusing=True)}, "a reader may fuse with the DequantizeLinear"),
         ({"rt": "bf16", "opset": 15}, "If has no bf16 output before opset 16"),

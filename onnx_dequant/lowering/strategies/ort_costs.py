@@ -18,6 +18,7 @@ MERGED = (
     "expand_f32",
     "expand_inner",
     "expand_inner_row",
+    "node",
     "transpose_f32",
 )
 COSTS = {
@@ -44,6 +45,7 @@ COSTS = {
         "expand_f32": 5.445,
         "expand_inner": 5.945,
         "expand_inner_row": 463.985,
+        "node": 6762.123,
         "transpose_f32": 10.235,
     },
     "2": {
@@ -69,6 +71,7 @@ COSTS = {
         "expand_f32": 5.237,
         "expand_inner": 6.107,
         "expand_inner_row": 231.249,
+        "node": 5515.83,
         "transpose_f32": 10.005,
     },
 }

@@ -11,17 +11,20 @@ it leaves out every Shape; the rule set lists it first, so that it wins its tie 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
 from onnx import TensorProto
 
 from ...errors import DequantizeError
+from ...graphs import FreshNames
 from ..emitter import Emitter
 from ..facts import UNKNOWN_DIM, NodeInfo, Reads
 from .base import Plan, Refusal, Strategy
 from .branches import as_branch, emit_if, reshape_after_cost
 from .cast_sub_mul import CastSubMul
+from .costs import kernel_cost
 from .dql import DQLStrategy
 from .shapes import shape_tensor
 
@@ -60,18 +63,36 @@ def _branch(info: NodeInfo, row_dim: int, lead_dim: int = UNKNOWN_DIM) -> NodeIn
     return as_branch(info, row_dim=row_dim, lead_dim=lead_dim, reads=Reads())
 
 
+def run_nodes(info: NodeInfo, plan: Plan, branch: NodeInfo) -> int:
+    """How many of ``plan``'s nodes run with the model (those reading the input, or a scale or zero point
+    that is not a constant, however indirectly: ORT folds the others when it loads the model)."""
+    em = Emitter("count", FreshNames(set()))
+    plan.emit(dataclasses.replace(branch, output="y"), em)
+    live = {info.x} | {
+        t for t, const in ((info.scale, info.scale_const), (info.zero_point, info.zp_const)) if not const
+    }
+    count = 0
+    for node in em.nodes:
+        if live.intersection(node.input):
+            live.update(node.output)
+            count += 1
+    return count
+
+
 def _fit(info: NodeInfo, long: Plan, narrow: Plan) -> tuple[float, float, float, float]:
     """The narrow form's cost less the long one's as ``u n + v n / rows + w rows + z`` (each form's bytes are
-    per element, per row walked and per scale element expanded), fitted by least squares to the cost model
-    with every unknown dim at each of ``_SIZES``, scaled to the largest difference."""
-    k = len(info.row_axes)
+    per element, per row walked and per scale element expanded, and ``z`` holds its nodes' fixed cost,
+    ``node`` each), fitted by least squares to the cost model with every unknown dim at each of ``_SIZES``,
+    scaled to the largest difference."""
+    nodes = run_nodes(info, narrow, _branch(info, NARROW_DIM)) - run_nodes(info, long, _branch(info, UNKNOWN_DIM))
+    fixed = nodes * kernel_cost("node")
     features, diffs = [], []
     for lead in _SIZES:
         for row in _SIZES:
             at = _branch(info, row, lead)
-            n, rows = float(at.size()), float(row**k)
+            n, rows = float(at.size()), float(row)
             features.append((n, n / rows, rows, 1.0))
-            diffs.append(narrow.strategy.cost(at, narrow.choice) - long.strategy.cost(at, long.choice))
+            diffs.append(narrow.strategy.cost(at, narrow.choice) - long.strategy.cost(at, long.choice) + fixed)
     a, b = np.array(features), np.array(diffs)
     scale = np.abs(a).max(axis=0)
     coef = np.linalg.lstsq(a / scale, b / np.abs(b).max(), rcond=None)[0] / scale
@@ -90,6 +111,8 @@ class RowSwitch(Strategy[Switch]):
     def check(self, info: NodeInfo) -> Switch | Refusal:
         if not info.row_axes:
             return Refusal("no dim known only at run time after a quantization axis")
+        if len(info.row_axes) > 1:
+            return Refusal("several dims known only at run time in the rows (which is the narrow one is not known)")
         if info.in_type.bits < 8:
             return Refusal("ORT has no Shape kernel for 4-bit types")
         if info.out_type.name == "bf16" and info.opset < 16:
@@ -116,21 +139,34 @@ class RowSwitch(Strategy[Switch]):
         return choice.long.cost + reshape_after_cost(info, self._branches(info, choice))
 
     def emit(self, info: NodeInfo, choice: Switch, em: Emitter) -> None:
-        f32 = TensorProto.FLOAT
-        u, v, w, z = (em.const(np.array(c, np.float32), hint="weight") for c in choice.weights)
-        n = em.node("Cast", [em.node("Size", [info.x], hint="n")], hint="n", to=f32)
-        shape = shape_tensor(em, info.x, info.shape or (), info.opset)
-        dims = em.node("Gather", [shape, em.i64(list(info.row_axes), "row_axes")], hint="row_dims", axis=0)
-        rows = em.node("Cast", [em.node("ReduceProd", [dims], hint="rows", keepdims=0)], hint="rows", to=f32)
-        one = em.const(np.array(1, np.float32), hint="one")
-        per_row = em.node("Div", [v, em.node("Max", [rows, one], hint="rows")], hint="per_row")  # (an empty row: 0)
-        per_element = em.node("Add", [per_row, u], hint="per_element")
-        fixed = em.node("Add", [em.node("Mul", [rows, w], hint="by_rows"), z], hint="fixed")
-        diff = em.node("Add", [em.node("Mul", [n, per_element], hint="by_n"), fixed], hint="diff")
-        narrow = em.node("Less", [diff, em.const(np.array(0, np.float32), hint="zero")], hint="narrow")
-        emit_if(info, em, narrow, *self._branches(info, choice))
+        emit_if(info, em, _condition(info, choice, em), *self._branches(info, choice))
 
     @staticmethod
     def _branches(info: NodeInfo, choice: Switch) -> list[tuple[Plan, NodeInfo]]:
         """Each form with the facts it was planned with (the then branch first)."""
         return [(choice.narrow, _branch(info, NARROW_DIM)), (choice.long, _branch(info, UNKNOWN_DIM))]
+
+
+def _condition(info: NodeInfo, choice: Switch, em: Emitter) -> str:
+    """``choice``'s condition in few scalar nodes (each costs ORT about half a microsecond): with ``K`` the
+    known dims' product, ``P`` the other unknown dims' and ``R`` the row dim, ``n = K P R`` and the
+    difference is ``u K P R + v K P + w R + z``, the quadratic form ``[P, R] A [P, R] + b . [P, R] + z``, the
+    pair gathered from the input's Shape by one Gather (a 1 appended to it where ``P`` is not one dim)."""
+    shape = info.shape or ()
+    known = math.prod(d for d in shape if isinstance(d, int))
+    (row,) = info.row_axes
+    lead = [a for a in range(len(shape)) if not isinstance(shape[a], int) and a != row] or [len(shape)]
+    u, v, w, z = choice.weights
+    f32 = np.float32
+    dims = em.node("Cast", [shape_tensor(em, info.x, shape, info.opset)], hint="dims", to=TensorProto.FLOAT)
+    index = np.array([lead, [row] + [len(shape)] * (len(lead) - 1)], np.int64)
+    if index.max() == len(shape):
+        dims = em.node("Concat", [dims, em.const(np.ones(1, f32), hint="one")], hint="dims", axis=0)
+    pr = em.node("Gather", [dims, em.const(index[:, 0] if len(lead) == 1 else index, hint="dim_index")], hint="pr")
+    if len(lead) > 1:  # each row of the index's product
+        axes = [em.i64([1], "axes")] if info.opset >= 18 else []
+        pr = em.node("ReduceProd", [pr, *axes], hint="pr", keepdims=0, **({} if axes else {"axes": [1]}))
+    quad = em.const(np.array([[0, u * known / 2], [u * known / 2, 0]], f32), hint="weights")
+    lin = em.node("Add", [em.node("MatMul", [pr, quad], hint="quad"), em.const(np.array([v * known, w], f32))])
+    diff = em.node("MatMul", [lin, pr], hint="diff")
+    return em.node("Less", [diff, em.const(np.array(-z, f32), hint="weight")], hint="narrow")
