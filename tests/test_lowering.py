@@ -927,3 +927,22 @@ def test_below_opset_14_no_reshape_merges_dims_known_at_run_time():
         xs, ss, zs = random_case(rng, shape, (0, 1), "u8", "f32")
         (got,) = run_ort(result.model, {"x": xs, "s": ss, "z": zs})
         assert got.shape == shape and same_bits(got, odq.dequantize(xs, ss, zs, axes=(0, 1)))
+
+
+@pytest.mark.parametrize("x_range", [(-1000, 1000), (-(2**31), 2**31 - 1)])
+def test_i32_guard_leaves_its_dequantizelinears_view_to_one_reshape_after_the_if(x_range):
+    """The guard's DequantizeLinear branch over merged axes ends at its DequantizeLinear (a Reshape inside an
+    If branch copies into the If's output); one Reshape after the If gives the input's shape, on both
+    branches."""
+    rng = np.random.default_rng(11)
+    shape, axes = (4, 30, 20, 10), (1, 2)
+    x, s, z = random_case(rng, shape, axes, "i32", "f32")
+    x = rng.integers(*x_range, size=shape, endpoint=True, dtype=np.int64).astype(np.int32)
+    result = lower_model(one_node_model(x, s, z, axes, const=False, consumer="Relu"))
+    assert result.nodes[0].strategy == "i32-guarded"
+    assert [n.op_type for n in result.model.graph.node][-3:] == ["If", "Reshape", "Relu"]
+    (guard,) = [n for n in result.model.graph.node if n.op_type == "If"]
+    then = next(a.g for a in guard.attribute if a.name == "then_branch")
+    assert then.node[-1].op_type == "DequantizeLinear"
+    (y,) = run_ort(result.model, {"x": x, "s": s, "z": z})
+    assert y.shape == shape and same_bits(y, np.maximum(odq.dequantize(x, s, z, axes=axes), 0))
