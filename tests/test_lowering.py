@@ -946,3 +946,19 @@ def test_i32_guard_leaves_its_dequantizelinears_view_to_one_reshape_after_the_if
     assert then.node[-1].op_type == "DequantizeLinear"
     (y,) = run_ort(result.model, {"x": x, "s": s, "z": z})
     assert y.shape == shape and same_bits(y, np.maximum(odq.dequantize(x, s, z, axes=axes), 0))
+
+
+def test_an_input_empty_along_a_known_dim_and_others_known_at_run_time_takes_no_expanded_scale():
+    """(0, 64, t): no empty constant can be made (t is known only at run time), and a blocked DequantizeLinear
+    whose scale is expanded to a dim of 0 fails in ORT 1.32 at its default level (a review found it); a form
+    without Expand computes the empty output."""
+    rng = np.random.default_rng(12)
+    x, s, z = random_case(rng, (0, 64, 3), (1,), "u8", "f32")
+    m = one_node_model(x, s, z, (1,))
+    m.graph.input[0].CopyFrom(vi("x", "u8", [0, 64, "t"]))
+    result = lower_model(m)
+    assert "Expand" not in [n.op_type for n in result.model.graph.node]
+    for t in (0, 3):
+        xs = np.zeros((0, 64, t), np.uint8)
+        (got,) = run_ort(result.model, {"x": xs})
+        assert got.shape == (0, 64, t) and got.dtype == np.float32

@@ -81,26 +81,34 @@ def test_the_condition_weighs_the_narrow_forms_expansion_against_the_rows_it_sav
     ``Switch.narrow_at`` says."""
     axes, dims = (1,), ("n", 4096, "t")
     switch = plan(info(dims, axes, "u8")).choice
-    assert not switch.narrow_at(4096 * 63, 63) and not switch.narrow_at(2 * 4096 * 63, 63)
-    assert switch.narrow_at(256 * 4096, 1) and switch.narrow_at(64 * 4096 * 4, 4)
-    assert not switch.narrow_at(8 * 4096 * 1000, 1000)
+    assert not switch.narrow_at(4096, 63) and not switch.narrow_at(2 * 4096, 63)
+    assert switch.narrow_at(256 * 4096, 1) and switch.narrow_at(64 * 4096, 4)
+    assert not switch.narrow_at(8 * 4096, 1000)
     rng = np.random.default_rng(6)
     x, s, z = random_case(rng, (1, 4096, 2), axes, "u8", "f32")
     m = _symbolic(x, s, z, axes, dims)
     result = lower_model(m)
     (cond,) = [n.input[0] for n in result.model.graph.node if n.op_type == "If"]
     result.model.graph.output.append(helper.make_tensor_value_info(cond, onnx.TensorProto.BOOL, []))
-    for shape in [(1, 4096, 63), (2, 4096, 63), (256, 4096, 1), (64, 4096, 4), (8, 4096, 300), (0, 4096, 5)]:
+    for shape in [
+        (1, 4096, 63),
+        (2, 4096, 63),
+        (256, 4096, 1),
+        (64, 4096, 4),
+        (8, 4096, 300),
+        (0, 4096, 5),
+        (300, 4096, 0),
+    ]:
         xs = random_case(rng, shape, (), "u8", "f32")[0]
         got, narrow = run_ort(result.model, {"x": xs})
-        assert bool(narrow) == switch.narrow_at(xs.size, shape[2]), shape
+        assert bool(narrow) == switch.narrow_at(shape[0] * 4096, shape[2]), shape
         assert same_bits(got, -odq.dequantize(xs, s, z, axes=axes)), shape
 
 
 @pytest.mark.parametrize(
     "dims,axes,sizes",
     [
-        (("n", 64, "t"), (1,), [(1, 64, 3), (300, 64, 2), (2, 64, 900)]),
+        (("n", 64, "t"), (1,), [(1, 64, 3), (300, 64, 2), (2, 64, 900), (5000, 64, 0)]),
         (("n", "m", 256, "t"), (2,), [(1, 1, 256, 3), (64, 32, 256, 2), (2, 3, 256, 900)]),  # two lead dims
         (("a", "b", "c", "d", 13, "t"), (4,), [(1, 1, 1, 1, 13, 3), (8, 5, 10, 10, 13, 3), (2, 2, 2, 2, 13, 500)]),
     ],
@@ -121,7 +129,8 @@ def test_the_condition_reads_each_shape_of_dims(dims, axes, sizes):
     for shape in sizes:
         xs = random_case(rng, shape, (), "i8", "f32")[0]
         got, narrow = run_ort(result.model, {"x": xs})
-        want = switch.narrow_at(xs.size, shape[row])
+        others = int(np.prod([d for a, d in enumerate(shape) if a != row]))
+        want = switch.narrow_at(others, shape[row])
         assert bool(narrow) == want and same_bits(got, -odq.dequantize(xs, s, z, axes=axes)), shape
         seen.add(want)
     assert seen == {True, False}  # both branches ran
@@ -133,6 +142,7 @@ def test_the_condition_reads_each_shape_of_dims(dims, axes, sizes):
         ({"shape": (8, 64, 1000)}, "no dim known only at run time after a quantization axis"),
         ({"shape": ("n", 64, 1000)}, "no dim known only at run time after a quantization axis"),
         ({"shape": ("n", 64, "a", "b")}, "several dims known only at run time in the rows"),
+        ({"shape": (5, 64, "t"), "qt": "u8"}, "the long form costs only"),  # the narrow form's nodes outweigh it
         ({"qt": "i4", "zp": False}, "ORT has no Shape kernel for 4-bit types"),
         ({"reads": Reads(fusing=True)}, "a reader may fuse with the DequantizeLinear"),
         ({"rt": "bf16", "opset": 15}, "If has no bf16 output before opset 16"),

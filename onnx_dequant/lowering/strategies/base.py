@@ -111,11 +111,12 @@ def dql_refusal(info: NodeInfo) -> Refusal | None:
 
 
 def empty_refusal(info: NodeInfo) -> Refusal | None:
-    """The refusal of a form that reshapes or expands, for an input known to hold no elements (ORT rejects
-    some of them: a blocked DequantizeLinear whose scale was expanded to a dim of 0), or None: such an
-    input takes ``empty-output``."""
-    shape = info.known_shape
-    return Refusal("the input is empty (the empty-output form)") if shape is not None and 0 in shape else None
+    """The refusal of a form that reshapes or expands, for an input known to hold no elements, a dim of 0
+    among its known dims (ORT rejects some of them: a blocked DequantizeLinear whose scale was expanded to a
+    dim of 0, at its default level), or None: such an input takes ``empty-output``, or where other dims are
+    known only at run time a form that neither reshapes nor expands."""
+    known = [d for d in info.shape or () if isinstance(d, int)]
+    return Refusal("the input is empty (the empty-output form)") if 0 in known else None
 
 
 def reshape_refusal(info: NodeInfo) -> Refusal | None:

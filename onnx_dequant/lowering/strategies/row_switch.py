@@ -44,16 +44,17 @@ _SIZES = tuple(1 << k for k in range(UNKNOWN_DIM.bit_length()))
 @dataclasses.dataclass(frozen=True)
 class Switch:
     """The two forms, and the condition: the narrow form runs where ``weights`` . (n, n / rows, rows, 1) < 0,
-    n the input's elements and rows the product of its unknown row dims, at least 1 (``narrow_at``)."""
+    n the input's elements and rows its unknown row dim (``narrow_at``)."""
 
     long: Plan
     narrow: Plan
     weights: tuple[float, float, float, float]
 
-    def narrow_at(self, n: float, rows: float) -> bool:
-        """Whether the narrow form runs for an input of ``n`` elements whose unknown row dims make ``rows``."""
+    def narrow_at(self, others: float, rows: float) -> bool:
+        """Whether the narrow form runs for an input whose unknown row dim is ``rows`` and whose other dims make
+        ``others`` (n / rows, as the emitted condition computes it)."""
         u, v, w, z = self.weights
-        return n * (u + v / max(rows, 1.0)) + (w * rows + z) < 0
+        return u * others * rows + v * others + w * rows + z < 0
 
 
 def _branch(info: NodeInfo, row_dim: int, lead_dim: int = UNKNOWN_DIM) -> NodeInfo:
@@ -79,23 +80,24 @@ def run_nodes(info: NodeInfo, plan: Plan, branch: NodeInfo) -> int:
     return count
 
 
-def _fit(info: NodeInfo, long: Plan, narrow: Plan) -> tuple[float, float, float, float]:
-    """The narrow form's cost less the long one's as ``u n + v n / rows + w rows + z`` (each form's bytes are
-    per element, per row walked and per scale element expanded, and ``z`` holds its nodes' fixed cost,
-    ``node`` each), fitted by least squares to the cost model with every unknown dim at each of ``_SIZES``,
-    scaled to the largest difference."""
-    nodes = run_nodes(info, narrow, _branch(info, NARROW_DIM)) - run_nodes(info, long, _branch(info, UNKNOWN_DIM))
-    fixed = nodes * kernel_cost("node")
+def _grid(info: NodeInfo) -> list[tuple[NodeInfo, int]]:
+    """The node priced with the row dim and the other unknown dims at each of ``_SIZES``, and the row dim."""
+    return [(_branch(info, row, lead), row) for lead in _SIZES for row in _SIZES]
+
+
+def _fit(info: NodeInfo, long: Plan, narrow: Plan, fixed: float) -> tuple[float, float, float, float]:
+    """The narrow form's cost (and ``fixed``, its extra nodes' cost) less the long one's as ``u n + v n / rows
+    + w rows + z`` (the forms' bytes are per element, per row walked and per scale element expanded), fitted
+    by least squares to the cost model over ``_grid``, each feature scaled to its largest value."""
     features, diffs = [], []
-    for lead in _SIZES:
-        for row in _SIZES:
-            at = _branch(info, row, lead)
-            n, rows = float(at.size()), float(row)
-            features.append((n, n / rows, rows, 1.0))
-            diffs.append(narrow.strategy.cost(at, narrow.choice) - long.strategy.cost(at, long.choice) + fixed)
+    for at, row in _grid(info):
+        n = float(at.size())
+        features.append((n, n / row, float(row), 1.0))
+        diffs.append(narrow.strategy.cost(at, narrow.choice) - long.strategy.cost(at, long.choice) + fixed)
     a, b = np.array(features), np.array(diffs)
     scale = np.abs(a).max(axis=0)
-    coef = np.linalg.lstsq(a / scale, b / np.abs(b).max(), rcond=None)[0] / scale
+    scale[scale == 0] = 1.0
+    coef = np.linalg.lstsq(a / scale, b / max(np.abs(b).max(), 1.0), rcond=None)[0] / scale
     return (float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]))
 
 
@@ -129,11 +131,16 @@ class RowSwitch(Strategy[Switch]):
                 return Refusal(f"a branch would take {plan.strategy.name}, not a DequantizeLinear or Cast/Sub/Mul")
         if (long.strategy, long.choice) == (narrow.strategy, narrow.choice):
             return Refusal(f"rows of {NARROW_DIM} take the same form ({long.strategy.name})")
+        nodes = run_nodes(info, narrow, _branch(info, NARROW_DIM)) - run_nodes(info, long, _branch(info, UNKNOWN_DIM))
+        fixed = nodes * kernel_cost("node")  # the narrow form's extra nodes, each run
         at = _branch(info, NARROW_DIM)
-        gain = long.strategy.cost(at, long.choice) / max(narrow.strategy.cost(at, narrow.choice), 1.0)
+        gain = long.strategy.cost(at, long.choice) / max(narrow.strategy.cost(at, narrow.choice) + fixed, 1.0)
         if gain < SWITCH_GAIN:
             return Refusal(f"over rows of {NARROW_DIM} the long form costs only {gain:.2f}x the narrow one")
-        return Switch(long, narrow, _fit(info, long, narrow))
+        switch = Switch(long, narrow, _fit(info, long, narrow, fixed))
+        if not any(switch.narrow_at(at.size() / row, row) for at, row in _grid(info)):
+            return Refusal("the fitted condition never takes the narrow form")
+        return switch
 
     def cost(self, info: NodeInfo, choice: Switch) -> float:
         return choice.long.cost + reshape_after_cost(info, self._branches(info, choice))
