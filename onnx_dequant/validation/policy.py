@@ -111,6 +111,9 @@ ONNX Runtime in f32)."""
 INTEGER_EXACT = frozenset({"ConvInteger", "MatMulInteger"})
 """Standard ops of exact integer arithmetic (int32 sums of 8-bit products, no rounding): exact on exact inputs."""
 
+SAME_TYPE = MOVING | {"Add", "Sub", "Mul", "Div"}
+"""Standard ops whose output has their first input's type."""
+
 ALWAYS_EXACT = frozenset({"Shape", "Size", "Constant", "ConstantOfShape", "EyeLike"})
 """Standard ops whose outputs do not depend on input values beyond shapes and attributes."""
 
@@ -223,6 +226,13 @@ def _loose(
     return _worst([own, source], None)
 
 
+def _rounds_twice(src: dtypes.DType | None, node: onnx.NodeProto) -> bool:
+    """Whether ``node`` (a Cast) is one ONNX Runtime 1.32 rounds twice: float64 to f16 or bf16, through f32
+    (``scripts/ort_facts.py``: ``cast_f64_to_f16_rounds_twice``), where the reference rounds once."""
+    dst = _cast_to(node)
+    return src is not None and src.name == "f64" and dst is not None and dst.name in ("f16", "bf16")
+
+
 def _moved_why(node: onnx.NodeProto, tol: dict[str, Tolerance], label: str) -> str:
     """Where an exact tensor moved by ``node`` comes from: the first input computed by the graph."""
     for n in node.input:
@@ -246,8 +256,13 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None, *, ngraph: 
     for name in [vi.name for vi in g.input] + [t.name for t in g.initializer]:
         tol[name] = Tolerance(0, False, "input")
 
+    carried = dict(types)  # with the types Casts, arithmetic and moves carry to their outputs (a Cast's source)
     for i, node in enumerate(g.node):
         label = f"{node.op_type} '{node.name or f'#{i}'}'"
+        carry = _cast_to(node) if node.op_type == "Cast" else None
+        if node.op_type in SAME_TYPE and node.input:
+            carry = carried.get(node.input[0])
+        carried.update({o: carry for o in node.output if o and o not in carried and carry is not None})
         standard = node.domain in ("", "ai.onnx")
         inexact_names = [n for n in node.input if n and not tol.get(n, loose).exact]
         inexact = [tol.get(n, loose) for n in inexact_names]
@@ -276,6 +291,8 @@ def tolerances(model: onnx.ModelProto, policy: Policy | None = None, *, ngraph: 
             )
         elif standard and node.op_type in ALWAYS_EXACT:
             own = Tolerance(0, False, f"{label}: depends on shapes only")
+        elif standard and node.op_type == "Cast" and not inexact and _rounds_twice(carried.get(node.input[0]), node):
+            own = Tolerance(1, False, f"{label}: ONNX Runtime casts f64 to 16-bit floats through f32 (rounds twice)")
         elif standard and node.op_type == "Cast" and inexact:
             dst = _cast_to(node)
             src = types.get(node.input[0])
