@@ -93,6 +93,7 @@ class NodeInfo:
     row_dim: int = UNKNOWN_DIM  # the size the cost model assumes for unknown dims in ``row_axes``
     lead_dim: int = UNKNOWN_DIM  # ... and for the other unknown dims
     keep_view: bool = False  # the output may stay in the form's view of the input (the caller reshapes it)
+    keep_f32: bool = False  # a DequantizeLinear form's f16/bf16 output may stay f32 (the caller casts it)
 
     @property
     def row_axes(self) -> tuple[int, ...]:

@@ -349,9 +349,10 @@ def emit_layout(info: NodeInfo, em: Emitter, layout: Layout) -> None:
     if layout.mode == "blocked":
         attrs["block_size"] = block
     reshaped = layout.reshapes_back(info) or bool(layout.barrier)
-    steps_left = (info.out_type is not dql_t) + reshaped
+    narrowed = info.out_type is not dql_t and not info.keep_f32
+    steps_left = narrowed + reshaped
     y = em.node("DequantizeLinear", inputs, info.output if steps_left == 0 else None, hint="dql", **attrs)
-    if info.out_type is not dql_t:  # (never with a barrier: ORT's passes do not move a DQL its Cast reads)
+    if narrowed:  # (never with a barrier: ORT's passes do not move a DQL its Cast reads)
         steps_left -= 1
         y = em.node("Cast", [y], info.output if steps_left == 0 else None, hint="cast", to=info.out_type.onnx)
     if reshaped:
