@@ -27,7 +27,6 @@ Exit 1 when a lowered model's outputs differ from the reference.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -367,16 +366,7 @@ def measure(case: Case, repeat: int, mode: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=7, help="timed samples per model (median taken)")
-    ap.add_argument("--rounds", type=int, default=1, help="measure each case this many times")
-    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
-    ap.add_argument("--only", metavar="TEXT", default="", help="only the cases whose name holds TEXT")
-    ap.add_argument("--json", metavar="FILE", help="write every round's rows as JSON")
-    args = ap.parse_args(argv)
-    if args.repeat < 1 or args.rounds < 1 or args.threads < 1:
-        ap.error("--repeat, --rounds and --threads must be at least 1")
-    bs.THREADS = args.threads  # (its Runner's sessions)
+    args = bs.held_out_args(bs.held_out_parser(__doc__, "case"), argv)
     print(f"# ONNX Runtime {ort.__version__}, {args.threads} thread(s); ratio: with the pair / without")
     rows, wrong = [], 0
     sets = (

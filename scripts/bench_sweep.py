@@ -516,6 +516,28 @@ def parse_size(text: str) -> int:
     return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
 
 
+def held_out_parser(doc: str, unit: str) -> argparse.ArgumentParser:
+    """The options of the held-out benchmarks that time pairs of models (``bench_readers.py``,
+    ``bench_switch.py``): samples, rounds, ORT threads, a filter on ``unit`` names, JSON."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=7, help="timed samples per model (median taken)")
+    ap.add_argument("--rounds", type=int, default=1, help=f"measure each {unit} this many times")
+    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
+    ap.add_argument("--only", metavar="TEXT", default="", help=f"only the {unit}s whose name holds TEXT")
+    ap.add_argument("--json", metavar="FILE", help="write every round's rows as JSON")
+    return ap
+
+
+def held_out_args(ap: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``ap``'s arguments, checked; ``THREADS`` set for the ``Runner`` sessions."""
+    global THREADS
+    args = ap.parse_args(argv)
+    if args.repeat < 1 or args.rounds < 1 or args.threads < 1:
+        ap.error("--repeat, --rounds and --threads must be at least 1")
+    THREADS = args.threads
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="onnx_dequant: a seeded sweep of cases, each measure side by side")
     p.add_argument("--seed", type=int, default=0, help="case draw (0: the sweep; others: held-out cases)")

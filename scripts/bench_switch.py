@@ -17,7 +17,6 @@ the reference; exit 1 when they do not.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
@@ -170,17 +169,9 @@ def measure(case: Case, run: tuple[int, ...], repeat: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=7, help="timed samples per model (median taken)")
-    ap.add_argument("--rounds", type=int, default=1, help="measure each run this many times")
-    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
-    ap.add_argument("--only", metavar="TEXT", default="", help="only the runs whose name holds TEXT")
-    ap.add_argument("--json", metavar="FILE", help="write every round's rows as JSON")
+    ap = bs.held_out_parser(__doc__, "run")
     ap.add_argument("--kernels", action="store_true", help="time the ORT facts the form rests on instead")
-    args = ap.parse_args(argv)
-    if args.repeat < 1 or args.rounds < 1 or args.threads < 1:
-        ap.error("--repeat, --rounds and --threads must be at least 1")
-    bs.THREADS = args.threads
+    args = bs.held_out_args(ap, argv)
     print(f"# ONNX Runtime {ort.__version__}, {args.threads} thread(s); ratio: with / without the row switch")
     rows, wrong = [], 0
     if args.kernels:
