@@ -595,6 +595,35 @@ def test_quantization_axes_of_size_one_are_dropped(shape, axes, want, form, qt, 
 
 
 @pytest.mark.parametrize(
+    "shape,axes,adopted,dropped",
+    [
+        ((3, 14, 361, 1), (0, 1, 2), (3,), ()),  # a scale as large as the input
+        ((400, 7, 1, 1), (1,), (2, 3), ()),
+        ((40, 1, 7, 1), (1, 2), (3,), (1,)),
+        ((60, 1, 1), (0, 2), (1,), ()),  # a trailing quantization axis of 1 stays one
+    ],
+)
+@pytest.mark.parametrize("qt,rt", [("i8", "f32"), ("u16", "f16"), ("i32", "f32"), ("u4", "f32")])
+@pytest.mark.parametrize("const", [True, False])
+def test_trailing_broadcast_axes_of_size_one_are_adopted(shape, axes, adopted, dropped, qt, rt, const):
+    """Broadcast axes of size 1 after a last quantization axis are planned as quantization axes: the
+    report says which, a constant scale and zero point get the dims in the file, fed ones an Unsqueeze;
+    the reference's bits."""
+    rng = np.random.default_rng(sum(shape) + len(axes))
+    x, s, z = random_case(rng, shape, axes, qt, rt)
+    small = qt == "u4"
+    if small and not const:  # a fed 4-bit zero point keeps its shape (ORT has no 4-bit Unsqueeze)
+        result = lower_model(one_node_model(x, s, z, axes, const=False, x_const=True))
+        assert result.nodes[0].adopted_axes == () and not any("_unit" in n.output[0] for n in result.model.graph.node)
+        return
+    result = lower_model(one_node_model(x, s, z, axes, const=const, x_const=small))
+    assert (result.nodes[0].adopted_axes, result.nodes[0].dropped_axes) == (adopted, dropped)
+    reshaped = [n.op_type for n in result.model.graph.node if "_unit" in n.output[0]]
+    assert reshaped == ([] if const else (["Squeeze"] if dropped else []) + ["Unsqueeze"]) * 2
+    _check(result.model, x, s, z, axes, fed=not const, x_fed=not small)
+
+
+@pytest.mark.parametrize(
     "shape,axes",
     [
         ((30, 6, 5), (2,)),  # a per-channel scale on a last axis of 5 under broadcast rows

@@ -444,12 +444,35 @@ def test_quantization_axes_of_size_one_are_planned_as_broadcast_ones():
     """One scale value along an axis of size 1: per-tensor for ``{3}`` on ``(6,7,5,1)`` (blocked before),
     per-axis for ``{0,1,2}`` on ``(1,40,1,30)``; the plan says which axes it dropped."""
     p = plan(info((6, 7, 5, 1), (3,)))
-    assert (p.strategy.name, p.dropped) == ("dql-per-tensor", (3,))
+    assert (p.strategy.name, p.unit.dropped, p.unit.adopted) == ("dql-per-tensor", (3,), ())
     p = plan(info((1, 40, 1, 30), (0, 1, 2)))
-    assert (p.strategy.name, p.dropped) == ("dql-per-axis", (0, 2))
-    assert plan(info((6, 7, 5, 2), (3,))).dropped == ()
-    assert plan(info((6, 7, 5, None), (3,))).dropped == ()  # an unknown dim is not known to be 1
-    assert plan(info((6, 7, 5, 1), (3,), "u4", zp=True, zp_const=False)).dropped == ()  # no 4-bit Squeeze
+    assert (p.strategy.name, p.unit.dropped) == ("dql-per-axis", (0, 2))
+    assert not plan(info((6, 7, 5, 2), (3,))).unit
+    assert not plan(info((6, 7, 5, None), (3,))).unit  # an unknown dim is not known to be 1
+    assert not plan(info((6, 7, 5, 1), (3,), "u4", zp=True, zp_const=False)).unit  # no 4-bit Squeeze
+
+
+@pytest.mark.parametrize(
+    "shape,axes,adopted,dropped",
+    [
+        ((3, 14, 36001, 1), (0, 1, 2), (3,), ()),  # a scale as large as the input
+        ((3, 14, 36001, 1), (0, 1, 2, 3), (), ()),  # (the axis of 1 stays a quantization axis)
+        ((5000, 7, 1, 1), (1,), (2, 3), ()),
+        ((5000, 1, 7, 1), (1, 2), (3,), (1,)),
+        ((5000, 7, 1), (0,), (), ()),  # the last other axis is a broadcast one
+        ((1, 1), (0,), (), (0,)),  # no axis of another size: per tensor
+    ],
+)
+def test_trailing_broadcast_axes_of_size_one_are_planned_as_quantization_ones(shape, axes, adopted, dropped):
+    """Broadcast axes of size 1 after a last quantization axis would make ORT's kernels walk runs of one
+    element: they are planned as quantization axes (``(3,14,36001,1)`` with ``{0,1,2}`` u16 with a zero
+    point took a blocked DequantizeLinear along its last axis, 12-13x ORT's per-tensor DequantizeLinear in
+    a graph; its scale is as large as the input, blocks of one along axis 0)."""
+    p = plan(info(shape, axes, "u16", zp=True))
+    assert (p.unit.adopted, p.unit.dropped) == (adopted, dropped)
+    if shape == (3, 14, 36001, 1):
+        assert p.strategy.name == "dql-blocked" and (p.choice.axis, p.choice.mode) == (0, "blocked")
+        assert p.choice.view[0] == (0,) and not p.choice.expand
 
 
 def test_axes_apart_over_a_wide_run_take_a_per_axis_dequantizelinear_with_the_scale_expanded():

@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
                             "strategy": r.strategy,
                             "refused": r.refused,
                             "dropped_axes": list(r.dropped_axes),
+                            "adopted_axes": list(r.adopted_axes),
                             "runs_saved": r.runs_saved,
                             "barrier": r.barrier,
                             "gather_moved": r.gather_moved,

@@ -31,7 +31,7 @@ from .strategies.per_tensor import PerTensor
 from .strategies.row_switch import RowSwitch
 from .strategies.tiled import Tiled
 from .strategies.wrapped import WrappedSubCastMul
-from .unit_axes import unit_axes, without_unit_axes
+from .unit_axes import unit_axes, with_unit_axes
 
 __all__ = ["STRATEGIES", "ROW_STRATEGIES", "Plan", "choose", "plan"]
 
@@ -69,14 +69,14 @@ def choose(info: NodeInfo, strategies: Sequence[Strategy[Any]], names: Sequence[
 def plan(info: NodeInfo, names: Sequence[str] | None = None) -> Plan:
     """The strategy to lower ``info`` with, among ``STRATEGIES``; ``DequantizeError`` when none applies.
 
-    Quantization axes of size 1 are planned as broadcast ones (``unit_axes``). ``names`` limits the choice
-    to those strategies (tests and benchmarks force a form this way).
+    Axes of size 1 are planned as the kind that suits the kernels (``unit_axes``). ``names`` limits the
+    choice to those strategies (tests and benchmarks force a form this way).
     """
     check_target(info.target)
-    dropped = unit_axes(info)
-    if not dropped:
+    unit = unit_axes(info)
+    if not unit:
         return choose(info, STRATEGIES, names)
-    return dataclasses.replace(choose(without_unit_axes(info, dropped), STRATEGIES, names), dropped=dropped)
+    return dataclasses.replace(choose(with_unit_axes(info, unit), STRATEGIES, names), unit=unit)
 
 
 _PER_TENSOR, _PER_AXIS, _MERGED, _BLOCKED, _DQL_TILED = PerTensor(), PerAxis(), Merged(), Blocked(), DQLTiled()

@@ -12,8 +12,8 @@ __all__ = ["LoweredNode", "LowerResult"]
 @dataclass
 class LoweredNode:
     """One lowered node: where it was, the strategy chosen, its cost, why each other form was refused, the
-    quantization axes of size 1 it was planned without, the DequantizeLinear runs ``run_once`` saves, and the
-    ORT pass a Flatten/Reshape pair keeps off its DequantizeLinear."""
+    axes of size 1 planned as the other kind (``unit_axes``), the DequantizeLinear runs ``run_once`` saves,
+    and the ORT pass a Flatten/Reshape pair keeps off its DequantizeLinear."""
 
     node: str
     graph: str
@@ -22,6 +22,7 @@ class LoweredNode:
     refused: dict[str, str] = field(default_factory=dict)
     weight: bool = False  # a constant weight feeding MatMul/Gemm/Conv
     dropped_axes: tuple[int, ...] = ()  # quantization axes of size 1 planned as broadcast ones
+    adopted_axes: tuple[int, ...] = ()  # trailing broadcast axes of size 1 planned as quantization ones
     runs_saved: int = 0  # DequantizeLinear runs ORT would add, one per reader, that run_once's pair saves
     barrier: str = ""  # how ORT's passes would break the DequantizeLinear a Flatten/Reshape pair follows ("": none;
     # such a pair runs it once too, not counted in runs_saved)

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 from ... import dtypes
 from ..emitter import Emitter
 from ..facts import NodeInfo
-from ..unit_axes import squeeze_unit_axes
+from ..unit_axes import UnitAxes, reshape_unit_axes
 
 __all__ = [
     "Refusal",
@@ -75,12 +75,12 @@ class Plan:
     cost: float
     refused: dict[str, str] = field(default_factory=dict)
     costs: dict[str, float] = field(default_factory=dict)
-    dropped: tuple[int, ...] = ()  # quantization axes of size 1 planned as broadcast ones (unit_axes.py)
+    unit: UnitAxes = field(default_factory=UnitAxes)  # axes of size 1 planned as the other kind (unit_axes.py)
 
     def emit(self, info: NodeInfo, em: Emitter) -> None:
         """The chosen form's nodes for ``info``."""
-        if self.dropped:
-            info = squeeze_unit_axes(info, self.dropped, em)
+        if self.unit:
+            info = reshape_unit_axes(info, self.unit, em)
         self.strategy.emit(info, self.choice, em)
 
 
