@@ -54,6 +54,8 @@ includes eight runs' fixed cost instead of one (a few microseconds against about
 BF16 = np.dtype(ml_dtypes.bfloat16)
 NODE_RUNS = 256
 """The ``node`` forms run this many times a call (one run of a one-element graph is a few microseconds)."""
+TILE_K = 8
+"""The ``tile`` forms tile their input this many times along its last axis."""
 
 
 def graph(node: onnx.NodeProto, x_type: int, x_shape, y_type: int, inits) -> onnx.ModelProto:
@@ -101,6 +103,12 @@ def expand(x_shape, const: onnx.TensorProto) -> onnx.ModelProto:
     m = graph(helper.make_node("Expand", ["c", "t"], ["y"]), TP.FLOAT, x_shape, TP.FLOAT, [const])
     m.graph.node.insert(0, helper.make_node("Shape", ["x"], ["t"]))
     return m
+
+
+def tile(x_shape, k: int) -> onnx.ModelProto:
+    """``x`` tiled ``k`` times along its last axis (a tiled form's scale fed at run time)."""
+    repeats = numpy_helper.from_array(np.array([1, k], np.int64), "r")
+    return graph(helper.make_node("Tile", ["x", "r"], ["y"]), TP.FLOAT, x_shape, TP.FLOAT, [repeats])
 
 
 def chain(k: int) -> onnx.ModelProto:
@@ -158,6 +166,10 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
         "expand_inner": (expand(shape_w, column(shape_w[0])), f32, shape_w, f32),
         "expand_inner@narrow": (expand(shape_n, column(shape_n[0])), f32, shape_n, f32),
         "transpose_f32": (unary("Transpose", TP.FLOAT, shape_n[::-1], TP.FLOAT, perm=[1, 0]), f32, shape_n[::-1], f32),
+        # a tiled form's scale fed at run time: rows tiled TILE_K times to n elements; ORT's Tile copies each
+        # run (a row) on its own, at a cost per run copied (rows of 512 against rows of 2)
+        "tile_f32": (tile((n // wide, wide // TILE_K), TILE_K), f32, (n // wide, wide // TILE_K), f32),
+        "tile_f32@narrow": (tile((n // (2 * TILE_K), 2), TILE_K), f32, (n // (2 * TILE_K), 2), f32),
         # a node's fixed cost: a chain of nine tiny nodes against one (``derive`` takes the difference)
         "node": (chain(1), f32, (1,), f32),
         "node@nine": (chain(9), f32, (1,), f32),
@@ -239,6 +251,8 @@ def measure(n: int, repeat: int, threads: int) -> dict[str, float]:
 def _out_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
     if name.startswith("check"):
         return ()
+    if name.startswith("tile"):
+        return (shape[0], shape[1] * TILE_K)
     if name == "transpose_f32":
         return shape[::-1]
     return (int(np.prod(shape)) // 4096, 4096) if name == "copy_f32" else shape
@@ -258,6 +272,7 @@ def derive(raw: dict[str, float], n: int) -> dict[str, float]:
     d["binary_f32_row"] = max(0.0, (raw["binary_f32@narrow"] - raw["binary_f32"]) * n / (rows_n - rows_w))
     d["node"] = max(0.0, (raw["node@nine"] - raw["node"]) * n / 8 / NODE_RUNS)  # per node, not per element
     d["expand_inner_row"] = max(0.0, (raw["expand_inner@narrow"] - raw["expand_inner"]) * n / (rows_n - rows_w))
+    d["tile_f32_row"] = max(0.0, (raw["tile_f32@narrow"] - raw["tile_f32"]) * n / (n // 2 - n // (wide // TILE_K)))
     d.update({f"{k.split('@')[0]}_cached": v for k, v in raw.items() if k.endswith("@cached")})
     return d
 
@@ -303,6 +318,7 @@ def literal(table: dict[str, dict[str, float]]) -> str:
 PARTNERS = (
     {"cast_to_f16", "cast_to_bf16"},
     {"expand_f32", "expand_inner", "expand_inner_row", "transpose_f32"},
+    {"tile_f32", "tile_f32_row"},
     {"check_i32", "check_f32", "check_i32_cached", "check_f32_cached"},
 )
 """Entries the planner weighs against each other (a ratio, or the cheaper of two): merged together or not

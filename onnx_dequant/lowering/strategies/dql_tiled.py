@@ -17,7 +17,7 @@ from .blocked import Blocked
 from .costs import reshaped_output_cost
 from .dql import Layout, emit_layout, layout_cost, reshape
 from .shapes import groups
-from .tiled import joined_axes, joined_rows, tiled_param
+from .tiled import joined_axes, joined_rows, tiled_param, tiled_param_cost
 
 __all__ = ["DQLTiled", "DQLTiling"]
 
@@ -51,8 +51,10 @@ class DQLTiled(Strategy[DQLTiling]):
         return layout if isinstance(layout, Refusal) else DQLTiling(dims, k, layout)
 
     def cost(self, info: NodeInfo, choice: DQLTiling) -> float:
-        # the reshaped input, its scale (and zero point) k times as large, and the Reshape back
-        return layout_cost(self._joined(info, choice.dims), choice.layout) + reshaped_output_cost(info)
+        # the reshaped input, its scale (and zero point) k times as large, tiled when the model runs where it
+        # is not a constant, and the Reshape back
+        joined = layout_cost(self._joined(info, choice.dims), choice.layout)
+        return joined + reshaped_output_cost(info) + tiled_param_cost(info, choice.k)
 
     @staticmethod
     def _joined(info: NodeInfo, dims: tuple[int, ...]) -> NodeInfo:

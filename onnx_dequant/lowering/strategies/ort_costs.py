@@ -19,6 +19,8 @@ MERGED = (
     "expand_inner",
     "expand_inner_row",
     "node",
+    "tile_f32",
+    "tile_f32_row",
     "transpose_f32",
 )
 COSTS = {
@@ -46,6 +48,8 @@ COSTS = {
         "expand_inner": 5.945,
         "expand_inner_row": 463.985,
         "node": 6762.123,
+        "tile_f32": 10.283,
+        "tile_f32_row": 44.138,
         "transpose_f32": 10.235,
     },
     "2": {
@@ -72,6 +76,8 @@ COSTS = {
         "expand_inner": 6.107,
         "expand_inner_row": 231.249,
         "node": 5515.83,
+        "tile_f32": 6.592,
+        "tile_f32_row": 52.975,
         "transpose_f32": 10.005,
     },
 }
