@@ -261,8 +261,8 @@ def test_cached_checks_run_their_parts_after_an_untimed_run(monkeypatch):
     monkeypatch.setattr(calibrate_costs, "Runner", Fake)
     monkeypatch.setattr(calibrate_costs.time, "perf_counter", lambda: (events.append(("clock",)), next(clock))[1])
     calibrate_costs.measure(n, repeat=2, threads=1)
-    cached = [f for f in built if f.size == n // calibrate_costs.CACHED_PARTS]
-    assert len(cached) == 2 and all(f.runs == calibrate_costs.CACHED_PARTS for f in cached)
+    cached = [f for f in built if f.runs == calibrate_costs.CACHED_PARTS]
+    assert len(cached) == 2 and all(f.size == n // calibrate_costs.CACHED_PARTS for f in cached)
     nodes = [f for f in built if f.size == 1]
     assert len(nodes) == 2 and all(f.runs == calibrate_costs.NODE_RUNS for f in nodes)
     assert all(f.runs == 1 for f in built if f not in cached + nodes)
