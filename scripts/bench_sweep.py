@@ -7,6 +7,7 @@
     python scripts/bench_sweep.py --cases 'r3.*\\{0,2\\}' --json out.json
     python scripts/bench_sweep.py --seed 1             # held-out cases: another draw of the same classes
     python scripts/bench_sweep.py --symbolic --measures graph   # held out: dims but the axes known at run time
+    python scripts/bench_sweep.py --symbolic batch --measures graph   # held out: the first dim (a batch) symbolic
 
 The cases cover ranks 1-6, every axes-set class (none, one leading / middle / last axis, several
 adjacent, several apart, all), sizes from a few elements to 64M, narrow and wide rows, every input type
@@ -71,7 +72,7 @@ TARGETS = {  # measure: (p90 limit, worst limit)
     "f16/bf16": (None, 2.0),
 }
 THREADS = 1
-SYMBOLIC = False  # lower each case over its dims other than the axes declared by name (--symbolic)
+SYMBOLIC = ""  # lower each case over its dims other than the axes ("all"), or its batch ("batch"), by name
 JUDGED_MIN = 1 << 16
 """Targets are judged on cases of at least this many elements; below it a call's fixed cost (the
 contract's checks, ORT's run overhead: microseconds) dominates a copy of a few hundred nanoseconds,
@@ -254,14 +255,15 @@ def model(case: Case, s: np.ndarray, z: np.ndarray | None, *, consumer: str | No
     return m
 
 
-def symbolic(m: onnx.ModelProto) -> onnx.ModelProto:
-    """``m`` with its input's dims other than the Dequantize's axes, and its output's, declared by name: sizes
-    known only at run time (a batch, a sequence)."""
+def symbolic(m: onnx.ModelProto, which: str = "all") -> onnx.ModelProto:
+    """``m`` with its input's dims other than the Dequantize's axes (``which="batch"``: its first dim, where
+    that is not an axis), and its output's, declared by name: sizes known only at run time (a batch, a
+    sequence)."""
     out = onnx.ModelProto.FromString(m.SerializeToString())
     node = next(n for n in out.graph.node if n.domain == odq.DOMAIN)
     axes = next((list(a.ints) for a in node.attribute if a.name == "axes"), [])
     for i, d in enumerate(out.graph.input[0].type.tensor_type.shape.dim):
-        if i not in axes:
+        if i not in axes and (which == "all" or i == 0):
             d.dim_param = f"x{i}"
     for i, d in enumerate(out.graph.output[0].type.tensor_type.shape.dim):
         d.dim_param = f"y{i}"
@@ -270,7 +272,7 @@ def symbolic(m: onnx.ModelProto) -> onnx.ModelProto:
 
 def lowered(m: onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
     """The lowered model (over ``symbolic`` dims with ``SYMBOLIC``) and its node's strategy."""
-    m = symbolic(m) if SYMBOLIC else onnx.ModelProto.FromString(m.SerializeToString())
+    m = symbolic(m, SYMBOLIC) if SYMBOLIC else onnx.ModelProto.FromString(m.SerializeToString())
     result = lower_model(m, LowerOptions())
     return result.model, result.nodes[0].strategy
 
@@ -551,7 +553,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--start", type=int, default=1, metavar="N", help="begin at the N-th selected case (resume)")
     p.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (default 1)")
     p.add_argument(
-        "--symbolic", action="store_true", help="lower each case with its dims other than the axes declared by name"
+        "--symbolic",
+        nargs="?",
+        const="all",
+        default="",
+        choices=["all", "batch"],
+        help="lower each case with its dims other than the axes (all), or its first one (batch), declared by name",
     )
     p.add_argument("--json", metavar="FILE", help="write every case's ratios and the distribution as JSON")
     p.add_argument("--summarize", nargs="+", metavar="JSON", help="print the distribution of earlier runs' JSON")
@@ -585,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
     import onnxruntime_extensions as ox
 
     print(
-        f"# sweep seed {args.seed}{' (symbolic dims)' if SYMBOLIC else ''}: {len(cases)} cases, repeat {args.repeat}, "
+        f"# sweep seed {args.seed}{f' (symbolic dims: {SYMBOLIC})' if SYMBOLIC else ''}: {len(cases)} cases, "
+        f"repeat {args.repeat}, "
         f"ORT {ort.__version__} "
         f"({THREADS} thread), onnxruntime-extensions {ox.__version__}, NumPy {np.__version__}",
         flush=True,

@@ -43,3 +43,23 @@ def test_the_references_worst_cases_say_how_much_was_cut(sweep):
     assert summ["reference"]["worst_case"] == "a (cut 30%)"
     assert summ["reference"]["top5"][1:] == [(1.5, "b"), (1.2, "c (cut 97%, 90% cold)")]
     assert summ["standalone"]["worst_case"] == "a"  # the cut share is the reference's alone
+
+
+@pytest.mark.parametrize(
+    "axes,which,named",
+    [
+        ((1,), "all", [0, 2]),
+        ((1,), "batch", [0]),  # the first dim alone
+        ((0, 2), "batch", []),  # a quantized first dim is no batch
+        ((0, 2), "all", [1]),
+    ],
+)
+def test_symbolic_declares_the_dims_asked_for_by_name(sweep, axes, which, named):
+    case = sweep.Case((6, 5, 4), axes, "x", "i8", "f32", True, False)
+    x, s, z = sweep.data(case)
+    m = sweep.symbolic(sweep.model(case, s, z, consumer="Relu"), which)
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    assert [i for i, d in enumerate(dims) if d.dim_param] == named
+    assert [d.dim_value for i, d in enumerate(dims) if i not in named] == [
+        n for i, n in enumerate(x.shape) if i not in named
+    ]
