@@ -640,6 +640,47 @@ def test_tiled_dequantizelinear_exact(shape, axes, qt, rt, const):
 
 
 @pytest.mark.parametrize(
+    "shape,axes,named",
+    [
+        ((6, 8, 4, 3), (3,), (0,)),  # a batch before a per-channel last axis of 3 (NHWC)
+        ((6, 8, 4, 3), (3,), (0, 2)),  # several dims of the joined rows known only at run time
+        ((5, 4, 6, 2), (1, 3), (0, 2)),  # a quantization axis between: the batch is a leading run
+    ],
+)
+@pytest.mark.parametrize("strategy", ["dql-tiled", "cast-sub-mul-tiled"])
+@pytest.mark.parametrize("qt,rt", [("u8", "f32"), ("i16", "f16")])
+@pytest.mark.parametrize("const", [True, False])
+def test_tiled_forms_join_rows_known_only_at_run_time(shape, axes, named, strategy, qt, rt, const):
+    """Rows whose dims are known only at run time are joined by a divisor of their known dims: the input
+    reshaped to ``(-1, k * run)`` (a leading run from its Shape), the output to the input's Shape; the
+    reference's bits at the declared size, at another batch and at an empty one."""
+    rng = np.random.default_rng(len(shape) + len(named) + len(axes))
+    x, s, z = random_case(rng, shape, axes, qt, rt)
+    m = one_node_model(x, s, z, axes, const=const)
+    for value in (m.graph.input[0], m.graph.output[0]):
+        for i in named:
+            value.type.tensor_type.shape.dim[i].dim_param = f"n{i}"
+    if len(axes) == 2:  # a leading run and the joined rows known only at run time: one -1 is not enough
+        with pytest.raises(odq.DequantizeError, match="joins rows known only at run time after other such dims"):
+            lower_model(m, LowerOptions(strategies=[strategy]))
+        m = one_node_model(x, s, z, axes, const=const)
+        for value in (m.graph.input[0], m.graph.output[0]):
+            value.type.tensor_type.shape.dim[0].dim_param = "n"
+    result = lower_model(m, LowerOptions(strategies=[strategy]))
+    g = result.model.graph
+    rows = next(n for n in g.node if n.op_type == "Reshape" and n.input[0] == "x")
+    assert result.nodes[0].strategy == strategy
+    consts = {t.name: onnx.numpy_helper.to_array(t) for t in g.initializer}
+    if len(axes) == 1:  # joined rows known only at run time: a -1
+        assert -1 in consts[rows.input[1]].tolist()
+    else:  # the leading run read from the input's Shape
+        assert rows.input[1] not in consts
+    for batch in (shape[0], 3, 0):
+        xb = np.resize(x, (batch, *shape[1:]))
+        _check(result.model, xb, s, z, axes, fed=not const)
+
+
+@pytest.mark.parametrize(
     "shape,axes,view,axis",
     [
         ((3, 2, 5, 5, 7), (0, 2, 3), [150, 7], 0),  # a broadcast axis between the axes, a run after them

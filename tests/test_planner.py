@@ -359,7 +359,23 @@ def test_planner_refusals():
             "the output is not a model output (ORT runs a Scan that feeds other ops 1.5x slower)",
         ),
         ({"rt": "f16", "model_output": True, "qt": "u4"}, "scan-chunked", "ORT's Scan does not slice 4-bit tensors"),
-        ({"axes": (1,), "shape": (4, None)}, "cast-sub-mul-tiled", "needs quantization axes and a known shape"),
+        ({"axes": (1,), "shape": (4, None)}, "cast-sub-mul-tiled", "needs the quantization axes' sizes"),
+        ({"axes": (), "shape": (4, 8)}, "cast-sub-mul-tiled", "needs quantization axes and the input's rank"),
+        (
+            {"axes": (2,), "shape": (None, 6, 2), "opset": 13},
+            "cast-sub-mul-tiled",
+            "a Reshape to dims known only at run time needs allowzero (opset 14)",
+        ),
+        (
+            {"axes": (1, 3), "shape": (None, 4, None, 2)},
+            "cast-sub-mul-tiled",
+            "joins rows known only at run time after other such dims (a Reshape has one -1)",
+        ),
+        (
+            {"axes": (2,), "shape": (None, 1031, 2)},
+            "cast-sub-mul-tiled",
+            "the 1031 known rows before the scale's run have no divisor to join",
+        ),
         ({"axes": (0, 1), "qt": "u4"}, "cast-sub-mul-tiled", "ORT has no Reshape for 4-bit types"),
         ({"axes": (0,)}, "cast-sub-mul-tiled", "the scale does not run along the last axes under broadcast ones"),
         (

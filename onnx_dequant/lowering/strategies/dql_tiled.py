@@ -17,7 +17,7 @@ from .blocked import Blocked
 from .costs import reshaped_output_cost
 from .dql import Layout, emit_layout, layout_cost, reshape
 from .shapes import groups
-from .tiled import joined_axes, joined_rows, tiled_param, tiled_param_cost
+from .tiled import joined_axes, joined_rows, joined_shape, reshape_back, rows_target, tiled_param, tiled_param_cost
 
 __all__ = ["DQLTiled", "DQLTiling"]
 
@@ -26,9 +26,10 @@ _BLOCKED = Blocked()
 
 @dataclasses.dataclass(frozen=True)
 class DQLTiling:
-    """The reshaped input's dims, the runs ``k`` joined per row, and the blocked layout over those dims."""
+    """The reshaped input's dims (``joined_rows``), the runs ``k`` joined per row, and the blocked layout over
+    those dims."""
 
-    dims: tuple[int, ...]
+    dims: tuple[int | None, ...]
     k: int
     layout: Layout
 
@@ -47,26 +48,26 @@ class DQLTiled(Strategy[DQLTiling]):
         if isinstance(rows, Refusal):
             return rows
         dims, k = rows
-        layout = _BLOCKED.layout(self._joined(info, dims))
+        layout = _BLOCKED.layout(self._joined(info, joined_shape(info, dims, k)))
         return layout if isinstance(layout, Refusal) else DQLTiling(dims, k, layout)
 
     def cost(self, info: NodeInfo, choice: DQLTiling) -> float:
         # the reshaped input, its scale (and zero point) k times as large, tiled when the model runs where it
         # is not a constant, and the Reshape back
-        joined = layout_cost(self._joined(info, choice.dims), choice.layout)
+        joined = layout_cost(self._joined(info, joined_shape(info, choice.dims, choice.k)), choice.layout)
         return joined + reshaped_output_cost(info) + tiled_param_cost(info, choice.k)
 
     @staticmethod
-    def _joined(info: NodeInfo, dims: tuple[int, ...]) -> NodeInfo:
+    def _joined(info: NodeInfo, dims: tuple[int | None, ...]) -> NodeInfo:
         """The node as the DequantizeLinear over the reshaped input computes it (no Reshape of its own)."""
         return dataclasses.replace(info, shape=dims, axes=joined_axes(info, dims), graph_output=False)
 
     def emit(self, info: NodeInfo, choice: DQLTiling, em: Emitter) -> None:
-        shape = info.known_shape or ()
-        lead = [math.prod(shape[a] for a in g) for q, g in groups(len(shape), info.axes)[:-2] if q]
+        shape = info.shape or ()
+        lead = [math.prod(shape[a] for a in g) for q, g in groups(len(shape), info.axes)[:-2] if q]  # type: ignore[misc]
         joined = dataclasses.replace(
             self._joined(info, choice.dims),
-            x=reshape(em, info, info.x, em.i64(list(choice.dims)), hint="rows"),
+            x=reshape(em, info, info.x, rows_target(em, info, choice.dims), hint="rows"),
             scale=tiled_param(info, em, info.scale, info.scale_const, choice.k, lead),
             zero_point=(
                 tiled_param(info, em, info.zero_point, info.zp_const, choice.k, lead)
@@ -77,4 +78,4 @@ class DQLTiled(Strategy[DQLTiling]):
             zp_zero=False,
         )
         emit_layout(joined, em, choice.layout)
-        reshape(em, info, joined.output, em.i64(list(shape)), info.output, hint="y")
+        reshape_back(em, info, joined.output)

@@ -14,11 +14,11 @@ import numpy as np
 from ... import dtypes
 from ..emitter import Emitter
 from ..facts import NodeInfo
-from .base import Refusal, reshape_refusal
+from .base import Refusal, empty_refusal
 from .cast_sub_mul import CastSubMul
 from .costs import kernel_cost, reshaped_output_cost
 from .dql import reshape
-from .shapes import groups
+from .shapes import groups, merged_dims, merged_shape_tensor, shape_tensor
 
 __all__ = [
     "Tiled",
@@ -26,7 +26,10 @@ __all__ = [
     "RUN_WIDE",
     "ROW_TARGET",
     "joined_rows",
+    "joined_shape",
     "joined_axes",
+    "rows_target",
+    "reshape_back",
     "tiled_param",
     "tiled_param_cost",
 ]
@@ -39,36 +42,75 @@ ROW_TARGET = 1024
 
 @dataclasses.dataclass(frozen=True)
 class Tiling:
-    """The reshaped input's dims, the runs ``k`` joined per row, and Cast/Sub/Mul's work type."""
+    """The reshaped input's dims (``joined_rows``), the runs ``k`` joined per row, and Cast/Sub/Mul's work type."""
 
-    dims: tuple[int, ...]
+    dims: tuple[int | None, ...]
     k: int
     work: dtypes.DType
 
 
-def joined_rows(info: NodeInfo) -> tuple[tuple[int, ...], int] | Refusal:
+def joined_rows(info: NodeInfo) -> tuple[tuple[int | None, ...], int] | Refusal:
     """The reshaped input's dims and the runs ``k`` each of its rows joins, for a scale whose trailing run
-    is shorter than ``RUN_WIDE`` under broadcast axes; or why the node has no such tiling."""
-    refusal = reshape_refusal(info)
+    is shorter than ``RUN_WIDE`` under broadcast axes; or why the node has no such tiling. The rows joined
+    may hold dims known only at run time (a batch): their count is then None, ``k`` a divisor of their
+    known dims' product."""
+    if info.shape is None or not info.axes:
+        return Refusal("needs quantization axes and the input's rank")
+    refusal = empty_refusal(info)
     if refusal:
         return refusal
-    shape = info.known_shape or ()
+    if info.in_type.bits < 8:
+        return Refusal("ORT has no Reshape for 4-bit types")
+    shape = info.shape
     if info.out_type.name == "bf16" and not info.scale_const:
         return Refusal("ORT has no bf16 Tile (for a scale computed at run time)")
     runs = groups(len(shape), info.axes)
     if len(runs) < 2 or not runs[-1][0]:
         return Refusal("the scale does not run along the last axes under broadcast ones")
-    run = math.prod(shape[a] for a in runs[-1][1])
+    joined = runs[-2][1]
+    unknown = [g for _, g in runs if any(not isinstance(shape[a], int) for a in g)]
+    if any(q for q, g in runs if g in unknown):
+        return Refusal("needs the quantization axes' sizes")
+    if joined in unknown and len(unknown) > 1:
+        return Refusal("joins rows known only at run time after other such dims (a Reshape has one -1)")
+    run = math.prod(shape[a] for a in runs[-1][1])  # type: ignore[misc]
     if run >= RUN_WIDE:
         return Refusal(f"the scale already runs {run} elements (from {RUN_WIDE} it is left as it is)")
-    outer = math.prod(shape[a] for a in runs[-2][1])
+    if unknown and info.opset < 14:
+        return Refusal("a Reshape to dims known only at run time needs allowzero (opset 14)")
+    open_rows = joined in unknown
+    outer = math.prod(d for d in (shape[a] for a in joined) if isinstance(d, int))
     k = max((d for d in range(2, ROW_TARGET // run + 1) if outer % d == 0), default=1)
     if k == 1:
-        return Refusal(f"the {outer} rows before the scale's run have no divisor to join")
-    return tuple(math.prod(shape[a] for a in g) for _, g in runs[:-2]) + (outer // k, k * run), k
+        known = "known " if open_rows else ""
+        return Refusal(f"the {outer} {known}rows before the scale's run have no divisor to join")
+    lead = tuple(merged_dims(shape, [g for _, g in runs[:-2]]))
+    return lead + (None if open_rows else outer // k, k * run), k  # type: ignore[return-value]
 
 
-def joined_axes(info: NodeInfo, dims: tuple[int, ...]) -> tuple[int, ...]:
+def joined_shape(info: NodeInfo, dims: tuple[int | None, ...], k: int) -> tuple[int, ...]:
+    """``dims`` as the cost model counts them: a dim known only at run time as ``NodeInfo.size`` counts the
+    dims it joins (the joined rows' over ``k``)."""
+    runs = groups(info.rank or 0, info.axes)
+    sizes = [info.size(g) for _, g in runs[:-2]] + [info.size(runs[-2][1]) // k, 0]
+    return tuple(sizes[i] if d is None else d for i, d in enumerate(dims))
+
+
+def rows_target(em: Emitter, info: NodeInfo, dims: tuple[int | None, ...]) -> str:
+    """The Reshape target of ``dims``: -1 for joined rows known only at run time, a leading run's size known
+    only then read from the input's Shape."""
+    runs = groups(info.rank or 0, info.axes)
+    parts: list = [g for _, g in runs[:-2]] + [-1 if dims[-2] is None else dims[-2], dims[-1]]
+    return merged_shape_tensor(em, info.x, info.shape or (), parts, info.opset)
+
+
+def reshape_back(em: Emitter, info: NodeInfo, y: str) -> None:
+    """``info.output``: ``y`` reshaped to the input's shape (its Shape where some dims are known only at run
+    time)."""
+    reshape(em, info, y, shape_tensor(em, info.x, info.shape or (), info.opset), info.output, hint="y")
+
+
+def joined_axes(info: NodeInfo, dims: tuple[int | None, ...]) -> tuple[int, ...]:
     """The quantization axes of the reshaped input ``dims``: its merged leading runs that are, and the row."""
     runs = groups(info.rank or 0, info.axes)[:-2]
     return tuple(i for i, (q, _) in enumerate(runs) if q) + (len(dims) - 1,)
@@ -77,8 +119,8 @@ def joined_axes(info: NodeInfo, dims: tuple[int, ...]) -> tuple[int, ...]:
 def tiled_param(info: NodeInfo, em: Emitter, name: str, const: bool, k: int, lead: list[int]) -> str:
     """The scale or zero point ``name`` shaped ``(*lead, run)`` (``run``: the scale's trailing run), the run
     tiled ``k`` times: a new constant when it is one, else Reshape -> Tile."""
-    shape = info.known_shape or ()
-    run = math.prod(shape[a] for a in groups(len(shape), info.axes)[-1][1])
+    shape = info.shape or ()
+    run = math.prod(shape[a] for a in groups(len(shape), info.axes)[-1][1])  # type: ignore[misc]
     value = info.read(name) if const and info.read is not None else None
     if value is not None and value.size == math.prod(lead) * run:
         tiled = np.tile(value.reshape(*lead, run), (1,) * len(lead) + (k,))
@@ -93,10 +135,10 @@ def tiled_param_cost(info: NodeInfo, k: int) -> float:
     quantization axes before it, ``k`` times) on its own, at a cost per run copied (``tile_f32_row``, about
     2.5 ns): ``(2000,3)`` tiled 50 times along its last axis 0.3 ms, 5x a DequantizeLinear of
     ``(2000,50,3)`` int8 (docs/ort-facts.md)."""
-    shape = info.known_shape or ()
+    shape = info.shape or ()
     runs = groups(len(shape), info.axes)
-    rows = math.prod(math.prod(shape[a] for a in g) for q, g in runs[:-2] if q) * k
-    run = math.prod(shape[a] for a in runs[-1][1])
+    rows = math.prod(math.prod(shape[a] for a in g) for q, g in runs[:-2] if q) * k  # type: ignore[misc]
+    run = math.prod(shape[a] for a in runs[-1][1])  # type: ignore[misc]
     params = [(info.out_type.bits / 8, info.scale_const)]
     if info.has_zp:
         params.append((max(info.in_type.bits, 8) / 8, info.zp_const))
@@ -119,22 +161,23 @@ class Tiled(CastSubMul):
 
     def cost(self, info: NodeInfo, choice: Tiling) -> float:  # type: ignore[override]
         # the reshaped input, its scale (and zero point) k times as large, and the Reshape back
-        joined = dataclasses.replace(info, shape=choice.dims, axes=joined_axes(info, choice.dims))
+        dims = joined_shape(info, choice.dims, choice.k)
+        joined = dataclasses.replace(info, shape=dims, axes=joined_axes(info, dims))
         return super().cost(joined, choice.work) + reshaped_output_cost(info) + tiled_param_cost(info, choice.k)
 
     def emit(self, info: NodeInfo, choice: Tiling, em: Emitter) -> None:  # type: ignore[override]
         rank = len(choice.dims)
-        x = reshape(em, info, info.x, em.i64(list(choice.dims)), hint="rows")
-        shape = info.known_shape or ()
+        x = reshape(em, info, info.x, rows_target(em, info, choice.dims), hint="rows")
+        shape = info.shape or ()
         # broadcast against the reshaped input: 1 on its broadcast dims and on the joined rows' dim
         lead = [math.prod(shape[a] for a in g) if q else 1 for q, g in groups(len(shape), info.axes)[:-2]] + [1]
         zp = None
         if info.has_zp and info.zero_point is not None:
-            zp = tiled_param(info, em, info.zero_point, info.zp_const, choice.k, lead)
+            zp = tiled_param(info, em, info.zero_point, info.zp_const, choice.k, lead)  # type: ignore[arg-type]
         joined = dataclasses.replace(
             info,
             x=x,
-            scale=tiled_param(info, em, info.scale, info.scale_const, choice.k, lead),
+            scale=tiled_param(info, em, info.scale, info.scale_const, choice.k, lead),  # type: ignore[arg-type]
             zero_point=zp,
             output=em.fresh("y_rows"),
             axes=tuple(range(rank)),  # the tiled scale already has the reshaped input's rank
@@ -142,4 +185,4 @@ class Tiled(CastSubMul):
             zp_zero=False,
         )
         super().emit(joined, choice.work, em)
-        reshape(em, info, joined.output, em.i64(list(info.known_shape or ())), info.output, hint="y")
+        reshape_back(em, info, joined.output)
