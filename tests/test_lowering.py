@@ -623,6 +623,43 @@ def test_trailing_broadcast_axes_of_size_one_are_adopted(shape, axes, adopted, d
     _check(result.model, x, s, z, axes, fed=not const, x_fed=not small)
 
 
+@pytest.mark.parametrize("shape,axes", [((0, 1), (0,)), ((1, 1, 0), (1,)), ((0, 5, 1, 1), (0, 1))])
+@pytest.mark.parametrize("zp", [False, True])
+def test_an_empty_input_keeps_its_unit_axes(shape, axes, zp):
+    """An input known to be empty computes nothing (``empty-output``): no axis of size 1 changes kind, so no
+    Squeeze or Unsqueeze of a fed scale or zero point is left without a reader (it crashed the pipeline)."""
+    rng = np.random.default_rng(len(shape))
+    x, s, z = random_case(rng, shape, axes, "u8", "f32", zp=zp)
+    result = lower_model(one_node_model(x, s, z, axes, const=False))
+    got = result.nodes[0]
+    assert (got.strategy, got.dropped_axes, got.adopted_axes) == ("empty-output", (), ())
+    _check(result.model, x, s, z, axes, fed=True)
+
+
+def test_a_fused_weight_keeps_its_per_axis_form():
+    """A constant Conv weight ``(C,1,1,1)`` with a scale per output channel takes the per-axis
+    DequantizeLinear ORT fuses: its trailing axes of 1 stay broadcast ones."""
+    rng = np.random.default_rng(5)
+    w, s, z = random_case(rng, (32, 1, 1, 1), (0,), "u8", "f32")
+    nodes = [
+        odq.make_node(["w", "s", "z"], ["wd"], axes=[0], name="dq"),
+        onnx.helper.make_node("Conv", ["x", "wd"], ["y"], group=32),
+    ]
+    inits = [onnx.numpy_helper.from_array(a, n) for a, n in ((w, "w"), (s, "s"), (z, "z"))]
+    g = onnx.helper.make_graph(
+        nodes,
+        "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 32, 8, 8])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 32, 8, 8])],
+        inits,
+    )
+    m = onnx.helper.make_model(g, opset_imports=[onnx.helper.make_opsetid("", 21), odq.schema.opset_import()])
+    result = lower_model(m)
+    got = result.nodes[0]
+    assert (got.strategy, got.weight, got.adopted_axes) == ("dql-per-axis", True, ())
+    assert [n.op_type for n in result.model.graph.node] == ["DequantizeLinear", "Conv"]
+
+
 @pytest.mark.parametrize(
     "shape,axes",
     [

@@ -36,15 +36,19 @@ class UnitAxes:
 
 
 def unit_axes(info: NodeInfo) -> UnitAxes:
-    """The node's axes of known size 1 whose kind is changed (none where the scale or zero point could not
-    be reshaped: ORT has no Squeeze or Unsqueeze for a 4-bit zero point computed at run time)."""
-    if info.shape is None:
+    """The node's axes of known size 1 whose kind is changed. None where the scale or zero point could not
+    be reshaped (ORT has no Squeeze or Unsqueeze for a 4-bit zero point computed at run time) and where the
+    input is known to be empty (its form computes nothing). No broadcast axis is adopted for a constant
+    weight ORT fuses: its per-axis DequantizeLinear (a ``(C,1,1,1)`` Conv weight, ``{0}``) is the form ORT
+    fuses, whatever its own speed."""
+    if info.shape is None or 0 in info.shape:
         return UnitAxes()
     if info.has_zp and not info.zp_const and info.in_type.bits < 8:
         return UnitAxes()
     unit = [a for a in range(len(info.shape)) if info.shape[a] == 1]
     others = [a for a in range(len(info.shape)) if a not in unit]
-    trailing = [a for a in unit if others and a > others[-1]] if others and others[-1] in info.axes else []
+    adopts = bool(others) and others[-1] in info.axes and not (info.fusable_weight and not info.fold)
+    trailing = [a for a in unit if a > others[-1]] if adopts else []
     return UnitAxes(
         tuple(a for a in info.axes if a in unit and a not in trailing),
         tuple(a for a in trailing if a not in info.axes),
