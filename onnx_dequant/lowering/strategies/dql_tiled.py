@@ -8,16 +8,14 @@ the same values (the same bits)."""
 from __future__ import annotations
 
 import dataclasses
-import math
 
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy, dql_refusal
 from .blocked import Blocked
 from .costs import reshaped_output_cost
-from .dql import Layout, emit_layout, layout_cost, reshape
-from .shapes import groups
-from .tiled import joined_axes, joined_rows, joined_shape, reshape_back, rows_target, tiled_param, tiled_param_cost
+from .dql import Layout, emit_layout, layout_cost, reshape, reshape_back
+from .tiled import joined_axes, joined_rows, joined_shape, quantized_lead, rows_target, tiled_param, tiled_param_cost
 
 __all__ = ["DQLTiled", "DQLTiling"]
 
@@ -63,8 +61,7 @@ class DQLTiled(Strategy[DQLTiling]):
         return dataclasses.replace(info, shape=dims, axes=joined_axes(info, dims), graph_output=False)
 
     def emit(self, info: NodeInfo, choice: DQLTiling, em: Emitter) -> None:
-        shape = info.shape or ()
-        lead = [math.prod(shape[a] for a in g) for q, g in groups(len(shape), info.axes)[:-2] if q]  # type: ignore[misc]
+        lead = quantized_lead(info)
         joined = dataclasses.replace(
             self._joined(info, choice.dims),
             x=reshape(em, info, info.x, rows_target(em, info, choice.dims), hint="rows"),
@@ -78,4 +75,4 @@ class DQLTiled(Strategy[DQLTiling]):
             zp_zero=False,
         )
         emit_layout(joined, em, choice.layout)
-        reshape_back(em, info, joined.output)
+        reshape_back(em, info, joined.output, flatten=False)

@@ -17,8 +17,8 @@ from ..facts import NodeInfo
 from .base import Refusal, empty_refusal
 from .cast_sub_mul import CastSubMul
 from .costs import kernel_cost, reshaped_output_cost
-from .dql import reshape
-from .shapes import groups, merged_dims, merged_shape_tensor, shape_tensor
+from .dql import reshape, reshape_back
+from .shapes import groups, merged_dims, merged_shape_tensor
 
 __all__ = [
     "Tiled",
@@ -29,7 +29,8 @@ __all__ = [
     "joined_shape",
     "joined_axes",
     "rows_target",
-    "reshape_back",
+    "trailing_run",
+    "quantized_lead",
     "tiled_param",
     "tiled_param_cost",
 ]
@@ -47,6 +48,18 @@ class Tiling:
     dims: tuple[int | None, ...]
     k: int
     work: dtypes.DType
+
+
+def trailing_run(info: NodeInfo) -> int:
+    """The elements of the scale's trailing run (its last axes, all quantization axes)."""
+    shape = info.shape or ()
+    return math.prod(shape[a] for a in groups(len(shape), info.axes)[-1][1])  # type: ignore[misc]
+
+
+def quantized_lead(info: NodeInfo) -> list[int]:
+    """The sizes of the runs of quantization axes before the joined rows (the tiled scale's leading dims)."""
+    shape = info.shape or ()
+    return [math.prod(shape[a] for a in g) for q, g in groups(len(shape), info.axes)[:-2] if q]  # type: ignore[misc]
 
 
 def joined_rows(info: NodeInfo) -> tuple[tuple[int | None, ...], int] | Refusal:
@@ -73,7 +86,7 @@ def joined_rows(info: NodeInfo) -> tuple[tuple[int | None, ...], int] | Refusal:
         return Refusal("needs the quantization axes' sizes")
     if joined in unknown and len(unknown) > 1:
         return Refusal("joins rows known only at run time after other such dims (a Reshape has one -1)")
-    run = math.prod(shape[a] for a in runs[-1][1])  # type: ignore[misc]
+    run = trailing_run(info)
     if run >= RUN_WIDE:
         return Refusal(f"the scale already runs {run} elements (from {RUN_WIDE} it is left as it is)")
     if unknown and info.opset < 14:
@@ -104,12 +117,6 @@ def rows_target(em: Emitter, info: NodeInfo, dims: tuple[int | None, ...]) -> st
     return merged_shape_tensor(em, info.x, info.shape or (), parts, info.opset)
 
 
-def reshape_back(em: Emitter, info: NodeInfo, y: str) -> None:
-    """``info.output``: ``y`` reshaped to the input's shape (its Shape where some dims are known only at run
-    time)."""
-    reshape(em, info, y, shape_tensor(em, info.x, info.shape or (), info.opset), info.output, hint="y")
-
-
 def joined_axes(info: NodeInfo, dims: tuple[int | None, ...]) -> tuple[int, ...]:
     """The quantization axes of the reshaped input ``dims``: its merged leading runs that are, and the row."""
     runs = groups(info.rank or 0, info.axes)[:-2]
@@ -119,8 +126,7 @@ def joined_axes(info: NodeInfo, dims: tuple[int | None, ...]) -> tuple[int, ...]
 def tiled_param(info: NodeInfo, em: Emitter, name: str, const: bool, k: int, lead: list[int]) -> str:
     """The scale or zero point ``name`` shaped ``(*lead, run)`` (``run``: the scale's trailing run), the run
     tiled ``k`` times: a new constant when it is one, else Reshape -> Tile."""
-    shape = info.shape or ()
-    run = math.prod(shape[a] for a in groups(len(shape), info.axes)[-1][1])  # type: ignore[misc]
+    run = trailing_run(info)
     value = info.read(name) if const and info.read is not None else None
     if value is not None and value.size == math.prod(lead) * run:
         tiled = np.tile(value.reshape(*lead, run), (1,) * len(lead) + (k,))
@@ -135,10 +141,7 @@ def tiled_param_cost(info: NodeInfo, k: int) -> float:
     quantization axes before it, ``k`` times) on its own, at a cost per run copied (``tile_f32_row``, about
     2.5 ns): ``(2000,3)`` tiled 50 times along its last axis 0.3 ms, 5x a DequantizeLinear of
     ``(2000,50,3)`` int8 (docs/ort-facts.md)."""
-    shape = info.shape or ()
-    runs = groups(len(shape), info.axes)
-    rows = math.prod(math.prod(shape[a] for a in g) for q, g in runs[:-2] if q) * k  # type: ignore[misc]
-    run = math.prod(shape[a] for a in runs[-1][1])  # type: ignore[misc]
+    rows, run = math.prod(quantized_lead(info)) * k, trailing_run(info)
     params = [(info.out_type.bits / 8, info.scale_const)]
     if info.has_zp:
         params.append((max(info.in_type.bits, 8) / 8, info.zp_const))
@@ -185,4 +188,4 @@ class Tiled(CastSubMul):
             zp_zero=False,
         )
         super().emit(joined, choice.work, em)
-        reshape_back(em, info, joined.output)
+        reshape_back(em, info, joined.output, flatten=False)
