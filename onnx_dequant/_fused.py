@@ -25,8 +25,9 @@ The loop runs one of five layouts (``reference._loop_layout``), each compiled al
   16-element blocks), so that the inner loop is contiguous over the whole tile ("tiles spread"), except
   rows of 2-8 elements of one value each whose values are consecutive and change every tile (a
   per-row scale over narrow rows, a tiny trailing dim under the axes): those are computed from the
-  scale itself, the row's width a constant so that LLVM vectorizes across rows ("tiles narrow", in
-  tiles of up to 16K elements), and rows of 9 or more elements whose float32 products are exact
+  scale itself, the row's width a constant so that LLVM vectorizes across rows, or (rows of up to 63,
+  where the CPU permutes 16 lanes: ``permutes``) 16 rows at a time in explicit vectors ("tiles narrow",
+  in tiles of up to 16K elements), and other rows of 9 or more elements whose float32 products are exact
   (f16/bf16 outputs: rows whose blocks compute at most a third more than the row) where at most two
   consecutive tiles read one window (rows of runs of 64-127 joined too): those are computed from the
   scale itself, each row in 16-element vector blocks, the last one overlapping the one before, a row
@@ -48,7 +49,18 @@ import numpy as np
 from . import dtypes
 from .exactness import f32_work_exact
 
-__all__ = ["kernel", "compiled", "available", "period_vectors", "blocks", "narrow", "bits_type", "flat", "within"]
+__all__ = [
+    "kernel",
+    "compiled",
+    "available",
+    "period_vectors",
+    "permutes",
+    "blocks",
+    "narrow",
+    "bits_type",
+    "flat",
+    "within",
+]
 
 _KERNELS: dict[Any, Callable[..., int]] = {}
 _NUMBA: Any = None
@@ -111,6 +123,15 @@ def blocks(x: np.dtype, out: np.dtype) -> bool:
         return False
     odd = np.dtype(out) == np.float16 and np.dtype(x) in (np.int16, np.uint16) and _jit.HARDWARE_ODD
     return odd or f32_work_exact(dtypes.parse(np.dtype(x)), dtypes.parse(np.dtype(out)))
+
+
+def permutes() -> bool:
+    """Whether the compiled loop computes held rows of up to ``_jit.NARROW_WIDTH`` elements in groups of 16
+    rows, each vector's values permuted from the group's (``_jit.narrow_run``: AVX-512), where it computes
+    blocks for the types (``blocks``). Needs ``available()``."""
+    from . import _jit
+
+    return _jit.HARDWARE_AVX512
 
 
 def period_vectors(period: int) -> int:

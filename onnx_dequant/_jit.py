@@ -501,31 +501,37 @@ def _block(held: bool):
 block_run, block_held = _block(False), _block(True)
 
 
-NARROW_WIDTH = 8
-"""The widest rows ``narrow_run`` computes (``reference.NARROW_MAX``'s)."""
+NARROW_WIDTH = 63
+"""The widest rows ``narrow_run`` computes (``reference.NARROW_VECTORS_MAX``'s; rows of ``reference.HELD_MIN``
+run as they are)."""
 
 
-def _narrow_lanes(builder):
-    """LLVM IR for a constant table of ``(NARROW_WIDTH + 1) * NARROW_WIDTH`` 16-lane int32 vectors: at ``w *
-    NARROW_WIDTH + q``, the row within its group of each element of the group's vector ``q`` in rows of
-    ``w`` (``(16 * q + e) // w`` for lane ``e``)."""
-    vi = ir.VectorType(ir.IntType(32), BLOCK_RUN)
-    name = "narrow_lanes"
-    table = builder.module.globals.get(name)
-    if table is None:
-        rows = [
-            ir.Constant(vi, [(BLOCK_RUN * q + e) // max(w, 1) for e in range(BLOCK_RUN)])
-            for w in range(NARROW_WIDTH + 1)
-            for q in range(NARROW_WIDTH)
-        ]
-        table = cgutils.global_constant(builder, name, ir.Constant(ir.ArrayType(vi, len(rows)), rows))
-        table.align = 64  # each vector on its own 64 bytes, as its loads say
-    return table
+def _narrow_lanes(builder, width):
+    """LLVM IR for ``width`` 16-lane int32 vectors in a buffer on the stack (``NARROW_WIDTH`` of them, at the
+    function's entry): vector ``q``, the row within its group of each element of the group's vector ``q``
+    in rows of ``width`` (``(16 * q + e) // width`` for lane ``e``), computed as ``(16 * q + e + 0.5) * (1 /
+    width)`` in float32, truncated: the exact quotient is at least ``0.5 / width`` from an integer, and the
+    float32 one errs by less than ``2**-13``. A few vector operations each, once a call."""
+    lanes, i32, i64 = BLOCK_RUN, ir.IntType(32), ir.IntType(64)
+    vi, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)
+    buffer = cgutils.alloca_once(builder, vi, size=NARROW_WIDTH)
+    inverse = builder.fdiv(ir.Constant(ir.FloatType(), 1.0), builder.sitofp(width, ir.FloatType()))
+    one = builder.insert_element(ir.Constant(vf, ir.Undefined), inverse, ir.Constant(i32, 0))
+    rv = builder.shuffle_vector(one, ir.Constant(vf, ir.Undefined), ir.Constant(vi, [0] * lanes))
+    lane = ir.Constant(vf, [e + 0.5 for e in range(lanes)])
+    with cgutils.for_range(builder, width) as loop:
+        first = builder.sitofp(builder.mul(loop.index, i64(lanes)), ir.FloatType())
+        start = builder.insert_element(ir.Constant(vf, ir.Undefined), first, ir.Constant(i32, 0))
+        n = builder.fadd(
+            builder.shuffle_vector(start, ir.Constant(vf, ir.Undefined), ir.Constant(vi, [0] * lanes)), lane
+        )
+        builder.store(builder.fptosi(builder.fmul(n, rv), vi), builder.gep(buffer, [loop.index]), align=64)
+    return buffer
 
 
 @intrinsic
 def narrow_run(typingctx, x, o, z, s, j, groups, width, kind, xkind, zkind):  # pragma: no cover - compiled
-    """``groups`` groups of 16 rows of ``width`` (2-8) elements from the start of ``x`` and ``o``, row r's one
+    """``groups`` groups of 16 rows of ``width`` (2-63) elements from the start of ``x`` and ``o``, row r's one
     value at ``s[j + r]`` (and ``z[j + r]``), in explicit vectors of ``BLOCK_RUN`` elements: a group's 16
     values (and zero points) loaded as one vector and converted once, each of its ``width`` vectors taking
     its lanes' from them by AVX-512's permutation (``vpermps``: element e's is its row's, ``e // width``,
@@ -558,8 +564,7 @@ def narrow_run(typingctx, x, o, z, s, j, groups, width, kind, xkind, zkind):  # 
             return builder.call(fn, [v, idx])
 
         width, rows = args[6], i64(lanes)
-        table = builder.bitcast(_narrow_lanes(builder), vi.as_pointer())
-        lanes_w = builder.gep(table, [builder.mul(width, i64(NARROW_WIDTH))])
+        lanes_w = _narrow_lanes(builder, width)
         with cgutils.for_range(builder, args[5]) as loop:
             jg = builder.add(args[4], builder.mul(loop.index, rows))
             base = builder.mul(loop.index, builder.mul(rows, width))
@@ -1450,8 +1455,9 @@ def _narrow_rest(xs, os_, z, s, j, rows, width, kind, xkind, zkind, wkind, exact
 
 @_bare
 def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
-    """The tile's rows of ``width`` (2-8) elements from its column ``col``, row r's one value at
-    ``s[off + r]`` (the tile's rows read consecutive scale values): whole groups of 16 rows by
+    """The tile's rows of ``width`` (2-8, or up to 63 where ``narrow_vectors``) elements from its column
+    ``col``, row r's one value at ``s[off + r]`` (the tile's rows read consecutive scale values): whole
+    groups of 16 rows by
     ``narrow_run`` where the types allow (``narrow_vectors``), the other whole rows by ``narrow_rest``, a row
     the range cuts as a row of its own part. No window is converted and nothing is spread: where every
     tile reads a new window that costs more than the product (``(165870,6)`` ``{0}`` i8 -> f32 with a zero

@@ -327,8 +327,9 @@ def test_fused_tiles(monkeypatch, cut_calls, tile_max, shape, axes, zero_point):
 )
 @pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
 def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_t, zero_point, cut):
-    """Rows of 2-8 elements of one value each ("tiles narrow") computed a group of rows at a time in
-    explicit vectors (``_jit.narrow_run``: the group's values permuted into each vector), the rows left
+    """Rows of 2-8 elements of one value each ("tiles narrow"; where the CPU permutes 16 lanes, of up to
+    63) computed a group of rows at a time in explicit vectors (``_jit.narrow_run``: the group's values
+    permuted into each vector), the rows left
     over as rows, give the NumPy loop's bits: for every width, tiles of whole groups and of groups and
     rows, calls (and, ``cut``, their blocks) starting inside a row; bf16 scales with subnormal values in
     some groups and not in others (the CPU's bf16 conversion takes a subnormal for a zero: such groups
@@ -341,14 +342,18 @@ def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_
         monkeypatch.setattr(_split, "_ALIGN", 1)
         monkeypatch.setattr(_split, "BLOCK_MIN", 16)
         monkeypatch.setattr(_split, "cpu_count", lambda: 3)
-    monkeypatch.setattr(reference, "TILE_MAX", 64)
-    monkeypatch.setattr(reference, "TILE_NARROW", 256)  # tiles of 256 elements or fewer: many of them
     rng = np.random.default_rng(12)
     info = ml_dtypes.iinfo(in_t)
-    for width in range(2, 9):
+    blocks = reference._blocks_for(in_t, out_t, zero_point)
+    wide = [9, 12, 15, 16, 17, 31, 40, 63] if blocks and _fused.permutes() else []
+    for width in [*range(2, 9), *wide]:
+        # tiles of 256 elements or fewer (many of them), or of two groups of rows and a part of one
+        monkeypatch.setattr(reference, "TILE_MAX", max(64, 4 * width))
+        monkeypatch.setattr(reference, "TILE_NARROW", max(256, 40 * width))
         for rows in (16 * 7 + 3, 301):
             shape, axes = (3, rows, width), (0, 1)
-            assert reference._loop_layout(reference._plan(reference._layout(shape, axes))) == "tiles narrow"
+            plan = reference._plan(reference._layout(shape, axes), blocks)
+            assert reference._loop_layout(plan, blocks) == "tiles narrow"
             x = rng.integers(info.min, int(info.max) + 1, shape).astype(in_t)
             scale = rng.standard_normal((3, rows)).astype(out_t)
             if out_t is ml_dtypes.bfloat16:
@@ -594,14 +599,17 @@ def test_fused_16bit_to_f16_products_near_ties(in_t):
     bad += check(xx, sb, zz, (0,))  # rows varying: a full-size scale
     x2, s2, z2 = xx[:n].reshape(-1, 16), sb[:n].reshape(-1, 16), zz[:n].reshape(-1, 16)
     bad += check(np.repeat(x2[:, None, :], 2, axis=1), s2, z2, (0, 2))  # rows of 16 beside runs: tiles blocks
-    bad += check(np.repeat(xx[:, None], 17, axis=1), sb, zz, (0,))  # rows of 17 under one value each: spread
-    bad += check(np.repeat(xx[:, None], 16, axis=1), sb, zz, (0,))  # rows of 16: tiles blocks
+    bad += check(np.repeat(xx[:, None], 17, axis=1), sb, zz, (0,))  # rows of 17 under one value each: narrow
+    bad += check(np.repeat(xx[:, None], 16, axis=1), sb, zz, (0,))  # rows of 16: narrow (AVX-512) or blocks
+    # rows of 17 under one value each, each window read twice (a tile's values not consecutive): spread
+    x4 = np.repeat(np.repeat(xx[:n].reshape(-1, 1, 2, 1), 2, axis=1), 17, axis=3)
+    bad += check(x4, sb[:n].reshape(-1, 2), zz[:n].reshape(-1, 2), (0, 2))
     bad += check(np.repeat(xx[:, None], 6, axis=1), sb, zz, (0,))  # tiles narrow
     bad += check(np.repeat(xx[:, None], 300, axis=1), sb, zz, (0,))  # rows held
     assert not bad
     layouts = {
         reference._loop_layout(plan, blocks)
-        for shape, axes in [((len(dd), 17), (0,)), ((len(dd), 6), (0,)), ((len(dd), 300), (0,))]
+        for shape, axes in [(x4.shape, (0, 2)), ((len(dd), 6), (0,)), ((len(dd), 300), (0,))]
         for blocks in [reference._blocks_for(in_t, np.float16, True)]
         for plan in [reference._plan(reference._layout(shape, axes), blocks)]
     }
@@ -616,7 +624,8 @@ def test_fused_16bit_to_f16_pieces():
     rng = np.random.default_rng(12)
     layouts = set()
     for shape, axes, zp in [
-        ((1024, 17), (0,), True),  # tiles spread: the zero point spread in float32 where vectors run
+        ((1024, 17), (0,), True),  # tiles narrow (AVX-512), rows cut anywhere
+        ((256, 2, 2, 17), (0, 2), True),  # tiles spread: the zero point spread in float32 where vectors run
         ((1024, 20), (0,), False),
         ((1024, 16), (0,), True),  # tiles blocks, one value a row
         ((256, 2, 16), (0, 2), True),  # tiles blocks, runs
@@ -1063,10 +1072,12 @@ FOUR_BIT_LAYOUTS = [
     ((4, 16, 256), (0, 2), "rows varying"),
     ((256, 4, 6), (0, 2), "tiles spread"),
     ((256, 4, 12), (0, 2), "tiles blocks"),  # runs narrower than a block: a block each
-    ((1024, 15), (0,), "tiles blocks"),  # rows narrower than a block, of one value each
+    ((64, 4, 16, 15), (0, 2), "tiles blocks"),  # rows narrower than a block, of one value each
+    ((1024, 15), (0,), "held rows"),  # consecutive values: narrow where the CPU permutes lanes, else blocks
     ((2048, 8), (0,), "tiles narrow"),
     ((256, 4, 16), (0, 2), "tiles blocks"),
-    ((1024, 16), (0,), "tiles blocks"),
+    ((1024, 16), (0,), "held rows"),
+    ((512, 40), (0,), "held rows"),
 ]
 
 
@@ -1076,7 +1087,7 @@ FOUR_BIT_LAYOUTS = [
     [(*c, np.float32) for c in FOUR_BIT_LAYOUTS]
     # bf16 where its rows have vectors of their own (held bf16 runs, blocks); elsewhere the bytes are read
     # as for f32
-    + [(*c, ml_dtypes.bfloat16) for c in FOUR_BIT_LAYOUTS if c[2] in ("rows held", "tiles blocks")],
+    + [(*c, ml_dtypes.bfloat16) for c in FOUR_BIT_LAYOUTS if c[2] in ("rows held", "tiles blocks", "held rows")],
 )
 @pytest.mark.parametrize("in_t", [ml_dtypes.int4, ml_dtypes.uint4], ids=["i4", "u4"])
 def test_fused_4bit_differences_in_every_layout(shape, axes, layout, in_t, out):
@@ -1086,6 +1097,8 @@ def test_fused_4bit_differences_in_every_layout(shape, axes, layout, in_t, out):
     gives ml_dtypes' values' exact product rounded once."""
     if out is np.float32:
         blocks = reference._blocks_for(in_t, out)
+        if layout == "held rows":
+            layout = "tiles narrow" if _fused.permutes() else "tiles blocks"
         assert reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks) == layout
     sshape = tuple(shape[a] for a in axes)
     n = int(np.prod(shape))
@@ -1209,11 +1222,12 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((3000, 60, 37), (0, 2), "tiles blocks"),  # two tiles a window
         ((400, 8, 100), (0, 2), "tiles blocks"),  # rows of 64-127, which ran as rows
         ((1031, 2, 16), (0, 2), "tiles blocks"),
-        ((65536, 37), (0,), "tiles blocks"),  # one value a row
-        ((20000, 5, 37), (0, 1), "tiles blocks"),
+        ((65536, 37), (0,), "held rows"),  # one value a row: narrow where the CPU permutes lanes
+        ((20000, 5, 37), (0, 1), "held rows"),
+        ((2048, 2, 4, 37), (0, 2), "tiles blocks"),  # one value a row, two tiles a window
         ((300, 200, 37), (0, 2), "tiles spread"),  # four tiles a window: spread once for them
         ((1031, 2, 15), (0, 2), "tiles blocks"),  # runs narrower than a block: a block each
-        ((65536, 9), (0,), "tiles blocks"),  # rows of 9-15 of one value
+        ((65536, 9), (0,), "held rows"),  # rows of 9-15 of one value
         ((65536, 8), (0,), "tiles narrow"),  # rows of 2-8 of one value: as NARROW_MAX says
         ((1031, 2, 8), (0, 2), "tiles spread"),  # runs of 2-8
         ((1031, 100), (0,), "rows held"),  # rows of 64 or more of one value: as they are
@@ -1221,29 +1235,32 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((4, 16, 256), (0, 2), "rows varying"),  # wide rows
     ]:
         got = plan(reference._layout(shape, axes), math.inf)
+        if want == "held rows":
+            want = "tiles narrow" if _fused.permutes() else "tiles blocks"
         assert layout(got, math.inf) == want, (shape, axes)
         if want == "tiles blocks":
             assert reference.TILE_MAX < got[2] <= 2 * reference.TILE_NARROW
             assert layout(plan(reference._layout(shape, axes))) != want  # not for other types
     # f16/bf16 outputs (bound by their arithmetic): only rows whose blocks compute little more than the row
+    # (runs beside the scale: held rows of consecutive values run narrow where the CPU permutes lanes)
     half = reference.BLOCK_WASTE
     for shape, axes, want in [
-        ((300, 500, 16), (0, 1), "tiles blocks"),
-        ((300, 500, 24), (0, 1), "tiles blocks"),  # 32 elements for 24
+        ((300, 2, 16), (0, 2), "tiles blocks"),
+        ((300, 2, 24), (0, 2), "tiles blocks"),  # 32 elements for 24
         ((13457, 5, 37), (0, 2), "tiles blocks"),  # 48 for 37
-        ((300, 500, 20), (0, 1), "tiles spread"),  # 32 for 20
+        ((300, 2, 20), (0, 2), "tiles spread"),  # 32 for 20
         ((3000, 5, 17), (0, 2), "tiles spread"),
-        ((300, 500, 12), (0, 1), "tiles blocks"),  # 16 for 12
-        ((300, 500, 11), (0, 1), "tiles spread"),  # 16 for 11
+        ((300, 2, 12), (0, 2), "tiles blocks"),  # 16 for 12
+        ((300, 2, 11), (0, 2), "tiles spread"),  # 16 for 11
     ]:
         assert layout(plan(reference._layout(shape, axes), half), half) == want, (shape, axes)
     # with a zero point, which a spread tile spreads too: rows of 9-16 and 18 or more
     half = reference.BLOCK_WASTE_ZP
     for shape, axes, want in [
-        ((1212, 746, 10), (0, 1), "tiles blocks"),  # 16 for 10
-        ((300, 500, 9), (0, 1), "tiles blocks"),
-        ((300, 500, 17), (0, 1), "tiles spread"),  # 32 for 17
-        ((300, 500, 20), (0, 1), "tiles blocks"),  # 32 for 20
+        ((1212, 2, 10), (0, 2), "tiles blocks"),  # 16 for 10
+        ((300, 2, 9), (0, 2), "tiles blocks"),
+        ((300, 2, 17), (0, 2), "tiles spread"),  # 32 for 17
+        ((300, 2, 20), (0, 2), "tiles blocks"),  # 32 for 20
     ]:
         assert layout(plan(reference._layout(shape, axes), half), half) == want, (shape, axes)
 
