@@ -264,8 +264,9 @@ def bf16_hardware_ir(builder, p):
 def _held_vector(rounding: str):
     """An intrinsic ``(x, o, k, zv, sv, xkind)``: ``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) *
     sv``, one 16-lane vector, rounded by the CPU: to bf16 (``rounding`` "bf16": ``bf16_run``), to f16 from
-    an exact product ("f16": ``f16_run``), or to f16 through the product rounded to odd ("odd": ``odd_run``,
-    16-bit inputs, ``HARDWARE_ODD``, the difference exact in float32)."""
+    an exact product ("f16": ``f16_run``), or to f16 or bf16 through the product rounded to odd ("odd":
+    ``odd_run``, "odd bf16": ``odd_bf16_run``; ``HARDWARE_ODD``, the difference exact in float32: 16-bit
+    inputs, or i32 ones within the guarded loop's bound)."""
 
     @intrinsic
     def run(typingctx, x, o, k, zv, sv, xkind):  # pragma: no cover - compiled
@@ -295,6 +296,8 @@ def _held_vector(rounding: str):
             f = builder.fsub(builder.sitofp(v, vf) if signed else builder.uitofp(v, vf), splat(args[3]))
             if rounding == "bf16":
                 h = bf16_hardware_ir(builder, builder.fmul(f, splat(args[4])))
+            elif rounding == "odd bf16":
+                h = bf16_hardware_ir(builder, odd_product_ir(builder, f, splat(args[4])))
             else:
                 p = odd_product_ir(builder, f, splat(args[4])) if rounding == "odd" else builder.fmul(f, splat(args[4]))
                 h = builder.bitcast(builder.fptrunc(p, ir.VectorType(ir.HalfType(), lanes)), vh)
@@ -318,6 +321,13 @@ element at 4 lanes (175 against 100 ps an element, ``bf16_from_product``'s); thi
 odd_run = _held_vector("odd")
 """``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` of 16-bit inputs rounded once to f16 bits
 (``odd_product_ir``, then F16C), one vector each step (``odd_blocks``)."""
+
+odd_bf16_run = _held_vector("odd bf16")
+"""``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` of i32 inputs within the guarded loop's
+bound (``exactness.f32_guard``: the difference exact in float32) rounded once to bf16 bits: the product
+rounded to odd (``odd_product_ir``), then to nearest even by the CPU (``vcvtneps2bf16``), one vector each
+step (``odd_held``); ``sv`` not subnormal (the instruction takes a subnormal for a zero; an integer times
+any other scale is never subnormal)."""
 
 f16_run = _held_vector("f16")
 """``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` rounded to f16 bits by the CPU (F16C's
@@ -796,6 +806,21 @@ def hardware_bf16(kind, x, wkind):  # pragma: no cover - compiled by its overloa
 def _hardware_bf16_overload(kind, x, wkind):  # pragma: no cover - compiled
     on = HARDWARE_BF16 and kind == types.int16 and wkind == types.float32 and _exact_product(kind, x)
     return (lambda kind, x, wkind: True) if on else (lambda kind, x, wkind: False)
+
+
+def odd_held(kind, x, wkind):  # pragma: no cover - compiled by its overload
+    """Whether a held run of i32 inputs ``x`` to output ``kind`` in float32 work (the guarded loop: every
+    value within ``exactness.f32_guard``'s bound, so that the difference is exact in float32) goes through
+    ``odd_run`` (f16: 3) or ``odd_bf16_run`` (bf16, where the CPU has AVX512-BF16: 5), where
+    ``HARDWARE_ODD``; 0: neither (``run_held``'s codes). A constant, folded where compiled."""
+
+
+@overload(odd_held, jit_options={"nogil": True})
+def _odd_held_overload(kind, x, wkind):  # pragma: no cover - compiled
+    how = 0
+    if HARDWARE_ODD and wkind == types.float32 and x.dtype == types.int32:
+        how = 3 if kind == types.uint16 else 5 if kind == types.int16 and HARDWARE_BF16 else 0
+    return lambda kind, x, wkind: how
 
 
 def hardware_f16(kind, x, wkind):  # pragma: no cover - compiled by its overload
@@ -1292,7 +1317,8 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no 
     # explicit vectors, a step each (the last one overlapping), of one kind: bf16 by the CPU where the scale
     # is not subnormal (1), f16 by the CPU from an exact product (4), else 16-bit -> f16 rounded to odd by
     # the fused multiply-add rounded down and up where the scale is positive and finite (``odd_fma_ir``: 2),
-    # or by ``odd_run`` (3); 0: none
+    # or by ``odd_run`` (3), as i32's are within the guarded loop's bound, whose bf16 go by ``odd_bf16_run``
+    # where the scale is not subnormal (5); 0: none
     how = 0
     if hardware_bf16(kind, xr, wkind) and n >= BF16_RUN and not (np.float32(0) < abs(sv) < np.float32(2.0**-126)):
         how = 1
@@ -1300,6 +1326,10 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no 
         how = 4
     elif odd_blocks(kind, xr, wkind) and n >= BF16_RUN:
         how = 2 if np.float32(0) < sv < np.float32(np.inf) else 3
+    elif odd_held(kind, xr, wkind) and n >= BF16_RUN:  # i32 in float32: f16, or bf16 under a normal scale
+        how = odd_held(kind, xr, wkind)
+        if how == 5 and np.float32(0) < abs(sv) < np.float32(2.0**-126):
+            how = 0
     if how:
         zr = zv if given(zkind) else bias(xkind)
         kz, cv = np.int32(PERIOD_BIAS_BITS - np.int32(zr)), np.float32(-PERIOD_BIAS) * sv
@@ -1312,8 +1342,10 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact):  # pragma: no 
                 f16_run(xr, orow, b, zr, sv, xkind)
             elif how == 2:
                 held_odd_run(xr, orow, b, kz, sv, cv)
-            else:
+            elif how == 3:
                 odd_run(xr, orow, b, zr, sv, xkind)
+            else:
+                odd_bf16_run(xr, orow, b, zr, sv, xkind)
             if b == n - BF16_RUN:
                 return
             k += BF16_RUN

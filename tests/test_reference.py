@@ -491,22 +491,28 @@ def rounded_once(d: np.ndarray, s: np.ndarray, out: type) -> np.ndarray:
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
-@pytest.mark.parametrize("in_t", [np.int8, np.uint8, ml_dtypes.int4, ml_dtypes.uint4, np.int16], ids=str)
+@pytest.mark.parametrize("in_t", [np.int8, np.uint8, ml_dtypes.int4, ml_dtypes.uint4, np.int16, np.int32], ids=str)
 @pytest.mark.parametrize("zero_point", [False, True], ids=["no zp", "zp"])
 @pytest.mark.parametrize("out", [ml_dtypes.bfloat16, np.float16], ids=["bf16", "f16"])
 def test_held_half_rows_with_every_scale(in_t, zero_point, out):
     """Rows held under one f16/bf16 scale value each (bf16 where the CPU has AVX512-BF16 rounded by it,
     ``_jit.bf16_run``, except under subnormal scales; f16 of 8-bit and 4-bit inputs by F16C,
-    ``_jit.f16_run``; 16-bit inputs to f16 rounded to odd first): every bit pattern as a row's scale,
-    each row's 67 inputs spread over the type's range, give the exact product rounded once."""
+    ``_jit.f16_run``; 16-bit inputs to f16 rounded to odd first, as i32 ones within the guarded loop's
+    bound are to both, ``_jit.odd_run`` and ``_jit.odd_bf16_run``): every bit pattern as a row's scale,
+    each row's 67 inputs spread over the type's range (i32's: the bound), give the exact product rounded
+    once."""
     info = ml_dtypes.iinfo(in_t) if in_t in (ml_dtypes.int4, ml_dtypes.uint4) else np.iinfo(in_t)
+    lo, hi = int(info.min), int(info.max)
+    if in_t is np.int32:  # float32 work where every value lies within the bound
+        hi = exactness.f32_guard(dtypes.parse(in_t), dtypes.parse(out), zero_point)
+        lo = -hi
     rng = np.random.default_rng(7)
-    x = rng.integers(int(info.min), int(info.max) + 1, (1 << 16, 67)).astype(in_t)
-    x[:, :2] = [int(info.min), int(info.max)]
+    x = rng.integers(lo, hi + 1, (1 << 16, 67)).astype(in_t)
+    x[:, :2] = [lo, hi]
     s = np.arange(1 << 16, dtype=np.int64).astype(np.uint16).view(out)
-    z = rng.integers(int(info.min), int(info.max) + 1, 1 << 16).astype(in_t) if zero_point else None
+    z = rng.integers(lo, hi + 1, 1 << 16).astype(in_t) if zero_point else None
     d = x.astype(np.float64) - (0.0 if z is None else z.astype(np.float64)[:, None])
-    want = rounded_once(d, s[:, None], out)  # exact: 17 + 11 bits at most
+    want = rounded_once(d, s[:, None], out)  # exact: 25 + 11 bits at most
     with loop_kind("fused"):
         assert same_bits(odq.dequantize(x, s, z, axes=(0,)), want)
 
