@@ -471,7 +471,8 @@ last one overlapping the one before, or, in a row narrower than a block, running
 rows after it, which overwrite it). Rows wider than ``NARROW_MAX`` run in "tiles blocks" where the loop
 can compute blocks and they compute little more than the row (``_loop_layout``): rows of 9-15 of one
 value each, ``(2097152, w)`` ``{0}`` i8 -> f32 with a zero point, 4.85 -> 2.35 a casting copy at w = 9 and
-2.38 -> 1.44 at 15, spread and so (``scripts/bench_ab.py``)."""
+2.38 -> 1.44 at 15, spread and so (``scripts/bench_ab.py``); such rows of consecutive values now run
+narrow where the CPU permutes lanes (``NARROW_VECTORS_MAX``)."""
 
 
 def _loop_layout(plan: Plan, blocks: float = 0.0) -> str:
