@@ -1479,8 +1479,10 @@ def _narrow_rest(xs, os_, z, s, j, rows, width, kind, xkind, zkind, wkind, exact
             _narrow_rows(xs, os_, z, s, j, rows, 6, kind, xkind, zkind, wkind, exact)
         elif width == 7:
             _narrow_rows(xs, os_, z, s, j, rows, 7, kind, xkind, zkind, wkind, exact)
-        else:
+        elif width == 8:
             _narrow_rows(xs, os_, z, s, j, rows, 8, kind, xkind, zkind, wkind, exact)
+        else:  # wider rows run narrow only where ``narrow_run`` serves the types (``reference._loop_layout``)
+            _narrow_rows(xs, os_, z, s, j, rows, width, kind, xkind, zkind, wkind, exact)
 
     return each
 

@@ -369,6 +369,25 @@ def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_narrow_rows_wider_than_the_loops_constant_widths(monkeypatch, fresh_plans):
+    """Rows wider than 8 planned "tiles narrow" for a loop without ``_jit.narrow_run`` (i32 inputs, float64
+    work; the plan does not choose it, a monkeypatched ``NARROW_MAX`` here) run at their own width, not
+    at the widest constant one: the NumPy loop's bits."""
+    monkeypatch.setattr(reference, "NARROW_MAX", 16)
+    rng = np.random.default_rng(3)
+    for width in (9, 12, 16):
+        shape, axes = (4099, width), (0,)
+        assert reference._loop_layout(reference._plan(reference._layout(shape, axes))) == "tiles narrow"
+        x = rng.integers(-(2**31), 2**31, shape, dtype=np.int64).astype(np.int32)
+        s = rng.standard_normal(shape[0]).astype(np.float32)
+        z = rng.integers(-(2**31), 2**31, shape[0], dtype=np.int64).astype(np.int32)
+        with loop_kind("numpy"):
+            want = odq.dequantize(x, s, z, axes=axes)
+        with loop_kind("fused"):
+            assert same_bits(odq.dequantize(x, s, z, axes=axes), want), width
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
 @pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
 def test_compiled_narrowing_rounds_once(out):
     """The fused loop's f32/f64 -> f16/bf16 rounding gives NumPy's (f16) and ``round_f64_to_bf16``'s / ml_dtypes'
