@@ -332,7 +332,7 @@ any other scale is never subnormal)."""
 f16_run = _held_vector("f16")
 """``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` rounded to f16 bits by the CPU (F16C's
 ``vcvtps2ph``, as ``f16_from_f32_hw``), one vector each step: the float32 product must be exact
-(``product_exact``: 8-bit and 4-bit inputs, ``hardware_half``). LLVM vectorizes the loop of ``store``'s
+(``product_exact``: 8-bit and 4-bit inputs, ``hardware_f16``). LLVM vectorizes the loop of ``store``'s
 conversion at fewer lanes: ``(10,32,349,66)`` ``{1,2}`` u4 -> f16 with a zero point, held rows of 66, 0.18
 ns an element against 0.08 in these vectors."""
 
