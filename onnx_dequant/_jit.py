@@ -516,38 +516,52 @@ NARROW_WIDTH = 63
 run as they are)."""
 
 
-def _narrow_lanes(builder, width):
-    """LLVM IR for ``width`` 16-lane int32 vectors in a buffer on the stack (``NARROW_WIDTH`` of them, at the
-    function's entry): vector ``q``, the row within its group of each element of the group's vector ``q``
-    in rows of ``width`` (``(16 * q + e) // width`` for lane ``e``), computed as ``(16 * q + e + 0.5) * (1 /
-    width)`` in float32, truncated: the exact quotient is at least ``0.5 / width`` from an integer, and the
-    float32 one errs by less than ``2**-13``. A few vector operations each, once a call."""
-    lanes, i32, i64 = BLOCK_RUN, ir.IntType(32), ir.IntType(64)
+def _narrow_lanes(builder, vectors, run, period):
+    """LLVM IR for ``vectors`` 16-lane int32 vectors in a buffer on the stack (``NARROW_WIDTH`` of them, at
+    the function's entry): vector ``q``, the offset from its group's first value of the value that each
+    element of the group's vector ``q`` reads, where each ``period`` elements read ``run`` consecutive values,
+    a run of them repeated (``(t // period) * run + t % period % run`` for element ``t = 16 * q + e``; rows of
+    ``period`` elements of one value each where ``run`` is 1). Each quotient is computed as ``(n + 0.5) *
+    (1 / d)`` in float32, truncated: the exact quotient is at least ``0.5 / d`` from an integer, and for ``n``
+    and ``d`` below ``16 * NARROW_WIDTH`` the float32 one errs by less than ``2**-12``. A few vector
+    operations each, once a call."""
+    lanes, i32 = BLOCK_RUN, ir.IntType(32)
     vi, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)
     buffer = cgutils.alloca_once(builder, vi, size=NARROW_WIDTH)
-    inverse = builder.fdiv(ir.Constant(ir.FloatType(), 1.0), builder.sitofp(width, ir.FloatType()))
-    one = builder.insert_element(ir.Constant(vf, ir.Undefined), inverse, ir.Constant(i32, 0))
-    rv = builder.shuffle_vector(one, ir.Constant(vf, ir.Undefined), ir.Constant(vi, [0] * lanes))
-    lane = ir.Constant(vf, [e + 0.5 for e in range(lanes)])
-    with cgutils.for_range(builder, width) as loop:
-        first = builder.sitofp(builder.mul(loop.index, i64(lanes)), ir.FloatType())
-        start = builder.insert_element(ir.Constant(vf, ir.Undefined), first, ir.Constant(i32, 0))
-        n = builder.fadd(
-            builder.shuffle_vector(start, ir.Constant(vf, ir.Undefined), ir.Constant(vi, [0] * lanes)), lane
-        )
-        builder.store(builder.fptosi(builder.fmul(n, rv), vi), builder.gep(buffer, [loop.index]), align=64)
+
+    def splat(v, vt):
+        one = builder.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(i32, 0))
+        return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(vi, [0] * lanes))
+
+    def quotient(n, d):  # ``n // d`` of non-negative int32 vector ``n`` and int64 ``d``
+        inverse = builder.fdiv(ir.Constant(ir.FloatType(), 1.0), builder.sitofp(d, ir.FloatType()))
+        f = builder.fadd(builder.sitofp(n, vf), ir.Constant(vf, [0.5] * lanes))
+        return builder.fptosi(builder.fmul(f, splat(inverse, vf)), vi)
+
+    run_v, period_v = splat(builder.trunc(run, i32), vi), splat(builder.trunc(period, i32), vi)
+    lane = ir.Constant(vi, list(range(lanes)))
+    with cgutils.for_range(builder, vectors) as loop:
+        t = builder.add(splat(builder.trunc(builder.mul(loop.index, loop.index.type(lanes)), i32), vi), lane)
+        q = quotient(t, period)
+        r = builder.sub(t, builder.mul(q, period_v))  # the element within its period
+        c = builder.sub(r, builder.mul(quotient(r, run), run_v))  # its column within the run
+        builder.store(builder.add(builder.mul(q, run_v), c), builder.gep(buffer, [loop.index]), align=64)
     return buffer
 
 
 @intrinsic
-def narrow_run(typingctx, x, o, z, s, j, groups, width, kind, xkind, zkind):  # pragma: no cover - compiled
-    """``groups`` groups of 16 rows of ``width`` (2-63) elements from the start of ``x`` and ``o``, row r's one
-    value at ``s[j + r]`` (and ``z[j + r]``), in explicit vectors of ``BLOCK_RUN`` elements: a group's 16
-    values (and zero points) loaded as one vector and converted once, each of its ``width`` vectors taking
-    its lanes' from them by AVX-512's permutation (``vpermps``: element e's is its row's, ``e // width``,
-    ``_narrow_lanes``), then computed as ``block_run`` computes its vectors (the types it computes,
-    ``_VectorKinds``; others lower to a trap). bf16 is rounded by the CPU where ``HARDWARE_BF16`` and no
-    value of the group is subnormal. One loop for every width: a constant permutation a vector, each
+def narrow_run(
+    typingctx, x, o, z, s, j, groups, vectors, step, run, period, kind, xkind, zkind
+):  # pragma: no cover - compiled
+    """``groups`` groups of ``vectors`` (1-63) vectors of ``BLOCK_RUN`` elements from the start of ``x`` and
+    ``o``, group g's 16 values (and zero points) at ``s[j + g * step]``, each ``period`` of its elements
+    reading ``run`` consecutive ones of them (``_narrow_lanes``): rows of ``period`` elements of one value
+    each where ``run`` is 1 (a group 16 rows, ``step`` 16, ``vectors`` the rows' width), rows of ``run``
+    elements beside a run of values, ``period // run`` rows reading each, where it is more. A group's 16
+    values are loaded as one vector and converted once, each of its vectors taking its lanes' from them by
+    AVX-512's permutation (``vpermps``), then computed as ``block_run`` computes its vectors (the types it
+    computes, ``_VectorKinds``; others lower to a trap). bf16 is rounded by the CPU where ``HARDWARE_BF16``
+    and no value of the group is subnormal. One loop for every width: a constant permutation a vector, each
     width's loop unrolled, cost each loop that calls it 0.7-1.0 s of compiling (this one 0.4-0.7 s); groups
     of the rows that fill one vector (8 rows of 2, 2 of 8) loaded the scale for each vector, 1.41x the time
     of LLVM's loop at width 2. LLVM vectorizes the rows of a constant width across rows through
@@ -573,18 +587,18 @@ def narrow_run(typingctx, x, o, z, s, j, groups, width, kind, xkind, zkind):  # 
             fn = builder.module.declare_intrinsic(name, (), ir.FunctionType(v.type, [v.type, vi]))
             return builder.call(fn, [v, idx])
 
-        width, rows = args[6], i64(lanes)
-        lanes_w = _narrow_lanes(builder, width)
+        vectors, step = args[6], args[7]
+        lanes_w = _narrow_lanes(builder, vectors, args[8], args[9])
         with cgutils.for_range(builder, args[5]) as loop:
-            jg = builder.add(args[4], builder.mul(loop.index, rows))
-            base = builder.mul(loop.index, builder.mul(rows, width))
+            jg = builder.add(args[4], builder.mul(loop.index, step))
+            base = builder.mul(loop.index, builder.mul(i64(lanes), vectors))
             sv = _scale_ir(builder, vk, builder.load(at(3, jg), align=1), sig.args[3].dtype)
             zv = None
             if vk.has_z:
                 zv = _i32_ir(builder, vk, builder.load(at(2, jg), align=1), sig.args[2].dtype.signed)
 
             def group(hardware):
-                with cgutils.for_range(builder, width) as inner:
+                with cgutils.for_range(builder, vectors) as inner:
                     idx = builder.load(builder.gep(lanes_w, [inner.index]), align=64)
                     xo = builder.add(base, builder.mul(inner.index, i64(lanes)))
                     d = _i32_ir(builder, vk, builder.load(at(0, xo), align=1), sig.args[0].dtype.signed)
@@ -611,7 +625,7 @@ def narrow_run(typingctx, x, o, z, s, j, groups, width, kind, xkind, zkind):  # 
                         group(True)
         return context.get_dummy_value()
 
-    return types.void(x, o, z, s, types.int64, types.int64, types.int64, kind, xkind, zkind), codegen
+    return types.void(x, o, z, s, *[types.int64] * 6, kind, xkind, zkind), codegen
 
 
 def narrow_vectors(kind, x, s, o, xkind, zkind, wkind):  # pragma: no cover - compiled by its overload
@@ -1513,7 +1527,7 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
             room = s.shape[0] - (off + r)  # whole groups of 16 rows, their 16 values within the scale
             groups = min(full, room) // BLOCK_RUN
             done = groups * BLOCK_RUN
-            narrow_run(xs, os_, z, s, off + r, groups, width, kind, xkind, zkind)
+            narrow_run(xs, os_, z, s, off + r, groups, width, BLOCK_RUN, 1, width, kind, xkind, zkind)
         if done < full:
             xs, os_ = xs[done * width :], os_[done * width :]
             narrow_rest(xs, os_, z, s, off + r + done, full - done, width, kind, xkind, zkind, wkind, exact)
@@ -1521,6 +1535,73 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
         r += full
     if a < n:  # the range ends inside row r
         _narrow_rows(xr[a:n], orow[a:n], z, s, off + r, 1, n - a, kind, xkind, zkind, wkind, exact)
+
+
+@_part
+def _grouped_rows(xr, orow, z, s, off, t0, width, period, kind, xkind, zkind, wkind, exact):  # pragma: no cover
+    """The tile's elements from its column ``t0`` (``xr`` and ``orow`` hold them), element t beside the scale
+    (and zero point) at ``off + t // period * width + t % period % width``: each run of a row as
+    ``_varies_loop`` computes it."""
+    n = xr.shape[0]
+    a = 0
+    while a < n:
+        t = t0 + a
+        p = t // period
+        c = (t - p * period) % width
+        m = min(width - c, n - a)
+        so = off + p * width + c
+        zr = z[so : so + m] if given(zkind) else z
+        _varies_loop(xr[a : a + m], orow[a : a + m], zr, s[so : so + m], kind, xkind, zkind, wkind, exact)
+        a += m
+
+
+def lane_runs(width, group):  # pragma: no cover - compiled by its overload
+    """The runs of ``width`` values, each read by ``group`` consecutive rows of ``width`` elements, that one
+    group of ``narrow_run``'s vectors reads: the most whose values fit one vector (16) and whose elements
+    fill whole vectors; 0 where none do (``reference._lane_runs``, which the plan checks)."""
+
+
+@overload(lane_runs, jit_options={"nogil": True})
+def _lane_runs(width, group):  # pragma: no cover - compiled
+    def runs(width, group):
+        for m in range(BLOCK_RUN // width, 0, -1):
+            if m * width * group % BLOCK_RUN == 0:
+                return m
+        return 0
+
+    return runs
+
+
+@_bare
+def grouped_narrow(xr, orow, z, s, off, col, width, group, kind, xkind, zkind, wkind, exact):  # pragma: no cover
+    """The tile's elements from its column ``col``, its rows of ``width`` elements in groups of ``group``
+    consecutive rows beside one run of the scale (and zero point), consecutive runs (row r's at ``s[off + r
+    // group * width]``): whole periods of ``lane_runs`` runs in ``narrow_run``'s vectors where the types
+    allow (``narrow_vectors``) and their 16 values lie within the scale, the rest a run at a time
+    (``_grouped_rows``). No window is converted and nothing is spread: where every tile reads a new window,
+    spreading it costs more than the product (``(52,3,5,118,4,4)`` ``{0,1,2,3,5}`` i4 -> bf16 with a zero
+    point, rows of 4 in groups of 4, single-threaded: 393 us spread, 187 us so)."""
+    wide_vectors(kind)
+    period = width * group
+    n = xr.shape[0]
+    a = 0
+    m = lane_runs(width, group)  # ``narrow_run``'s buffer holds the lanes of NARROW_WIDTH vectors at most
+    if m and m * period <= BLOCK_RUN * NARROW_WIDTH and narrow_vectors(kind, xr, s, orow, xkind, zkind, wkind):
+        a = min((period - col % period) % period, n)  # to the first whole period
+        _grouped_rows(xr[:a], orow[:a], z, s, off, col, width, period, kind, xkind, zkind, wkind, exact)
+        vectors, step = m * period // BLOCK_RUN, m * width
+        j = off + (col + a) // period * width
+        room = s.shape[0] - j
+        if room >= BLOCK_RUN:
+            groups = min((n - a) // (BLOCK_RUN * vectors), (room - BLOCK_RUN) // step + 1)
+            narrow_run(xr[a:], orow[a:], z, s, j, groups, vectors, step, width, period, kind, xkind, zkind)
+            a += groups * BLOCK_RUN * vectors
+            j += groups * step
+            left = min((n - a) // BLOCK_RUN, vectors - 1)  # whole vectors of the last group
+            if left and s.shape[0] - j >= BLOCK_RUN:
+                narrow_run(xr[a:], orow[a:], z, s, j, 1, left, step, width, period, kind, xkind, zkind)
+                a += left * BLOCK_RUN
+    _grouped_rows(xr[a:], orow[a:], z, s, off, col + a, width, period, kind, xkind, zkind, wkind, exact)
 
 
 @_part
@@ -1585,11 +1666,11 @@ LAYOUTS = {
 }
 """The markers of the loop's five layouts (``reference._loop_layout`` picks one): wide rows of one scale
 value each, or each beside a run of the scale; tiles of narrow rows (and tiles that all read one
-window), the tile's window spread over it; tiles of rows of 2-8
-elements of one value each, consecutive values, a new window every tile, computed from the scale
-itself (``held_narrow``); tiles of rows of 9 or more elements (runs: up to 127) whose float32
-products are exact, a new window every tile or every other, computed from the scale itself in vector
-blocks (``block_rows``)."""
+window), the tile's window spread over it; tiles of rows of 2-63 elements of one value each,
+consecutive values, a new window every tile, computed from the scale itself (``held_narrow``), or of
+rows beside runs of the scale, groups of rows a run (``grouped_narrow``); tiles of rows of 9 or more
+elements (runs: up to 127) whose float32 products are exact, a new window every tile or every other,
+computed from the scale itself in vector blocks (``block_rows``)."""
 
 
 @_part
@@ -1656,6 +1737,8 @@ def _tiles_for(layout: str):
             elif varies:
                 zr = z[off + col : off + col + n] if given(zkind) else z
                 run_varies(xr, orow, zr, s[off + col : off + col + n], kind, xkind, zkind, wkind, exact)
+            elif narrow and inner_varies:
+                grouped_narrow(xr, orow, z, s, off, col, width, group, kind, xkind, zkind, wkind, exact)
             elif narrow:
                 held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact)
             elif blocks:

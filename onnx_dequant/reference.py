@@ -465,6 +465,31 @@ def _consecutive(pattern: np.ndarray) -> bool:
     return bool(np.array_equal(pattern, np.arange(len(pattern), dtype=pattern.dtype)))
 
 
+def _lane_runs(width: int, group: int) -> int:
+    """The runs of ``width`` values, each beside ``group`` consecutive rows of ``width`` elements, that one
+    group of ``_jit.narrow_run``'s vectors reads (``_jit.lane_runs``): the most whose values fit one vector
+    of ``BLOCK_MIN`` and whose elements fill whole vectors, at most ``NARROW_VECTORS_MAX`` of them; 0 where
+    none do."""
+    for runs in range(BLOCK_MIN // width, 0, -1):
+        if runs * width * group % BLOCK_MIN == 0:
+            return runs if runs * width * group // BLOCK_MIN <= NARROW_VECTORS_MAX else 0
+    return 0
+
+
+def _lane_group(pattern: np.ndarray, width: int) -> int:
+    """Where the tile's rows of ``width`` elements each lie beside a run of the scale, in groups of
+    ``group`` consecutive rows reading one run, consecutive runs (row r's at ``r // group * width``), and
+    ``_jit.narrow_run``'s vectors compute them (``_lane_runs``): ``group``; else 0. Such tiles run "tiles
+    narrow", read from the scale where it is, not spread."""
+    rows = len(pattern)
+    change = np.flatnonzero(np.diff(pattern.astype(np.int64)))
+    group = int(change[0]) + 1 if len(change) else rows
+    if not _lane_runs(width, group):
+        return 0
+    expected = np.arange(rows, dtype=np.int64) // group * width
+    return group if np.array_equal(pattern, expected) else 0
+
+
 BLOCK_MIN = 16
 """The elements of one vector block (``_jit.BLOCK_RUN``): a row's blocks compute a multiple of it (the
 last one overlapping the one before, or, in a row narrower than a block, running past its end into the
@@ -483,8 +508,12 @@ def _loop_layout(plan: Plan, blocks: float = 0.0) -> str:
     if not len(pattern):
         return "rows varying" if inner_varies else "rows held"
     width = tile // len(pattern)
-    widest = NARROW_VECTORS_MAX if blocks and _fused.permutes() else NARROW_MAX
+    vectors = blocks and _fused.permutes()
+    widest = NARROW_VECTORS_MAX if vectors else NARROW_MAX
     if not inner_varies and 2 <= width <= widest and strides.any() and _consecutive(pattern):
+        return "tiles narrow"
+    if inner_varies and vectors and strides.any() and _lane_group(pattern, width):
+        # runs read by groups of rows, in vectors: no block computes an element twice, nothing is spread
         return "tiles narrow"
     computed = -(-width // BLOCK_MIN) * BLOCK_MIN  # the last block overlaps the one before
     if width > NARROW_MAX and computed <= blocks * width and strides.any() and _tiles_a_window(plan) <= BLOCKS_SHARED:
@@ -546,9 +575,12 @@ def _kernel_plan(plan: Plan, blocks: float = 0.0, period: np.ndarray | None = No
     pattern, the outer dims, their scale strides and the period's scale offsets. One argument, not
     five: the loop's call types each argument (about 45 ns each)."""
     dims, strides, tile, pattern, inner_varies = plan
+    width, layout = tile // max(len(pattern), 1), _loop_layout(plan, blocks)
     group = (
-        _spread_group(pattern, tile // max(len(pattern), 1), inner_varies)
-        if _loop_layout(plan, blocks) == "tiles spread"
+        _spread_group(pattern, width, inner_varies)
+        if layout == "tiles spread"
+        else _lane_group(pattern, width)
+        if layout == "tiles narrow" and inner_varies
         else 1
     )
     period = np.zeros(0, np.int64) if period is None else period

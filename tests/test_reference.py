@@ -368,6 +368,67 @@ def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_
             assert same_bits(got, want), (width, rows)
 
 
+GROUPED = [(2, 3), (2, 19), (3, 4), (3, 16), (4, 4), (4, 5), (4, 59), (5, 8), (6, 4), (7, 16), (8, 3), (12, 12)]
+GROUPED += [(16, 7)]
+"""(width, group): rows of ``width`` elements beside a run of the scale, ``group`` consecutive rows a run, that
+``_jit.narrow_run``'s vectors compute (``reference._lane_runs``): 1-59 vectors a group of 16 values, runs of
+2-16, periods that fill a vector or several."""
+
+
+@pytest.mark.skipif(not _fused.available() or not _fused.permutes(), reason="no numba, or no 16-lane permutation")
+@pytest.mark.parametrize(
+    "in_t, out_t, zero_point",
+    [
+        (np.int8, np.float32, True),
+        (np.int16, np.float16, True),  # the product rounded to odd first
+        (np.int8, ml_dtypes.bfloat16, False),
+        (ml_dtypes.uint4, ml_dtypes.bfloat16, True),
+    ],
+    ids=["i8-f32", "i16-f16", "i8-bf16-nozp", "u4-bf16"],
+)
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
+def test_fused_grouped_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_t, zero_point, cut):
+    """Rows beside runs of the scale, each run read by a group of consecutive rows ("tiles narrow",
+    ``_jit.grouped_narrow``): periods computed in ``narrow_run``'s vectors, each element's value permuted
+    from its group's 16 by the lane map, the parts of periods and vectors the range or the scale's end
+    leaves as runs, give the NumPy loop's bits: for each ``GROUPED`` shape, tiles of whole groups of vectors
+    and of parts of them, calls (and, ``cut``, their blocks) starting inside a row; bf16 scales with
+    subnormal values in some groups and not in others, infinities, a NaN and zeros. The pairs are
+    ``test_fused_tiles``'s: their loops are compiled once."""
+    if cut:
+        monkeypatch.setattr(_split, "MIN_ELEMENTS", 0)
+        monkeypatch.setattr(_split, "UNMEASURED", 1.0)
+        monkeypatch.setattr(_split, "LATENCY", [0.0])
+        monkeypatch.setattr(_split, "_ALIGN", 1)
+        monkeypatch.setattr(_split, "BLOCK_MIN", 16)
+        monkeypatch.setattr(_split, "cpu_count", lambda: 3)
+    rng = np.random.default_rng(13)
+    info = ml_dtypes.iinfo(in_t)
+    blocks = reference._blocks_for(in_t, out_t, zero_point)
+    for width, group in GROUPED:
+        vectors = reference._lane_runs(width, group) * width * group // 16
+        for tile in (2 * 16 * vectors + width * group, 5 * 16 * vectors):
+            monkeypatch.setattr(reference, "TILE_MAX", 64)
+            monkeypatch.setattr(reference, "TILE_NARROW", tile)
+            outer = 37
+            shape, axes = (outer, group, width), (0, 2)
+            plan = reference._plan(reference._layout(shape, axes), blocks)
+            assert reference._loop_layout(plan, blocks) == "tiles narrow", (width, group)
+            assert reference._kernel_plan(plan, blocks)[4] == group
+            x = rng.integers(info.min, int(info.max) + 1, shape).astype(in_t)
+            scale = rng.standard_normal((outer, width)).astype(out_t)
+            if out_t is ml_dtypes.bfloat16:
+                flat = scale.reshape(-1)
+                flat[::23] = np.array([0x0001, 0x007F, 0x8040], np.uint16).view(out_t)[rng.integers(0, 3)]
+                flat[[3, 5, 7, 8]] = np.array([np.inf, -np.inf, np.nan, 0.0], np.float32).astype(out_t)
+            zp = rng.integers(info.min, int(info.max) + 1, (outer, width)).astype(in_t) if zero_point else None
+            with loop_kind("numpy"):
+                want = odq.dequantize(x, scale, zp, axes=axes)
+            with loop_kind("fused"):
+                got = odq.dequantize(x, scale, zp, axes=axes)
+            assert same_bits(got, want), (width, group, tile)
+
+
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
 def test_narrow_rows_wider_than_the_loops_constant_widths(monkeypatch, fresh_plans):
     """Rows wider than 8 planned "tiles narrow" for a loop without ``_jit.narrow_run`` (i32 inputs, float64
@@ -1095,15 +1156,29 @@ def test_fused_i32_zero_point_as_large_as_the_input(request, cut):
 FOUR_BIT_LAYOUTS = [
     ((64, 256), (0,), "rows held"),
     ((4, 16, 256), (0, 2), "rows varying"),
-    ((256, 4, 6), (0, 2), "tiles spread"),
-    ((256, 4, 12), (0, 2), "tiles blocks"),  # runs narrower than a block: a block each
+    ((256, 3, 5), (0, 2), "tiles spread"),
+    ((256, 4, 6), (0, 2), "grouped rows"),  # runs read by groups of rows: narrow where the CPU permutes lanes
+    ((256, 4, 12), (0, 2), "grouped blocks"),  # runs narrower than a block: narrow, else a block each
+    ((256, 2, 20), (0, 2), "tiles blocks"),  # runs wider than a vector's 16 values
     ((64, 4, 16, 15), (0, 2), "tiles blocks"),  # rows narrower than a block, of one value each
     ((1024, 15), (0,), "held rows"),  # consecutive values: narrow where the CPU permutes lanes, else blocks
     ((2048, 8), (0,), "tiles narrow"),
-    ((256, 4, 16), (0, 2), "tiles blocks"),
+    ((256, 4, 16), (0, 2), "grouped blocks"),
     ((1024, 16), (0,), "held rows"),
     ((512, 40), (0,), "held rows"),
 ]
+
+PERMUTED = {
+    "held rows": ("tiles narrow", "tiles blocks"),
+    "grouped rows": ("tiles narrow", "tiles spread"),
+    "grouped blocks": ("tiles narrow", "tiles blocks"),
+}
+"""Layouts the tests name that depend on the CPU: (where it permutes 16 lanes, where not)."""
+
+
+def on_this_cpu(layout: str) -> str:
+    """``layout`` (one of ``PERMUTED``'s names, or a layout) as this CPU's loop runs it."""
+    return PERMUTED[layout][0 if _fused.permutes() else 1] if layout in PERMUTED else layout
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
@@ -1112,7 +1187,7 @@ FOUR_BIT_LAYOUTS = [
     [(*c, np.float32) for c in FOUR_BIT_LAYOUTS]
     # bf16 where its rows have vectors of their own (held bf16 runs, blocks); elsewhere the bytes are read
     # as for f32
-    + [(*c, ml_dtypes.bfloat16) for c in FOUR_BIT_LAYOUTS if c[2] in ("rows held", "tiles blocks", "held rows")],
+    + [(*c, ml_dtypes.bfloat16) for c in FOUR_BIT_LAYOUTS if c[2] in ("rows held", "tiles blocks", *PERMUTED)],
 )
 @pytest.mark.parametrize("in_t", [ml_dtypes.int4, ml_dtypes.uint4], ids=["i4", "u4"])
 def test_fused_4bit_differences_in_every_layout(shape, axes, layout, in_t, out):
@@ -1122,8 +1197,7 @@ def test_fused_4bit_differences_in_every_layout(shape, axes, layout, in_t, out):
     gives ml_dtypes' values' exact product rounded once."""
     if out is np.float32:
         blocks = reference._blocks_for(in_t, out)
-        if layout == "held rows":
-            layout = "tiles narrow" if _fused.permutes() else "tiles blocks"
+        layout = on_this_cpu(layout)
         assert reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks) == layout
     sshape = tuple(shape[a] for a in axes)
     n = int(np.prod(shape))
@@ -1246,7 +1320,7 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((13457, 5, 37), (0, 2), "tiles blocks"),  # five rows a window
         ((3000, 60, 37), (0, 2), "tiles blocks"),  # two tiles a window
         ((400, 8, 100), (0, 2), "tiles blocks"),  # rows of 64-127, which ran as rows
-        ((1031, 2, 16), (0, 2), "tiles blocks"),
+        ((1031, 2, 16), (0, 2), "grouped blocks"),  # runs of 16 read by 2 rows: narrow where the CPU permutes
         ((65536, 37), (0,), "held rows"),  # one value a row: narrow where the CPU permutes lanes
         ((20000, 5, 37), (0, 1), "held rows"),
         ((2048, 2, 4, 37), (0, 2), "tiles blocks"),  # one value a row, two tiles a window
@@ -1254,14 +1328,14 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((1031, 2, 15), (0, 2), "tiles blocks"),  # runs narrower than a block: a block each
         ((65536, 9), (0,), "held rows"),  # rows of 9-15 of one value
         ((65536, 8), (0,), "tiles narrow"),  # rows of 2-8 of one value: as NARROW_MAX says
-        ((1031, 2, 8), (0, 2), "tiles spread"),  # runs of 2-8
+        ((1031, 2, 8), (0, 2), "grouped rows"),  # runs of 2-8
+        ((1031, 3, 6), (0, 2), "tiles spread"),  # runs of 6 in groups of 3 fill no whole vectors
         ((1031, 100), (0,), "rows held"),  # rows of 64 or more of one value: as they are
         ((300, 100), (1,), "tiles spread"),  # every tile reads one window
         ((4, 16, 256), (0, 2), "rows varying"),  # wide rows
     ]:
         got = plan(reference._layout(shape, axes), math.inf)
-        if want == "held rows":
-            want = "tiles narrow" if _fused.permutes() else "tiles blocks"
+        want = on_this_cpu(want)
         assert layout(got, math.inf) == want, (shape, axes)
         if want == "tiles blocks":
             assert reference.TILE_MAX < got[2] <= 2 * reference.TILE_NARROW
@@ -1270,7 +1344,7 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
     # (runs beside the scale: held rows of consecutive values run narrow where the CPU permutes lanes)
     half = reference.BLOCK_WASTE
     for shape, axes, want in [
-        ((300, 2, 16), (0, 2), "tiles blocks"),
+        ((300, 2, 16), (0, 2), "grouped blocks"),
         ((300, 2, 24), (0, 2), "tiles blocks"),  # 32 elements for 24
         ((13457, 5, 37), (0, 2), "tiles blocks"),  # 48 for 37
         ((300, 2, 20), (0, 2), "tiles spread"),  # 32 for 20
@@ -1278,7 +1352,7 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((300, 2, 12), (0, 2), "tiles blocks"),  # 16 for 12
         ((300, 2, 11), (0, 2), "tiles spread"),  # 16 for 11
     ]:
-        assert layout(plan(reference._layout(shape, axes), half), half) == want, (shape, axes)
+        assert layout(plan(reference._layout(shape, axes), half), half) == on_this_cpu(want), (shape, axes)
     # with a zero point, which a spread tile spreads too: rows of 9-16 and 18 or more
     half = reference.BLOCK_WASTE_ZP
     for shape, axes, want in [
@@ -1632,6 +1706,31 @@ def test_spread_groups_found_only_where_they_hold(pattern, width, varies, want):
     row-by-row spread) wherever the groups are not whole and alike or their rows not ``GROUP_WIDTHS``
     elements."""
     assert reference._spread_group(np.array(pattern, np.uint32), width, varies) == want
+
+
+@pytest.mark.parametrize(
+    ("pattern", "width", "want"),
+    [
+        ([0, 0, 0, 0, 4, 4, 4, 4], 4, 4),
+        ([0, 0, 0, 0, 4, 4, 4, 4, 8], 4, 4),  # the tile's last group a part of one
+        ([0] * 5 + [4] * 5, 4, 5),  # 4 runs a vector group: 80 elements, 5 vectors
+        ([0] * 4 + [3] * 4, 3, 4),  # runs of 3: 4 runs, 12 values, fill 3 vectors
+        ([0, 0, 0, 3, 3, 3], 3, 0),  # runs of 3 in groups of 3: no whole vectors within 16 values
+        ([0, 0, 5, 5], 5, 0),
+        ([0] * 8 + [5] * 8, 5, 8),  # runs of 5: 2 runs, 10 values, 5 vectors
+        ([0] * 64 + [2] * 64, 2, 0),  # 8 runs of 2 read by 64 rows each: 64 vectors, more than the lanes' buffer
+        ([0] * 63 + [2] * 63, 2, 63),
+        ([0, 0, 4, 4, 0, 0], 4, 0),  # a run read again
+        ([0, 0, 8, 8], 4, 0),  # runs that are not consecutive
+        ([0, 4, 8, 12], 4, 1),  # one row a run: consecutive values
+        ([0, 0, 17, 17], 17, 0),  # runs wider than a vector
+    ],
+)
+def test_lane_groups_found_only_where_they_hold(pattern, width, want):
+    """``reference._lane_group``: the rows per run where every run is read by that many consecutive rows,
+    consecutive runs, and some number of runs of up to 16 values fills whole vectors in at most
+    ``NARROW_VECTORS_MAX`` of them; else 0 (the tile is spread, or computed in blocks)."""
+    assert reference._lane_group(np.array(pattern, np.uint32), width) == want
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
