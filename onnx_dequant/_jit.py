@@ -35,6 +35,7 @@ from numba.extending import intrinsic, overload
 
 from . import dtypes
 from .exactness import f32_work_exact
+from .reference import _lane_runs
 
 __all__ = ["INT4", "MARKERS", "PLAIN", "UINT4", "ZP", "fused_for", "narrow", "overlaps", "within"]
 
@@ -1555,21 +1556,8 @@ def _grouped_rows(xr, orow, z, s, off, t0, width, period, kind, xkind, zkind, wk
         a += m
 
 
-def lane_runs(width, group):  # pragma: no cover - compiled by its overload
-    """The runs of ``width`` values, each read by ``group`` consecutive rows of ``width`` elements, that one
-    group of ``narrow_run``'s vectors reads: the most whose values fit one vector (16) and whose elements
-    fill whole vectors; 0 where none do (``reference._lane_runs``, which the plan checks)."""
-
-
-@overload(lane_runs, jit_options={"nogil": True})
-def _lane_runs(width, group):  # pragma: no cover - compiled
-    def runs(width, group):
-        for m in range(BLOCK_RUN // width, 0, -1):
-            if m * width * group % BLOCK_RUN == 0:
-                return m
-        return 0
-
-    return runs
+lane_runs = _part(_lane_runs)
+"""``reference._lane_runs``, compiled: one definition for the plan and the loop."""
 
 
 @_bare
