@@ -524,7 +524,7 @@ def _narrow_lanes(builder, vectors, run, period):
     a run of them repeated (``(t // period) * run + t % period % run`` for element ``t = 16 * q + e``; rows of
     ``period`` elements of one value each where ``run`` is 1). Each quotient is computed as ``(n + 0.5) *
     (1 / d)`` in float32, truncated: the exact quotient is at least ``0.5 / d`` from an integer, and for ``n``
-    and ``d`` below ``16 * NARROW_WIDTH`` the float32 one errs by less than ``2**-12``. A few vector
+    below and ``d`` up to ``16 * NARROW_WIDTH`` the float32 one errs by less than ``2**-12``. A few vector
     operations each, once a call."""
     lanes, i32 = BLOCK_RUN, ir.IntType(32)
     vi, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)

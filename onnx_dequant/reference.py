@@ -468,11 +468,12 @@ def _consecutive(pattern: np.ndarray) -> bool:
 def _lane_runs(width: int, group: int) -> int:
     """The runs of ``width`` values, each beside ``group`` consecutive rows of ``width`` elements, that one
     group of ``_jit.narrow_run``'s vectors reads: the most whose values fit one vector of ``BLOCK_MIN`` and
-    whose elements fill whole vectors, at most ``NARROW_VECTORS_MAX`` of them; 0 where none do. The
+    whose elements fill whole vectors, ``NARROW_VECTORS_MAX`` of them at most; 0 where none do. The
     compiled loop calls it too (``_jit.lane_runs``)."""
     for runs in range(BLOCK_MIN // width, 0, -1):
-        if runs * width * group % BLOCK_MIN == 0:
-            return runs if runs * width * group // BLOCK_MIN <= NARROW_VECTORS_MAX else 0
+        elements = runs * width * group
+        if elements % BLOCK_MIN == 0 and elements // BLOCK_MIN <= NARROW_VECTORS_MAX:
+            return runs
     return 0
 
 

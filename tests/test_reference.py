@@ -368,11 +368,13 @@ def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_
             assert same_bits(got, want), (width, rows)
 
 
-GROUPED = [(2, 3), (2, 19), (3, 4), (3, 16), (4, 4), (4, 5), (4, 59), (5, 8), (6, 4), (7, 16), (8, 3), (12, 12)]
-GROUPED += [(16, 7)]
+GROUPED = [(2, 3), (2, 19), (3, 4), (3, 16), (4, 4), (4, 5), (4, 59), (5, 8), (6, 4), (7, 16), (8, 3), (12, 12)] + [
+    (16, 7),
+    (2, 64),  # 7 runs a group in 56 vectors: 8 runs would need 64
+]
 """(width, group): rows of ``width`` elements beside a run of the scale, ``group`` consecutive rows a run, that
 ``_jit.narrow_run``'s vectors compute (``reference._lane_runs``): 1-59 vectors a group of 16 values, runs of
-2-16, periods that fill a vector or several."""
+2-16, periods that fill a vector or several, the most runs whose vectors fit (fewer than fill 16 values)."""
 
 
 @pytest.mark.skipif(not _fused.available() or not _fused.permutes(), reason="no numba, or no 16-lane permutation")
@@ -1718,7 +1720,8 @@ def test_spread_groups_found_only_where_they_hold(pattern, width, varies, want):
         ([0, 0, 0, 3, 3, 3], 3, 0),  # runs of 3 in groups of 3: no whole vectors within 16 values
         ([0, 0, 5, 5], 5, 0),
         ([0] * 8 + [5] * 8, 5, 8),  # runs of 5: 2 runs, 10 values, 5 vectors
-        ([0] * 64 + [2] * 64, 2, 0),  # 8 runs of 2 read by 64 rows each: 64 vectors, more than the lanes' buffer
+        ([0] * 64 + [2] * 64, 2, 64),  # 8 runs of 2 read by 64 rows each: 64 vectors; 7 runs fill 56
+        ([0] * 64 + [17] * 64, 17, 0),
         ([0] * 63 + [2] * 63, 2, 63),
         ([0, 0, 4, 4, 0, 0], 4, 0),  # a run read again
         ([0, 0, 8, 8], 4, 0),  # runs that are not consecutive
