@@ -1523,15 +1523,32 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
     full = (n - a) // width
     if full:
         xs, os_ = xr[a : a + full * width], orow[a : a + full * width]
-        done = 0  # whole groups of rows in explicit vectors where the types allow, the rest as rows
+        done = 0  # elements of whole rows in explicit vectors where the types allow, the rest as rows
         if width <= NARROW_WIDTH and narrow_vectors(kind, xr, s, orow, xkind, zkind, wkind):
             room = s.shape[0] - (off + r)  # whole groups of 16 rows, their 16 values within the scale
             groups = min(full, room) // BLOCK_RUN
-            done = groups * BLOCK_RUN
-            narrow_run(xs, os_, z, s, off + r, groups, width, BLOCK_RUN, 1, width, kind, xkind, zkind)
-        if done < full:
-            xs, os_ = xs[done * width :], os_[done * width :]
-            narrow_rest(xs, os_, z, s, off + r + done, full - done, width, kind, xkind, zkind, wkind, exact)
+            if groups:
+                narrow_run(xs, os_, z, s, off + r, groups, width, BLOCK_RUN, 1, width, kind, xkind, zkind)
+            done = groups * BLOCK_RUN * width
+            # the whole vectors of the rows left (fewer than 16, whose 16 values lie within the scale):
+            # a tile of a few rows (a prime dim's) is then no longer computed row by row
+            left = (full - groups * BLOCK_RUN) * width // BLOCK_RUN
+            if left and room - groups * BLOCK_RUN >= BLOCK_RUN:
+                j = off + r + groups * BLOCK_RUN
+                narrow_run(xs[done:], os_[done:], z, s, j, 1, left, BLOCK_RUN, 1, width, kind, xkind, zkind)
+                done += left * BLOCK_RUN
+        rows = done // width
+        if done != rows * width:  # the vectors ended inside a row: the rest of it
+            m = (rows + 1) * width - done
+            _narrow_rows(
+                xs[done : done + m], os_[done : done + m], z, s, off + r + rows, 1, m, kind, xkind, zkind, wkind, exact
+            )
+            done += m
+            rows += 1
+        if rows < full:
+            narrow_rest(
+                xs[done:], os_[done:], z, s, off + r + rows, full - rows, width, kind, xkind, zkind, wkind, exact
+            )
         a += full * width
         r += full
     if a < n:  # the range ends inside row r
@@ -1582,7 +1599,8 @@ def grouped_narrow(xr, orow, z, s, off, col, width, group, kind, xkind, zkind, w
         room = s.shape[0] - j
         if room >= BLOCK_RUN:
             groups = min((n - a) // (BLOCK_RUN * vectors), (room - BLOCK_RUN) // step + 1)
-            narrow_run(xr[a:], orow[a:], z, s, j, groups, vectors, step, width, period, kind, xkind, zkind)
+            if groups:
+                narrow_run(xr[a:], orow[a:], z, s, j, groups, vectors, step, width, period, kind, xkind, zkind)
             a += groups * BLOCK_RUN * vectors
             j += groups * step
             left = min((n - a) // BLOCK_RUN, vectors - 1)  # whole vectors of the last group

@@ -1366,6 +1366,33 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         assert layout(plan(reference._layout(shape, axes), half), half) == want, (shape, axes)
 
 
+def test_narrow_tiles_of_a_prime_dim_and_of_one_shared_window():
+    """Held rows of consecutive values ("tiles narrow"): where ``TILE_NARROW`` would give tiles of a few rows
+    (a dim twice a prime), the tile takes all of the dim; and where the CPU permutes lanes and the loop
+    computes blocks, a tile whose window every tile reads runs narrow too, not spread once a call; the
+    NumPy loop's bits either way."""
+    layout, plan = reference._loop_layout, reference._plan
+    got = plan(reference._layout((2, 2, 3517, 7, 8), (1, 2)), math.inf)  # 7034 rows of 56: divisors 2, 3517
+    assert layout(got, math.inf) == "tiles narrow"
+    assert got[2] == 3517 * 56 and got[0].tolist() == [2, 2]
+    bf16 = ml_dtypes.bfloat16
+    blocks = reference._blocks_for(np.uint8, bf16)
+    shared = plan(reference._layout((2, 2, 3517, 7, 3), (1, 2)), blocks)  # all 7034 rows: one window
+    assert not shared[1].any()
+    assert layout(shared, blocks) == ("tiles narrow" if blocks and _fused.permutes() else "tiles spread")
+    if not _fused.available():
+        return
+    rng = np.random.default_rng(21)
+    for shape, out in (((2, 2, 3517, 7, 8), np.float32), ((2, 2, 3517, 7, 3), bf16)):
+        x = rng.integers(0, 256, shape).astype(np.uint8)
+        s = rng.standard_normal((2, 3517)).astype(out)
+        z = rng.integers(0, 256, (2, 3517)).astype(np.uint8)
+        with loop_kind("numpy"):
+            want = odq.dequantize(x, s, z, axes=(1, 2))
+        with loop_kind("fused"):
+            assert same_bits(odq.dequantize(x, s, z, axes=(1, 2)), want), shape
+
+
 def test_tile_plans():
     """Narrow rows are joined into tiles (outer dims split where one is too large); wide rows are not."""
     # rows of 64-127: as they are, unless every tile reads one run of the scale
