@@ -35,7 +35,6 @@ from numba.extending import intrinsic, overload
 
 from . import dtypes
 from .exactness import f32_work_exact
-from .reference import _lane_runs
 
 __all__ = ["INT4", "MARKERS", "PLAIN", "UINT4", "ZP", "fused_for", "narrow", "overlaps", "within"]
 
@@ -1573,15 +1572,12 @@ def _grouped_rows(xr, orow, z, s, off, t0, width, period, kind, xkind, zkind, wk
         a += m
 
 
-lane_runs = _part(_lane_runs)
-"""``reference._lane_runs``, compiled: one definition for the plan and the loop."""
-
-
 @_bare
-def grouped_narrow(xr, orow, z, s, off, col, width, group, kind, xkind, zkind, wkind, exact):  # pragma: no cover
+def grouped_narrow(xr, orow, z, s, off, col, width, group, runs, kind, xkind, zkind, wkind, exact):  # pragma: no cover
     """The tile's elements from its column ``col``, its rows of ``width`` elements in groups of ``group``
     consecutive rows beside one run of the scale (and zero point), consecutive runs (row r's at ``s[off + r
-    // group * width]``): whole periods of ``lane_runs`` runs in ``narrow_run``'s vectors where the types
+    // group * width]``): whole periods of ``runs`` runs (``reference._lane_runs``; 0: none) in
+    ``narrow_run``'s vectors where the types
     allow (``narrow_vectors``) and their 16 values lie within the scale, the rest a run at a time
     (``_grouped_rows``). No window is converted and nothing is spread: where every tile reads a new window,
     spreading it costs more than the product (``(52,3,5,118,4,4)`` ``{0,1,2,3,5}`` i4 -> bf16 with a zero
@@ -1590,11 +1586,11 @@ def grouped_narrow(xr, orow, z, s, off, col, width, group, kind, xkind, zkind, w
     period = width * group
     n = xr.shape[0]
     a = 0
-    m = lane_runs(width, group)  # ``narrow_run``'s buffer holds the lanes of NARROW_WIDTH vectors at most
-    if m and m * period <= BLOCK_RUN * NARROW_WIDTH and narrow_vectors(kind, xr, s, orow, xkind, zkind, wkind):
+    # ``narrow_run``'s buffer holds the lanes of NARROW_WIDTH vectors at most
+    if runs and runs * period <= BLOCK_RUN * NARROW_WIDTH and narrow_vectors(kind, xr, s, orow, xkind, zkind, wkind):
         a = min((period - col % period) % period, n)  # to the first whole period
         _grouped_rows(xr[:a], orow[:a], z, s, off, col, width, period, kind, xkind, zkind, wkind, exact)
-        vectors, step = m * period // BLOCK_RUN, m * width
+        vectors, step = runs * period // BLOCK_RUN, runs * width
         j = off + (col + a) // period * width
         room = s.shape[0] - j
         if room >= BLOCK_RUN:
@@ -1679,20 +1675,24 @@ elements (runs: up to 127) whose float32 products are exact, a new window every 
 computed from the scale itself in vector blocks (``block_rows``)."""
 
 
+PLAN_HEAD = 7
+"""The fields before ``reference._kernel_plan``'s pattern."""
+
+
 @_part
 def unplan(plan):  # pragma: no cover - compiled
     """``reference._kernel_plan``'s array as (tile, whether the scale runs along rows, the rows of a spread
     group, the pattern, the outer dims, their scale strides)."""
     rows, m = plan[2], plan[3]
-    a, b = 6 + rows, 6 + rows + m
-    return plan[0], plan[1] != 0, plan[4], plan[6:a], plan[a:b], plan[b : b + m]
+    a, b = PLAN_HEAD + rows, PLAN_HEAD + rows + m
+    return plan[0], plan[1] != 0, plan[4], plan[PLAN_HEAD:a], plan[a:b], plan[b : b + m]
 
 
 @_part
 def unplan_period(plan):  # pragma: no cover - compiled
     """``reference._kernel_plan``'s period: (its vectors, 0 where it has none; the scale offsets of the
     flat index's period, ``reference._period``)."""
-    return plan[5], plan[6 + plan[2] + 2 * plan[3] :]
+    return plan[5], plan[PLAN_HEAD + plan[2] + 2 * plan[3] :]
 
 
 def spread_buffers(mode, tile, rows, span):  # pragma: no cover - compiled by its overload
@@ -1744,7 +1744,7 @@ def _tiles_for(layout: str):
                 zr = z[off + col : off + col + n] if given(zkind) else z
                 run_varies(xr, orow, zr, s[off + col : off + col + n], kind, xkind, zkind, wkind, exact)
             elif narrow and inner_varies:
-                grouped_narrow(xr, orow, z, s, off, col, width, group, kind, xkind, zkind, wkind, exact)
+                grouped_narrow(xr, orow, z, s, off, col, width, group, plan[6], kind, xkind, zkind, wkind, exact)
             elif narrow:
                 held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact)
             elif blocks:

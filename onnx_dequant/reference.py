@@ -475,8 +475,8 @@ def _consecutive(pattern: np.ndarray) -> bool:
 def _lane_runs(width: int, group: int) -> int:
     """The runs of ``width`` values, each beside ``group`` consecutive rows of ``width`` elements, that one
     group of ``_jit.narrow_run``'s vectors reads: the most whose values fit one vector of ``BLOCK_MIN`` and
-    whose elements fill whole vectors, ``NARROW_VECTORS_MAX`` of them at most; 0 where none do. The
-    compiled loop calls it too (``_jit.lane_runs``)."""
+    whose elements fill whole vectors, ``NARROW_VECTORS_MAX`` of them at most; 0 where none do. The plan
+    gives it to the loop (``_kernel_plan``)."""
     for runs in range(BLOCK_MIN // width, 0, -1):
         elements = runs * width * group
         if elements % BLOCK_MIN == 0 and elements // BLOCK_MIN <= NARROW_VECTORS_MAX:
@@ -581,9 +581,10 @@ more elements. Single-threaded, over a casting copy into int16, spread and in bl
 def _kernel_plan(plan: Plan, blocks: float = 0.0, period: np.ndarray | None = None) -> np.ndarray:
     """``plan`` as the fused loop takes it, one int64 array (``_jit.fused_for``'s ``plan``): tile,
     whether the scale runs along rows, the pattern's and the outer dims' lengths, the rows of a spread
-    group (``_spread_group``), the vectors of the flat index's ``period`` (``_period``; 0: none), then the
-    pattern, the outer dims, their scale strides and the period's scale offsets. One argument, not
-    five: the loop's call types each argument (about 45 ns each)."""
+    group (``_spread_group``; of a group reading one run where narrow rows vary, ``_lane_group``), the
+    vectors of the flat index's ``period`` (``_period``; 0: none), the runs a group of narrow vectors reads
+    (``_lane_runs``; 0: none), then the pattern, the outer dims, their scale strides and the period's scale
+    offsets. One argument, not five: the loop's call types each argument (about 45 ns each)."""
     dims, strides, tile, pattern, inner_varies = plan
     width, layout = tile // max(len(pattern), 1), _loop_layout(plan, blocks)
     group = (
@@ -595,7 +596,8 @@ def _kernel_plan(plan: Plan, blocks: float = 0.0, period: np.ndarray | None = No
     )
     period = np.zeros(0, np.int64) if period is None else period
     vectors = _fused.period_vectors(len(period)) if len(period) else 0
-    head = [tile, int(inner_varies), len(pattern), len(dims), group, vectors]
+    runs = _lane_runs(width, group) if layout == "tiles narrow" and inner_varies else 0
+    head = [tile, int(inner_varies), len(pattern), len(dims), group, vectors, runs]
     return np.concatenate([np.array(head, np.int64), pattern, dims, strides, period]).astype(np.int64)
 
 

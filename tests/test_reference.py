@@ -416,7 +416,8 @@ def test_fused_grouped_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out
             shape, axes = (outer, group, width), (0, 2)
             plan = reference._plan(reference._layout(shape, axes), blocks)
             assert reference._loop_layout(plan, blocks) == "tiles narrow", (width, group)
-            assert reference._kernel_plan(plan, blocks)[4] == group
+            packed = reference._kernel_plan(plan, blocks)
+            assert packed[4] == group and packed[6] == reference._lane_runs(width, group) > 0
             x = rng.integers(info.min, int(info.max) + 1, shape).astype(in_t)
             scale = rng.standard_normal((outer, width)).astype(out_t)
             if out_t is ml_dtypes.bfloat16:
