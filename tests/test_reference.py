@@ -113,12 +113,7 @@ def fresh_plans():
 def cut_calls(monkeypatch, fresh_plans):
     """Every fused call's blocks claimed among five threads (``_split``), in blocks of 64 elements or more
     cut on any element."""
-    monkeypatch.setattr(_split, "MIN_ELEMENTS", 0)
-    monkeypatch.setattr(_split, "UNMEASURED", 1.0)
-    monkeypatch.setattr(_split, "LATENCY", [0.0])
-    monkeypatch.setattr(_split, "_ALIGN", 1)
-    monkeypatch.setattr(_split, "BLOCK_MIN", 64)
-    monkeypatch.setattr(_split, "cpu_count", lambda: 5)
+    cut_on_any_element(monkeypatch, threads=5, block=64)
 
 
 KINDS = ["numpy", pytest.param("fused", marks=pytest.mark.skipif(not _fused.available(), reason="no numba"))]
@@ -312,19 +307,39 @@ def test_fused_tiles(monkeypatch, cut_calls, tile_max, shape, axes, zero_point):
         assert same_bits(got, want), (in_t, out_t)
 
 
+def cut_on_any_element(monkeypatch, threads: int = 3, block: int = 16) -> None:
+    """Every fused call's blocks claimed among ``threads`` threads, in blocks of ``block`` elements or
+    more, cut on any element."""
+    monkeypatch.setattr(_split, "MIN_ELEMENTS", 0)
+    monkeypatch.setattr(_split, "UNMEASURED", 1.0)
+    monkeypatch.setattr(_split, "LATENCY", [0.0])
+    monkeypatch.setattr(_split, "_ALIGN", 1)
+    monkeypatch.setattr(_split, "BLOCK_MIN", block)
+    monkeypatch.setattr(_split, "cpu_count", lambda: threads)
+
+
+def sprinkle_bf16_specials(scale: np.ndarray, rng: np.random.Generator) -> None:
+    """A bf16 scale given a subnormal value every 23 (the CPU's bf16 conversion takes a subnormal for a
+    zero: a vector group holding one is rounded in software), infinities, a NaN and a zero, in place."""
+    flat = scale.reshape(-1)
+    flat[::23] = np.array([0x0001, 0x007F, 0x8040], np.uint16).view(scale.dtype)[rng.integers(0, 3)]
+    flat[[3, 5, 7, 8]] = np.array([np.inf, -np.inf, np.nan, 0.0], np.float32).astype(scale.dtype)
+
+
+NARROW_PAIRS = [
+    pytest.param(np.int8, np.float32, True, id="i8-f32"),
+    pytest.param(np.int16, np.float16, True, id="i16-f16"),  # the product rounded to odd first
+    pytest.param(np.int8, ml_dtypes.bfloat16, False, id="i8-bf16-nozp"),
+    pytest.param(np.uint16, ml_dtypes.bfloat16, True, id="u16-bf16"),
+    pytest.param(ml_dtypes.uint4, ml_dtypes.bfloat16, True, id="u4-bf16"),
+    pytest.param(ml_dtypes.int4, np.float32, False, id="i4-f32-nozp"),
+]
+"""(input, output, zero point) pairs of the narrow vector tests: ``test_fused_tiles``'s, whose loops are
+compiled once."""
+
+
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
-@pytest.mark.parametrize(
-    "in_t, out_t, zero_point",
-    [
-        (np.int8, np.float32, True),
-        (np.int16, np.float16, True),  # the product rounded to odd first
-        (np.int8, ml_dtypes.bfloat16, False),
-        (np.uint16, ml_dtypes.bfloat16, True),
-        (ml_dtypes.uint4, ml_dtypes.bfloat16, True),
-        (ml_dtypes.int4, np.float32, False),
-    ],
-    ids=["i8-f32", "i16-f16", "i8-bf16-nozp", "u16-bf16", "u4-bf16", "i4-f32-nozp"],
-)
+@pytest.mark.parametrize("in_t, out_t, zero_point", NARROW_PAIRS)
 @pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
 def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_t, zero_point, cut):
     """Rows of 2-8 elements of one value each ("tiles narrow"; where the CPU permutes 16 lanes, of up to
@@ -336,12 +351,7 @@ def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_
     are rounded in software), infinities, a NaN and zeros. The pairs are ``test_fused_tiles``'s: their
     loops are compiled once."""
     if cut:
-        monkeypatch.setattr(_split, "MIN_ELEMENTS", 0)
-        monkeypatch.setattr(_split, "UNMEASURED", 1.0)
-        monkeypatch.setattr(_split, "LATENCY", [0.0])
-        monkeypatch.setattr(_split, "_ALIGN", 1)
-        monkeypatch.setattr(_split, "BLOCK_MIN", 16)
-        monkeypatch.setattr(_split, "cpu_count", lambda: 3)
+        cut_on_any_element(monkeypatch)
     rng = np.random.default_rng(12)
     info = ml_dtypes.iinfo(in_t)
     blocks = reference._blocks_for(in_t, out_t, zero_point)
@@ -357,9 +367,7 @@ def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_
             x = rng.integers(info.min, int(info.max) + 1, shape).astype(in_t)
             scale = rng.standard_normal((3, rows)).astype(out_t)
             if out_t is ml_dtypes.bfloat16:
-                flat = scale.reshape(-1)
-                flat[::23] = np.array([0x0001, 0x007F, 0x8040], np.uint16).view(out_t)[rng.integers(0, 3)]
-                flat[[3, 5, 7, 8]] = np.array([np.inf, -np.inf, np.nan, 0.0], np.float32).astype(out_t)
+                sprinkle_bf16_specials(scale, rng)
             zp = rng.integers(info.min, int(info.max) + 1, (3, rows)).astype(in_t) if zero_point else None
             with loop_kind("numpy"):
                 want = odq.dequantize(x, scale, zp, axes=axes)
@@ -379,14 +387,7 @@ GROUPED = [(2, 3), (2, 19), (3, 4), (3, 16), (4, 4), (4, 5), (4, 59), (5, 8), (6
 
 @pytest.mark.skipif(not _fused.available() or not _fused.permutes(), reason="no numba, or no 16-lane permutation")
 @pytest.mark.parametrize(
-    "in_t, out_t, zero_point",
-    [
-        (np.int8, np.float32, True),
-        (np.int16, np.float16, True),  # the product rounded to odd first
-        (np.int8, ml_dtypes.bfloat16, False),
-        (ml_dtypes.uint4, ml_dtypes.bfloat16, True),
-    ],
-    ids=["i8-f32", "i16-f16", "i8-bf16-nozp", "u4-bf16"],
+    "in_t, out_t, zero_point", [p for p in NARROW_PAIRS if p.id in ("i8-f32", "i16-f16", "i8-bf16-nozp", "u4-bf16")]
 )
 @pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
 def test_fused_grouped_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_t, zero_point, cut):
@@ -398,12 +399,7 @@ def test_fused_grouped_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out
     subnormal values in some groups and not in others, infinities, a NaN and zeros. The pairs are
     ``test_fused_tiles``'s: their loops are compiled once."""
     if cut:
-        monkeypatch.setattr(_split, "MIN_ELEMENTS", 0)
-        monkeypatch.setattr(_split, "UNMEASURED", 1.0)
-        monkeypatch.setattr(_split, "LATENCY", [0.0])
-        monkeypatch.setattr(_split, "_ALIGN", 1)
-        monkeypatch.setattr(_split, "BLOCK_MIN", 16)
-        monkeypatch.setattr(_split, "cpu_count", lambda: 3)
+        cut_on_any_element(monkeypatch)
     rng = np.random.default_rng(13)
     info = ml_dtypes.iinfo(in_t)
     blocks = reference._blocks_for(in_t, out_t, zero_point)
@@ -421,9 +417,7 @@ def test_fused_grouped_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out
             x = rng.integers(info.min, int(info.max) + 1, shape).astype(in_t)
             scale = rng.standard_normal((outer, width)).astype(out_t)
             if out_t is ml_dtypes.bfloat16:
-                flat = scale.reshape(-1)
-                flat[::23] = np.array([0x0001, 0x007F, 0x8040], np.uint16).view(out_t)[rng.integers(0, 3)]
-                flat[[3, 5, 7, 8]] = np.array([np.inf, -np.inf, np.nan, 0.0], np.float32).astype(out_t)
+                sprinkle_bf16_specials(scale, rng)
             zp = rng.integers(info.min, int(info.max) + 1, (outer, width)).astype(in_t) if zero_point else None
             with loop_kind("numpy"):
                 want = odq.dequantize(x, scale, zp, axes=axes)
