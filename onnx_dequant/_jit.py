@@ -1537,11 +1537,11 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
                 narrow_run(xs[done:], os_[done:], z, s, j, 1, left, BLOCK_RUN, 1, width, kind, xkind, zkind)
                 done += left * BLOCK_RUN
         rows = done // width
-        if done != rows * width:  # the vectors ended inside a row: the rest of it
+        if done != rows * width:  # the vectors ended inside a row: the rest of it (``narrow_rest``, compiled
+            # already, as a row of its own: one more inlined row loop cost each "tiles narrow" loop a second)
             m = (rows + 1) * width - done
-            _narrow_rows(
-                xs[done : done + m], os_[done : done + m], z, s, off + r + rows, 1, m, kind, xkind, zkind, wkind, exact
-            )
+            xm, om = xs[done : done + m], os_[done : done + m]
+            narrow_rest(xm, om, z, s, off + r + rows, 1, m, kind, xkind, zkind, wkind, exact)
             done += m
             rows += 1
         if rows < full:
@@ -1554,7 +1554,7 @@ def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exac
         _narrow_rows(xr[a:n], orow[a:n], z, s, off + r, 1, n - a, kind, xkind, zkind, wkind, exact)
 
 
-@_part
+@_bare
 def _grouped_rows(xr, orow, z, s, off, t0, width, period, kind, xkind, zkind, wkind, exact):  # pragma: no cover
     """The tile's elements from its column ``t0`` (``xr`` and ``orow`` hold them), element t beside the scale
     (and zero point) at ``off + t // period * width + t % period % width``: each run of a row as
