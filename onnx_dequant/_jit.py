@@ -1505,8 +1505,8 @@ def _narrow_rest(xs, os_, z, s, j, rows, width, kind, xkind, zkind, wkind, exact
 def held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact):  # pragma: no cover - compiled
     """The tile's rows of ``width`` (2-8, or up to 63 where ``narrow_vectors``) elements from its column
     ``col``, row r's one value at ``s[off + r]`` (the tile's rows read consecutive scale values): whole
-    groups of 16 rows by
-    ``narrow_run`` where the types allow (``narrow_vectors``), the other whole rows by ``narrow_rest``, a row
+    groups of 16 rows by ``narrow_run`` where the types allow (``narrow_vectors``), then the whole vectors of
+    the rows left where their 16 values lie within the scale, the other whole rows by ``narrow_rest``, a row
     the range cuts as a row of its own part. No window is converted and nothing is spread: where every
     tile reads a new window that costs more than the product (``(165870,6)`` ``{0}`` i8 -> f32 with a zero
     point: 161 us spread, 72 us so, in tiles of up to ``reference.TILE_NARROW``). Compiled apart (not
@@ -1577,11 +1577,11 @@ def grouped_narrow(xr, orow, z, s, off, col, width, group, runs, kind, xkind, zk
     """The tile's elements from its column ``col``, its rows of ``width`` elements in groups of ``group``
     consecutive rows beside one run of the scale (and zero point), consecutive runs (row r's at ``s[off + r
     // group * width]``): whole periods of ``runs`` runs (``reference._lane_runs``; 0: none) in
-    ``narrow_run``'s vectors where the types
-    allow (``narrow_vectors``) and their 16 values lie within the scale, the rest a run at a time
-    (``_grouped_rows``). No window is converted and nothing is spread: where every tile reads a new window,
-    spreading it costs more than the product (``(52,3,5,118,4,4)`` ``{0,1,2,3,5}`` i4 -> bf16 with a zero
-    point, rows of 4 in groups of 4, single-threaded: 393 us spread, 187 us so)."""
+    ``narrow_run``'s vectors where the types allow (``narrow_vectors``) and their 16 values lie within the
+    scale, the rest a run at a time (``_grouped_rows``). No window is converted and nothing is spread:
+    where every tile reads a new window, spreading it costs more than the product (``(52,3,5,118,4,4)``
+    ``{0,1,2,3,5}`` i4 -> bf16 with a zero point, rows of 4 in groups of 4, single-threaded: 393 us
+    spread, 187 us so)."""
     wide_vectors(kind)
     period = width * group
     n = xr.shape[0]
@@ -1669,7 +1669,8 @@ LAYOUTS = {
 """The markers of the loop's five layouts (``reference._loop_layout`` picks one): wide rows of one scale
 value each, or each beside a run of the scale; tiles of narrow rows (and tiles that all read one
 window), the tile's window spread over it; tiles of rows of 2-63 elements of one value each,
-consecutive values, a new window every tile, computed from the scale itself (``held_narrow``), or of
+consecutive values, a new window every tile (or any, in vectors), computed from the scale itself
+(``held_narrow``), or of
 rows beside runs of the scale, groups of rows a run (``grouped_narrow``); tiles of rows of 9 or more
 elements (runs: up to 127) whose float32 products are exact, a new window every tile or every other,
 computed from the scale itself in vector blocks (``block_rows``)."""
