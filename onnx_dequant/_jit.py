@@ -516,18 +516,25 @@ NARROW_WIDTH = 63
 run as they are)."""
 
 
-def _narrow_lanes(builder, vectors, run, period):
+def _narrow_lanes(builder, vectors, run, period, windowed):
     """LLVM IR for ``vectors`` 16-lane int32 vectors in a buffer on the stack (``NARROW_WIDTH`` of them, at
-    the function's entry): vector ``q``, the offset from its group's first value of the value that each
-    element of the group's vector ``q`` reads, where each ``period`` elements read ``run`` consecutive values,
-    a run of them repeated (``(t // period) * run + t % period % run`` for element ``t = 16 * q + e``; rows of
-    ``period`` elements of one value each where ``run`` is 1). Each quotient is computed as ``(n + 0.5) *
-    (1 / d)`` in float32, truncated: the exact quotient is at least ``0.5 / d`` from an integer, and for ``n``
-    below and ``d`` up to ``16 * NARROW_WIDTH`` the float32 one errs by less than ``2**-12``. A few vector
-    operations each, once a call."""
-    lanes, i32 = BLOCK_RUN, ir.IntType(32)
+    the function's entry): vector ``q``, the offset of the value that each element of the group's vector
+    ``q`` reads, where each ``period`` elements read ``run`` consecutive values, a run of them repeated
+    (``(t // period) * run + t % period % run`` for element ``t = 16 * q + e``; rows of ``period``
+    elements of one value each where ``run`` is 1): from the group's first value, or where ``windowed``
+    (int1), from the vector's own first (its least), which a second buffer (int64) holds; a third holds the
+    same offsets as 32 int16 lanes for a 16-bit permutation (``vpermw``), each twice (lanes ``2e`` and ``2e +
+    1``). Each quotient
+    is computed as ``(n + 0.5) * (1 / d)`` in float32, truncated: the exact quotient is at least ``0.5 /
+    d`` from an integer, and for ``n`` below and ``d`` up to ``16 * NARROW_WIDTH`` the float32 one errs
+    by less than ``2**-12``. A few vector operations each, once a call."""
+    lanes, i32, i64 = BLOCK_RUN, ir.IntType(32), ir.IntType(64)
     vi, vf = ir.VectorType(i32, lanes), ir.VectorType(ir.FloatType(), lanes)
     buffer = cgutils.alloca_once(builder, vi, size=NARROW_WIDTH)
+    firsts = cgutils.alloca_once(builder, i64, size=NARROW_WIDTH)
+    v32 = ir.VectorType(ir.IntType(16), 2 * lanes)
+    pairs = cgutils.alloca_once(builder, v32, size=NARROW_WIDTH)
+    twice = ir.Constant(ir.VectorType(i32, 2 * lanes), [e // 2 for e in range(2 * lanes)])
 
     def splat(v, vt):
         one = builder.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(i32, 0))
@@ -538,6 +545,7 @@ def _narrow_lanes(builder, vectors, run, period):
         f = builder.fadd(builder.sitofp(n, vf), ir.Constant(vf, [0.5] * lanes))
         return builder.fptosi(builder.fmul(f, splat(inverse, vf)), vi)
 
+    least = builder.module.declare_intrinsic(f"llvm.vector.reduce.smin.v{lanes}i32", (), ir.FunctionType(i32, [vi]))
     run_v, period_v = splat(builder.trunc(run, i32), vi), splat(builder.trunc(period, i32), vi)
     lane = ir.Constant(vi, list(range(lanes)))
     with cgutils.for_range(builder, vectors) as loop:
@@ -545,8 +553,14 @@ def _narrow_lanes(builder, vectors, run, period):
         q = quotient(t, period)
         r = builder.sub(t, builder.mul(q, period_v))  # the element within its period
         c = builder.sub(r, builder.mul(quotient(r, run), run_v))  # its column within the run
-        builder.store(builder.add(builder.mul(q, run_v), c), builder.gep(buffer, [loop.index]), align=64)
-    return buffer
+        offsets = builder.add(builder.mul(q, run_v), c)
+        first = builder.select(windowed, builder.call(least, [offsets]), i32(0))
+        own = builder.sub(offsets, splat(first, vi))
+        builder.store(own, builder.gep(buffer, [loop.index]), align=64)
+        builder.store(builder.sext(first, i64), builder.gep(firsts, [loop.index]))
+        own16 = builder.trunc(own, ir.VectorType(ir.IntType(16), lanes))
+        builder.store(builder.shuffle_vector(own16, own16, twice), builder.gep(pairs, [loop.index]))
+    return buffer, firsts, pairs
 
 
 @intrinsic
@@ -561,8 +575,15 @@ def narrow_run(
     values are loaded as one vector and converted once, each of its vectors taking its lanes' from them by
     AVX-512's permutation (``vpermps``), then computed as ``block_run`` computes its vectors (the types it
     computes, ``_VectorKinds``; others lower to a trap). bf16 is rounded by the CPU where ``HARDWARE_BF16``
-    and no value of the group is subnormal. One loop for every width: a constant permutation a vector, each
-    width's loop unrolled, cost each loop that calls it 0.7-1.0 s of compiling (this one 0.4-0.7 s); groups
+    and no value of the group is subnormal. Where a group reads more than 16 values (``step`` > 16: runs of
+    up to ``reference.WINDOW_MAX``), each vector takes its lanes' from the 32 values at its own least
+    (``vpermt2ps``; bf16 bits permuted as 16-bit lanes, ``vpermw``), which must lie within the scale (and the
+    zero point): ``step + 31`` values from a group's first; bf16 is then rounded by the CPU where no value
+    the call reads is subnormal. Against runs of 9-25 in blocks (``block_rows``) or spread, single-threaded:
+    ``(4,126,5,4,25)`` ``{0,1,2,4}`` u16 -> bf16 0.63x the time, ``(185381,10,9)`` ``{0,2}`` u4 -> f16 with a
+    zero point 0.52x, ``(7,312,4,8,3,7)`` ``{0,1,2,3,5}`` i16 -> f32 0.54x. One loop for every width: a
+    constant permutation a vector, each width's loop unrolled, cost each loop that calls it 0.7-1.0 s of
+    compiling (this one 0.4-0.7 s; its windows cost each loop 0.2-0.5 s more); groups
     of the rows that fill one vector (8 rows of 2, 2 of 8) loaded the scale for each vector, 1.41x the time
     of LLVM's loop at width 2. LLVM vectorizes the rows of a constant width across rows through
     interleaved loads and shuffles, at 0.58 cycles an element for every type pair (``_narrow_rows``)."""
@@ -587,42 +608,108 @@ def narrow_run(
             fn = builder.module.declare_intrinsic(name, (), ir.FunctionType(v.type, [v.type, vi]))
             return builder.call(fn, [v, idx])
 
-        vectors, step = args[6], args[7]
-        lanes_w = _narrow_lanes(builder, vectors, args[8], args[9])
-        with cgutils.for_range(builder, args[5]) as loop:
-            jg = builder.add(args[4], builder.mul(loop.index, step))
-            base = builder.mul(loop.index, builder.mul(i64(lanes), vectors))
-            sv = _scale_ir(builder, vk, builder.load(at(3, jg), align=1), sig.args[3].dtype)
-            zv = None
-            if vk.has_z:
-                zv = _i32_ir(builder, vk, builder.load(at(2, jg), align=1), sig.args[2].dtype.signed)
+        def permute2(lo, idx, hi):  # lane k of ``lo`` then ``hi`` (``vpermt2ps``, ``vpermt2d``), k = 0..31
+            suffix = "ps" if lo.type == vf else "d"
+            fn = builder.module.declare_intrinsic(
+                f"llvm.x86.avx512.vpermi2var.{suffix}.512", (), ir.FunctionType(lo.type, [lo.type, vi, lo.type])
+            )
+            return builder.call(fn, [lo, idx, hi])
 
-            def group(hardware):
-                with cgutils.for_range(builder, vectors) as inner:
-                    idx = builder.load(builder.gep(lanes_w, [inner.index]), align=64)
-                    xo = builder.add(base, builder.mul(inner.index, i64(lanes)))
-                    d = _i32_ir(builder, vk, builder.load(at(0, xo), align=1), sig.args[0].dtype.signed)
-                    f = _difference_ir(builder, vk, d, None if zv is None else permute(zv, idx))
-                    p = _product_ir(builder, vk, f, permute(sv, idx))
-                    h = bf16_hardware_ir(builder, p) if hardware else _rounded_ir(builder, vk, p)
-                    builder.store(h, at(1, xo), align=1)
+        def window(k, lo, q, convert):  # vector q's 16 values of array k from the 32 at ``lo``: two converted, permuted
+            return permute2(values(k, lo, convert), idx_of(q), values(k, builder.add(lo, i64(lanes)), convert))
 
+        def window_scale(lo, q):  # the vector's 16 scale values from the 32 at ``lo``
+            if vk.half != "bf16":
+                return window(3, lo, q, scale)
+            # bf16 bits permuted as 16-bit lanes (``vpermw``), each value in both halves of its 32-bit lane: the
+            # high one is its float32 (against two vectors converted and permuted: 0.82-0.85x the time)
+            v32 = ir.VectorType(ir.IntType(16), 2 * lanes)
+            a = context.make_array(sig.args[3])(context, builder, args[3])
+            raw = builder.load(builder.bitcast(builder.gep(a.data, [lo]), v32.as_pointer()), align=1)
+            fn = builder.module.declare_intrinsic(
+                "llvm.x86.avx512.permvar.hi.512", (), ir.FunctionType(v32, [v32, v32])
+            )
+            w = builder.bitcast(builder.call(fn, [raw, builder.load(builder.gep(pairs, [q]))]), vi)
+            return builder.bitcast(builder.and_(w, ir.Constant(vi, [-65536] * lanes)), vf)
+
+        def values(k, offset, convert):  # the scale's (k = 3) or zero point's (2) 16 values at ``offset``
+            return convert(builder.load(at(k, offset), align=1))
+
+        def scale(v):
+            return _scale_ir(builder, vk, v, sig.args[3].dtype)
+
+        def zero(v):
+            return _i32_ir(builder, vk, v, sig.args[2].dtype.signed)
+
+        def tiny(sv):  # whether a float32 scale value is subnormal (an integer times any other is never)
+            bits = builder.and_(builder.bitcast(sv, vi), ir.Constant(vi, [0x7FFFFFFF] * lanes))
+            one, least = ir.Constant(vi, [1] * lanes), ir.Constant(vi, [0x7FFFFF] * lanes)
+            return builder.icmp_unsigned("<", builder.sub(bits, one), least)
+
+        def any_of(flags):
+            reduce = builder.module.declare_intrinsic(
+                f"llvm.vector.reduce.or.v{lanes}i1", (), ir.FunctionType(ir.IntType(1), [flags.type])
+            )
+            return builder.call(reduce, [flags])
+
+        def idx_of(q):
+            return builder.load(builder.gep(lanes_w, [q]), align=64)
+
+        def vector(base, q, sv, zv, hardware):  # vector q of the group whose elements start at ``base``
+            xo = builder.add(base, builder.mul(q, i64(lanes)))
+            d = _i32_ir(builder, vk, builder.load(at(0, xo), align=1), sig.args[0].dtype.signed)
+            p = _product_ir(builder, vk, _difference_ir(builder, vk, d, zv), sv)
+            h = bf16_hardware_ir(builder, p) if hardware else _rounded_ir(builder, vk, p)
+            builder.store(h, at(1, xo), align=1)
+
+        def either(flag, body):  # ``body(hardware)``: bf16 by the CPU where ``flag`` (int1) is false
             if not hardware:
-                group(False)
-            else:
-                # the CPU's conversion where no value loaded is subnormal (an integer times any other scale
-                # is never subnormal), the software rounding where one is
-                bits = builder.and_(builder.bitcast(sv, vi), ir.Constant(vi, [0x7FFFFFFF] * lanes))
-                one, least = ir.Constant(vi, [1] * lanes), ir.Constant(vi, [0x7FFFFF] * lanes)
-                tiny = builder.icmp_unsigned("<", builder.sub(bits, one), least)
-                reduce = builder.module.declare_intrinsic(
-                    f"llvm.vector.reduce.or.v{lanes}i1", (), ir.FunctionType(ir.IntType(1), [tiny.type])
-                )
-                with builder.if_else(builder.call(reduce, [tiny]), likely=False) as (soft, fast):
-                    with soft:
-                        group(False)
-                    with fast:
-                        group(True)
+                return body(False)
+            with builder.if_else(flag, likely=False) as (soft, fast):
+                with soft:
+                    body(False)
+                with fast:
+                    body(True)
+
+        j, groups, vectors, step = args[4], args[5], args[6], args[7]
+        windowed = builder.icmp_signed(">", step, i64(lanes))  # a group reads more than one vector's values
+        lanes_w, firsts, pairs = _narrow_lanes(builder, vectors, args[8], args[9], windowed)
+
+        def windows(hardware):  # every group's vectors, each from its own window
+            with cgutils.for_range(builder, groups) as loop:
+                jg = builder.add(j, builder.mul(loop.index, step))
+                base = builder.mul(loop.index, builder.mul(i64(lanes), vectors))
+                with cgutils.for_range(builder, vectors) as inner:
+                    lo = builder.add(jg, builder.load(builder.gep(firsts, [inner.index])))
+                    zv = window(2, lo, inner.index, zero) if vk.has_z else None
+                    vector(base, inner.index, window_scale(lo, inner.index), zv, hardware)
+
+        with builder.if_else(windowed, likely=False) as (per_vector, whole):
+            with per_vector:  # each vector's 32 values from its least (``firsts``), two vectors permuted
+                if hardware:  # any subnormal among the values the groups read: 16 at a time, the last overlapping
+                    count = builder.add(builder.mul(groups, step), i64(2 * lanes - 1))
+                    found = cgutils.alloca_once_value(builder, ir.Constant(ir.IntType(1), 0))
+                    last = builder.sub(count, i64(lanes))
+                    with cgutils.for_range_slice(builder, i64(0), count, i64(lanes)) as (k, _):
+                        at_k = builder.add(j, builder.select(builder.icmp_signed(">", k, last), last, k))
+                        builder.store(builder.or_(builder.load(found), any_of(tiny(values(3, at_k, scale)))), found)
+                    either(builder.load(found), windows)
+                else:
+                    windows(False)
+            with whole:  # each group's 16 values loaded and converted once
+                with cgutils.for_range(builder, groups) as loop:
+                    jg = builder.add(j, builder.mul(loop.index, step))
+                    base = builder.mul(loop.index, builder.mul(i64(lanes), vectors))
+                    sv = values(3, jg, scale)
+                    zv = values(2, jg, zero) if vk.has_z else None
+
+                    def group(hardware):
+                        with cgutils.for_range(builder, vectors) as inner:
+                            idx = idx_of(inner.index)
+                            zq = None if zv is None else permute(zv, idx)
+                            vector(base, inner.index, permute(sv, idx), zq, hardware)
+
+                    either(any_of(tiny(sv)), group)
         return context.get_dummy_value()
 
     return types.void(x, o, z, s, *[types.int64] * 6, kind, xkind, zkind), codegen
@@ -1577,8 +1664,9 @@ def grouped_narrow(xr, orow, z, s, off, col, width, group, runs, kind, xkind, zk
     """The tile's elements from its column ``col``, its rows of ``width`` elements in groups of ``group``
     consecutive rows beside one run of the scale (and zero point), consecutive runs (row r's at ``s[off + r
     // group * width]``): whole periods of ``runs`` runs (``reference._lane_runs``; 0: none) in
-    ``narrow_run``'s vectors where the types allow (``narrow_vectors``) and their 16 values lie within the
-    scale, the rest a run at a time (``_grouped_rows``). No window is converted and nothing is spread:
+    ``narrow_run``'s vectors where the types allow (``narrow_vectors``) and the values they read lie within
+    the scale (their 16, or where they are more, each vector's 32 from its least), the rest a run at a time
+    (``_grouped_rows``). No window is converted and nothing is spread:
     where every tile reads a new window, spreading it costs more than the product (``(52,3,5,118,4,4)``
     ``{0,1,2,3,5}`` i4 -> bf16 with a zero point, rows of 4 in groups of 4, single-threaded: 393 us
     spread, 187 us so)."""
@@ -1591,16 +1679,18 @@ def grouped_narrow(xr, orow, z, s, off, col, width, group, runs, kind, xkind, zk
         a = min((period - col % period) % period, n)  # to the first whole period
         _grouped_rows(xr[:a], orow[:a], z, s, off, col, width, period, kind, xkind, zkind, wkind, exact)
         vectors, step = runs * period // BLOCK_RUN, runs * width
+        # the values a group may read from its first: its 16, or each vector's 32 from the vector's first
+        reach = BLOCK_RUN if step <= BLOCK_RUN else step + 2 * BLOCK_RUN - 1
         j = off + (col + a) // period * width
         room = s.shape[0] - j
-        if room >= BLOCK_RUN:
-            groups = min((n - a) // (BLOCK_RUN * vectors), (room - BLOCK_RUN) // step + 1)
+        if room >= reach:
+            groups = min((n - a) // (BLOCK_RUN * vectors), (room - reach) // step + 1)
             if groups:
                 narrow_run(xr[a:], orow[a:], z, s, j, groups, vectors, step, width, period, kind, xkind, zkind)
             a += groups * BLOCK_RUN * vectors
             j += groups * step
             left = min((n - a) // BLOCK_RUN, vectors - 1)  # whole vectors of the last group
-            if left and s.shape[0] - j >= BLOCK_RUN:
+            if left and s.shape[0] - j >= reach:
                 narrow_run(xr[a:], orow[a:], z, s, j, 1, left, step, width, period, kind, xkind, zkind)
                 a += left * BLOCK_RUN
     _grouped_rows(xr[a:], orow[a:], z, s, off, col + a, width, period, kind, xkind, zkind, wkind, exact)
@@ -1670,10 +1760,10 @@ LAYOUTS = {
 value each, or each beside a run of the scale; tiles of narrow rows (and tiles that all read one
 window), the tile's window spread over it; tiles of rows of 2-63 elements of one value each,
 consecutive values, a new window every tile (or any, in vectors), computed from the scale itself
-(``held_narrow``), or of
-rows beside runs of the scale, groups of rows a run (``grouped_narrow``); tiles of rows of 9 or more
-elements (runs: up to 127) whose float32 products are exact, a new window every tile or every other,
-computed from the scale itself in vector blocks (``block_rows``)."""
+(``held_narrow``), or of rows of up to 32 elements beside runs of the scale, groups of rows a run
+(``grouped_narrow``); tiles of rows of 9 or more elements (runs: up to 127) whose float32 products are
+exact, a new window every tile or every other, computed from the scale itself in vector blocks
+(``block_rows``)."""
 
 
 PLAN_HEAD = 7

@@ -475,13 +475,17 @@ def _consecutive(pattern: np.ndarray) -> bool:
 def _lane_runs(width: int, group: int) -> int:
     """The runs of ``width`` values, each beside ``group`` consecutive rows of ``width`` elements, that one
     group of ``_jit.narrow_run``'s vectors reads: the most whose values fit one vector of ``BLOCK_MIN`` and
-    whose elements fill whole vectors, ``NARROW_VECTORS_MAX`` of them at most; 0 where none do. The plan
-    gives it to the loop (``_kernel_plan``)."""
+    whose elements fill whole vectors, ``NARROW_VECTORS_MAX`` of them at most; else, for runs of up to
+    ``WINDOW_MAX`` values, the fewest whose elements fill whole vectors, each vector then reading its own
+    window of ``WINDOW_MAX`` values (whose least it reads first); 0 where none do. The plan gives it to the
+    loop (``_kernel_plan``)."""
+    period = width * group
     for runs in range(BLOCK_MIN // width, 0, -1):
-        elements = runs * width * group
+        elements = runs * period
         if elements % BLOCK_MIN == 0 and elements // BLOCK_MIN <= NARROW_VECTORS_MAX:
             return runs
-    return 0
+    runs = BLOCK_MIN // math.gcd(period, BLOCK_MIN)
+    return runs if width <= WINDOW_MAX and runs * period // BLOCK_MIN <= NARROW_VECTORS_MAX else 0
 
 
 def _lane_group(pattern: np.ndarray, width: int) -> int:
@@ -506,6 +510,12 @@ can compute blocks and they compute little more than the row (``_loop_layout``):
 value each, ``(2097152, w)`` ``{0}`` i8 -> f32 with a zero point, 4.85 -> 2.35 a casting copy at w = 9 and
 2.38 -> 1.44 at 15, spread and so (``scripts/bench_ab.py``); such rows of consecutive values now run
 narrow where the CPU permutes lanes (``NARROW_VECTORS_MAX``)."""
+
+
+WINDOW_MAX = 2 * BLOCK_MIN
+"""The widest runs that groups of rows read in ``_jit.narrow_run``'s windowed vectors (``_lane_runs``): a
+vector's 16 elements then read at most this many consecutive values, from the least of them, which two
+vectors of the scale hold (``vpermt2ps``)."""
 
 
 def _loop_layout(plan: Plan, blocks: float = 0.0) -> str:

@@ -384,6 +384,10 @@ GROUPED = [(2, 3), (2, 19), (3, 4), (3, 16), (4, 4), (4, 5), (4, 59), (5, 8), (6
 ``_jit.narrow_run``'s vectors compute (``reference._lane_runs``): 1-59 vectors a group of 16 values, runs of
 2-16, periods that fill a vector or several, the most runs whose vectors fit (fewer than fill 16 values)."""
 
+WINDOWED = [(3, 3), (5, 7), (7, 3), (9, 10), (10, 2), (17, 2), (20, 3), (25, 4), (32, 2)]
+"""(width, group) as ``GROUPED``'s whose runs fill whole vectors only beyond 16 values: each vector reads its own
+window of 32 (``reference.WINDOW_MAX``) from the least of its values; runs of 3-32, 4-45 vectors a group."""
+
 
 @pytest.mark.skipif(not _fused.available() or not _fused.permutes(), reason="no numba, or no 16-lane permutation")
 @pytest.mark.parametrize(
@@ -395,25 +399,27 @@ def test_fused_grouped_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out
     ``_jit.grouped_narrow``): periods computed in ``narrow_run``'s vectors, each element's value permuted
     from its group's 16 by the lane map, the parts of periods and vectors the range or the scale's end
     leaves as runs, give the NumPy loop's bits: for each ``GROUPED`` shape, tiles of whole groups of vectors
-    and of parts of them, calls (and, ``cut``, their blocks) starting inside a row; bf16 scales with
-    subnormal values in some groups and not in others, infinities, a NaN and zeros. The pairs are
+    and of parts of them, calls (and, ``cut``, their blocks) starting inside a row; for each ``WINDOWED`` one
+    the same, each vector's values permuted from its own window; bf16 scales with subnormal values in
+    some groups and not in others, infinities, a NaN and zeros. The pairs are
     ``test_fused_tiles``'s: their loops are compiled once."""
     if cut:
         cut_on_any_element(monkeypatch)
     rng = np.random.default_rng(13)
     info = ml_dtypes.iinfo(in_t)
     blocks = reference._blocks_for(in_t, out_t, zero_point)
-    for width, group in GROUPED:
-        vectors = reference._lane_runs(width, group) * width * group // 16
+    for width, group in GROUPED + WINDOWED:
+        runs = reference._lane_runs(width, group)
+        vectors = runs * width * group // 16
         for tile in (2 * 16 * vectors + width * group, 5 * 16 * vectors):
             monkeypatch.setattr(reference, "TILE_MAX", 64)
             monkeypatch.setattr(reference, "TILE_NARROW", tile)
-            outer = 37
+            outer = max(37, 6 * runs + 1)  # more elements than the larger tile
             shape, axes = (outer, group, width), (0, 2)
             plan = reference._plan(reference._layout(shape, axes), blocks)
             assert reference._loop_layout(plan, blocks) == "tiles narrow", (width, group)
             packed = reference._kernel_plan(plan, blocks)
-            assert packed[4] == group and packed[6] == reference._lane_runs(width, group) > 0
+            assert packed[4] == group and packed[6] == runs > 0 and packed[0] >= 16 * vectors, (width, group)
             x = rng.integers(info.min, int(info.max) + 1, shape).astype(in_t)
             scale = rng.standard_normal((outer, width)).astype(out_t)
             if out_t is ml_dtypes.bfloat16:
@@ -424,6 +430,54 @@ def test_fused_grouped_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out
             with loop_kind("fused"):
                 got = odq.dequantize(x, scale, zp, axes=axes)
             assert same_bits(got, want), (width, group, tile)
+
+
+def at_page_end(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` whose last byte lies just before a page the process may not read (Linux): a loop that
+    reads past the array's end stops the process."""
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    pages = -(-a.nbytes // page) + 1
+    region = mmap.mmap(-1, pages * page)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    assert libc.mprotect(base + (pages - 1) * page, page, 0) == 0  # PROT_NONE
+    start = (pages - 1) * page - a.nbytes
+    out = np.frombuffer(region, np.uint8, a.nbytes, start).view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+@pytest.mark.skipif(
+    not _fused.available() or not _fused.permutes() or not sys.platform.startswith("linux"),
+    reason="no numba, no 16-lane permutation, or not Linux",
+)
+@pytest.mark.parametrize(
+    "in_t, out_t, zero_point", [p for p in NARROW_PAIRS if p.id in ("i8-f32", "i16-f16", "i8-bf16-nozp", "u4-bf16")]
+)
+def test_windowed_vectors_read_nothing_past_the_scale(monkeypatch, fresh_plans, in_t, out_t, zero_point):
+    """The windowed vectors of ``WINDOWED``'s runs (32 values from each vector's least) read no scale value or
+    zero point past the arrays' ends: with both ending just before a page the process may not read, the
+    NumPy loop's bits, for tiles that end at the scale's last run, whole calls and calls cut anywhere."""
+    rng = np.random.default_rng(14)
+    info = ml_dtypes.iinfo(in_t)
+    for width, group in WINDOWED:
+        outer = 41
+        shape, axes = (outer, group, width), (0, 2)
+        x = rng.integers(info.min, int(info.max) + 1, shape).astype(in_t)
+        scale = at_page_end(rng.standard_normal((outer, width)).astype(out_t))
+        zp = rng.integers(info.min, int(info.max) + 1, (outer, width)).astype(in_t) if zero_point else None
+        zp = None if zp is None else at_page_end(zp)
+        with loop_kind("numpy"):
+            want = odq.dequantize(x, scale, zp, axes=axes)
+        with loop_kind("fused"):
+            assert same_bits(odq.dequantize(x, scale, zp, axes=axes), want), (width, group)
+            with monkeypatch.context() as m:
+                cut_on_any_element(m)
+                assert same_bits(odq.dequantize(x, scale, zp, axes=axes), want), (width, group)
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
@@ -1153,10 +1207,12 @@ def test_fused_i32_zero_point_as_large_as_the_input(request, cut):
 FOUR_BIT_LAYOUTS = [
     ((64, 256), (0,), "rows held"),
     ((4, 16, 256), (0, 2), "rows varying"),
-    ((256, 3, 5), (0, 2), "tiles spread"),
+    ((256, 3, 5), (0, 2), "grouped rows"),  # runs of 5 read by 3 rows: whole vectors in windows of 32 values
+    ((256, 23, 3), (0, 2), "tiles spread"),  # runs of 3 read by 23 rows: whole vectors only in 69
     ((256, 4, 6), (0, 2), "grouped rows"),  # runs read by groups of rows: narrow where the CPU permutes lanes
     ((256, 4, 12), (0, 2), "grouped blocks"),  # runs narrower than a block: narrow, else a block each
-    ((256, 2, 20), (0, 2), "tiles blocks"),  # runs wider than a vector's 16 values
+    ((256, 2, 20), (0, 2), "grouped blocks"),  # runs wider than a vector's 16 values: in windows of 32
+    ((256, 2, 40), (0, 2), "tiles blocks"),  # runs wider than a window
     ((64, 4, 16, 15), (0, 2), "tiles blocks"),  # rows narrower than a block, of one value each
     ((1024, 15), (0,), "held rows"),  # consecutive values: narrow where the CPU permutes lanes, else blocks
     ((2048, 8), (0,), "tiles narrow"),
@@ -1322,11 +1378,13 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((20000, 5, 37), (0, 1), "held rows"),
         ((2048, 2, 4, 37), (0, 2), "tiles blocks"),  # one value a row, two tiles a window
         ((300, 200, 37), (0, 2), "tiles spread"),  # four tiles a window: spread once for them
-        ((1031, 2, 15), (0, 2), "tiles blocks"),  # runs narrower than a block: a block each
+        ((1031, 2, 15), (0, 2), "grouped blocks"),  # runs narrower than a block: narrow in windows, else a block each
+        ((1031, 2, 40), (0, 2), "tiles blocks"),  # runs wider than a window
         ((65536, 9), (0,), "held rows"),  # rows of 9-15 of one value
         ((65536, 8), (0,), "tiles narrow"),  # rows of 2-8 of one value: as NARROW_MAX says
         ((1031, 2, 8), (0, 2), "grouped rows"),  # runs of 2-8
-        ((1031, 3, 6), (0, 2), "tiles spread"),  # runs of 6 in groups of 3 fill no whole vectors
+        ((1031, 3, 6), (0, 2), "grouped rows"),  # runs of 6 in groups of 3: whole vectors in windows
+        ((1031, 23, 3), (0, 2), "tiles spread"),  # runs of 3 in groups of 23 fill whole vectors only in 69
         ((1031, 100), (0,), "rows held"),  # rows of 64 or more of one value: as they are
         ((300, 100), (1,), "tiles spread"),  # every tile reads one window
         ((4, 16, 256), (0, 2), "rows varying"),  # wide rows
@@ -1342,23 +1400,25 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
     half = reference.BLOCK_WASTE
     for shape, axes, want in [
         ((300, 2, 16), (0, 2), "grouped blocks"),
-        ((300, 2, 24), (0, 2), "tiles blocks"),  # 32 elements for 24
+        ((300, 2, 24), (0, 2), "grouped blocks"),  # 32 elements for 24 in blocks
+        ((300, 2, 40), (0, 2), "tiles blocks"),  # 48 for 40: runs wider than a window
         ((13457, 5, 37), (0, 2), "tiles blocks"),  # 48 for 37
-        ((300, 2, 20), (0, 2), "tiles spread"),  # 32 for 20
-        ((3000, 5, 17), (0, 2), "tiles spread"),
-        ((300, 2, 12), (0, 2), "tiles blocks"),  # 16 for 12
-        ((300, 2, 11), (0, 2), "tiles spread"),  # 16 for 11
+        ((300, 2, 20), (0, 2), "grouped rows"),  # 32 for 20 in blocks
+        ((3000, 5, 17), (0, 2), "tiles spread"),  # 85 vectors to fill: no windows
+        ((300, 2, 12), (0, 2), "grouped blocks"),  # 16 for 12
+        ((300, 2, 11), (0, 2), "grouped rows"),  # 16 for 11
     ]:
         assert layout(plan(reference._layout(shape, axes), half), half) == on_this_cpu(want), (shape, axes)
     # with a zero point, which a spread tile spreads too: rows of 9-16 and 18 or more
     half = reference.BLOCK_WASTE_ZP
     for shape, axes, want in [
-        ((1212, 2, 10), (0, 2), "tiles blocks"),  # 16 for 10
-        ((300, 2, 9), (0, 2), "tiles blocks"),
-        ((300, 2, 17), (0, 2), "tiles spread"),  # 32 for 17
-        ((300, 2, 20), (0, 2), "tiles blocks"),  # 32 for 20
+        ((1212, 2, 10), (0, 2), "grouped blocks"),  # 16 for 10
+        ((300, 2, 9), (0, 2), "grouped blocks"),
+        ((300, 2, 17), (0, 2), "grouped rows"),  # 32 for 17
+        ((300, 2, 20), (0, 2), "grouped blocks"),  # 32 for 20
+        ((3000, 5, 17), (0, 2), "tiles spread"),
     ]:
-        assert layout(plan(reference._layout(shape, axes), half), half) == want, (shape, axes)
+        assert layout(plan(reference._layout(shape, axes), half), half) == on_this_cpu(want), (shape, axes)
 
 
 def test_narrow_tiles_of_a_prime_dim_and_of_one_shared_window():
@@ -1740,23 +1800,54 @@ def test_spread_groups_found_only_where_they_hold(pattern, width, varies, want):
         ([0, 0, 0, 0, 4, 4, 4, 4, 8], 4, 4),  # the tile's last group a part of one
         ([0] * 5 + [4] * 5, 4, 5),  # 4 runs a vector group: 80 elements, 5 vectors
         ([0] * 4 + [3] * 4, 3, 4),  # runs of 3: 4 runs, 12 values, fill 3 vectors
-        ([0, 0, 0, 3, 3, 3], 3, 0),  # runs of 3 in groups of 3: no whole vectors within 16 values
-        ([0, 0, 5, 5], 5, 0),
+        ([0, 0, 0, 3, 3, 3], 3, 3),  # runs of 3 in groups of 3: whole vectors only in windows (16 runs, 9)
+        ([0, 0, 5, 5], 5, 2),  # 8 runs of 5: 5 vectors, in windows
         ([0] * 8 + [5] * 8, 5, 8),  # runs of 5: 2 runs, 10 values, 5 vectors
         ([0] * 64 + [2] * 64, 2, 64),  # 8 runs of 2 read by 64 rows each: 64 vectors; 7 runs fill 56
-        ([0] * 64 + [17] * 64, 17, 0),
+        ([0] * 64 + [17] * 64, 17, 0),  # one run fills 68 vectors
         ([0] * 63 + [2] * 63, 2, 63),
         ([0, 0, 4, 4, 0, 0], 4, 0),  # a run read again
         ([0, 0, 8, 8], 4, 0),  # runs that are not consecutive
         ([0, 4, 8, 12], 4, 1),  # one row a run: consecutive values
-        ([0, 0, 17, 17], 17, 0),  # runs wider than a vector
+        ([0, 0, 17, 17], 17, 2),  # runs wider than a vector: 8 runs, 17 vectors, in windows
+        ([0] * 4 + [25] * 4, 25, 4),
+        ([0, 0, 32, 32], 32, 2),
+        ([0, 0, 33, 33], 33, 0),  # runs wider than a window
+        ([0] * 3 + [31] * 3, 31, 0),  # 16 runs of 31 in groups of 3 fill 93 vectors
     ],
 )
 def test_lane_groups_found_only_where_they_hold(pattern, width, want):
     """``reference._lane_group``: the rows per run where every run is read by that many consecutive rows,
-    consecutive runs, and some number of runs of up to 16 values fills whole vectors in at most
-    ``NARROW_VECTORS_MAX`` of them; else 0 (the tile is spread, or computed in blocks)."""
+    consecutive runs, and some number of runs of up to 16 values, or of runs of up to ``WINDOW_MAX`` values,
+    fills whole vectors in at most ``NARROW_VECTORS_MAX`` of them; else 0 (the tile is spread, or computed in
+    blocks)."""
     assert reference._lane_group(np.array(pattern, np.uint32), width) == want
+
+
+def test_lane_windows_hold_every_vectors_values():
+    """Where a group's runs fill whole vectors only beyond 16 values (``reference._lane_runs``), each vector's 16
+    elements read values within 32 of the least of them (the two vectors ``_jit.narrow_run`` permutes), and no
+    vector's 32 reach past ``WINDOW_MAX - 1`` beyond the group's own values (the room the loop checks): every
+    run of 1-40 values in groups of 1-80 rows. Elsewhere the group's values fit one vector."""
+    windowed = 0
+    for width in range(1, 41):
+        for group in range(1, 81):
+            runs = reference._lane_runs(width, group)
+            if not runs:
+                assert width > reference.WINDOW_MAX or (width * group * 16 // np.gcd(width * group, 16)) > 16 * 63
+                continue
+            period = width * group
+            t = np.arange(runs * period)
+            assert len(t) % 16 == 0 and len(t) // 16 <= reference.NARROW_VECTORS_MAX
+            values = (t // period * width + t % period % width).reshape(-1, 16)
+            if runs * width <= 16:
+                assert values.max() < 16, (width, group)
+                continue
+            windowed += 1
+            least = values.min(axis=1)
+            assert (values.max(axis=1) - least).max() < reference.WINDOW_MAX, (width, group)
+            assert least.max() + reference.WINDOW_MAX <= runs * width + reference.WINDOW_MAX - 1
+    assert windowed > 300
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
