@@ -180,10 +180,11 @@ def dequantize(
         # a zero point of zeros costs the loop one exact subtraction, less than looking for one
         has_z = zp is not None
         kernel, plan, cost, x_bits, out_bits, no_z, guard = setup
-        # the loop reads every array in its own type (f16/bf16 and 4-bit types as their bits; the scale
-        # has the output's type, the zero point the input's) and converts it; no copy is made of a
-        # C-contiguous array (a copy never overlaps ``out``): ``_fused.flat``, written out (four calls
-        # cost 0.12 us more, of a call's 1.7 us outside the loop)
+        # the loop reads every array in its own type (f16/bf16 and 4-bit types as their bits, passed as
+        # they are where the compiled code takes them: ``_fused.call_type``; the scale has the output's
+        # type, the zero point the input's) and converts it; no copy is made of a C-contiguous array (a
+        # copy never overlaps ``out``): ``_fused.flat``, written out (four calls cost 0.12 us more, of a
+        # call's 1.7 us outside the loop)
         x_flat = x.ravel() if x_bits is None else x.ravel().view(x_bits)
         z_flat = no_z if not has_z else zp.ravel() if x_bits is None else zp.ravel().view(x_bits)
         s_flat = scale.ravel() if out_bits is None else scale.ravel().view(out_bits)
@@ -658,9 +659,10 @@ def _spread_group(pattern: np.ndarray, width: int, varies: bool) -> int:
 
 
 FusedSetup = tuple[Any, np.ndarray, _split.Cost, np.dtype | None, np.dtype | None, np.ndarray, Any]
-"""``_fused_setup``'s: (kernel, plan, the calls' measured cost, the input's and the output's bits types,
-the zero point passed where there is none, the guarded float32 kernel and its bound or None; where there is
-a guard, each kernel is a thunk that compiles it at its first call)."""
+"""``_fused_setup``'s: (kernel, plan, the calls' measured cost, the types the input's and the output's
+arrays are viewed as for a call (None: as they are), the zero point passed where there is none, the guarded
+float32 kernel and its bound or None; where there is a guard, each kernel is a thunk that compiles it at its
+first call)."""
 
 
 def _fused_setup(
@@ -668,8 +670,8 @@ def _fused_setup(
 ) -> FusedSetup:
     """The fused loop's compiled kernel and its plan for ``shape`` and ``axes`` (``_plan(_layout(...))``),
     the measured cost of its calls (which ``_split.run`` learns, to cut them among threads where that
-    pays), the types the loop reads the
-    input's and the output's arrays as (``_fused.bits_type``) and the zero point passed when there is
+    pays), the types the input's and the output's arrays are viewed as for a call (``_fused.call_type``:
+    None, as they are, where the compiled code takes them) and the zero point passed when there is
     none (one zero, which the loop compiled for ``has_z`` false never reads); ``_checked`` keeps it for
     the next call of the same types: its arrays are read-only. Where float32 work is exact for values
     within a bound (``exactness.f32_guard``: i32 inputs), it also gives the float32 kernel that checks
@@ -679,7 +681,7 @@ def _fused_setup(
     (``(3,84,2085,1)`` ``{1,2,3}`` i32 -> f32 with a zero point: 133 us a call guarded, 135 in float64)."""
     blocks = _blocks_for(x, out, has_z)
     plan = _plan(_layout(shape, axes), blocks)
-    x_bits = _fused.bits_type(x)
+    x_bits = _fused.call_type(x)
     no_z = _fused.flat(np.zeros(1, x), x_bits)
     packed = _kernel_plan(plan, blocks, _period(shape, axes))
     for a in (packed, no_z):
@@ -694,7 +696,7 @@ def _fused_setup(
         guard, kernel = (functools.cache(f32_kernel), limit), functools.cache(kernel)
     else:
         kernel = kernel()
-    return kernel, packed, _split.Cost(), x_bits, _fused.bits_type(out), no_z, guard
+    return kernel, packed, _split.Cost(), x_bits, _fused.call_type(out), no_z, guard
 
 
 def _guarded(

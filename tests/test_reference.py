@@ -779,7 +779,7 @@ def test_fused_16bit_to_f16_pieces():
         kernel, plan, _, _, bits, no_z, _ = reference._checked(*key, axes, None, True)[4]
         blocks = reference._blocks_for(np.int16, np.float16, zp)
         layouts.add(reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks))
-        xf, zf, sf = x.reshape(-1), no_z if z is None else z.reshape(-1), s.reshape(-1).view(bits)
+        xf, zf, sf = x.reshape(-1), no_z if z is None else z.reshape(-1), _fused.flat(s, bits)
         got = np.zeros(x.size, np.uint16)
         for _ in range(300):
             a = int(rng.integers(0, x.size - 1))
@@ -853,7 +853,7 @@ def test_fused_16bit_to_f16_periods(in_t, shape, axes, period):
             key = (xt.dtype, xt.shape, s.dtype, s.shape, *((None, None) if z is None else (z.dtype, z.shape)))
             kernel, plan, _, _, u16, no_z, _ = reference._checked(*key, axes, None, True)[4]
             assert plan[5] == math.lcm(period, 16) // 16
-            xf, zf, sf = xt.reshape(-1), no_z if z is None else z.reshape(-1), s.reshape(-1).view(u16)
+            xf, zf, sf = xt.reshape(-1), no_z if z is None else z.reshape(-1), _fused.flat(s, u16)
             flat = want.reshape(-1).view(np.uint16)
             for _ in range(40):
                 a = int(rng.integers(0, n - 1))
@@ -999,6 +999,36 @@ def test_compiled_code_reads_read_only_arrays_as_it_is():
     assert len(dispatcher.overloads) == 1
     with pytest.raises(TypeError):
         code(a.astype(np.int32), plan, 0)
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+def test_half_and_4bit_arrays_passed_as_they_are_or_viewed(monkeypatch, fresh_plans):
+    """Where compiled code takes an array of another type of its item size, as Numba's does, f16, bf16 and
+    4-bit arrays reach the loop without a view (``_fused.call_type`` None), else viewed as their bits; the
+    loop's bits are the same either way, and the NumPy loop's."""
+    import numba
+
+    code = _fused.compiled(numba.njit(lambda a, k: a[k]), (np.uint16, int))
+    half = np.array([1.0, -2.0], np.float16)
+    try:
+        taken = code(half, 1) == half.view(np.uint16)[1]
+    except TypeError:
+        taken = False
+    assert _fused.call_type(np.dtype(np.float16)) is (None if taken else _fused.bits_type(np.dtype(np.float16)))
+    rng = np.random.default_rng(15)
+    # ``NARROW_PAIRS``' types and a ``GROUPED`` layout: loops other tests compile
+    for in_t, out_t in [(ml_dtypes.uint4, ml_dtypes.bfloat16), (np.int16, np.float16)]:
+        info = ml_dtypes.iinfo(in_t)
+        x = rng.integers(info.min, int(info.max) + 1, (1031, 4, 4)).astype(in_t)
+        scale = rng.standard_normal((1031, 4)).astype(out_t)
+        zp = rng.integers(info.min, int(info.max) + 1, (1031, 4)).astype(in_t)
+        with loop_kind("numpy"):
+            want = odq.dequantize(x, scale, zp, axes=(0, 2))
+        for as_they_are in (True, False):
+            monkeypatch.setattr(_fused, "_AS_THEY_ARE", as_they_are and taken)
+            reference._checked.cache_clear()
+            with loop_kind("fused"):
+                assert same_bits(odq.dequantize(x, scale, zp, axes=(0, 2)), want), (in_t, out_t, as_they_are)
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
