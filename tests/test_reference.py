@@ -1139,6 +1139,37 @@ def test_compiled_loop_claims_each_block_once_among_threads():
 
 
 @pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize("out", [np.float16, ml_dtypes.bfloat16], ids=["f16", "bf16"])
+def test_guarded_held_rows_checked_in_every_piece(out):
+    """The guarded float32 loop's held rows of i32 (checked as their vectors are computed, where the CPU
+    computes them so; a piece of fewer than 16 elements, or a row under a subnormal scale to bf16, in a
+    pass first) find a value beyond the bound in any piece of a row a call's range holds: the call
+    returns its range's start; a range without one gives the NumPy loop's bits."""
+    rng = np.random.default_rng(16)
+    rows, width = 64, 100
+    x = rng.integers(-1000, 1000, (rows, width)).astype(np.int32)
+    s = rng.uniform(0.5, 2.0, rows).astype(out)
+    s[11] = np.array([0x0003], np.uint16).view(out)[0]  # subnormal: bf16 rows under it are not in vectors
+    beyond = [7 * width + 37, 11 * width + 3, 30 * width + 90]
+    x.reshape(-1)[beyond] = [(1 << 24) + 5, -(1 << 24) - 3, (1 << 24) + 1]
+    with loop_kind("numpy"):
+        want = odq.dequantize(x, s, axes=(0,)).reshape(-1).view(np.uint16)
+    assert reference._loop_layout(reference._plan(reference._layout(x.shape, (0,)))) == "rows held"
+    setup = reference._checked(x.dtype, x.shape, s.dtype, s.shape, None, None, (0,), None, True)[4]
+    guarded, limit = setup[6]
+    assert limit == 1 << 24
+    xf, sf = x.reshape(-1), s.view(np.uint16)
+    for _ in range(400):
+        a = int(rng.integers(0, x.size - 1))
+        b = min(x.size, a + int(rng.integers(1, 150)))
+        o = np.zeros(b - a, np.uint16)
+        inside = any(a <= k < b for k in beyond)
+        assert guarded()(xf, setup[5], sf, o, a, b, setup[1], _split.NO_CLAIM) == (a if inside else b), (a, b)
+        if not inside:
+            assert (o == want[a:b]).all(), (a, b)
+
+
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
 def test_guarded_call_probes_before_the_float32_kernel():
     """A guarded call whose first ``GUARD_PROBE`` elements lie beyond the bound goes to the float64
     kernel at once (the float32 one's thunk is never called, so it is never compiled); one whose probe is
