@@ -428,16 +428,20 @@ def _plan(layout: Layout, blocks: float = 0.0) -> Plan:
     """``_tile``'s plan (``blocks``: where the loop can compute rows in vector blocks, ``_loop_layout``'s;
     rows of runs up to ``ROW_MIN`` joined where that gives "tiles blocks"), in tiles of up to
     ``TILE_NARROW`` elements where it runs "tiles narrow" or "tiles blocks" so too (nothing is spread
-    there, so no buffer needs to stay in the L1 cache)."""
+    there, so no buffer needs to stay in the L1 cache), or where rows beside runs would be spread only
+    because the smaller tile holds no group of narrow vectors (``_lane_group``)."""
     plan = _tile(layout)
     kind = _loop_layout(plan, blocks)
     if blocks and kind != "tiles blocks":
         joined = _tile(layout, blocks=blocks)
         if _loop_layout(joined, blocks) == "tiles blocks":
             plan, kind = joined, "tiles blocks"
-    if kind in ("tiles narrow", "tiles blocks"):
+    # rows beside runs whose groups of vectors a spread tile cannot hold may fill a wider one
+    if kind in ("tiles narrow", "tiles blocks") or (kind == "tiles spread" and plan[4]):
         wide = _tile(layout, TILE_NARROW, blocks)
-        if _loop_layout(wide, blocks) == kind:
+        wide_kind = _loop_layout(wide, blocks)
+        if wide_kind == kind != "tiles spread" or (wide_kind == "tiles narrow" and plan[4]):
+            kind = wide_kind
             if kind == "tiles narrow" and wide[2] < TILE_MAX:
                 # a dim with no divisor near the limit (twice a prime, say): all of it where that is at
                 # most ``TILE_ONCE``, not tiles of a few rows, each a step of the odometer and a call
@@ -492,12 +496,16 @@ def _lane_runs(width: int, group: int) -> int:
 def _lane_group(pattern: np.ndarray, width: int) -> int:
     """Where the tile's rows of ``width`` elements each lie beside a run of the scale, in groups of
     ``group`` consecutive rows reading one run, consecutive runs (row r's at ``r // group * width``), and
-    ``_jit.narrow_run``'s vectors compute them (``_lane_runs``): ``group``; else 0. Such tiles run "tiles
-    narrow", read from the scale where it is, not spread."""
+    ``_jit.narrow_run``'s vectors compute them (``_lane_runs``), the tile holding a whole group of them:
+    ``group``; else 0. Such tiles run "tiles narrow", read from the scale where it is, not spread. A tile
+    smaller than a group of vectors (a dim with no divisor near the tile's limit, rows that all read one
+    run) would run a run at a time: ``(4,5,93418,3,1)`` ``{1,3,4}`` u8 -> f32, tiles of 26 rows of 3 that
+    all read one run, 13.4x a casting copy so, 0.8x spread once a call."""
     rows = len(pattern)
     change = np.flatnonzero(np.diff(pattern.astype(np.int64)))
     group = int(change[0]) + 1 if len(change) else rows
-    if not _lane_runs(width, group):
+    runs = _lane_runs(width, group)
+    if not runs or runs * group > rows:  # no whole group of vectors in the tile
         return 0
     expected = np.arange(rows, dtype=np.int64) // group * width
     return group if np.array_equal(pattern, expected) else 0

@@ -1446,6 +1446,8 @@ def test_rows_in_blocks_where_tiles_read_new_windows():
         ((1031, 2, 8), (0, 2), "grouped rows"),  # runs of 2-8
         ((1031, 3, 6), (0, 2), "grouped rows"),  # runs of 6 in groups of 3: whole vectors in windows
         ((1031, 23, 3), (0, 2), "tiles spread"),  # runs of 3 in groups of 23 fill whole vectors only in 69
+        ((4, 5, 93418, 3, 1), (1, 3, 4), "tiles spread"),  # tiles of 26 rows, all one run: no group of vectors
+        ((54, 9623, 4, 7), (0, 3), "tiles spread"),  # tiles of 4 rows (9623 is prime), all one run
         ((1031, 100), (0,), "rows held"),  # rows of 64 or more of one value: as they are
         ((300, 100), (1,), "tiles spread"),  # every tile reads one window
         ((4, 16, 256), (0, 2), "rows varying"),  # wide rows
@@ -1854,34 +1856,42 @@ def test_spread_groups_found_only_where_they_hold(pattern, width, varies, want):
     assert reference._spread_group(np.array(pattern, np.uint32), width, varies) == want
 
 
+def runs_read_by(width: int, group: int, runs: int) -> list[int]:
+    """A tile's pattern: ``runs`` consecutive runs of ``width`` values, each read by ``group`` rows."""
+    return [r * width for r in range(runs) for _ in range(group)]
+
+
 @pytest.mark.parametrize(
     ("pattern", "width", "want"),
     [
-        ([0, 0, 0, 0, 4, 4, 4, 4], 4, 4),
-        ([0, 0, 0, 0, 4, 4, 4, 4, 8], 4, 4),  # the tile's last group a part of one
-        ([0] * 5 + [4] * 5, 4, 5),  # 4 runs a vector group: 80 elements, 5 vectors
-        ([0] * 4 + [3] * 4, 3, 4),  # runs of 3: 4 runs, 12 values, fill 3 vectors
-        ([0, 0, 0, 3, 3, 3], 3, 3),  # runs of 3 in groups of 3: whole vectors only in windows (16 runs, 9)
-        ([0, 0, 5, 5], 5, 2),  # 8 runs of 5: 5 vectors, in windows
+        (runs_read_by(4, 4, 4), 4, 4),  # 4 runs of 4 values, 16 vectors' elements: 16 rows
+        (runs_read_by(4, 4, 4) + [16], 4, 4),  # the tile's last group a part of one
+        (runs_read_by(4, 4, 2), 4, 0),  # a tile of fewer rows than a group of vectors: a run at a time
+        (runs_read_by(4, 5, 4), 4, 5),  # 4 runs a vector group: 80 elements, 5 vectors
+        (runs_read_by(3, 4, 4), 3, 4),  # runs of 3: 4 runs, 12 values, fill 3 vectors
+        (runs_read_by(3, 3, 16), 3, 3),  # runs of 3 in groups of 3: whole vectors only in windows (16 runs, 9)
+        (runs_read_by(5, 2, 8), 5, 2),  # 8 runs of 5: 5 vectors, in windows
         ([0] * 8 + [5] * 8, 5, 8),  # runs of 5: 2 runs, 10 values, 5 vectors
-        ([0] * 64 + [2] * 64, 2, 64),  # 8 runs of 2 read by 64 rows each: 64 vectors; 7 runs fill 56
+        (runs_read_by(2, 64, 7), 2, 64),  # 8 runs of 2 read by 64 rows each: 64 vectors; 7 runs fill 56
         ([0] * 64 + [17] * 64, 17, 0),  # one run fills 68 vectors
-        ([0] * 63 + [2] * 63, 2, 63),
+        (runs_read_by(2, 63, 8), 2, 63),
         ([0, 0, 4, 4, 0, 0], 4, 0),  # a run read again
         ([0, 0, 8, 8], 4, 0),  # runs that are not consecutive
         ([0, 4, 8, 12], 4, 1),  # one row a run: consecutive values
-        ([0, 0, 17, 17], 17, 2),  # runs wider than a vector: 8 runs, 17 vectors, in windows
-        ([0] * 4 + [25] * 4, 25, 4),
+        (runs_read_by(17, 2, 8), 17, 2),  # runs wider than a vector: 8 runs, 17 vectors, in windows
+        (runs_read_by(25, 4, 4), 25, 4),
         ([0, 0, 32, 32], 32, 2),
         ([0, 0, 33, 33], 33, 0),  # runs wider than a window
         ([0] * 3 + [31] * 3, 31, 0),  # 16 runs of 31 in groups of 3 fill 93 vectors
+        ([0] * 26, 3, 0),  # rows that all read one run, fewer than 8 runs' (``(4,5,93418,3,1)`` {1,3,4})
+        ([0] * 4, 7, 0),  # 4 rows of 7, fewer than 4 runs'
     ],
 )
 def test_lane_groups_found_only_where_they_hold(pattern, width, want):
     """``reference._lane_group``: the rows per run where every run is read by that many consecutive rows,
     consecutive runs, and some number of runs of up to 16 values, or of runs of up to ``WINDOW_MAX`` values,
-    fills whole vectors in at most ``NARROW_VECTORS_MAX`` of them; else 0 (the tile is spread, or computed in
-    blocks)."""
+    fills whole vectors in at most ``NARROW_VECTORS_MAX`` of them, the tile holding such a group of vectors;
+    else 0 (the tile is spread, or computed in blocks)."""
     assert reference._lane_group(np.array(pattern, np.uint32), width) == want
 
 
