@@ -609,13 +609,17 @@ def _narrow_lanes(builder, vectors, run, period, windowed):
         q = quotient(t, period)
         r = builder.sub(t, builder.mul(q, period_v))  # the element within its period
         c = builder.sub(r, builder.mul(quotient(r, run), run_v))  # its column within the run
-        offsets = builder.add(builder.mul(q, run_v), c)
-        first = builder.select(windowed, builder.call(least, [offsets]), i32(0))
-        own = builder.sub(offsets, splat(first, vi))
-        builder.store(own, builder.gep(buffer, [loop.index]), align=64)
-        builder.store(builder.sext(first, i64), builder.gep(firsts, [loop.index]))
-        own16 = builder.trunc(own, ir.VectorType(ir.IntType(16), lanes))
-        builder.store(builder.shuffle_vector(own16, own16, twice), builder.gep(pairs, [loop.index]))
+        builder.store(builder.add(builder.mul(q, run_v), c), builder.gep(buffer, [loop.index]), align=64)
+    with builder.if_then(windowed, likely=False):  # each vector's offsets from its least, apart: groups
+        with cgutils.for_range(builder, vectors) as loop:  # that fit 16 values pay nothing for them
+            at = builder.gep(buffer, [loop.index])
+            offsets = builder.load(at, align=64)
+            first = builder.call(least, [offsets])
+            own = builder.sub(offsets, splat(first, vi))
+            builder.store(own, at, align=64)
+            builder.store(builder.sext(first, i64), builder.gep(firsts, [loop.index]))
+            own16 = builder.trunc(own, ir.VectorType(ir.IntType(16), lanes))
+            builder.store(builder.shuffle_vector(own16, own16, twice), builder.gep(pairs, [loop.index]))
     return buffer, firsts, pairs
 
 
@@ -2084,7 +2088,9 @@ def fused_for(kind, xkind, zkind, wkind, mode, guard=0):
         wb, zs = work_zeros(wkind, 0), z_zeros(kind, xkind, wkind, z, 0)
         claiming = claim.shape[0] > 0
         paired = z.shape[0] == x.shape[0]  # a zero point of the input's elements: guarded with it
-        checks_rows = guarded and held and odd_held(kind, x, wkind) > 0  # i32 held rows in vectors
+        # i32 held rows in vectors, checked as computed; their zero point is never as large as the input
+        # (rows of ``reference.HELD_MIN`` or more under one value each), which the caller checks whole
+        checks_rows = guarded and held and odd_held(kind, x, wkind) > 0
         limit = guard if checks_rows else 0
         e, end = e0, e0 if claiming else e1  # claiming: the first block claimed
         while True:
