@@ -1,22 +1,34 @@
 """A thread's wait for a value in shared memory, spinning without the GIL (compiled with Numba; imported
 only where it is installed): how ``_split``'s helper threads see a call posted to them, and the
 caller sees it done, in a microsecond or two rather than through the kernel (a futex wake of an idle
-core costs 20-50 us on a virtual machine, measured)."""
+core costs 20-50 us on a virtual machine, measured); and, where it can (``SLEEPS``), how a helper
+sleeps once it has spun long enough, and is woken (``post``, ``rouse``), without the GIL either."""
 
 from __future__ import annotations
 
 import platform
+import sys
 import time
 
 import numba
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-__all__ = ["until", "serve", "spins_per_second"]
+__all__ = ["until", "serve", "post", "rouse", "spins_per_second", "SLEEPS"]
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+
+_SYS_FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}.get(platform.machine().lower())
+if not sys.platform.startswith("linux"):
+    _SYS_FUTEX = None
+SLEEPS = _SYS_FUTEX is not None
+"""Whether ``serve`` can sleep (a futex wait, without the GIL: Linux on x86-64 and ARM64). A helper that
+went to sleep in Python took the GIL to do so, just as the caller, starting its next call, wanted it:
+a session's run between two cut calls took 15-25 us longer. Elsewhere ``serve`` returns, and the
+helper sleeps in Python."""
+_FUTEX_WAIT, _FUTEX_WAKE = 128, 129  # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
 
 
 @intrinsic
@@ -68,16 +80,97 @@ def _store_release(typingctx, slots, i, value):  # pragma: no cover - compiled
     return types.void(slots, i, value), codegen
 
 
+@intrinsic
+def _store_seq(typingctx, slots, i, value):  # pragma: no cover - compiled
+    """``slots[i] = value`` (int64), ordered before every later load (a full barrier)."""
+
+    def codegen(context, builder, sig, args):
+        a = context.make_array(sig.args[0])(context, builder, args[0])
+        builder.store_atomic(args[2], builder.gep(a.data, [args[1]]), "seq_cst", 8)
+        return context.get_dummy_value()
+
+    return types.void(slots, i, value), codegen
+
+
+@intrinsic
+def _load_seq(typingctx, slots, i):  # pragma: no cover - compiled
+    """``slots[i]`` (int64), read after every earlier store (a full barrier)."""
+
+    def codegen(context, builder, sig, args):
+        a = context.make_array(sig.args[0])(context, builder, args[0])
+        return builder.load_atomic(builder.gep(a.data, [args[1]]), "seq_cst", 8)
+
+    return types.int64(slots, i), codegen
+
+
+@intrinsic
+def _futex(typingctx, slots, op, value):  # pragma: no cover - compiled
+    """The futex system call on ``slots[0]``'s low 32 bits (little-endian): ``op`` ``_FUTEX_WAIT`` sleeps
+    while they equal ``value``'s; ``_FUTEX_WAKE`` wakes ``value`` threads asleep on them. Nothing where
+    ``SLEEPS`` is False."""
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        if _SYS_FUTEX is None:
+            return ir.Constant(i64, -1)
+        a = context.make_array(sig.args[0])(context, builder, args[0])
+        fnty = ir.FunctionType(i64, [i64], var_arg=True)
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "syscall")
+        low = builder.and_(args[2], ir.Constant(i64, 0xFFFFFFFF))
+        zero = ir.Constant(i64, 0)
+        call = [ir.Constant(i64, _SYS_FUTEX), builder.ptrtoint(a.data, i64), args[1], low, zero, zero, zero]
+        return builder.call(fn, call)  # no timeout: a wait ends only when woken
+
+    return types.int64(slots, op, value), codegen
+
+
 @numba.njit(nogil=True, cache=True)
-def serve(done, finished, posted, value, spins, settle):  # pragma: no cover - compiled
-    """A helper's turn between calls, without the GIL: ``done[0] = finished`` (the caller, spinning,
-    sees its part done while this thread holds no GIL the caller needs), then whether ``posted[0]``
-    reached ``value`` within ``spins`` turns; once it has, ``settle`` more turns, so that the caller,
-    which posts holding the GIL, has let it go (into its own blocks) before this thread takes it: a
-    thread that finds the GIL taken sleeps, and its wake-up costs what spinning saves."""
-    _store_release(done, 0, finished)
-    if not until(posted, 0, value, spins):
+def post(posted, value, asleep):  # pragma: no cover - compiled
+    """``posted[0] = value``, and the helper waiting on it woken where it sleeps in ``serve``; whether it
+    slept (or was about to)."""
+    _store_seq(posted, 0, value)
+    if _load_seq(asleep, 0) == 0:
         return False
+    _futex(posted, _FUTEX_WAKE, 1)
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def rouse(posted, asleep, spins):  # pragma: no cover - compiled
+    """Have the helper waiting on ``posted`` (``serve``) spin ``spins`` more turns for a call to come, once
+    its spin is over (woken where it sleeps); whether it slept."""
+    _store_seq(asleep, 1, spins)
+    if _load_seq(asleep, 0) == 0:
+        return False
+    _futex(posted, _FUTEX_WAKE, 1)
+    return True
+
+
+@numba.njit(nogil=True, cache=True)
+def serve(done, finished, posted, value, spins, settle, asleep, sleeps):  # pragma: no cover - compiled
+    """A helper's turn between calls, without the GIL: ``done[0] = finished`` (the caller, spinning,
+    sees its part done while this thread holds no GIL the caller needs), then a wait for ``posted[0]``
+    to reach ``value``: ``spins`` turns, and as many more as ``rouse`` asked for in ``asleep[1]``; then,
+    where ``sleeps`` (``SLEEPS``), asleep (``asleep[0]`` is 1) until ``post`` or ``rouse`` wakes it, and
+    so on. Whether it was posted (False: it has not been, and ``sleeps`` is False). Once posted,
+    ``settle`` more turns, so that the caller, which posts holding the GIL, has let it go (into its own
+    blocks) before this thread takes it: a thread that finds the GIL taken sleeps, and its wake-up
+    costs what spinning saves."""
+    _store_release(done, 0, finished)
+    turns = spins
+    while not until(posted, 0, value, turns):
+        turns = _load_acquire(asleep, 1)
+        if turns > 0:  # roused: a call is to come
+            _store_release(asleep, 1, 0)
+            continue
+        turns = spins
+        if not sleeps:
+            return False
+        _store_seq(asleep, 0, 1)  # before posted is read: ``post`` sees it, or raised posted first
+        if _load_seq(posted, 0) < value:
+            _futex(posted, _FUTEX_WAIT, value - 1)  # returns at once where posted moved meanwhile
+        _store_release(asleep, 0, 0)
+    _store_release(asleep, 1, 0)  # a rousing for this call is spent
     for _ in range(settle):
         _pause()
     return True

@@ -7,7 +7,9 @@ so that a thread that starts late or runs slower (a helper woken from sleep, a v
 runs slower for a while) computes fewer of them and none waits long on another, and threads that run
 alike compute the same part of the call from call to call (what each computed last is in its CPU's
 cache). A helper that has just computed its blocks spins for the next call for ``SPIN`` seconds
-without the GIL (``_spin``), then sleeps; the caller spins the same way for the helpers to end. A call
+without the GIL (``_spin``), then sleeps (without the GIL too, where it can); the caller spins the
+same way for the helpers to end, and a caller that expects a cut call after work of its own can have
+them spin on until then (``rouse``). A call
 posted to a spinning helper starts within a few microseconds; one posted to a sleeping helper, after the
 operating system wakes its core (20-50 us on a virtual machine, measured): a call is cut only where
 the caller's share of fixed pieces, given that start latency (``share``, from the latency measured on
@@ -55,6 +57,16 @@ a call in one piece right after a cut call ran 1.5x slower beside a helper spinn
 
 _SPINNING = [0.0]
 """Until when (``time.perf_counter``) the last cut call's helpers spin for the next."""
+
+_CUTS = [0]
+"""Cut calls made in this process (``cuts``)."""
+
+
+def cuts() -> int:
+    """How many cut calls this process has made: a caller whose last call was cut can ``rouse`` the
+    helpers before its next."""
+    return _CUTS[0]
+
 
 SETTLE = 2e-6
 """Seconds a helper that sees a call posted spins on before it takes the GIL, which the caller holds
@@ -299,6 +311,7 @@ def _cut(kernel: Kernel, size: int, cost: Cost, team: _Team, threads: int) -> An
             _join(team.helpers, jobs)
         raise
     start = _join(team.helpers, jobs)
+    _CUTS[0] += 1
     wall = time.perf_counter() - t0
     _SPINNING[0] = t0 + wall + SPIN
     cold = start is None or any(job.cold for job in jobs)
@@ -358,25 +371,48 @@ class _Helper:
     the caller its last part is done."""
 
     def __init__(self) -> None:
+        from . import _spin
+
         self.posted = np.zeros(1, np.int64)  # the last call's number, raised by the caller
         self.done = np.zeros(1, np.int64)  # the last call done, raised by this thread
+        # [0]: 1 while this thread sleeps (or is about to); [1]: the turns ``rouse`` asks it to spin on
+        self.asleep = np.zeros(2, np.int64)
+        self.sleeps = _spin.SLEEPS  # asleep inside ``_spin.serve``; else on ``wake``, in Python
         self.wake = threading.Condition()
-        self.sleeping = False
         self.job: _Job | None = None
         self.seq = 0
-        threading.Thread(target=self._serve, name="onnx_dequant-helper", daemon=True).start()
+        self.thread = threading.Thread(target=self._serve, name="onnx_dequant-helper", daemon=True)
+        self.thread.start()
 
     def post(self, jobs: list[_Job], kernel: Kernel, size: int, blocks: np.ndarray) -> None:
         """Post ``kernel(0, size, blocks)`` to this helper, added to ``jobs`` before the helper can see it:
         an exception raised here (a KeyboardInterrupt in ``notify``) leaves no job running that the
         caller does not wait for."""
+        from . import _spin
+
         self.seq += 1
         job = self.job = _Job(self.seq, kernel, size, blocks, self.sleeping)
         jobs.append(job)
+        if self.sleeps:  # whether it slept, as it was posted
+            job.cold = _spin.post(self.posted, self.seq, self.asleep)
+            return
         self.posted[0] = self.seq
         if self.sleeping:
             with self.wake:
                 self.wake.notify()
+
+    @property
+    def sleeping(self) -> bool:
+        """Whether this helper sleeps (or is about to): a call posted to it waits for its wake-up."""
+        return bool(self.asleep[0])
+
+    def rouse(self, spins: int) -> None:
+        """Have this helper spin ``spins`` more turns for a call to come, woken where it sleeps (only
+        where it sleeps without the GIL: one woken in Python would take it)."""
+        from . import _spin
+
+        if self.sleeps:
+            _spin.rouse(self.posted, self.asleep, spins)
 
     def finished(self, job: _Job) -> None:
         """Return once ``job``, which this helper claimed, is done (spinning, ``SPIN`` seconds a turn: it
@@ -399,12 +435,15 @@ class _Helper:
 
         seen = finished = 0
         while True:
-            if not _spin.serve(self.done, finished, self.posted, seen + 1, _Team.spins, _Team.settle):
+            posted = _spin.serve(
+                self.done, finished, self.posted, seen + 1, _Team.spins, _Team.settle, self.asleep, self.sleeps
+            )
+            if not posted:
                 with self.wake:
-                    self.sleeping = True
+                    self.asleep[0] = 1
                     while self.posted[0] <= seen:
                         self.wake.wait()
-                    self.sleeping = False
+                    self.asleep[0] = 0
             seen = int(self.posted[0])
             job = self.job
             if job is None or not job.claim.acquire(blocking=False):
@@ -416,6 +455,19 @@ class _Helper:
             except BaseException as e:  # noqa: BLE001 - the caller raises it
                 job.error = e
             finished, job = job.seq, None
+
+
+def rouse(seconds: float) -> None:
+    """Have the helpers spin ``seconds`` more once their spin is over, woken where they sleep, for a cut
+    call the caller expects within that time, after work of its own (a session's run before its
+    kernel): the call then finds them awake. Nothing before the first cut call, or where helpers sleep
+    in Python (``_spin.SLEEPS``)."""
+    team = _Team._current
+    if team is not None:
+        spins = max(1, int(seconds / SPIN * _Team.spins))
+        for h in team.helpers:
+            h.rouse(spins)
+    _SPINNING[0] = max(_SPINNING[0], time.perf_counter() + seconds)
 
 
 class _Team:
@@ -444,8 +496,11 @@ class _Team:
 
                     rate = _spin.spins_per_second()
                     cls.spins, cls.settle = max(1, int(SPIN * rate)), int(SETTLE * rate)
-                    slot = np.zeros(1, np.int64)
-                    _spin.serve(slot, 0, slot, 0, 0, 0)  # loaded (or compiled) here, not by a helper's first call
+                    slot, state = np.zeros(1, np.int64), np.zeros(2, np.int64)
+                    # loaded (or compiled) here, not by a helper's first call: none of them sleeps or wakes
+                    _spin.serve(slot, 0, slot, 0, 0, 0, state, False)
+                    _spin.post(slot, 0, state)
+                    _spin.rouse(slot, state, 0)
                 team = cls._current = _Team()
         if not team.busy.acquire(blocking=False):
             return None

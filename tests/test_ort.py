@@ -949,3 +949,53 @@ def test_a_constant_shared_by_nodes_is_held_once():
     x = ints(rng, "u8", SHAPE)
     for y in odq.session(model).run(None, {"x": x}):
         assert same_bits(y, odq.dequantize(x, s, z, axes=[1]))
+
+
+def test_a_run_after_one_whose_kernels_cut_a_call_rouses_the_helpers_first(monkeypatch):
+    """Where a run's kernels cut a call among the reference's threads, the session's next run (``run``,
+    ``run_with_ort_values``, ``run_with_iobinding``) has the helpers spin for it first
+    (``_split.rouse``), for ``ROUSE`` seconds; a run after one that cut nothing does not."""
+    from onnx_dequant import _split
+
+    session_module = sys.modules["onnx_dequant.ort.session"]
+    cutting, count, roused = [True], [0], []
+
+    def cuts() -> int:  # a run's kernels cut a call where the count moves between two asks
+        count[0] += cutting[0]
+        return count[0]
+
+    monkeypatch.setattr(_split, "cuts", cuts)
+    monkeypatch.setattr(_split, "rouse", roused.append)
+    sess = odq.session(single_node_model("i8", "f32", (0, 2)))
+    rng = np.random.default_rng(3)
+    feed = {
+        "x": ints(rng, "i8", SHAPE),
+        "s": scales(rng, "f32", (SHAPE[0], SHAPE[2])),
+        "z": ints(rng, "i8", (SHAPE[0], SHAPE[2])),
+    }
+    want = odq.dequantize(feed["x"], feed["s"], feed["z"], axes=(0, 2))
+
+    def by_ort_values():
+        return sess.run_with_ort_values(None, {k: ort.OrtValue.ortvalue_from_numpy(v) for k, v in feed.items()})[
+            0
+        ].numpy()
+
+    def by_binding():
+        binding = sess.io_binding()
+        for k, v in feed.items():
+            binding.bind_cpu_input(k, v)
+        binding.bind_output("y")
+        sess.run_with_iobinding(binding)
+        return binding.copy_outputs_to_cpu()[0]
+
+    runs_ = [lambda: sess.run(None, feed)[0], by_ort_values, by_binding]
+    assert same_bits(runs_[0](), want) and roused == []  # the first run: nothing cut before it
+    for run in runs_:
+        assert same_bits(run(), want)
+        assert roused == [session_module.ROUSE]
+        roused.clear()
+    cutting[0] = False
+    assert same_bits(runs_[0](), want) and roused == [session_module.ROUSE]  # the last run cut
+    roused.clear()
+    for run in runs_:
+        assert same_bits(run(), want) and roused == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -463,21 +464,54 @@ def test_one_whole_call_that_compiled_a_kernel_does_not_make_the_kind_cut():
     assert c.per_element == pytest.approx(2e-3, rel=0.01)
 
 
-def test_an_interrupt_while_waking_a_helper_leaves_no_block_written_after_the_call(cut):
-    """A KeyboardInterrupt raised in ``notify``, once the sleeping helper may see its part, is raised by
-    the call once that part is done or dropped: the helper writes nothing after the call is over."""
+@pytest.fixture(params=["futex", "python"])
+def sleeper_kind(request, monkeypatch, cut):
+    """A new team of helpers that sleep inside ``_spin.serve`` (a futex wait: "futex") or in Python on
+    their condition ("python"), among two threads; the kind's name."""
+    from onnx_dequant import _spin
+
+    if request.param == "futex" and not _spin.SLEEPS:
+        pytest.skip("no futex on this platform")
+    monkeypatch.setattr(_spin, "SLEEPS", request.param == "futex")
+    monkeypatch.setattr(_split._Team, "_current", None)
     cut(2)
     _split.run(Pieces(), 1000, _split.Cost(), lambda: True)  # the team
-    helper = _split._Team._current.helpers[0]  # the one a call among two threads posts to
-    time.sleep(0.05)  # asleep: the next call wakes it through notify
-    assert helper.sleeping
-    notify = helper.wake.notify
+    assert _split._Team._current.helpers[0].sleeps == (request.param == "futex")
+    return request.param
 
-    def interrupted(n: int = 1) -> None:
-        notify(n)
-        raise KeyboardInterrupt
 
-    helper.wake.notify = interrupted
+def helper_of_two() -> _split._Helper:
+    """The helper a call among two threads posts to."""
+    return _split._Team._current.helpers[0]
+
+
+def asleep_soon(helper: _split._Helper, timeout: float = 2.0) -> bool:
+    """Whether ``helper`` is asleep within ``timeout`` seconds (it spins ``SPIN`` seconds first)."""
+    end = time.monotonic() + timeout
+    while not helper.sleeping and time.monotonic() < end:
+        time.sleep(0.001)
+    return helper.sleeping
+
+
+def test_an_interrupt_while_waking_a_helper_leaves_no_block_written_after_the_call(sleeper_kind):
+    """A KeyboardInterrupt raised as the sleeping helper is woken (in ``_spin.post`` or ``notify``), once
+    it may see its part, is raised by the call once that part is done or dropped: the helper writes
+    nothing after the call is over."""
+    from onnx_dequant import _spin
+
+    helper = helper_of_two()
+    assert asleep_soon(helper)  # the next call wakes it
+
+    def interrupting(wake):
+        def interrupted(*args):
+            wake(*args)
+            raise KeyboardInterrupt
+
+        return interrupted
+
+    owner, name = (_spin, "post") if sleeper_kind == "futex" else (helper.wake, "notify")
+    wake = getattr(owner, name)
+    setattr(owner, name, interrupting(wake))
     try:
         k = Pieces(sleep=0.02, sleeper="helper")
         with pytest.raises(KeyboardInterrupt):
@@ -485,7 +519,69 @@ def test_an_interrupt_while_waking_a_helper_leaves_no_block_written_after_the_ca
         time.sleep(0.005)  # a helper the call did not wait for would be in its block by now
         assert k.running == 0
     finally:
-        del helper.wake.notify
+        setattr(owner, name, wake)
     k = Pieces(sleep=0.002, sleeper="caller")  # the helpers still serve
     _split.run(k, 1000, _split.Cost(), lambda: True)
     assert k.covers(1000)
+
+
+def test_a_helper_sleeps_where_it_needs_no_gil(sleeper_kind):
+    """A helper asleep waits inside ``_spin.serve`` (no Python frame of its own beyond the one that
+    called it), where the platform has a futex; elsewhere on its condition, in Python."""
+    helper = helper_of_two()
+    assert asleep_soon(helper)
+    frame = sys._current_frames()[helper.thread.ident]
+    assert (frame.f_code.co_name == "_serve") == (sleeper_kind == "futex")
+    if sleeper_kind == "python":
+        assert frame.f_code.co_name == "wait"
+
+
+def test_calls_cut_in_turn_with_sleeps_and_rousings_cover_their_elements_once(sleeper_kind):
+    """Calls among two threads, posted to a helper spinning, asleep, falling asleep or roused, each
+    covered once and never waiting on a sleeping helper: no wake-up lost, none of a later call taken
+    for an earlier one's."""
+    rng = np.random.default_rng(7)
+    helper = helper_of_two()
+    slept = 0
+    for i in range(300):
+        pause = float(rng.choice([0.0, 20e-6, 60e-6, 200e-6, 2e-3]))
+        if rng.random() < 0.3:
+            _split.rouse(float(rng.choice([10e-6, 100e-6, 1e-3])))
+        end = time.perf_counter() + pause
+        while time.perf_counter() < end:
+            pass
+        slept += helper.sleeping
+        k = Pieces(sleep=0.0002 if i % 3 == 0 else 0.0, sleeper="caller")
+        _split.run(k, 1000, _split.Cost(), lambda: True)
+        assert k.covers(1000)
+        assert {t for _, _, t in k.pieces} <= {threading.get_ident(), helper.thread.ident}
+    assert slept > 0  # some calls woke it
+    k = Pieces(sleep=0.005, sleeper="caller")  # the helper still serves: it takes blocks of its own
+    _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert k.covers(1000) and helper.thread.ident in {t for _, _, t in k.pieces}
+
+
+def test_a_roused_helper_takes_the_next_call_awake_and_then_sleeps_again(sleeper_kind, monkeypatch):
+    """``rouse`` keeps a helper spinning (waking it where it sleeps) until the call it expects: posted
+    long after its own spin ended, that call finds it awake; the rousing spent, it sleeps again, also
+    where the call came before its own spin ended. Where helpers sleep in Python, rousing does nothing
+    (waking one would take the GIL)."""
+    helper = helper_of_two()
+    cost = _split.Cost()
+    assert asleep_soon(helper)
+    _split.run(Pieces(), 1000, cost, lambda: True)  # posted to it asleep: cold
+    assert cost.colds == 1
+    for asleep in (True, False):  # roused asleep, then roused as it spins after a call
+        if asleep:
+            assert asleep_soon(helper)
+        _split.rouse(5.0)
+        time.sleep(0.05)  # 1000 times its spin
+        assert helper.sleeping == (sleeper_kind == "python")
+        _split.run(Pieces(), 1000, cost, lambda: True)
+        assert cost.colds == (1 if sleeper_kind == "futex" else 2 + (not asleep))
+    assert asleep_soon(helper)  # not for 5 s: the rousing was for one call
+    monkeypatch.setattr(_split._Team, "spins", _split._Team.spins * 100)  # the next call within its spin
+    _split.run(Pieces(), 1000, cost, lambda: True)
+    _split.rouse(5.0)
+    _split.run(Pieces(), 1000, cost, lambda: True)
+    assert asleep_soon(helper)  # that call spent the rousing

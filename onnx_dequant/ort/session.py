@@ -34,6 +34,7 @@ from google.protobuf.message import EncodeError
 from onnx import helper
 from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
+from .. import _split
 from ..errors import DequantizeError
 from . import kernels, runs, signals
 from .prepare import Prepared, prepare, static_shapes
@@ -69,6 +70,10 @@ _NUMPY_TENSORS = frozenset(
 PLACE_MIN_BYTES = 1 << 20
 """``run`` binds the graph outputs kernels compute (``Prepared.placeable``) when they add up to at least
 this many bytes: below it binding them (about 15 us a run) costs more than the copy it saves."""
+
+ROUSE = 150e-6
+"""Seconds the reference's helper threads spin for a run's kernels, where the session's last run cut a
+call among them (``_split.rouse``): a run's own work before its first kernel takes 50-100 us."""
 
 SIGNATURES = 64
 """Input shapes a session keeps the shapes inferred from (``KernelSession._inferred_shape``)."""
@@ -390,6 +395,7 @@ class KernelSession(ort.InferenceSession):
         self._signatures_lock = threading.Lock()
         self._guessable = bool(self._inferred) or any(p[2] is not None for p in self._placeable.values())
         self._large_x = False  # a run handed a kernel an x of PLACE_MIN_BYTES / 4 elements or more
+        self._cut = False  # the last run's kernels cut a call among threads (``_split.rouse``)
         self._inner = prepared.inner
         self._kernel_outputs = prepared.kernel_outputs
         self._hidden = frozenset(prepared.hidden)
@@ -651,6 +657,7 @@ class KernelSession(ort.InferenceSession):
     ) -> Any:
         if self._token_input is None:
             return call(0)
+        cuts = _split.cuts()
         token = runs.begin(self.scratch, self._params, reads, placed, stop)
         run = runs.lookup(token) if self._inferred and not self._large_x else None  # what its kernels saw
         try:
@@ -661,8 +668,15 @@ class KernelSession(ort.InferenceSession):
         except BaseException as e:
             self._finish(token, e)
             raise
+        self._cut = _split.cuts() != cuts
         self._finish(token, None)
         return result
+
+    def _rouse(self) -> None:
+        """Where the last run's kernels cut a call among the reference's threads, have its helpers spin
+        (``ROUSE``) while this run does its own work before its kernels."""
+        if self._cut:
+            _split.rouse(ROUSE)
 
     def _validate_input(self, feed_input_names: list[str]) -> None:
         """ONNX Runtime's check that the feed names every required input (its ``run`` methods call it), with
@@ -674,7 +688,7 @@ class KernelSession(ort.InferenceSession):
 
     def run(self, output_names: Any, input_feed: dict[str, Any], run_options: Any = None) -> Any:
         """As ``InferenceSession.run``; a kernel's error raises (``DequantizeError`` naming the node)."""
-
+        self._rouse()
         self._refuse_hidden(output_names, list(input_feed))
         feed, reads = self._feed(input_feed)
         names = output_names or self._output_names
@@ -765,6 +779,7 @@ class KernelSession(ort.InferenceSession):
         self, output_names: Any, input_dict_ort_values: dict[str, Any], run_options: Any = None
     ) -> Any:
         """As ``InferenceSession.run_with_ort_values``, with the kernel errors raised."""
+        self._rouse()
         self._refuse_hidden(output_names, list(input_dict_ort_values))
 
         feed, reads = self._feed(input_dict_ort_values, convert=False)
@@ -778,7 +793,7 @@ class KernelSession(ort.InferenceSession):
 
     def run_with_iobinding(self, iobinding: Any, run_options: Any = None) -> Any:
         """As ``InferenceSession.run_with_iobinding`` (the token is bound here), with the kernel errors raised."""
-
+        self._rouse()
         reads = self._bound_reads(iobinding)
         names, views = _bound_outputs(iobinding)
         hidden = min(names & self._hidden, default=None)
