@@ -386,8 +386,8 @@ class _Helper:
 
     def post(self, jobs: list[_Job], kernel: Kernel, size: int, blocks: np.ndarray) -> None:
         """Post ``kernel(0, size, blocks)`` to this helper, added to ``jobs`` before the helper can see it:
-        an exception raised here (a KeyboardInterrupt in ``notify``) leaves no job running that the
-        caller does not wait for."""
+        an exception raised here (a KeyboardInterrupt as ``_spin.post`` or ``notify`` returns) leaves no
+        job running that the caller does not wait for."""
         from . import _spin
 
         self.seq += 1
@@ -463,11 +463,12 @@ def rouse(seconds: float) -> None:
     kernel): the call then finds them awake. Nothing before the first cut call, or where helpers sleep
     in Python (``_spin.SLEEPS``)."""
     team = _Team._current
-    if team is not None:
-        spins = max(1, int(seconds / SPIN * _Team.spins))
-        for h in team.helpers:
-            h.rouse(spins)
-    _SPINNING[0] = max(_SPINNING[0], time.perf_counter() + seconds)
+    if team is None or not any(h.sleeps for h in team.helpers):
+        return
+    spins = max(1, int(seconds / SPIN * _Team.spins))
+    for h in team.helpers:
+        h.rouse(spins)
+    _SPINNING[0] = max(_SPINNING[0], time.perf_counter() + seconds)  # a whole call meanwhile runs beside them
 
 
 class _Team:
