@@ -104,6 +104,18 @@ def _load_seq(typingctx, slots, i):  # pragma: no cover - compiled
 
 
 @intrinsic
+def _take(typingctx, slots, i):  # pragma: no cover - compiled
+    """``slots[i]`` (int64), replaced by 0 in one atomic exchange (a store meanwhile is never lost)."""
+
+    def codegen(context, builder, sig, args):
+        a = context.make_array(sig.args[0])(context, builder, args[0])
+        zero = ir.Constant(ir.IntType(64), 0)
+        return builder.atomic_rmw("xchg", builder.gep(a.data, [args[1]]), zero, "seq_cst")
+
+    return types.int64(slots, i), codegen
+
+
+@intrinsic
 def _futex(typingctx, slots, op, value):  # pragma: no cover - compiled
     """The futex system call on ``slots[0]``'s low 32 bits (little-endian): ``op`` ``_FUTEX_WAIT`` sleeps
     while they equal ``value``'s; ``_FUTEX_WAKE`` wakes ``value`` threads asleep on them. Nothing where
@@ -159,18 +171,17 @@ def serve(done, finished, posted, value, spins, settle, asleep, sleeps):  # prag
     _store_release(done, 0, finished)
     turns = spins
     while not until(posted, 0, value, turns):
-        turns = _load_acquire(asleep, 1)
+        turns = _take(asleep, 1)
         if turns > 0:  # roused: a call is to come
-            _store_release(asleep, 1, 0)
             continue
         turns = spins
         if not sleeps:
             return False
-        _store_seq(asleep, 0, 1)  # before posted is read: ``post`` sees it, or raised posted first
-        if _load_seq(posted, 0) < value:
+        _store_seq(asleep, 0, 1)  # before posted is read: ``post`` (``rouse``) sees it, or raised posted first
+        if _load_seq(posted, 0) < value and _load_seq(asleep, 1) == 0:
             _futex(posted, _FUTEX_WAIT, value - 1)  # returns at once where posted moved meanwhile
         _store_release(asleep, 0, 0)
-    _store_release(asleep, 1, 0)  # a rousing for this call is spent
+    _take(asleep, 1)  # a rousing for this call is spent
     for _ in range(settle):
         _pause()
     return True

@@ -284,10 +284,12 @@ def run(kernel: Kernel, size: int, cost: Cost, apart: Callable[[], bool]) -> Any
     team = _Team.get(threads - 1) if cost.wants_cut(f) else None
     if team is not None:
         try:
+            team.active = True
             if apart():
                 return _cut(kernel, size, cost, team, threads)
         finally:
-            team.release()
+            team.active = False  # the team given back as ``release`` does, with no call in between
+            team.holder = 0
     t0 = time.perf_counter()
     result = kernel(0, size, NO_CLAIM)
     cost.learn(time.perf_counter() - t0, size, threads, beside=t0 < _SPINNING[0])
@@ -367,8 +369,8 @@ class _Job:
 
 class _Helper:
     """A daemon thread that computes its part of the calls posted to it. Between calls it waits in
-    ``_spin.serve`` without the GIL (``SPIN`` seconds, then asleep on ``wake``), where it also tells
-    the caller its last part is done."""
+    ``_spin.serve`` without the GIL (``SPIN`` seconds, then asleep there where ``sleeps``, else on
+    ``wake``), where it also tells the caller its last part is done."""
 
     def __init__(self) -> None:
         from . import _spin
@@ -458,17 +460,18 @@ class _Helper:
 
 
 def rouse(seconds: float) -> None:
-    """Have the helpers spin ``seconds`` more once their spin is over, woken where they sleep, for a cut
-    call the caller expects within that time, after work of its own (a session's run before its
-    kernel): the call then finds them awake. Nothing before the first cut call, or where helpers sleep
-    in Python (``_spin.SLEEPS``)."""
+    """Have the helpers spin ``seconds`` more once their spin is over (one asleep, woken, spins its own
+    ``SPIN`` first), for a cut call the caller expects within that time, after work of its own (a
+    session's run before its kernel): the call then finds them awake. Nothing before the first cut
+    call, or where helpers sleep in Python (``_spin.SLEEPS``)."""
     team = _Team._current
     if team is None or not any(h.sleeps for h in team.helpers):
         return
     spins = max(1, int(seconds / SPIN * _Team.spins))
     for h in team.helpers:
         h.rouse(spins)
-    _SPINNING[0] = max(_SPINNING[0], time.perf_counter() + seconds)  # a whole call meanwhile runs beside them
+    # a whole call meanwhile runs beside them (``Cost.learn``)
+    _SPINNING[0] = max(_SPINNING[0], time.perf_counter() + SPIN + seconds)
 
 
 class _Team:
@@ -484,11 +487,16 @@ class _Team:
 
     def __init__(self) -> None:
         self.helpers: list[_Helper] = []
-        self.busy = threading.Lock()
+        self.holder = 0  # the thread whose call holds the team (``threading.get_ident``); 0: none
+        self.active = False  # that call is in ``run``'s ``try``, which gives the team back
 
     @classmethod
     def get(cls, helpers: int) -> _Team | None:
-        """The team, held, with at least ``helpers`` helpers; None where another call holds it."""
+        """The team, held, with at least ``helpers`` helpers; None where another call holds it. One this
+        thread holds outside any call (a KeyboardInterrupt between ``get`` and ``run``'s ``try``, or in its
+        ``finally``, left it so) is taken back; one held by a call in progress on this thread (a call
+        from a signal handler) is not."""
+        me = threading.get_ident()
         with cls._lock:
             team = cls._current
             if team is None:
@@ -503,16 +511,17 @@ class _Team:
                     _spin.post(slot, 0, state)
                     _spin.rouse(slot, state, 0)
                 team = cls._current = _Team()
-        if not team.busy.acquire(blocking=False):
-            return None
+            if team.holder and (team.holder != me or team.active):
+                return None
+            team.holder, team.active = me, False
         try:
             while len(team.helpers) < helpers:
                 team.helpers.append(_Helper())
         except RuntimeError:  # no thread can be started: the call runs in one piece
-            team.busy.release()
+            team.release()
             return None
         except BaseException:
-            team.busy.release()
+            team.release()
             raise
         return team
 
@@ -523,7 +532,9 @@ class _Team:
         cls._current, cls._lock = None, threading.Lock()
 
     def release(self) -> None:
-        self.busy.release()
+        """Give the team back (``run`` does so inline: a call's entry is where an interrupt is raised)."""
+        self.active = False
+        self.holder = 0
 
 
 _POOL: ThreadPoolExecutor | None = None

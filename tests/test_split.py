@@ -273,19 +273,67 @@ def test_blocks_helpers_never_start_are_computed_by_the_caller(cut, monkeypatch)
     assert {t for _, _, t in k.pieces} == {threading.get_ident()}
 
 
+def hold_team_in_another_thread(helpers: int):
+    """Take the team in a thread of its own, which holds it until the returned ``give_back()``."""
+    taken, done = threading.Event(), threading.Event()
+    got = []
+
+    def hold() -> None:
+        got.append(_split._Team.get(helpers))
+        taken.set()
+        done.wait()
+        got[0].release()
+
+    t = threading.Thread(target=hold)
+    t.start()
+    taken.wait()
+    assert got[0] is not None
+
+    def give_back() -> None:
+        done.set()
+        t.join()
+
+    return give_back
+
+
 def test_a_call_while_another_holds_the_helpers_runs_in_one_piece(cut):
     cut(3)
-    team = _split._Team.get(2)
-    assert team is not None
+    give_back = hold_team_in_another_thread(2)
     try:
         k = Pieces()
         _split.run(k, 1000, _split.Cost(), lambda: True)
         assert k.covered() == [(0, 1000)]
     finally:
-        team.release()
+        give_back()
     k = Pieces()
     _split.run(k, 1000, _split.Cost(), lambda: True)
     assert k.covers(1000)
+
+
+def test_a_team_an_interrupt_left_held_is_taken_back_by_its_thread_but_not_by_a_nested_call(cut):
+    """A KeyboardInterrupt between ``_Team.get`` and ``run``'s ``try`` leaves the team held by this thread
+    outside any call: its next call takes it back (every later call would otherwise run whole). A call
+    made inside a cut call on the same thread (from a signal handler) runs whole, the team left to the
+    call in progress."""
+    cut(2)
+    assert _split._Team.get(1) is not None  # held, and never given back
+    k = Pieces(sleep=0.002, sleeper="caller")
+    _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert k.covers(1000) and len({t for _, _, t in k.pieces}) == 2
+
+    inner = Pieces()
+
+    class Nesting(Pieces):
+        def block(self, a: int, b: int) -> None:
+            if self.role() == "caller" and not inner.pieces:
+                _split.run(inner, 500, _split.Cost(), lambda: True)
+            super().block(a, b)
+
+    outer = Nesting(sleep=0.002, sleeper="caller")
+    _split.run(outer, 1000, _split.Cost(), lambda: True)
+    assert inner.covered() == [(0, 500)]  # whole: the team was the outer call's
+    assert outer.covers(1000) and len({t for _, _, t in outer.pieces}) == 2
+    assert _split._Team._current.holder == 0
 
 
 @pytest.mark.parametrize("fail_on", ["caller", "helper"])
