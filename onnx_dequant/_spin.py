@@ -31,16 +31,45 @@ helper sleeps in Python."""
 _FUTEX_WAIT, _FUTEX_WAKE = 128, 129  # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
 
 
-@intrinsic
-def _load_acquire(typingctx, slots, i):  # pragma: no cover - compiled
-    """``slots[i]`` (int64) read from memory each time (an atomic load: LLVM may not hoist it out of a
-    loop)."""
+def _load(ordering: str):
+    """An intrinsic ``(slots, i) -> slots[i]`` (int64), an atomic load of ``ordering``: read from memory
+    each time (LLVM may not hoist it out of a loop)."""
 
-    def codegen(context, builder, sig, args):
-        a = context.make_array(sig.args[0])(context, builder, args[0])
-        return builder.load_atomic(builder.gep(a.data, [args[1]]), "acquire", 8)
+    @intrinsic
+    def load(typingctx, slots, i):
+        def codegen(context, builder, sig, args):
+            a = context.make_array(sig.args[0])(context, builder, args[0])
+            return builder.load_atomic(builder.gep(a.data, [args[1]]), ordering, 8)
 
-    return types.int64(slots, i), codegen
+        return types.int64(slots, i), codegen
+
+    return load
+
+
+def _store(ordering: str):
+    """An intrinsic ``(slots, i, value)``: ``slots[i] = value`` (int64), an atomic store of ``ordering``,
+    written to memory at once."""
+
+    @intrinsic
+    def store(typingctx, slots, i, value):
+        def codegen(context, builder, sig, args):
+            a = context.make_array(sig.args[0])(context, builder, args[0])
+            builder.store_atomic(args[2], builder.gep(a.data, [args[1]]), ordering, 8)
+            return context.get_dummy_value()
+
+        return types.void(slots, i, value), codegen
+
+    return store
+
+
+_load_acquire = _load("acquire")
+"""``slots[i]``, read after the store of the thread that released it."""
+_load_seq = _load("seq_cst")
+"""``slots[i]``, read after every earlier store of this thread (a full barrier)."""
+_store_release = _store("release")
+"""``slots[i] = value``, after every earlier write of this thread."""
+_store_seq = _store("seq_cst")
+"""``slots[i] = value``, ordered before every later load of this thread (a full barrier)."""
 
 
 @intrinsic
@@ -66,41 +95,6 @@ def until(slots, i, value, spins):  # pragma: no cover - compiled
             return True
         _pause()
     return _load_acquire(slots, i) >= value
-
-
-@intrinsic
-def _store_release(typingctx, slots, i, value):  # pragma: no cover - compiled
-    """``slots[i] = value`` (int64), written to memory at once, after every earlier write."""
-
-    def codegen(context, builder, sig, args):
-        a = context.make_array(sig.args[0])(context, builder, args[0])
-        builder.store_atomic(args[2], builder.gep(a.data, [args[1]]), "release", 8)
-        return context.get_dummy_value()
-
-    return types.void(slots, i, value), codegen
-
-
-@intrinsic
-def _store_seq(typingctx, slots, i, value):  # pragma: no cover - compiled
-    """``slots[i] = value`` (int64), ordered before every later load (a full barrier)."""
-
-    def codegen(context, builder, sig, args):
-        a = context.make_array(sig.args[0])(context, builder, args[0])
-        builder.store_atomic(args[2], builder.gep(a.data, [args[1]]), "seq_cst", 8)
-        return context.get_dummy_value()
-
-    return types.void(slots, i, value), codegen
-
-
-@intrinsic
-def _load_seq(typingctx, slots, i):  # pragma: no cover - compiled
-    """``slots[i]`` (int64), read after every earlier store (a full barrier)."""
-
-    def codegen(context, builder, sig, args):
-        a = context.make_array(sig.args[0])(context, builder, args[0])
-        return builder.load_atomic(builder.gep(a.data, [args[1]]), "seq_cst", 8)
-
-    return types.int64(slots, i), codegen
 
 
 @intrinsic
@@ -137,10 +131,9 @@ def _futex(typingctx, slots, op, value):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True)
-def post(posted, value, asleep):  # pragma: no cover - compiled
-    """``posted[0] = value``, and the helper waiting on it woken where it sleeps in ``serve``; whether it
-    slept (or was about to)."""
-    _store_seq(posted, 0, value)
+def _wake(posted, asleep):  # pragma: no cover - compiled
+    """Wake the helper asleep on ``posted`` in ``serve`` (after a store of this thread that it is to see);
+    whether it slept (or was about to)."""
     if _load_seq(asleep, 0) == 0:
         return False
     _futex(posted, _FUTEX_WAKE, 1)
@@ -148,14 +141,19 @@ def post(posted, value, asleep):  # pragma: no cover - compiled
 
 
 @numba.njit(nogil=True, cache=True)
+def post(posted, value, asleep):  # pragma: no cover - compiled
+    """``posted[0] = value``, and the helper waiting on it woken where it sleeps in ``serve``; whether it
+    slept (or was about to)."""
+    _store_seq(posted, 0, value)
+    return _wake(posted, asleep)
+
+
+@numba.njit(nogil=True, cache=True)
 def rouse(posted, asleep, spins):  # pragma: no cover - compiled
     """Have the helper waiting on ``posted`` (``serve``) spin ``spins`` more turns for a call to come, once
     its spin is over (woken where it sleeps); whether it slept."""
     _store_seq(asleep, 1, spins)
-    if _load_seq(asleep, 0) == 0:
-        return False
-    _futex(posted, _FUTEX_WAKE, 1)
-    return True
+    return _wake(posted, asleep)
 
 
 @numba.njit(nogil=True, cache=True)
