@@ -370,7 +370,7 @@ class _Job:
 class _Helper:
     """A daemon thread that computes its part of the calls posted to it. Between calls it waits in
     ``_spin.serve`` without the GIL (``SPIN`` seconds, then asleep there where ``sleeps``, else on
-    ``wake``), where it also tells the caller its last part is done."""
+    ``bell``), where it also tells the caller its last part is done."""
 
     def __init__(self) -> None:
         from . import _spin
@@ -379,8 +379,12 @@ class _Helper:
         self.done = np.zeros(1, np.int64)  # the last call done, raised by this thread
         # [0]: 1 while this thread sleeps (or is about to); [1]: the turns ``rouse`` asks it to spin on
         self.asleep = np.zeros(2, np.int64)
-        self.sleeps = _spin.SLEEPS  # asleep inside ``_spin.serve``; else on ``wake``, in Python
-        self.wake = threading.Condition()
+        self.sleeps = _spin.SLEEPS  # asleep inside ``_spin.serve``; else on ``bell``, in Python
+        # where it sleeps in Python: a lock held until a post rings it (``_ring``), which any thread may
+        # release, and no thread holds while it posts (an interrupt in a condition's ``with`` left its
+        # lock held by the caller for good, and the helper asleep on it)
+        self.bell = threading.Lock()
+        self.bell.acquire()
         self.job: _Job | None = None
         self.seq = 0
         self.thread = threading.Thread(target=self._serve, name="onnx_dequant-helper", daemon=True)
@@ -388,7 +392,7 @@ class _Helper:
 
     def post(self, jobs: list[_Job], kernel: Kernel, size: int, blocks: np.ndarray) -> None:
         """Post ``kernel(0, size, blocks)`` to this helper, added to ``jobs`` before the helper can see it:
-        an exception raised here (a KeyboardInterrupt as ``_spin.post`` or ``notify`` returns) leaves no
+        an exception raised here (a KeyboardInterrupt as ``_spin.post`` or ``_ring`` returns) leaves no
         job running that the caller does not wait for."""
         from . import _spin
 
@@ -400,8 +404,15 @@ class _Helper:
             return
         self.posted[0] = self.seq
         if self.sleeping:
-            with self.wake:
-                self.wake.notify()
+            self._ring()
+
+    def _ring(self) -> None:
+        """Wake this helper where it sleeps in Python (one ring more, while it does not, wakes it once to
+        find nothing posted)."""
+        try:
+            self.bell.release()
+        except RuntimeError:  # rung already
+            pass
 
     @property
     def sleeping(self) -> bool:
@@ -441,11 +452,10 @@ class _Helper:
                 self.done, finished, self.posted, seen + 1, _Team.spins, _Team.settle, self.asleep, self.sleeps
             )
             if not posted:
-                with self.wake:
-                    self.asleep[0] = 1
-                    while self.posted[0] <= seen:
-                        self.wake.wait()
-                    self.asleep[0] = 0
+                self.asleep[0] = 1  # before posted is read again: ``post`` sees it, or raised posted first
+                while self.posted[0] <= seen:
+                    self.bell.acquire()
+                self.asleep[0] = 0
             seen = int(self.posted[0])
             job = self.job
             if job is None or not job.claim.acquire(blocking=False):

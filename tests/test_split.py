@@ -4,6 +4,7 @@ that it never waits on busy or sleeping helpers nor returns while a block is sti
 from __future__ import annotations
 
 import gc
+import inspect
 import os
 import signal
 import sys
@@ -542,9 +543,9 @@ def asleep_soon(helper: _split._Helper, timeout: float = 2.0) -> bool:
 
 
 def test_an_interrupt_while_waking_a_helper_leaves_no_block_written_after_the_call(sleeper_kind):
-    """A KeyboardInterrupt raised as the sleeping helper is woken (in ``_spin.post`` or ``notify``), once
+    """A KeyboardInterrupt raised as the sleeping helper is woken (in ``_spin.post`` or ``_ring``), once
     it may see its part, is raised by the call once that part is done or dropped: the helper writes
-    nothing after the call is over."""
+    nothing after the call is over, and serves the calls after it."""
     from onnx_dequant import _spin
 
     helper = helper_of_two()
@@ -557,7 +558,7 @@ def test_an_interrupt_while_waking_a_helper_leaves_no_block_written_after_the_ca
 
         return interrupted
 
-    owner, name = (_spin, "post") if sleeper_kind == "futex" else (helper.wake, "notify")
+    owner, name = (_spin, "post") if sleeper_kind == "futex" else (helper, "_ring")
     wake = getattr(owner, name)
     setattr(owner, name, interrupting(wake))
     try:
@@ -575,13 +576,15 @@ def test_an_interrupt_while_waking_a_helper_leaves_no_block_written_after_the_ca
 
 def test_a_helper_sleeps_where_it_needs_no_gil(sleeper_kind):
     """A helper asleep waits inside ``_spin.serve`` (no Python frame of its own beyond the one that
-    called it), where the platform has a futex; elsewhere on its condition, in Python."""
+    called it), where the platform has a futex; elsewhere on its bell, in Python."""
     helper = helper_of_two()
     assert asleep_soon(helper)
     frame = sys._current_frames()[helper.thread.ident]
-    assert (frame.f_code.co_name == "_serve") == (sleeper_kind == "futex")
-    if sleeper_kind == "python":
-        assert frame.f_code.co_name == "wait"
+    assert frame.f_code.co_name == "_serve"  # in a call from its loop, no Python frame of its own
+    lines, first = inspect.getsourcelines(_split._Helper._serve)
+    waiting = lines[frame.f_lineno - first]
+    assert ("_spin.serve(" in waiting) == (sleeper_kind == "futex")
+    assert ("bell.acquire()" in waiting) == (sleeper_kind == "python")
 
 
 def test_calls_cut_in_turn_with_sleeps_and_rousings_cover_their_elements_once(sleeper_kind):
@@ -633,3 +636,47 @@ def test_a_roused_helper_takes_the_next_call_awake_and_then_sleeps_again(sleeper
     _split.rouse(5.0)
     _split.run(Pieces(), 1000, cost, lambda: True)
     assert asleep_soon(helper)  # that call spent the rousing
+
+
+def test_calls_interrupted_anywhere_leave_the_helpers_serving_and_the_team_free(sleeper_kind):
+    """KeyboardInterrupts raised by timers at random points of cut calls (taking the team, posting, waking
+    a sleeping helper, joining, in blocks) and of rousings: no block runs after its call is over, and
+    afterwards the team is free and the helper computes blocks (an interrupt as a condition's lock was
+    taken left the helper asleep for good, and one as the team was taken left it held)."""
+    rng = np.random.default_rng(11)
+    helper = helper_of_two()
+    calls: list[Pieces] = []  # each call's blocks, and as many as it had computed when it was over
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    interrupted, ended = 0, []
+    gc.disable()  # no collection's callbacks (another package's) for an interrupt to land in
+    try:
+        for _ in range(1500):
+            k = Pieces(sleep=float(rng.choice([0.0, 1e-5])), sleeper="caller")
+            calls.append(k)
+            try:
+                try:
+                    time.sleep(float(rng.choice([0.0, 1e-4, 1e-3])))
+                    signal.setitimer(signal.ITIMER_REAL, float(rng.choice([1e-5, 5e-5, 2e-4, 1e-3])))
+                    if rng.random() < 0.3:
+                        _split.rouse(1e-4)
+                    _split.run(k, 1000, _split.Cost(), lambda: True)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except KeyboardInterrupt:
+                interrupted += 1
+            ended.append(len(k.pieces))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        gc.enable()
+    assert interrupted > 100
+    time.sleep(0.01)
+    assert [len(k.pieces) for k in calls] == ended  # no block of a call was computed once it was over
+    k = Pieces(sleep=0.002, sleeper="caller")
+    _split.run(k, 1000, _split.Cost(), lambda: True)
+    assert k.covers(1000) and helper.thread.ident in {t for _, _, t in k.pieces}
+    assert _split._Team._current.holder == 0
