@@ -1144,14 +1144,16 @@ def test_guarded_held_rows_checked_in_every_piece(out):
     """The guarded float32 loop's held rows of i32 (checked as their vectors are computed, where the CPU
     computes them so; a piece of fewer than 16 elements, or a row under a subnormal scale to bf16, in a
     pass first) find a value beyond the bound in any piece of a row a call's range holds: the call
-    returns its range's start; a range without one gives the NumPy loop's bits."""
+    returns its range's start; a range without one gives the NumPy loop's bits, a value at the bound
+    included."""
     rng = np.random.default_rng(16)
     rows, width = 64, 100
     x = rng.integers(-1000, 1000, (rows, width)).astype(np.int32)
     s = rng.uniform(0.5, 2.0, rows).astype(out)
     s[11] = np.array([0x0003], np.uint16).view(out)[0]  # subnormal: bf16 rows under it are not in vectors
-    beyond = [7 * width + 37, 11 * width + 3, 30 * width + 90]
-    x.reshape(-1)[beyond] = [(1 << 24) + 5, -(1 << 24) - 3, (1 << 24) + 1]
+    beyond = [7 * width + 37, 11 * width + 3, 30 * width + 90, 50 * width + 15]
+    x.reshape(-1)[beyond] = [(1 << 24) + 5, -(1 << 24) - 3, (1 << 24) + 1, -(1 << 24) - 1]
+    x.reshape(-1)[[20 * width + 50, 40 * width + 99]] = [1 << 24, -(1 << 24)]  # the bound itself: within
     with loop_kind("numpy"):
         want = odq.dequantize(x, s, axes=(0,)).reshape(-1).view(np.uint16)
     assert reference._loop_layout(reference._plan(reference._layout(x.shape, (0,)))) == "rows held"
