@@ -34,7 +34,7 @@ import onnx_dequant as odq
 from onnx_dequant import reference
 
 layouts = []
-for shape, axes in (((64, 200), (0,)), ((64, 200), (0, 1)), ((300, 100), (1,))):
+for shape, axes in (((64, 200), (0,)), ((64, 200), (0, 1))):
     x = np.arange(np.prod(shape), dtype=np.int64).astype(np.int8).reshape(shape)
     s = np.full([shape[a] for a in axes], 0.5, np.float32)
     got = odq.dequantize(x, s, axes=axes)
@@ -49,12 +49,13 @@ print(json.dumps({"layouts": layouts, "compiled": compiled}))
 def test_each_loop_compiles_its_walk_once(tmp_path):
     """A fresh loop (an empty Numba cache, in a process of its own) compiles one walk: Numba types a call
     again when an argument's type widens (a literal 0 that a loop makes an int64), and it compiled the
-    walk for each typing, the first in vain (about 1.3 s a loop)."""
+    walk for each typing, the first in vain (about 1.3 s a loop). Rows: the layouts that compile fewest
+    helpers ("tiles spread" shares their path, and takes 15 s more)."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
-    assert report["layouts"] == ["rows held", "rows varying", "tiles spread"]
+    assert report["layouts"] == ["rows held", "rows varying"]
     loops, walks = report["compiled"]["fused_for.<locals>.loop"], report["compiled"]["_tiles_for.<locals>.walk"]
-    assert loops == 3
+    assert loops == 2
     assert walks == loops
