@@ -261,9 +261,9 @@ def bf16_hardware_ir(builder, p):
     return builder.call(fn, [p])
 
 
-def _held_ir(context, builder, sig, args, k, rounding: str, xkind):
-    """LLVM IR for ``_held_vector``'s vector at ``k`` (``args``: x, o, ... zv, sv at 3 and 4); the input's
-    16 values as read."""
+def _held_ir(context, builder, sig, args, k, zv, sv, rounding: str, xkind):
+    """LLVM IR for ``_held_vector``'s vector at ``k`` (``args``: x, o, ...; ``zv``, ``sv`` the zero point and the
+    scale, float32); the input's 16 values as read."""
     x = sig.args[0]
     signed = x.dtype.signed
     biased = xkind == types.int8
@@ -287,13 +287,13 @@ def _held_ir(context, builder, sig, args, k, rounding: str, xkind):
     if nibble:  # the low 4 bits (``int4_biased``, ``uint4_value``)
         v = builder.and_(v, ir.Constant(vin, [15] * lanes))
     fx = builder.sitofp(v, vf) if signed else builder.uitofp(v, vf)
-    f = builder.fsub(fx, splat(args[3]))
+    f = builder.fsub(fx, splat(zv))
     if rounding == "bf16":
-        h = bf16_hardware_ir(builder, builder.fmul(f, splat(args[4])))
+        h = bf16_hardware_ir(builder, builder.fmul(f, splat(sv)))
     elif rounding == "odd bf16":
-        h = bf16_hardware_ir(builder, odd_product_ir(builder, f, splat(args[4])))
+        h = bf16_hardware_ir(builder, odd_product_ir(builder, f, splat(sv)))
     else:
-        p = odd_product_ir(builder, f, splat(args[4])) if rounding == "odd" else builder.fmul(f, splat(args[4]))
+        p = odd_product_ir(builder, f, splat(sv)) if rounding == "odd" else builder.fmul(f, splat(sv))
         h = builder.bitcast(builder.fptrunc(p, ir.VectorType(ir.HalfType(), lanes)), vh)
     builder.store(h, builder.bitcast(builder.gep(oa.data, [k]), vh.as_pointer()), align=1)
     return v
@@ -309,7 +309,7 @@ def _held_vector(rounding: str):
     @intrinsic
     def run(typingctx, x, o, k, zv, sv, xkind):  # pragma: no cover - compiled
         def codegen(context, builder, sig, args):
-            _held_ir(context, builder, sig, args, args[2], rounding, xkind)
+            _held_ir(context, builder, sig, args, args[2], args[3], args[4], rounding, xkind)
             return context.get_dummy_value()
 
         return types.void(x, o, types.int64, types.float32, types.float32, xkind), codegen
@@ -318,8 +318,9 @@ def _held_vector(rounding: str):
 
 
 def _checked_row(rounding: str):
-    """An intrinsic ``(x, o, n, zv, sv, limit, xkind)``: ``o[:n]`` = ``(x[:n] - zv) * sv`` of i32 inputs (``n``
-    at least ``BF16_RUN``) in ``_held_vector``'s vectors at 0, 16, ... and the last at ``n - 16``; whether
+    """An intrinsic ``(x, o, i, n, zv, sv, limit, xkind)``: ``o[i : i + n]`` = ``(x[i : i + n] - zv) * sv`` of i32
+    inputs (``n`` at least ``BF16_RUN``) in ``_held_vector``'s vectors at ``i``, ``i + 16``, ... and the last at
+    ``i + n - 16``; whether
     every input lies within ``-limit..limit``, found as they are computed (each lane's largest ``x + limit``
     as uint32: a maximum a vector, and a row's lanes compared with ``2 * limit`` into a mask at its end, not
     reduced to one value: held rows of 64-128 i32 -> f16 0.9x the time). The guarded loop's held rows,
@@ -327,7 +328,7 @@ def _checked_row(rounding: str):
     trap."""
 
     @intrinsic
-    def row(typingctx, x, o, n, zv, sv, limit, xkind):  # pragma: no cover - compiled
+    def row(typingctx, x, o, i, n, zv, sv, limit, xkind):  # pragma: no cover - compiled
         def codegen(context, builder, sig, args):
             if sig.args[0].dtype != types.int32:  # a branch other types' loops never run
                 _trap(context, builder)
@@ -335,7 +336,7 @@ def _checked_row(rounding: str):
             lanes = BF16_RUN
             i32, i64 = ir.IntType(32), ir.IntType(64)
             vi = ir.VectorType(i32, lanes)
-            n, bound = args[2], builder.trunc(args[5], i32)
+            n, bound = args[3], builder.trunc(args[6], i32)
             # every ``v + limit`` as uint32 at most ``2 * limit``: ``-limit <= v <= limit``, wrapping or not
             shift = builder.shuffle_vector(
                 builder.insert_element(ir.Constant(vi, ir.Undefined), bound, i32(0)),
@@ -348,8 +349,8 @@ def _checked_row(rounding: str):
             umax = builder.module.declare_intrinsic(f"llvm.umax.v{lanes}i32", (), ir.FunctionType(vi, [vi, vi]))
             with cgutils.for_range(builder, count) as loop:
                 k = builder.mul(loop.index, i64(lanes))
-                k = builder.select(builder.icmp_signed(">", k, last), last, k)
-                v = _held_ir(context, builder, sig, args, k, rounding, xkind)
+                k = builder.add(args[2], builder.select(builder.icmp_signed(">", k, last), last, k))
+                v = _held_ir(context, builder, sig, args, k, args[4], args[5], rounding, xkind)
                 builder.store(builder.call(umax, [builder.load(acc), builder.add(v, shift)]), acc)
             # a lane above ``2 * limit``: one vector compare into a mask and its test, not a reduction (a
             # chain of shuffles)
@@ -361,7 +362,7 @@ def _checked_row(rounding: str):
             over = builder.bitcast(builder.icmp_unsigned(">", builder.load(acc), twice), ir.IntType(lanes))
             return builder.icmp_unsigned("==", over, ir.Constant(ir.IntType(lanes), 0))
 
-        return types.boolean(x, o, types.int64, types.float32, types.float32, types.int64, xkind), codegen
+        return types.boolean(x, o, types.int64, types.int64, types.float32, types.float32, types.int64, xkind), codegen
 
     return row
 
@@ -1477,15 +1478,18 @@ def advance(idx, dims, strides, off):  # pragma: no cover - compiled
 
 
 @_part
-def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact, limit):  # pragma: no cover - compiled
-    """``orow = (xr - zv) * sv``, a run under one scale value, in ``HELD_BLOCK`` blocks (slices from 0:
+def run_held(xs, o, i, n, zv, sv, kind, xkind, zkind, wkind, exact, limit):  # pragma: no cover - compiled
+    """``o[i : i + n] = (xs[i : i + n] - zv) * sv`` (``xs`` and ``o`` aligned), a run under one scale value: the
+    explicit vectors below read and write the arrays at their offsets, without a slice's wraparound tests
+    (a held row's own cost, about 6 ns, was half of it on an Intel Xeon); else in ``HELD_BLOCK`` blocks
+    (slices from 0:
     the loops' indexes are known non-negative, so no wraparound check stops vectorizing), or to bf16 and
     f16 by ``bf16_run`` and ``f16_run`` (``hardware_bf16``, ``hardware_f16``). Whether ``xr`` lies within
     ``-limit..limit`` (the guarded loop's bound where it computes i32 rows in vectors, ``odd_held``; 0:
     none to check): checked as the vectors are computed (``odd_row``, ``odd_bf16_row``), a row of fewer
     than 16 or under a subnormal scale to bf16 in a pass first; False as soon as it is known (the chunk
     then left to the float64 kernel)."""
-    n = xr.shape[0]
+    xr = xs  # the types' tests below
     # explicit vectors, a step each (the last one overlapping), of one kind: bf16 by the CPU where the scale
     # is not subnormal (1), f16 by the CPU from an exact product (4), else 16-bit -> f16 rounded to odd by
     # the fused multiply-add rounded down and up where the scale is positive and finite (``odd_fma_ir``: 2),
@@ -1505,29 +1509,30 @@ def run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact, limit):  # prag
     if limit and how in (3, 5):  # i32 in the guarded loop: the bound checked as the row is computed
         zr = zv if given(zkind) else bias(xkind)
         if how == 3:
-            return odd_row(xr, orow, n, zr, sv, limit, xkind)
-        return odd_bf16_row(xr, orow, n, zr, sv, limit, xkind)
-    if limit and not within(xr, 0, n, limit):  # a row of fewer than 16, or under a subnormal scale to bf16
+            return odd_row(xs, o, i, n, zr, sv, limit, xkind)
+        return odd_bf16_row(xs, o, i, n, zr, sv, limit, xkind)
+    if limit and not within(xs, i, i + n, limit):  # a row of fewer than 16, or under a subnormal scale to bf16
         return False
     if how:
         zr = zv if given(zkind) else bias(xkind)
         kz, cv = np.int32(PERIOD_BIAS_BITS - np.int32(zr)), np.float32(-PERIOD_BIAS) * sv
-        k = 0
-        while True:  # vectors at 0, 16, ... and the last one's start: one call of each kind, compiled once
-            b = min(k, n - BF16_RUN)
+        k, last = i, i + n - BF16_RUN
+        while True:  # vectors at i, i + 16, ... and the last one's start: one call of each kind, compiled once
+            b = min(k, last)
             if how == 1:
-                bf16_run(xr, orow, b, zr, sv, xkind)
+                bf16_run(xs, o, b, zr, sv, xkind)
             elif how == 4:
-                f16_run(xr, orow, b, zr, sv, xkind)
+                f16_run(xs, o, b, zr, sv, xkind)
             elif how == 2:
-                held_odd_run(xr, orow, b, kz, sv, cv)
+                held_odd_run(xs, o, b, kz, sv, cv)
             elif how == 3:
-                odd_run(xr, orow, b, zr, sv, xkind)
+                odd_run(xs, o, b, zr, sv, xkind)
             else:
-                odd_bf16_run(xr, orow, b, zr, sv, xkind)
-            if b == n - BF16_RUN:
+                odd_bf16_run(xs, o, b, zr, sv, xkind)
+            if b == last:
                 return True
             k += BF16_RUN
+    xr, orow = xs[i : i + n], o[i : i + n]
     lo, hi = 0, (n - n % HELD_BLOCK if n >= HELD_BLOCK else n)
     while True:
         xb, ob = xr[lo:hi], orow[lo:hi]
@@ -1903,34 +1908,36 @@ def _tiles_for(layout: str):
         exact = product_exact(kind, x)
         cached = -1
         e = e0
+        xs = x[e0:e1]  # aligned with ``out``: held rows read and write them at their offsets
         while e < e1:
             n = min(tile - col, e1 - e)
-            xr = x[e : e + n]
-            orow = out[e - e0 : e - e0 + n]
             if held:
                 # the guarded loop's caller has checked a zero point of one value a row (``limit``)
                 zv = as_work(wkind, value(xkind, z[off])) if given(zkind) else wkind
                 sv = as_work(wkind, load(kind, s[off]))
-                if not run_held(xr, orow, zv, sv, kind, xkind, zkind, wkind, exact, limit):
+                if not run_held(xs, out, e - e0, n, zv, sv, kind, xkind, zkind, wkind, exact, limit):
                     return False
-            elif varies:
-                zr = z[off + col : off + col + n] if given(zkind) else z
-                run_varies(xr, orow, zr, s[off + col : off + col + n], kind, xkind, zkind, wkind, exact)
-            elif narrow and inner_varies:
-                grouped_narrow(xr, orow, z, s, off, col, width, group, plan[6], kind, xkind, zkind, wkind, exact)
-            elif narrow:
-                held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact)
-            elif blocks:
-                block_rows(xr, orow, z, s, off, col, pattern, width, inner_varies, kind, xkind, zkind, wkind, exact)
             else:
-                if off != cached:
-                    window(s, z, off, sw, zw, kind, xkind, zkind, wkind)
-                    spread(sb, sw, pattern, width, inner_varies, rv, group)
-                    if given(zkind):
-                        spread(zb, zw, pattern, width, inner_varies, rzv, group)
-                    cached = off
-                zt = zb[col : col + n] if given(zkind) else zb
-                run_spread(xr, orow, zt, sb[col : col + n], kind, xkind, zkind, wkind, exact)
+                xr = x[e : e + n]
+                orow = out[e - e0 : e - e0 + n]
+                if varies:
+                    zr = z[off + col : off + col + n] if given(zkind) else z
+                    run_varies(xr, orow, zr, s[off + col : off + col + n], kind, xkind, zkind, wkind, exact)
+                elif narrow and inner_varies:
+                    grouped_narrow(xr, orow, z, s, off, col, width, group, plan[6], kind, xkind, zkind, wkind, exact)
+                elif narrow:
+                    held_narrow(xr, orow, z, s, off, col, width, kind, xkind, zkind, wkind, exact)
+                elif blocks:
+                    block_rows(xr, orow, z, s, off, col, pattern, width, inner_varies, kind, xkind, zkind, wkind, exact)
+                else:
+                    if off != cached:
+                        window(s, z, off, sw, zw, kind, xkind, zkind, wkind)
+                        spread(sb, sw, pattern, width, inner_varies, rv, group)
+                        if given(zkind):
+                            spread(zb, zw, pattern, width, inner_varies, rzv, group)
+                        cached = off
+                    zt = zb[col : col + n] if given(zkind) else zb
+                    run_spread(xr, orow, zt, sb[col : col + n], kind, xkind, zkind, wkind, exact)
             e += n
             col = 0
             off = advance(idx, dims, strides, off)
