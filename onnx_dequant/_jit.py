@@ -292,6 +292,10 @@ def _held_ir(context, builder, sig, args, k, zv, sv, rounding: str, xkind):
         h = bf16_hardware_ir(builder, builder.fmul(f, splat(sv)))
     elif rounding == "odd bf16":
         h = bf16_hardware_ir(builder, odd_product_ir(builder, f, splat(sv)))
+    elif rounding == "f32":  # the float32 product as it is
+        p = builder.fmul(f, splat(sv))
+        builder.store(p, builder.bitcast(builder.gep(oa.data, [k]), vf.as_pointer()), align=1)
+        return v
     else:
         p = odd_product_ir(builder, f, splat(sv)) if rounding == "odd" else builder.fmul(f, splat(sv))
         h = builder.bitcast(builder.fptrunc(p, ir.VectorType(ir.HalfType(), lanes)), vh)
@@ -392,6 +396,11 @@ odd_row = _checked_row("odd")
 
 odd_bf16_row = _checked_row("odd bf16")
 """``odd_bf16_run``'s vectors over a row of i32 inputs, checked as computed (``_checked_row``)."""
+
+f32_run = _held_vector("f32")
+"""``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` in float32, stored as it is (f32 outputs of
+8/16-bit and 4-bit inputs, ``held_f32``), one vector each step: held rows read and write their arrays at
+their offsets, without the slices of ``HELD_BLOCK``'s loop."""
 
 f16_run = _held_vector("f16")
 """``o[k : k + BF16_RUN]`` = ``(x[k : k + BF16_RUN] - zv) * sv`` rounded to f16 bits by the CPU (F16C's
@@ -992,6 +1001,19 @@ def _odd_held_overload(kind, x, wkind):  # pragma: no cover - compiled
     return lambda kind, x, wkind: how
 
 
+def held_f32(kind, x, wkind):  # pragma: no cover - compiled by its overload
+    """Whether a held run of ``x``'s elements to f32 goes through ``f32_run``: 8/16-bit and 4-bit inputs (their
+    float32 products the one rounding) in float32 work, where the CPU has AVX-512. A constant, folded where
+    compiled."""
+
+
+@overload(held_f32, jit_options={"nogil": True})
+def _held_f32_overload(kind, x, wkind):  # pragma: no cover - compiled
+    small = isinstance(x.dtype, types.Integer) and x.dtype.bitwidth <= 16
+    on = HARDWARE_AVX512 and kind == types.uint8 and wkind == types.float32 and small
+    return (lambda kind, x, wkind: True) if on else (lambda kind, x, wkind: False)
+
+
 def hardware_f16(kind, x, wkind):  # pragma: no cover - compiled by its overload
     """Whether a held run of output ``kind`` of ``x``'s elements in work type ``wkind`` goes through
     ``f16_run``: f16 in float32 work whose products are exact (``product_exact``: 8-bit and 4-bit inputs)
@@ -1494,7 +1516,7 @@ def run_held(xs, o, i, n, zv, sv, kind, xkind, zkind, wkind, exact, limit):  # p
     # is not subnormal (1), f16 by the CPU from an exact product (4), else 16-bit -> f16 rounded to odd by
     # the fused multiply-add rounded down and up where the scale is positive and finite (``odd_fma_ir``: 2),
     # or by ``odd_run`` (3), as i32's are within the guarded loop's bound, whose bf16 go by ``odd_bf16_run``
-    # where the scale is not subnormal (5); 0: none
+    # where the scale is not subnormal (5); f32 from 8/16-bit and 4-bit inputs (6); 0: none
     how = 0
     if hardware_bf16(kind, xr, wkind) and n >= BF16_RUN and not (np.float32(0) < abs(sv) < np.float32(2.0**-126)):
         how = 1
@@ -1502,6 +1524,9 @@ def run_held(xs, o, i, n, zv, sv, kind, xkind, zkind, wkind, exact, limit):  # p
         how = 4
     elif odd_blocks(kind, xr, wkind) and n >= BF16_RUN:
         how = 2 if np.float32(0) < sv < np.float32(np.inf) else 3
+    elif held_f32(kind, xr, wkind) and BF16_RUN <= n <= 3 * HELD_BLOCK // 2:
+        # HELD_BLOCK's loop computes 128 elements for rows of 65-127, and runs a vector 0.8x the time of these
+        how = 6
     elif odd_held(kind, xr, wkind) and n >= BF16_RUN:  # i32 in float32: f16, or bf16 under a normal scale
         how = odd_held(kind, xr, wkind)
         if how == 5 and np.float32(0) < abs(sv) < np.float32(2.0**-126):
@@ -1527,6 +1552,8 @@ def run_held(xs, o, i, n, zv, sv, kind, xkind, zkind, wkind, exact, limit):  # p
                 held_odd_run(xs, o, b, kz, sv, cv)
             elif how == 3:
                 odd_run(xs, o, b, zr, sv, xkind)
+            elif how == 6:
+                f32_run(xs, o, b, zr, sv, xkind)
             else:
                 odd_bf16_run(xs, o, b, zr, sv, xkind)
             if b == last:
