@@ -376,6 +376,39 @@ def test_fused_narrow_rows_in_vector_groups(monkeypatch, fresh_plans, in_t, out_
             assert same_bits(got, want), (width, rows)
 
 
+@pytest.mark.skipif(not _fused.available(), reason="no numba")
+@pytest.mark.parametrize(
+    "in_t, out_t, zero_point", [*NARROW_PAIRS, pytest.param(np.int32, np.float16, True, id="i32-f16")]
+)
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
+def test_fused_held_rows_by_width(monkeypatch, fresh_plans, in_t, out_t, zero_point, cut):
+    """Rows of 64 or more elements of one value each ("rows held") give the NumPy loop's bits at every
+    width about the explicit vectors' bounds: their vectors read and write the chunk's arrays at the row's
+    offset (a call's blocks, ``cut``, starting inside a row), f32 rows of up to 96 elements in such vectors
+    (``_jit.f32_run``) and wider ones in ``HELD_BLOCK``'s loop; bf16 scales with subnormal values, zeros,
+    infinities and a NaN (rows under those run other vectors or none), i32 values within the guarded
+    float32 loop's bound. The pairs are ``test_fused_tiles``'s: their loops are compiled once."""
+    if cut:
+        cut_on_any_element(monkeypatch)
+    rng = np.random.default_rng(13)
+    info = ml_dtypes.iinfo(in_t)
+    lo, hi = max(int(info.min), -(1 << 20)), min(int(info.max), 1 << 20)
+    blocks = reference._blocks_for(in_t, out_t, zero_point)
+    for width in (64, 80, 95, 96, 97, 99, 112, 127, 130):
+        shape, axes = (3, 41, width), (0, 1)
+        assert reference._loop_layout(reference._plan(reference._layout(shape, axes), blocks), blocks) == "rows held"
+        x = rng.integers(lo, hi + 1, shape).astype(in_t)
+        scale = rng.standard_normal((3, 41)).astype(out_t)
+        if out_t is ml_dtypes.bfloat16:
+            sprinkle_bf16_specials(scale, rng)
+        zp = rng.integers(lo, hi + 1, (3, 41)).astype(in_t) if zero_point else None
+        with loop_kind("numpy"):
+            want = odq.dequantize(x, scale, zp, axes=axes)
+        with loop_kind("fused"):
+            got = odq.dequantize(x, scale, zp, axes=axes)
+        assert same_bits(got, want), width
+
+
 GROUPED = [(2, 3), (2, 19), (3, 4), (3, 16), (4, 4), (4, 5), (4, 59), (5, 8), (6, 4), (7, 16), (8, 3), (12, 12)] + [
     (16, 7),
     (2, 64),  # 7 runs a group in 56 vectors: 8 runs would need 64
