@@ -1501,34 +1501,31 @@ def advance(idx, dims, strides, off):  # pragma: no cover - compiled
 
 @_part
 def run_held(xs, o, i, n, zv, sv, kind, xkind, zkind, wkind, exact, limit):  # pragma: no cover - compiled
-    """``o[i : i + n] = (xs[i : i + n] - zv) * sv`` (``xs`` and ``o`` aligned), a run under one scale value: the
-    explicit vectors below read and write the arrays at their offsets, without a slice's wraparound tests
-    (a held row's own cost, about 6 ns, was half of it on an Intel Xeon); else in ``HELD_BLOCK`` blocks
-    (slices from 0:
-    the loops' indexes are known non-negative, so no wraparound check stops vectorizing), or to bf16 and
-    f16 by ``bf16_run`` and ``f16_run`` (``hardware_bf16``, ``hardware_f16``). Whether ``xr`` lies within
-    ``-limit..limit`` (the guarded loop's bound where it computes i32 rows in vectors, ``odd_held``; 0:
-    none to check): checked as the vectors are computed (``odd_row``, ``odd_bf16_row``), a row of fewer
+    """``o[i : i + n] = (xs[i : i + n] - zv) * sv`` (``xs`` and ``o`` aligned), a run under one scale value: in
+    explicit vectors that read and write the arrays at their offsets, without a slice's wraparound tests (a
+    held row's own cost, about 6 ns, was half of them on an Intel Xeon VM), or in ``HELD_BLOCK`` blocks (slices
+    from 0: the loops' indexes are known non-negative, so no wraparound check stops vectorizing). Whether the
+    run lies within ``-limit..limit`` (the guarded loop's bound where it computes i32 rows in vectors,
+    ``odd_held``; 0: none to check): checked as the vectors are computed (``odd_row``, ``odd_bf16_row``), a row of fewer
     than 16 or under a subnormal scale to bf16 in a pass first; False as soon as it is known (the chunk
     then left to the float64 kernel)."""
-    xr = xs  # the types' tests below
     # explicit vectors, a step each (the last one overlapping), of one kind: bf16 by the CPU where the scale
     # is not subnormal (1), f16 by the CPU from an exact product (4), else 16-bit -> f16 rounded to odd by
     # the fused multiply-add rounded down and up where the scale is positive and finite (``odd_fma_ir``: 2),
     # or by ``odd_run`` (3), as i32's are within the guarded loop's bound, whose bf16 go by ``odd_bf16_run``
     # where the scale is not subnormal (5); f32 from 8/16-bit and 4-bit inputs (6); 0: none
     how = 0
-    if hardware_bf16(kind, xr, wkind) and n >= BF16_RUN and not (np.float32(0) < abs(sv) < np.float32(2.0**-126)):
+    if hardware_bf16(kind, xs, wkind) and n >= BF16_RUN and not (np.float32(0) < abs(sv) < np.float32(2.0**-126)):
         how = 1
-    elif hardware_f16(kind, xr, wkind) and n >= BF16_RUN:
+    elif hardware_f16(kind, xs, wkind) and n >= BF16_RUN:
         how = 4
-    elif odd_blocks(kind, xr, wkind) and n >= BF16_RUN:
+    elif odd_blocks(kind, xs, wkind) and n >= BF16_RUN:
         how = 2 if np.float32(0) < sv < np.float32(np.inf) else 3
-    elif held_f32(kind, xr, wkind) and BF16_RUN <= n <= 3 * HELD_BLOCK // 2:
+    elif held_f32(kind, xs, wkind) and BF16_RUN <= n <= 3 * HELD_BLOCK // 2:
         # HELD_BLOCK's loop computes 128 elements for rows of 65-127, and runs a vector 0.8x the time of these
         how = 6
-    elif odd_held(kind, xr, wkind) and n >= BF16_RUN:  # i32 in float32: f16, or bf16 under a normal scale
-        how = odd_held(kind, xr, wkind)
+    elif odd_held(kind, xs, wkind) and n >= BF16_RUN:  # i32 in float32: f16, or bf16 under a normal scale
+        how = odd_held(kind, xs, wkind)
         if how == 5 and np.float32(0) < abs(sv) < np.float32(2.0**-126):
             how = 0
     if limit and how in (3, 5):  # i32 in the guarded loop: the bound checked as the row is computed
