@@ -9,7 +9,9 @@
 
 Each kernel runs alone in a graph of its own (a one-node graph of the kernel, int8 input and f32 output
 for the DequantizeLinear ones; the i32 guard's checks, ``check_i32`` and ``check_f32``, are their two or
-three nodes over an int32 input, and ``*_cached`` the same read from cache), input and output bound to
+three nodes over an int32 input, and ``*_cached`` the same read from cache; ``cast_to_*_chunked`` what a
+Cast adds to a DequantizeLinear in a Scan's row, where the f32 product between them stays in cache), input
+and output bound to
 preallocated buffers, side by side with a casting copy int8 -> f32 (``np.copyto``) timed in the same
 rounds (a form and its ``@`` variants in the same rounds too); its median time over the copy's, times the
 copy's 5 bytes per element, is its cost in *copy bytes per element*: what the planner charges per element
@@ -28,8 +30,10 @@ must name partners together (``PARTNERS``), and the table records them in ``MERG
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib.util
 import json
+import math
 import os
 import statistics
 import sys
@@ -45,12 +49,20 @@ import onnxruntime as ort
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from onnx_dequant.lowering.strategies.chunked import CHUNK_TARGET  # noqa: E402
+
 TABLE = Path(__file__).resolve().parent.parent / "onnx_dequant" / "lowering" / "strategies" / "ort_costs.py"
 COPY_BYTES = 5  # int8 in, f32 out
 CACHED_PARTS = 8
 """An ``@cached`` form runs on an input this many times smaller, as many times in a row (the elements of
 one call of the others), after an untimed run: its input is read from the last-level cache. Its figure
 includes eight runs' fixed cost instead of one (a few microseconds against about a millisecond)."""
+CHUNKED_ROW = CHUNK_TARGET
+"""A ``@chunked`` form is a DequantizeLinear and a Cast as a Scan's row runs them (``chunked.CHUNK_TARGET``
+elements), run over consecutive parts of an input and an output of the others' size (in memory), the f32
+product between them in ORT's arena (in cache); ``derive`` takes the whole DequantizeLinear's time
+(``@dql``, timed in the same rounds) from it: the Cast's cost in a row."""
 BF16 = np.dtype(ml_dtypes.bfloat16)
 NODE_RUNS = 256
 """The ``node`` forms run this many times a call (one run of a one-element graph is a few microseconds)."""
@@ -78,6 +90,15 @@ def dql(x_shape, s_shape, **attrs) -> onnx.ModelProto:
     inits = [numpy_helper.from_array(s, "s"), numpy_helper.from_array(z, "z")]
     node = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], **attrs)
     return graph(node, TP.INT8, x_shape, TP.FLOAT, inits)
+
+
+def dql_cast(x_shape, to: int) -> onnx.ModelProto:
+    """A per-tensor DequantizeLinear (int8 -> f32) and its product's Cast to ``to``: a Scan's row."""
+    m = dql(x_shape, ())
+    m.graph.node[0].output[0] = "p"
+    m.graph.node.append(helper.make_node("Cast", ["p"], ["y"], to=to))
+    m.graph.output[0].type.tensor_type.elem_type = to
+    return m
 
 
 def check(n: int, as_f32: bool) -> onnx.ModelProto:
@@ -126,8 +147,9 @@ def unary(op: str, x_type: int, x_shape, y_type: int, inits=(), extra=(), **attr
 def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...], np.dtype]]:
     """name: (model, input dtype, input shape, output dtype)."""
     wide, narrow = 4096, 8
-    f32 = np.dtype(np.float32)
+    f32, f16 = np.dtype(np.float32), np.dtype(np.float16)
     i8, i32 = np.dtype(np.int8), np.dtype(np.int32)
+    chunk = min(n, CHUNKED_ROW)
     shape_w, shape_n = (n // wide, wide), (n // narrow, narrow)
     row = numpy_helper.from_array(np.full((1, wide), 0.5, np.float32), "c")
     row_n = numpy_helper.from_array(np.full((1, narrow), 0.5, np.float32), "c")
@@ -147,9 +169,17 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
         "dql_blocked@narrow": (dql(shape_n, (1, narrow), axis=0, block_size=shape_n[0]), i8, shape_n, f32),
         "dql_blocked_last": (dql(shape_n, (shape_n[0], 1), axis=1, block_size=narrow), i8, shape_n, f32),
         "dql_blocked_last@wide": (dql(shape_w, (shape_w[0], 1), axis=1, block_size=wide), i8, shape_w, f32),
-        "cast_to_f16": (unary("Cast", TP.FLOAT, (n,), TP.FLOAT16, to=TP.FLOAT16), f32, (n,), np.dtype(np.float16)),
+        "cast_to_f16": (unary("Cast", TP.FLOAT, (n,), TP.FLOAT16, to=TP.FLOAT16), f32, (n,), f16),
         "cast_to_bf16": (unary("Cast", TP.FLOAT, (n,), TP.BFLOAT16, to=TP.BFLOAT16), f32, (n,), BF16),
+        # in a Scan's row: a DequantizeLinear and the Cast over a row, less the DequantizeLinear over the whole
+        "cast_to_f16@chunked": (dql_cast((chunk,), TP.FLOAT16), i8, (chunk,), f16),
+        "cast_to_f16@dql": (dql((n,), ()), i8, (n,), f32),
+        "cast_to_bf16@chunked": (dql_cast((chunk,), TP.BFLOAT16), i8, (chunk,), BF16),
+        "cast_to_bf16@dql": (dql((n,), ()), i8, (n,), f32),
         "cast_int_to_f32": (unary("Cast", TP.INT8, (n,), TP.FLOAT, to=TP.FLOAT), i8, (n,), f32),
+        # a fed f16/bf16 scale's Cast to the DequantizeLinear's f32
+        "cast_f16_to_f32": (unary("Cast", TP.FLOAT16, (n,), TP.FLOAT, to=TP.FLOAT), f16, (n,), f32),
+        "cast_bf16_to_f32": (unary("Cast", TP.BFLOAT16, (n,), TP.FLOAT, to=TP.FLOAT), BF16, (n,), f32),
         # the i32 guard's check: ReduceMax and ReduceMin over the input, or over it cast to f32; from memory,
         # and (@cached) an input of an eighth the size checked eight times in a row, read from cache
         "check_i32": (check(n, as_f32=False), i32, (n,), i32),
@@ -184,32 +214,45 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
 
 class Runner:
     """One form's session over bound buffers; a call runs it ``runs`` times (``warm``: once, untimed, before
-    a timed call of several runs, so that their input is read from cache)."""
+    a timed call of several runs, so that their input is read from cache). With ``parts``, ``x`` and ``y``
+    hold that many inputs and outputs along their first axis, a run each, in turn (from and to memory)."""
 
-    def __init__(self, m: onnx.ModelProto, x: np.ndarray, y: np.ndarray, threads: int, runs: int = 1) -> None:
+    def __init__(
+        self, m: onnx.ModelProto, x: np.ndarray, y: np.ndarray, threads: int, runs: int = 1, parts: bool = False
+    ) -> None:
         self.runs = runs
         so = ort.SessionOptions()
         so.log_severity_level = 3
         so.intra_op_num_threads = threads
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # the kernel as written
         self.sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        self.b = self.sess.io_binding()
-        self.b.bind_cpu_input("x", x)
-        if y.dtype == BF16:  # ORT's NumPy bridge has no bf16: ORT allocates it (reused from its arena)
-            self.b.bind_output("y", "cpu")
+        self.bindings = [self._bind(xi, yi) for xi, yi in zip(x, y)] if parts else [self._bind(x, y)]
+
+    def _bind(self, x: np.ndarray, y: np.ndarray) -> Any:
+        b = self.sess.io_binding()
+        if x.dtype == BF16:  # ORT's NumPy bridge has no bf16: an OrtValue holding its bits instead
+            b.x = ort.OrtValue.ortvalue_from_shape_and_type(list(x.shape), TP.BFLOAT16)
+            ctypes.memmove(b.x.data_ptr(), np.ascontiguousarray(x).ctypes.data, x.nbytes)
+            b.bind_ortvalue_input("x", b.x)
         else:
-            self.y = y  # ORT writes into this memory: it lives as long as the binding
-            self.b.bind_output("y", "cpu", 0, y.dtype, y.shape, y.ctypes.data)
+            b.bind_cpu_input("x", x)
+        if y.dtype == BF16:
+            b.y = ort.OrtValue.ortvalue_from_shape_and_type(list(y.shape), TP.BFLOAT16)
+            b.bind_ortvalue_output("y", b.y)
+        else:
+            b.y = y  # ORT writes into this memory: it lives as long as the binding
+            b.bind_output("y", "cpu", 0, y.dtype, y.shape, y.ctypes.data)
         for other in self.sess.get_outputs()[1:]:  # every output is computed (the check's ReduceMin)
-            self.b.bind_output(other.name, "cpu")
+            b.bind_output(other.name, "cpu")
+        return b
 
     def __call__(self) -> None:
-        for _ in range(self.runs):
-            self.sess.run_with_iobinding(self.b)
+        for i in range(self.runs):
+            self.sess.run_with_iobinding(self.bindings[i % len(self.bindings)])
 
     def warm(self) -> None:
         if self.runs > 1:
-            self.sess.run_with_iobinding(self.b)
+            self.sess.run_with_iobinding(self.bindings[0])
 
 
 def timed(fns: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
@@ -239,10 +282,12 @@ def measure(n: int, repeat: int, threads: int) -> dict[str, float]:
         copy_out = np.empty(n, np.float32)
         fns: dict[str, Callable[[], None]] = {"copy": lambda: np.copyto(copy_out, xi8, casting="unsafe")}
         for name, (m, xt, shape, yt) in group.items():
-            x = rng.integers(-100, 100, shape).astype(xt)
-            runs = CACHED_PARTS if name.endswith("@cached") else 1  # n elements in all its runs
+            runs = n // math.prod(shape) if name.endswith(("@cached", "@chunked")) else 1  # n elements in all
             runs = NODE_RUNS if name.startswith("node") else runs
-            fns[name] = Runner(m, x, np.empty(_out_shape(name, shape), yt), threads, runs)
+            parts = (runs,) if name.endswith("@chunked") else ()  # an input and an output a run
+            x = rng.integers(-100, 100, parts + shape).astype(xt)
+            y = np.empty(parts + _out_shape(name, shape), yt)
+            fns[name] = Runner(m, x, y, threads, runs, parts=bool(parts))
         t = timed(fns, repeat)
         out.update({name: t[name] / t["copy"] * COPY_BYTES for name in group})
     return out
@@ -273,7 +318,9 @@ def derive(raw: dict[str, float], n: int) -> dict[str, float]:
     d["node"] = max(0.0, (raw["node@nine"] - raw["node"]) * n / 8 / NODE_RUNS)  # per node, not per element
     d["expand_inner_row"] = max(0.0, (raw["expand_inner@narrow"] - raw["expand_inner"]) * n / (rows_n - rows_w))
     d["tile_f32_row"] = max(0.0, (raw["tile_f32@narrow"] - raw["tile_f32"]) * n / (n // 2 - n // (wide // TILE_K)))
-    d.update({f"{k.split('@')[0]}_cached": v for k, v in raw.items() if k.endswith("@cached")})
+    d.update({k.replace("@", "_"): v for k, v in raw.items() if k.endswith("@cached")})
+    for cast in ("cast_to_f16", "cast_to_bf16"):  # what the Cast adds to a row's DequantizeLinear
+        d[f"{cast}_chunked"] = max(0.0, raw[f"{cast}@chunked"] - raw[f"{cast}@dql"])
     return d
 
 
@@ -316,7 +363,8 @@ def literal(table: dict[str, dict[str, float]]) -> str:
 
 
 PARTNERS = (
-    {"cast_to_f16", "cast_to_bf16"},
+    {"cast_to_f16", "cast_to_f16_chunked"},
+    {"cast_to_bf16", "cast_to_bf16_chunked"},
     {"expand_f32", "expand_inner", "expand_inner_row", "transpose_f32"},
     {"tile_f32", "tile_f32_row"},
     {"check_i32", "check_f32", "check_i32_cached", "check_f32_cached"},

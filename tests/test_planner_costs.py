@@ -191,12 +191,13 @@ def test_costs_come_from_the_calibrated_table():
         assert kernel_cost(name) == pytest.approx(sum(values) / len(values)) and kernel_cost(name) > 0
     assert kernel_cost("dql_axis_last") > kernel_cost("dql_axis")  # the slow path the planner avoids
     assert kernel_cost("cast_to_bf16") > kernel_cost("cast_to_f16")  # ORT rounds to bf16 element by element
+    assert kernel_cost("cast_to_bf16_chunked") < kernel_cost("cast_to_bf16")  # its input read from cache
     calibrate_costs = _calibrate_costs()
     assert eval(calibrate_costs.literal(ort_costs.COSTS)) == ort_costs.COSTS
     # --only: the named entries from a new measurement, every other one as committed, partners together
     measured = {t: {k: v + 1 for k, v in by_name.items()} for t, by_name in ort_costs.COSTS.items()}
     n, version = ort_costs.ELEMENTS, ort_costs.ORT_VERSION
-    pair = ["cast_to_f16", "cast_to_bf16"]
+    pair = ["cast_to_bf16", "cast_to_bf16_chunked"]
     table, names = calibrate_costs.merged(measured, pair, ort_costs, n, version)
     for t, by_name in table.items():
         assert by_name == {**ort_costs.COSTS[t], **{k: ort_costs.COSTS[t][k] + 1 for k in pair}}
@@ -204,7 +205,7 @@ def test_costs_come_from_the_calibrated_table():
     refusals = [
         ([], n, version, "name the entries"),
         (["no_such_kernel"], n, version, "no such entries"),
-        (["cast_to_bf16"], n, version, "merge them together"),  # its share is a ratio to cast_to_f16
+        (["cast_to_bf16"], n, version, "merge them together"),  # its saving in a row is a difference
         (pair, n // 2, version, "recalibrate all"),
         (pair, n, "0.0.0", "recalibrate all"),
     ]
@@ -241,6 +242,46 @@ def test_cached_checks_are_measured_on_a_part_of_the_input_run_as_many_times():
     assert not any("@" in k for k in derived)
 
 
+def test_chunked_casts_are_a_rows_pair_less_the_whole_dequantize_linear():
+    """``cast_to_*_chunked``: a DequantizeLinear and its Cast over a Scan's row (``CHUNKED_ROW`` elements),
+    less the whole DequantizeLinear timed beside it (``@dql``): what the Cast adds where the f32 product
+    between them stays in cache; never below 0."""
+    calibrate_costs = _calibrate_costs()
+    n = 4 * calibrate_costs.CHUNKED_ROW
+    forms = calibrate_costs.forms(n)
+    for cast in ("cast_to_f16", "cast_to_bf16"):
+        m, xt, shape, _ = forms[f"{cast}@chunked"]
+        assert [node.op_type for node in m.graph.node] == ["DequantizeLinear", "Cast"]
+        assert shape == (calibrate_costs.CHUNKED_ROW,) and xt == np.int8
+        assert forms[f"{cast}@dql"][2] == (n,)
+    raw = {name: 10.0 for name in forms} | {"cast_to_f16@chunked": 12.5, "cast_to_bf16@chunked": 9.0}
+    derived = calibrate_costs.derive(raw, n)
+    assert derived["cast_to_f16_chunked"] == 2.5 and derived["cast_to_bf16_chunked"] == 0.0
+    assert not any("@" in k for k in derived)
+
+
+def test_a_chunked_form_runs_over_its_parts_of_an_input_and_an_output():
+    """``Runner(parts=True)``: each run reads its own part of ``x`` and writes its own part of ``y`` (the
+    Scan's input and output, in memory), in turn; a bf16 input is bound by its bits."""
+    calibrate_costs = _calibrate_costs()
+    m = calibrate_costs.dql_cast((8,), TensorProto.FLOAT16)
+    x = np.arange(-12, 12, dtype=np.int8).reshape(3, 8)
+    y = np.full((3, 8), np.nan, np.float16)
+    runner = calibrate_costs.Runner(m, x, y, threads=1, runs=3, parts=True)
+    runner()
+    alone = calibrate_costs.Runner(m, x[0], np.empty(8, np.float16), threads=1)
+    for i in range(3):
+        alone.bindings[0].bind_cpu_input("x", x[i])
+        alone()
+        assert np.array_equal(y[i].view(np.uint16), alone.bindings[0].y.view(np.uint16))
+    assert not np.array_equal(y[0], y[1])
+    xb = np.array([1.5, -2.25, 3e38, 0.0], dtype=calibrate_costs.BF16)
+    widen = calibrate_costs.unary("Cast", TensorProto.BFLOAT16, (4,), TensorProto.FLOAT, to=TensorProto.FLOAT)
+    out = np.empty(4, np.float32)
+    calibrate_costs.Runner(widen, xb, out, threads=1)()
+    assert np.array_equal(out, xb.astype(np.float32))
+
+
 def test_cached_checks_run_their_parts_after_an_untimed_run(monkeypatch):
     """``measure`` runs an ``@cached`` form ``CACHED_PARTS`` times a call, a ``node`` form ``NODE_RUNS`` times
     and the others once, and ``timed`` warms a form of several runs outside the timed window."""
@@ -248,7 +289,7 @@ def test_cached_checks_run_their_parts_after_an_untimed_run(monkeypatch):
     n, events, built = 8 * 4096 * 2, [], []
 
     class Fake:
-        def __init__(self, m, x, y, threads, runs=1):
+        def __init__(self, m, x, y, threads, runs=1, parts=False):
             self.runs, self.size = runs, x.size
             built.append(self)
 

@@ -21,7 +21,7 @@ from ...errors import DequantizeError
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import DQL_TYPE, Plan, Refusal, Strategy, dql_refusal
-from .costs import memory_bound_share, reshaped_output_cost
+from .costs import chunked_cast_saving, reshaped_output_cost
 from .dql import reshape
 from .guarded import Branches, checks_as_f32, runs_in_cache
 
@@ -45,7 +45,8 @@ CHUNK_TARGET = 256 << 10
 f32 result then fit a core's 2 MB L2)."""
 CACHED = 0.5
 """The share of a row's intermediates' memory traffic the cost model still charges when they are chunked
-(``_saved``; the part of the f32 product that a compute-bound Cast to bf16 hides is not saved at all)."""
+(``_saved``; an f32 product read by a final Cast to f16/bf16 saves what that Cast measured in a row, where
+that is more)."""
 CACHE_BYTES = 2 << 20
 """Intermediates of at most this many bytes stay in a core's cache whole (the Xeon's L2 is 2 MB): a view
 that reshapes the input into other rows, whose final Reshape may copy, is not charged as saving them
@@ -62,13 +63,18 @@ def _float64_work(info: NodeInfo) -> bool:
     return (info.in_type.name == "i32" and not info.int32_wrap) or info.out_type.name == "f64"
 
 
-def _saved(info: NodeInfo, row: Plan) -> float:
-    """What keeping a row's intermediates in cache saves, per element: ``1 - CACHED`` of their write and
-    read-back traffic, the product that the final Cast reads counted at that Cast's memory-bound share
-    (``costs.memory_bound_share``: a compute-bound Cast to bf16 gains little from reading it from cache)."""
-    product = row.choice.bits / 8 if isinstance(row.choice, dtypes.DType) else DQL_TYPE.bits / 8
-    hidden = product * (1 - memory_bound_share(info.out_type))  # 0 without a Cast slower than memory
-    return (1 - CACHED) * 2 * (_intermediate_bytes(info, row) - hidden)
+def _saved(info: NodeInfo, row: Plan, row_size: int) -> float:
+    """What keeping a row of ``row_size`` elements' intermediates in cache saves, per element: ``1 - CACHED``
+    of their write and read-back traffic; for an f32 product that a final Cast to f16/bf16 reads, what the
+    calibrated Cast saves in a row (``costs.chunked_cast_saving``, rows of ``CHUNK_TARGET``) where that is
+    more and the row's product fits the cache."""
+    traffic = (1 - CACHED) * 2 * _intermediate_bytes(info, row)
+    work = row.choice if isinstance(row.choice, dtypes.DType) else DQL_TYPE
+    product = work.bits / 8
+    if work is not DQL_TYPE or info.out_type.name not in ("f16", "bf16") or row_size * product > CACHE_BYTES:
+        return traffic
+    measured = chunked_cast_saving(info.out_type) * (product + info.out_type.bits / 8) / 6
+    return traffic + max(0.0, measured - (1 - CACHED) * 2 * product)
 
 
 def _intermediate_bytes(info: NodeInfo, row: Plan) -> float:
@@ -165,7 +171,7 @@ class Chunked(Strategy[RowPlan]):
         # (which writes no copy) leaves the Scan's rows nothing to save
         checked_in_cache = checked and runs_in_cache(info) and (not info.graph_output or not checks_as_f32(info))
         whole_in_cache = (reshaped and traffic <= CACHE_BYTES) or checked_in_cache
-        saved = 0.0 if whole_in_cache else info.size() * _saved(info, choice.row)
+        saved = 0.0 if whole_in_cache else info.size() * _saved(info, choice.row, math.prod(choice.shape[1:]))
         copy = reshaped_output_cost(info) if reshaped else 0.0
         return (choice.row.cost + SCAN_ROW_COST) * choice.shape[0] - saved + copy
 

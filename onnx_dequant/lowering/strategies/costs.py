@@ -11,7 +11,7 @@ from ... import dtypes
 from ..facts import NodeInfo
 from .ort_costs import COSTS
 
-__all__ = ["kernel_cost", "narrowing_cast_cost", "memory_bound_share", "reshaped_output_cost"]
+__all__ = ["chunked_cast_saving", "kernel_cost", "narrowing_cast_cost", "reshaped_output_cost", "scale_cast_cost"]
 
 
 @cache
@@ -27,15 +27,26 @@ def reshaped_output_cost(info: NodeInfo) -> float:
     return info.size() * kernel_cost("copy_f32") * info.out_type.bits / 32 if info.graph_output else 0.0
 
 
+def _cast(out: dtypes.DType) -> str:
+    """The table's Cast to ``out`` from f32: bf16's own (ORT 1.32 rounds to bf16 element by element), any other
+    type's the f16 one."""
+    return "cast_to_bf16" if out.name == "bf16" else "cast_to_f16"
+
+
 def narrowing_cast_cost(out: dtypes.DType) -> float:
-    """The calibrated cost of ORT's Cast to ``out`` from a wider float, per element moving 6 bytes (f32 ->
-    16 bits): to bf16 its own (ORT 1.32 rounds to bf16 element by element, about three times f16's cost), to any
-    other type the f16 one."""
-    return kernel_cost("cast_to_bf16" if out.name == "bf16" else "cast_to_f16")
+    """The calibrated cost of ORT's Cast to ``out`` from a wider float, its input read from memory, per element
+    moving 6 bytes (f32 -> 16 bits)."""
+    return kernel_cost(_cast(out))
 
 
-def memory_bound_share(out: dtypes.DType) -> float:
-    """The share of a narrowing Cast's time that is its memory traffic: 1 for f16 (calibrated at a copy's
-    speed), less for a Cast slower than that (bf16), whose input read from cache instead of memory
-    saves only that share (the rest is compute)."""
-    return min(1.0, kernel_cost("cast_to_f16") / narrowing_cast_cost(out))
+def scale_cast_cost(t: dtypes.DType) -> float:
+    """The calibrated cost of ORT's Cast of a fed ``t`` scale to the DequantizeLinear's f32, per element
+    moving 6 bytes: from f16 or bf16 its own, from f64 (narrowing) the Cast to f16's."""
+    return kernel_cost(f"cast_{t.name}_to_f32") if t.name in ("f16", "bf16") else narrowing_cast_cost(t)
+
+
+def chunked_cast_saving(out: dtypes.DType) -> float:
+    """What a DequantizeLinear and its Cast to ``out`` save per element (the Cast's 6 bytes) where the f32
+    product between them is a Scan row's, in cache, and not a whole tensor's: the calibrated Cast against its
+    cost in a row (``*_chunked``: the row's pair less the whole DequantizeLinear), none where that is more."""
+    return max(0.0, narrowing_cast_cost(out) - kernel_cost(_cast(out) + "_chunked"))

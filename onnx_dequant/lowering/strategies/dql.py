@@ -12,7 +12,7 @@ from ..emitter import Emitter
 from ..facts import NodeInfo
 from ..walk import UNSEEN
 from .base import DQL_TYPE, PROPAGATING_OPS, Refusal, Strategy, dql_refusal
-from .costs import kernel_cost, narrowing_cast_cost, reshaped_output_cost
+from .costs import kernel_cost, narrowing_cast_cost, reshaped_output_cost, scale_cast_cost
 from .shapes import merged_dims, merged_shape_tensor, shape_tensor
 
 __all__ = [
@@ -181,7 +181,7 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
     if dql_t is not info.out_type:
         cost += n * narrowing_cast_cost(info.out_type) * (dql_bytes + out_bytes) / 6
         if not info.scale_const:  # the scale's own Cast to f32 runs with the model (a constant one is folded)
-            cost += info.scale_size * kernel_cost("cast_to_f16") * (dql_bytes + out_bytes) / 6
+            cost += info.scale_size * scale_cast_cost(info.out_type) * (dql_bytes + out_bytes) / 6
     if layout.reshapes_back(info) or layout.barrier:
         cost += reshaped_output_cost(info)
     scale_elements = layout.scale_elements(info)
