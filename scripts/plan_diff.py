@@ -73,17 +73,20 @@ def planned() -> Iterator[tuple[int, bs.Case, bool]]:
 
 
 def label(info: NodeInfo, plan: Plan) -> str:
-    """The plan's strategy, and the form of its i32 guard's check where it (or a Scan's row) guards one at
-    run time: ``i32-guarded [f32 check]``. A table can change the check without changing the strategy."""
-    choice = plan.choice.row.choice if isinstance(plan.choice, RowPlan) else plan.choice
+    """The plan's strategy (a Scan's with its row's: ``scan-chunked/dql-blocked``), and the form of its i32
+    guard's check where it (or a Scan's row) guards one at run time: ``i32-guarded [f32 check]``. A table
+    can change a row or a check without changing the strategy."""
+    row = plan.choice.row if isinstance(plan.choice, RowPlan) else None
+    name = f"{plan.strategy.name}/{row.strategy.name}" if row else plan.strategy.name
+    choice = row.choice if row else plan.choice
     if not isinstance(choice, guarded.Branches) or choice.known is not None:
-        return plan.strategy.name
-    return f"{plan.strategy.name} [{'f32' if guarded.checks_as_f32(info) else 'i32'} check]"
+        return name
+    return f"{name} [{'f32' if guarded.checks_as_f32(info) else 'i32'} check]"
 
 
 def strategy(choice: str) -> str:
-    """The strategy a ``label`` names."""
-    return choice.split(" [")[0]
+    """The strategy a ``label`` names (a Scan's, not its row's)."""
+    return choice.split(" [")[0].split("/")[0]
 
 
 def check(choice: str) -> str:

@@ -237,6 +237,13 @@ def test_a_scanned_f16_scale_is_cast_at_run_time():
         fed = plan(info((321, 1939), axes=(0, 1), **{**facts, "rt": rt, "scale_const": False}), ["dql-blocked"])
         assert scale_cast_cost(dtypes.parse(rt)) == kernel_cost(f"cast_{rt}_to_f32")
         assert fed.cost - const.cost == pytest.approx(321 * 1939 * 6 * kernel_cost(f"cast_{rt}_to_f32") / 6)
+        # Cast/Sub/Mul casts it to its f32 work type the same way
+        const = plan(info((321, 1939), axes=(0, 1), **{**facts, "qt": "u8", "rt": rt}), ["cast-sub-mul"])
+        fed = plan(
+            info((321, 1939), axes=(0, 1), **{**facts, "qt": "u8", "rt": rt, "scale_const": False}), ["cast-sub-mul"]
+        )
+        assert const.choice.name == "f32"
+        assert fed.cost - const.cost == pytest.approx(321 * 1939 * 6 * kernel_cost(f"cast_{rt}_to_f32") / 6)
 
 
 def test_rows_reshaped_only_where_the_intermediate_leaves_the_cache():

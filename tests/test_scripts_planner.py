@@ -97,6 +97,21 @@ def test_a_changed_check_is_listed_with_the_command_that_times_both_checks(scrip
     assert kernel_cost_is_committed()
 
 
+def test_a_scans_label_names_its_row(scripts):
+    """A Scan's choice is labelled with its row's form, which a table can change alone (a fed bf16 scale's
+    row: dql-blocked or Cast/Sub/Mul); the command measures the Scan."""
+    bench_sweep, _, plan_diff = scripts
+    case = bench_sweep.Case((4864, 306, 15), (0, 1, 2), "any", "i8", "bf16", False, True)
+    info = plan_diff.node_info(case, graph=False)
+    p = plan_diff.planner.plan(info)
+    text = plan_diff.label(info, p)
+    assert p.strategy.name == "scan-chunked" and text == f"scan-chunked/{p.choice.row.strategy.name}"
+    assert plan_diff.strategy(text) == "scan-chunked" and plan_diff.check(text) == ""
+    guarded = plan_diff.node_info(bench_sweep.Case((21, 239, 4766), (0,), "any", "i32", "f16", True, False), False)
+    text = plan_diff.label(guarded, plan_diff.planner.plan(guarded))
+    assert text.startswith("scan-chunked/i32-guarded [") and plan_diff.strategy(text) == "scan-chunked"
+
+
 def test_a_partial_table_is_refused(scripts, tmp_path):
     _, _, plan_diff = scripts
     partial = {t: {k: v for k, v in by_name.items() if k != "dql_axis"} for t, by_name in ort_costs.COSTS.items()}

@@ -9,7 +9,7 @@ from ...exactness import work_type
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy, openvino_refusal
-from .costs import kernel_cost, narrowing_cast_cost
+from .costs import kernel_cost, narrowing_cast_cost, scale_cast_cost
 from .shapes import groups
 
 __all__ = ["BARRIER", "CastSubMul"]
@@ -49,6 +49,8 @@ class CastSubMul(Strategy[dtypes.DType]):
         cost += params * work_bytes * (2 if info.has_zp else 1)
         if info.has_zp:
             cost += params * kernel_cost("cast_int_to_f32") * (in_bytes + work_bytes) / 5
+        if not info.scale_const and choice is not info.out_type:  # a fed scale's Cast to the work type
+            cost += params * scale_cast_cost(info.out_type) * (out_bytes + work_bytes) / 6
         if choice is not info.out_type:
             cost += n * narrowing_cast_cost(info.out_type) * (work_bytes + out_bytes) / 6
         return cost

@@ -40,8 +40,9 @@ def narrowing_cast_cost(out: dtypes.DType) -> float:
 
 
 def scale_cast_cost(t: dtypes.DType) -> float:
-    """The calibrated cost of ORT's Cast of a fed ``t`` scale to the DequantizeLinear's f32, per element
-    moving 6 bytes: from f16 or bf16 its own, from f64 (narrowing) the Cast to f16's."""
+    """The calibrated cost of ORT's Cast of a fed scale of type ``t`` to the form's work type, per element
+    moving 6 bytes: from f16 or bf16 to f32 its own (``cast_f16_to_f32``, ``cast_bf16_to_f32``), any other
+    (f32 to f64, f64 to f32) the Cast to f16's."""
     return kernel_cost(f"cast_{t.name}_to_f32") if t.name in ("f16", "bf16") else narrowing_cast_cost(t)
 
 
