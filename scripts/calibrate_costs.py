@@ -5,18 +5,17 @@
     python scripts/calibrate_costs.py --dry-run  # measure and print only
     python scripts/calibrate_costs.py --elements 1M --repeat 5
     python scripts/calibrate_costs.py --rounds 5  # each entry the median of 5 whole measurements, with its spread
-    python scripts/calibrate_costs.py --only cast_to_f16,cast_to_bf16   # write these entries, keep the rest
+    python scripts/calibrate_costs.py --only cast_to_bf16,cast_to_bf16_chunked   # write these, keep the rest
 
 Each kernel runs alone in a graph of its own (a one-node graph of the kernel, int8 input and f32 output
 for the DequantizeLinear ones; the i32 guard's checks, ``check_i32`` and ``check_f32``, are their two or
 three nodes over an int32 input, and ``*_cached`` the same read from cache; ``cast_to_*_chunked`` what a
-Cast adds to a DequantizeLinear in a Scan's row, where the f32 product between them stays in cache), input
-and output bound to
-preallocated buffers, side by side with a casting copy int8 -> f32 (``np.copyto``) timed in the same
-rounds (a form and its ``@`` variants in the same rounds too); its median time over the copy's, times the
-copy's 5 bytes per element, is its cost in *copy bytes per element*: what the planner charges per element
-of the tensor (scale and zero-point bytes are added by the planner as bytes); ``node`` is the fixed cost of
-running one node, in copy bytes. Per-row overheads (a
+Cast adds to a DequantizeLinear in a Scan's row, where the f32 product between them stays in cache),
+input and output bound to preallocated buffers, side by side with a casting copy int8 -> f32
+(``np.copyto``) timed in the same rounds (a form and its ``@`` variants in the same rounds too); its
+median time over the copy's, times the copy's 5 bytes per element, is its cost in *copy bytes per
+element*: what the planner charges per element of the tensor (scale and zero-point bytes are added by the
+planner as bytes); ``node`` is the fixed cost of running one node, in copy bytes. Per-row overheads (a
 DequantizeLinear walking rows of 8 elements instead of 4096, a broadcasting Mul whose operand repeats
 every 8 elements) come from the difference of two shapes. Each kernel is measured at one ORT thread and
 at every core; the table keeps both and the planner charges their mean, so a kernel ORT runs
@@ -49,8 +48,7 @@ import onnxruntime as ort
 from onnx import TensorProto as TP
 from onnx import helper, numpy_helper
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from onnx_dequant.lowering.strategies.chunked import CHUNK_TARGET  # noqa: E402
+from onnx_dequant.lowering.strategies.chunked import CHUNK_TARGET
 
 TABLE = Path(__file__).resolve().parent.parent / "onnx_dequant" / "lowering" / "strategies" / "ort_costs.py"
 COPY_BYTES = 5  # int8 in, f32 out
