@@ -15,7 +15,7 @@ import onnx_dequant as odq
 from onnx_dequant import opsets
 from onnx_dequant.compare import same_bits, ulp_distance
 from onnx_dequant.lowering import LowerOptions, lower_model
-from onnx_dequant.lowering.strategies import guarded
+from onnx_dequant.lowering.strategies import chunked, guarded
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -369,6 +369,43 @@ def test_chunked_joins_short_rows_along_axis_0_exact(axes, qt, rt, consumer):
     (scan,) = [n for n in result.model.graph.node if n.op_type == "Scan"]
     assert scan.attribute[0].g.input[0].type.tensor_type.shape.dim[0].dim_value == 300  # (4, 300, 5, 160)
     _check(result.model, x, s, z, axes, fed=True, consumer=consumer)
+
+
+@pytest.mark.parametrize(
+    "shape,axes,view",
+    [
+        ((3, 4, 5, 300), (2,), (12, 5, 300)),  # rows along axes 0 and 1 merged
+        ((2, 3, 2, 2, 1500), (3, 4), (12, 2, 1500)),  # along axes 0-2 (0-1 leave rows too long)
+        ((3, 4, 5, 300), (1, 3), None),  # axis 1 quantized: nothing before it to merge into rows
+    ],
+)
+@pytest.mark.parametrize(
+    "qt,rt,consumer", [("i8", "f16", None), ("u16", "bf16", None), ("i32", "f32", "Relu"), ("i16", "f64", "Relu")]
+)
+def test_chunked_merges_leading_axes_into_rows_exact(shape, axes, view, qt, rt, consumer, monkeypatch):
+    """Rows along axis 0 longer than ``CHUNK_MAX`` are rows along the leading axes before the first
+    quantization axis, merged by a Reshape (the scale and zero point as they are), then the Scan and a
+    Reshape back; bit-identical to the reference (i32 to f32 guarded a row at a time). The chunk bounds are
+    made small here so that a small tensor has such rows."""
+    monkeypatch.setattr(chunked, "CHUNK_MIN", 256)
+    monkeypatch.setattr(chunked, "CHUNK_MAX", 4096)
+    rng = np.random.default_rng(len(shape) * 10 + len(axes) + len(qt))
+    x, s, z = random_case(rng, shape, axes, qt, rt)
+    if qt == "i32":
+        x.reshape(-1)[:2] = [2**31 - 1, -(2**31)]  # the first row takes its float64 form
+    fed = rt != "bf16"  # ORT's NumPy bridge takes no bf16 scale
+    m = one_node_model(x, s, z, axes, const=not fed, consumer=consumer)
+    if view is None:
+        with pytest.raises(odq.DequantizeError, match="no leading axes before the first quantization axis"):
+            lower_model(m, LowerOptions(strategies=["scan-chunked"]))
+        return
+    result = lower_model(m, LowerOptions(strategies=["scan-chunked"]))
+    g = result.model.graph
+    (scan,) = [n for n in g.node if n.op_type == "Scan"]
+    dims = [d.dim_value for d in scan.attribute[0].g.input[0].type.tensor_type.shape.dim]
+    assert dims == list(view[1:]) and len(scan.input) == 1  # the scale is not scanned
+    assert [n.op_type for n in g.node if n.op_type not in ("Relu", "Cast")] == ["Reshape", "Scan", "Reshape"]
+    _check(result.model, x, s, z, axes, fed=fed, consumer=consumer)
 
 
 def test_chunked_rows_ignore_model_constants_named_like_the_row():

@@ -209,8 +209,9 @@ class Chunked(Strategy[RowPlan]):
 
 def _scanned_shape(info: NodeInfo, shape: tuple[int, ...]) -> tuple[int, ...] | Refusal:
     """The view the Scan slices along axis 0: the input itself where its rows hold ``CHUNK_MIN`` to
-    ``CHUNK_MAX`` elements; else a per-tensor input as rows of a divisor of its size, or ``k`` short rows
-    along axis 0 joined (a divisor of the first dim); or why none fits."""
+    ``CHUNK_MAX`` elements; else a per-tensor input as rows of a divisor of its size, rows too long along
+    the leading axes before the first quantization axis merged, or ``k`` short rows along axis 0 joined (a
+    divisor of the first dim); or why none fits."""
     chunk = info.size() // max(1, shape[0]) if len(shape) >= 2 else 0
     if CHUNK_MIN <= chunk <= CHUNK_MAX:
         return shape
@@ -225,7 +226,13 @@ def _scanned_shape(info: NodeInfo, shape: tuple[int, ...]) -> tuple[int, ...] | 
         if d is None:
             return Refusal(f"{why}, and {info.size()} has no divisor in that range that leaves two rows")
         return (info.size() // d, d)
-    if not 0 < chunk < CHUNK_MIN:
+    if chunk > CHUNK_MAX:  # leading axes before the first quantization axis merged: rows along them
+        fit = [j for j in range(2, min(info.axes) + 1) if CHUNK_MIN <= math.prod(shape[j:]) <= CHUNK_MAX]
+        if not fit:
+            return Refusal(f"{why}, and no leading axes before the first quantization axis leave such rows")
+        j = min(fit, key=lambda j: _off_target(math.prod(shape[j:])))
+        return (math.prod(shape[:j]), *shape[j:])
+    if not chunk:
         return Refusal(why)
     k = _divisor(shape[0], chunk)  # k rows along axis 0 joined into one
     if k is None:
@@ -234,10 +241,13 @@ def _scanned_shape(info: NodeInfo, shape: tuple[int, ...]) -> tuple[int, ...] | 
 
 
 def _viewed(info: NodeInfo, shape: tuple[int, ...]) -> NodeInfo:
-    """The node over the view the Scan slices: the input as it is, a per-tensor input as rows, or axis 0
-    split into (rows, the ``k`` rows each joins)."""
+    """The node over the view the Scan slices: the input as it is, a per-tensor input as rows, leading
+    axes merged into one (none of them quantized), or axis 0 split into (rows, the ``k`` rows each joins)."""
     if shape == info.known_shape or not info.axes:
         return dataclasses.replace(info, shape=shape)
+    merged = len(info.known_shape or ()) - len(shape)
+    if merged > 0:
+        return dataclasses.replace(info, shape=shape, axes=tuple(a - merged for a in info.axes))
     head = (0, 1) if 0 in info.axes else ()
     return dataclasses.replace(info, shape=shape, axes=head + tuple(a + 1 for a in info.axes if a))
 
@@ -258,4 +268,9 @@ def _divisor(n: int, unit: int) -> int | None:
         for d in (f, n // f)
         if CHUNK_MIN <= d * unit <= CHUNK_MAX and n // d >= 2
     ]
-    return min(found, key=lambda d: max(d * unit, CHUNK_TARGET) / min(d * unit, CHUNK_TARGET), default=None)
+    return min(found, key=lambda d: _off_target(d * unit), default=None)
+
+
+def _off_target(row: int) -> float:
+    """How far a row of ``row`` elements is from ``CHUNK_TARGET``, as a ratio (1: on it)."""
+    return max(row, CHUNK_TARGET) / min(row, CHUNK_TARGET)
