@@ -48,6 +48,8 @@ def parse_case(text: str) -> bs.Case:
     outs = sorted(flags & set(OUTPUTS))
     if flags - known or len(outs) > 1:
         raise SystemExit(f"bench_forms: flags must be among {sorted(known)}, one output at most, not {text!r}")
+    if parts[2] in ("i4", "u4"):  # as in the sweep: ORT's Python API takes no 4-bit input
+        raise SystemExit(f"bench_forms: 4-bit inputs cannot be fed to ORT from Python, not {text!r}")
     shape = tuple(int(v) for v in parts[0].split(",") if v)
     axes = tuple(int(v) for v in parts[1].split(",") if v)
     out = outs[0] if outs else "f32"
@@ -89,11 +91,12 @@ def measure(case: bs.Case, forms: list[str], standalone: bool, repeat: int, chec
     consumer = None if standalone else "Relu"
     m = bs.model(case, s, z, consumer=consumer)
     planned = lower_model(onnx.ModelProto.FromString(m.SerializeToString()), LowerOptions()).nodes[0]
-    if forms == ["all"]:  # every form that applies to the node
-        forms = [st.name for st in STRATEGIES if st.name not in planned.refused]
+    if "all" in forms:  # every form that applies to the node, in the place of "all"
+        i = forms.index("all")
+        forms = forms[:i] + [st.name for st in STRATEGIES if st.name not in planned.refused] + forms[i + 1 :]
     f32 = dataclasses.replace(case, out_type="f32")
     runners = {"per-tensor DQL": bs.Runner(bs.model(f32, s, z, consumer=consumer, native=True), {"x": x})}
-    forms = [planned.strategy if f == "planner" else f for f in forms]
+    forms = list(dict.fromkeys(planned.strategy if f == "planner" else f for f in forms))  # each once
     refused = {name: planned.refused[name] for name in forms if name in planned.refused}
     variants = ((" [i32]", False), (" [f32]", True)) if checks else (("", None),)
     for name in (f for f in forms if f not in refused):
@@ -125,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", metavar="FILE", help="write every round's ratios as JSON")
     args = ap.parse_args(argv)
     forms = [f for f in args.forms.split(",") if f]
+    known = {st.name for st in STRATEGIES} | {"all", "planner"}
+    if unknown := [f for f in forms if f not in known]:
+        ap.error(f"--forms: unknown form(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     out = []
     for text in args.cases:
         case = parse_case(text)

@@ -207,3 +207,18 @@ def test_bench_forms_times_the_planners_form_with_either_check(scripts):
     assert r["planner"] == "i32-guarded" and r["refused"] == {}
     assert set(r["ratios"]) == {"i32-guarded [i32]", "i32-guarded [f32]"}
     assert all(v > 0 for v in r["ratios"].values())
+
+
+def test_bench_forms_expands_all_among_other_names_and_rejects_unknown_ones(scripts, capsys):
+    """``--forms all,planner`` times every form that applies and the planner's choice among them (each
+    once); a name no strategy has, or a 4-bit input ORT cannot be fed from Python, ends with a usage error
+    rather than a traceback."""
+    _, bench_forms, _ = scripts
+    case = bench_forms.parse_case("64,48,5:0,2:i8")
+    r = bench_forms.measure(case, ["all", "planner"], False, repeat=1)
+    assert r["planner"] in r["ratios"] and {"dql-blocked", "cast-sub-mul"} <= set(r["ratios"])
+    with pytest.raises(SystemExit) as e:
+        bench_forms.main(["64,48,5:0,2:i8", "--forms", "dql-blocked,dql-bogus"])
+    assert e.value.code == 2 and "unknown form(s) dql-bogus" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="4-bit inputs"):
+        bench_forms.parse_case("64,48:0:u4")
