@@ -16,8 +16,9 @@ input and output bound to preallocated buffers, side by side with a casting copy
 median time over the copy's, times the copy's 5 bytes per element, is its cost in *copy bytes per
 element*: what the planner charges per element of the tensor (scale and zero-point bytes are added by the
 planner as bytes); ``node`` is the fixed cost of running one node, in copy bytes. Per-row overheads (a
-DequantizeLinear walking rows of 8 elements instead of 4096, a broadcasting Mul whose operand repeats
-every 8 elements) come from the difference of two shapes. Each kernel is measured at one ORT thread and
+DequantizeLinear walking rows of 8 elements instead of 4096, or rows of 16, one vector of its loop with no
+scalar rest, ``*_row_vec``; a broadcasting Mul whose operand repeats every 8 elements) come from the
+difference of two shapes. Each kernel is measured at one ORT thread and
 at every core; the table keeps both and the planner charges their mean, so a kernel ORT runs
 single-threaded (the blocked DequantizeLinear) costs more than a threaded one.
 
@@ -62,6 +63,9 @@ elements), run over consecutive parts of an input and an output of the others' s
 product between them in ORT's arena (in cache); ``derive`` takes the whole DequantizeLinear's time
 (``@dql``, timed in the same rounds) from it: the Cast's cost in a row."""
 BF16 = np.dtype(ml_dtypes.bfloat16)
+VECTOR_ROW = 16
+"""The ``@vec`` forms' rows: one vector of ORT's DequantizeLinear loops over int8 (16 bytes), which leave no
+scalar remainder (``dql.vector_elements``); the ``@narrow`` ones' rows of 8 are all remainder."""
 NODE_RUNS = 256
 """The ``node`` forms run this many times a call (one run of a one-element graph is a few microseconds)."""
 TILE_K = 8
@@ -144,11 +148,11 @@ def unary(op: str, x_type: int, x_shape, y_type: int, inits=(), extra=(), **attr
 
 def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...], np.dtype]]:
     """name: (model, input dtype, input shape, output dtype)."""
-    wide, narrow = 4096, 8
+    wide, narrow, vec = 4096, 8, VECTOR_ROW
     f32, f16 = np.dtype(np.float32), np.dtype(np.float16)
     i8, i32 = np.dtype(np.int8), np.dtype(np.int32)
     chunk = min(n, CHUNKED_ROW)
-    shape_w, shape_n = (n // wide, wide), (n // narrow, narrow)
+    shape_w, shape_n, shape_v = (n // wide, wide), (n // narrow, narrow), (n // vec, vec)
     row = numpy_helper.from_array(np.full((1, wide), 0.5, np.float32), "c")
     row_n = numpy_helper.from_array(np.full((1, narrow), 0.5, np.float32), "c")
 
@@ -159,12 +163,15 @@ def forms(n: int) -> dict[str, tuple[onnx.ModelProto, np.dtype, tuple[int, ...],
         "dql_tensor": (dql((n,), ()), i8, (n,), f32),
         "dql_axis": (dql(shape_w, (shape_w[0],), axis=0), i8, shape_w, f32),
         "dql_axis@narrow": (dql(shape_n, (shape_n[0],), axis=0), i8, shape_n, f32),
+        # rows of one vector of the kernel's loop: no scalar remainder
+        "dql_axis@vec": (dql(shape_v, (shape_v[0],), axis=0), i8, shape_v, f32),
         "dql_axis_last": (dql(shape_w, (wide,), axis=1), i8, shape_w, f32),
         "dql_blocked": (dql((8, n // 8), (1, n // 8), axis=0, block_size=8), i8, (8, n // 8), f32),
         # the scale rows after the reduced axis fit in L1 (256 elements) instead of streaming
         "dql_blocked_l1": (dql((n // 256, 256), (1, 256), axis=0, block_size=n // 256), i8, (n // 256, 256), f32),
         # the same with rows of 8 after the reduced axis: the kernel's inner loop runs once per row
         "dql_blocked@narrow": (dql(shape_n, (1, narrow), axis=0, block_size=shape_n[0]), i8, shape_n, f32),
+        "dql_blocked@vec": (dql(shape_v, (1, vec), axis=0, block_size=shape_v[0]), i8, shape_v, f32),
         "dql_blocked_last": (dql(shape_n, (shape_n[0], 1), axis=1, block_size=narrow), i8, shape_n, f32),
         "dql_blocked_last@wide": (dql(shape_w, (shape_w[0], 1), axis=1, block_size=wide), i8, shape_w, f32),
         "cast_to_f16": (unary("Cast", TP.FLOAT, (n,), TP.FLOAT16, to=TP.FLOAT16), f32, (n,), f16),
@@ -304,14 +311,16 @@ def _out_shape(name: str, shape: tuple[int, ...]) -> tuple[int, ...]:
 def derive(raw: dict[str, float], n: int) -> dict[str, float]:
     """The table's entries: per-element costs, and per-row costs from the narrow/wide differences."""
     wide, narrow = 4096, 8
-    rows_n, rows_w = n // narrow, n // wide
+    rows_n, rows_w, rows_v = n // narrow, n // wide, n // VECTOR_ROW
     d = {k: v for k, v in raw.items() if "@" not in k}
     # cost(n, rows) = n * per_element + rows * per_row, from two shapes of the same n
     d["dql_axis_row"] = max(0.0, (raw["dql_axis@narrow"] - raw["dql_axis"]) * n / (rows_n - rows_w))
+    d["dql_axis_row_vec"] = max(0.0, (raw["dql_axis@vec"] - raw["dql_axis"]) * n / (rows_v - rows_w))
     blocked_rows = raw["dql_blocked_last"] - raw["dql_blocked_last@wide"]
     d["dql_blocked_last_row"] = max(0.0, blocked_rows * n / (rows_n - rows_w))
     d["dql_blocked_last"] = raw["dql_blocked_last@wide"]
     d["dql_blocked_row"] = max(0.0, (raw["dql_blocked@narrow"] - raw["dql_blocked_l1"]) * n / (rows_n - n // 256))
+    d["dql_blocked_row_vec"] = max(0.0, (raw["dql_blocked@vec"] - raw["dql_blocked_l1"]) * n / (rows_v - n // 256))
     d["binary_f32_row"] = max(0.0, (raw["binary_f32@narrow"] - raw["binary_f32"]) * n / (rows_n - rows_w))
     d["node"] = max(0.0, (raw["node@nine"] - raw["node"]) * n / 8 / NODE_RUNS)  # per node, not per element
     d["expand_inner_row"] = max(0.0, (raw["expand_inner@narrow"] - raw["expand_inner"]) * n / (rows_n - rows_w))

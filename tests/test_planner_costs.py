@@ -340,3 +340,21 @@ def test_full_size_scale_form_is_exact(shape, rt):
     result = lower_model(one_node_model(x, s, z, axes), LowerOptions(strategies=["dql-blocked"]))
     (y,) = run_ort(result.model, {"x": x})
     assert same_bits(y, odq.dequantize(x, s, z, axes=axes))
+
+
+def test_vector_rows_are_measured_against_the_wide_rows_of_the_same_kernel():
+    """``dql_axis_row_vec`` and ``dql_blocked_row_vec``: the per-axis and blocked kernels over rows of
+    ``VECTOR_ROW`` int8 elements (one vector of their loop, no scalar rest) against the same kernel's wide rows,
+    per row; never below 0. The scalar rows' entries still come from rows of 8."""
+    calibrate_costs = _calibrate_costs()
+    n = 4096 * 64
+    forms = calibrate_costs.forms(n)
+    vec = calibrate_costs.VECTOR_ROW
+    for kernel in ("dql_axis", "dql_blocked"):
+        m, xt, shape, _ = forms[f"{kernel}@vec"]
+        assert shape == (n // vec, vec) and xt == np.int8 and m.graph.node[0].op_type == "DequantizeLinear"
+    raw = {name: 10.0 for name in forms} | {"dql_axis@vec": 10.5, "dql_blocked@vec": 9.0, "dql_axis@narrow": 12.0}
+    derived = calibrate_costs.derive(raw, n)
+    assert derived["dql_axis_row_vec"] == pytest.approx(0.5 * n / (n // vec - n // 4096))
+    assert derived["dql_blocked_row_vec"] == 0.0
+    assert derived["dql_axis_row"] == pytest.approx(2.0 * n / (n // 8 - n // 4096))

@@ -12,7 +12,7 @@ import dataclasses
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, empty_refusal
-from .costs import reshaped_output_cost
+from .costs import nodes_cost, reshaped_output_cost
 from .dql import DQLStrategy, Layout, emit_layout, layout_cost, reshape
 from .shapes import groups
 
@@ -93,7 +93,7 @@ class Blocked(DQLStrategy):
         if not choice.split:
             return layout_cost(info, choice)
         rows, layout = self._rows(info, choice)
-        return layout_cost(rows, layout) + reshaped_output_cost(info)
+        return layout_cost(rows, layout) + reshaped_output_cost(info) + nodes_cost(2)  # a Reshape to rows and back
 
     def emit(self, info: NodeInfo, choice: Layout, em: Emitter) -> None:
         if not choice.split:

@@ -9,7 +9,7 @@ from ...exactness import work_type
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy, openvino_refusal
-from .costs import kernel_cost, narrowing_cast_cost, scale_cast_cost
+from .costs import kernel_cost, narrowing_cast_cost, nodes_cost, scale_cast_cost
 from .shapes import groups
 
 __all__ = ["BARRIER", "CastSubMul"]
@@ -53,7 +53,8 @@ class CastSubMul(Strategy[dtypes.DType]):
             cost += params * scale_cast_cost(info.out_type) * (out_bytes + work_bytes) / 6
         if choice is not info.out_type:
             cost += n * narrowing_cast_cost(info.out_type) * (work_bytes + out_bytes) / 6
-        return cost
+        # the nodes over the input: Cast, Sub, Mul, Cast to the output
+        return cost + nodes_cost(2 + info.has_zp + (choice is not info.out_type))
 
     @staticmethod
     def run(info: NodeInfo) -> int:

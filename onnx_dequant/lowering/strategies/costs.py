@@ -11,7 +11,14 @@ from ... import dtypes
 from ..facts import NodeInfo
 from .ort_costs import COSTS
 
-__all__ = ["chunked_cast_saving", "kernel_cost", "narrowing_cast_cost", "reshaped_output_cost", "scale_cast_cost"]
+__all__ = [
+    "chunked_cast_saving",
+    "kernel_cost",
+    "narrowing_cast_cost",
+    "nodes_cost",
+    "reshaped_output_cost",
+    "scale_cast_cost",
+]
 
 
 @cache
@@ -19,6 +26,12 @@ def kernel_cost(name: str) -> float:
     """The calibrated cost of kernel ``name`` (a key of the table), averaged over its thread counts."""
     values = [by_name[name] for by_name in COSTS.values()]
     return sum(values) / len(values)
+
+
+def nodes_cost(count: int) -> float:
+    """What running ``count`` nodes costs whatever they compute (a Reshape a form adds: in place in a graph,
+    yet run): ORT's fixed cost of a node, ``node``."""
+    return count * kernel_cost("node")
 
 
 def reshaped_output_cost(info: NodeInfo) -> float:

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ... import dtypes
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from ..walk import UNSEEN
 from .base import DQL_TYPE, PROPAGATING_OPS, Refusal, Strategy, dql_refusal
-from .costs import kernel_cost, narrowing_cast_cost, reshaped_output_cost, scale_cast_cost
+from .costs import kernel_cost, narrowing_cast_cost, nodes_cost, reshaped_output_cost, scale_cast_cost
 from .shapes import merged_dims, merged_shape_tensor, shape_tensor
 
 __all__ = [
@@ -149,15 +150,41 @@ def _inner_param_bytes(info: NodeInfo, layout: Layout) -> float:
     return inner * (DQL_TYPE.bits / 8 + (max(info.in_type.bits, 8) / 8 if info.has_zp else 0))
 
 
+def _inner(info: NodeInfo, layout: Layout) -> tuple[int, ...]:
+    """The input's axes that make one row the kernel walks: per axis, those after the axis; blocked, those
+    after the reduced axis, or the reduced axis itself where it is the last (one block per row)."""
+    view = layout.view
+    axis = layout.axis or 0
+    if layout.mode == "blocked" and axis == len(view) - 1:  # blocks along the last axis: one per row
+        return view[axis]
+    return tuple(a for g in view[axis + 1 :] for a in g)
+
+
 def _rows(info: NodeInfo, layout: Layout) -> int:
     """Rows the kernel walks: per axis, runs of the elements after the axis; blocked, its blocks."""
-    dims = layout.view_sizes(info)
-    inner = 1
-    for d in dims[(layout.axis or 0) + 1 :]:
-        inner *= d
-    if layout.mode == "blocked" and layout.axis == len(dims) - 1:  # blocks along the last axis: one per row
-        inner = dims[layout.axis]
-    return max(1, info.size() // max(1, inner))
+    return max(1, info.size() // max(1, info.size(_inner(info, layout))))
+
+
+VECTOR_BYTES = 16
+"""ORT 1.32's DequantizeLinear loops over a row (per axis, blocked) run vectors of this many input bytes and
+the rest of the row an element at a time (measured on an Intel Xeon, int8 rows of 16 against 8-15: the
+same cost per element as 4096-element rows against 2.5-3x; int16 the same at 8; docs/lowering.md)."""
+
+
+def vector_elements(t: dtypes.DType) -> int | None:
+    """Input elements of type ``t`` per vector of ORT's DequantizeLinear loops; None for 4-bit types, whose
+    loop unpacks one element at a time."""
+    return None if t.bits < 8 else VECTOR_BYTES * 8 // t.bits
+
+
+def _row_cost(info: NodeInfo, layout: Layout, kernel: str) -> float:
+    """The per-row cost of ``kernel``'s loop over ``layout``'s rows: ``*_row_vec`` where every row is whole
+    vectors (``vector_elements``; its dims known when lowering), else ``*_row`` (rows with a scalar rest)."""
+    inner = _inner(info, layout)
+    w = vector_elements(info.in_type)
+    known = info.shape is not None and all(isinstance(info.shape[a], int) for a in inner)
+    whole = w is not None and known and info.size(inner) % w == 0
+    return _rows(info, layout) * kernel_cost(f"{kernel}_row_vec" if whole else f"{kernel}_row")
 
 
 def layout_cost(info: NodeInfo, layout: Layout) -> float:
@@ -171,19 +198,24 @@ def layout_cost(info: NodeInfo, layout: Layout) -> float:
         cost = n * kernel_cost("dql_tensor")
     elif layout.mode == "axis":
         cost = n * kernel_cost("dql_axis_last") if last else n * kernel_cost("dql_axis")
-        cost += 0 if last else _rows(info, layout) * kernel_cost("dql_axis_row")
+        cost += 0 if last else _row_cost(info, layout, "dql_axis")
     elif last:
         cost = n * kernel_cost("dql_blocked_last") + _rows(info, layout) * kernel_cost("dql_blocked_last_row")
     else:  # the kernel walks the scale rows after the reduced axis once per block: cheaper while they stay in L1
         cost = n * kernel_cost("dql_blocked_l1" if _inner_param_bytes(info, layout) <= L1_BYTES else "dql_blocked")
-        cost += _rows(info, layout) * kernel_cost("dql_blocked_row")  # and runs its inner loop once per row
-    cost *= (in_bytes + dql_bytes) / 5  # the table's kernels read int8 (5 bytes per element with f32 out)
+        cost += _row_cost(info, layout, "dql_blocked")  # and runs its inner loop once per row
+    # the table's kernels read int8 (5 bytes an element with f32 out); their rows' rest, measured on int8, costs
+    # as much more for wider types (a row of 6 16-bit elements, blocked, measured 1.2x what 5 bytes predict)
+    cost *= (in_bytes + dql_bytes) / 5
     if dql_t is not info.out_type:
         cost += n * narrowing_cast_cost(info.out_type) * (dql_bytes + out_bytes) / 6
         if not info.scale_const:  # the scale's own Cast to f32 runs with the model (a constant one is folded)
             cost += info.scale_size * scale_cast_cost(info.out_type) * (dql_bytes + out_bytes) / 6
-    if layout.reshapes_back(info) or layout.barrier:
+    back = layout.reshapes_back(info) or bool(layout.barrier)
+    if back:
         cost += reshaped_output_cost(info)
+    # the nodes over the input: a Reshape to the view, the DequantizeLinear, its Cast, a Flatten, the Reshape back
+    cost += nodes_cost(layout.reshapes + 1 + (dql_t is not info.out_type) + bool(layout.barrier) + back)
     scale_elements = layout.scale_elements(info)
     params = [(dql_t.bits / 8, info.scale_const)] + ([(in_bytes, info.zp_const)] if info.has_zp else [])
     for nbytes, const in params:  # each read by the kernel, and expanded first when the model runs

@@ -13,7 +13,7 @@ from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy, dql_refusal
 from .blocked import Blocked
-from .costs import reshaped_output_cost
+from .costs import nodes_cost, reshaped_output_cost
 from .dql import Layout, emit_layout, layout_cost, reshape, reshape_back
 from .tiled import joined_axes, joined_rows, joined_shape, quantized_lead, rows_target, tiled_param, tiled_param_cost
 
@@ -53,7 +53,7 @@ class DQLTiled(Strategy[DQLTiling]):
         # the reshaped input, its scale (and zero point) k times as large, tiled when the model runs where it
         # is not a constant, and the Reshape back
         joined = layout_cost(self._joined(info, joined_shape(info, choice.dims, choice.k)), choice.layout)
-        return joined + reshaped_output_cost(info) + tiled_param_cost(info, choice.k)
+        return joined + reshaped_output_cost(info) + nodes_cost(2) + tiled_param_cost(info, choice.k)
 
     @staticmethod
     def _joined(info: NodeInfo, dims: tuple[int | None, ...]) -> NodeInfo:

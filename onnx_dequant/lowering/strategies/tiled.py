@@ -16,7 +16,7 @@ from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, empty_refusal
 from .cast_sub_mul import CastSubMul
-from .costs import kernel_cost, reshaped_output_cost
+from .costs import kernel_cost, nodes_cost, reshaped_output_cost
 from .dql import reshape, reshape_back
 from .shapes import groups, merged_dims, merged_shape_tensor
 
@@ -166,7 +166,8 @@ class Tiled(CastSubMul):
         # the reshaped input, its scale (and zero point) k times as large, and the Reshape back
         dims = joined_shape(info, choice.dims, choice.k)
         joined = dataclasses.replace(info, shape=dims, axes=joined_axes(info, dims))
-        return super().cost(joined, choice.work) + reshaped_output_cost(info) + tiled_param_cost(info, choice.k)
+        outside = reshaped_output_cost(info) + nodes_cost(2) + tiled_param_cost(info, choice.k)  # 2: to rows and back
+        return super().cost(joined, choice.work) + outside
 
     def emit(self, info: NodeInfo, choice: Tiling, em: Emitter) -> None:  # type: ignore[override]
         rank = len(choice.dims)
