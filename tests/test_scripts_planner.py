@@ -222,3 +222,25 @@ def test_bench_forms_expands_all_among_other_names_and_rejects_unknown_ones(scri
     assert e.value.code == 2 and "unknown form(s) dql-bogus" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="4-bit inputs"):
         bench_forms.parse_case("64,48:0:u4")
+
+
+def test_bench_rows_times_both_loops_over_the_per_tensor_kernel(scripts, tmp_path, capsys):
+    """``bench_rows.py``: per-axis and blocked DequantizeLinear over rows of each length, as ratios over ORT's
+    per-tensor one on the same input (one row per type and length, in the JSON too); 4-bit or float types
+    are a usage error."""
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import bench_rows
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    out = tmp_path / "rows.json"
+    argv = ["--types", "i8,u16", "--rows", "8,16", "--elements", "4096", "--repeat", "1", "--json", str(out)]
+    assert bench_rows.main(argv) == 0
+    rows = json.loads(out.read_text())
+    assert [(r["type"], r["row"]) for r in rows] == [("i8", 8), ("i8", 16), ("u16", 8), ("u16", 16)]
+    assert all(r["axis"] > 0 and r["blocked"] > 0 for r in rows)
+    assert capsys.readouterr().out.count("x ") >= 4
+    for bad in ("u4", "f32"):
+        with pytest.raises(SystemExit) as e:
+            bench_rows.main(["--types", bad])
+        assert e.value.code == 2 and f"not {bad}" in capsys.readouterr().err
