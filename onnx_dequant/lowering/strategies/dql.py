@@ -28,6 +28,8 @@ __all__ = [
     "zero_refusal",
     "OPEN_BLOCK",
     "reshape_back",
+    "vector_elements",
+    "VECTOR_BYTES",
 ]
 
 
@@ -150,7 +152,7 @@ def _inner_param_bytes(info: NodeInfo, layout: Layout) -> float:
     return inner * (DQL_TYPE.bits / 8 + (max(info.in_type.bits, 8) / 8 if info.has_zp else 0))
 
 
-def _inner(info: NodeInfo, layout: Layout) -> tuple[int, ...]:
+def _inner(layout: Layout) -> tuple[int, ...]:
     """The input's axes that make one row the kernel walks: per axis, those after the axis; blocked, those
     after the reduced axis, or the reduced axis itself where it is the last (one block per row)."""
     view = layout.view
@@ -162,13 +164,14 @@ def _inner(info: NodeInfo, layout: Layout) -> tuple[int, ...]:
 
 def _rows(info: NodeInfo, layout: Layout) -> int:
     """Rows the kernel walks: per axis, runs of the elements after the axis; blocked, its blocks."""
-    return max(1, info.size() // max(1, info.size(_inner(info, layout))))
+    return max(1, info.size() // max(1, info.size(_inner(layout))))
 
 
 VECTOR_BYTES = 16
 """ORT 1.32's DequantizeLinear loops over a row (per axis, blocked) run vectors of this many input bytes and
-the rest of the row an element at a time (measured on an Intel Xeon, int8 rows of 16 against 8-15: the
-same cost per element as 4096-element rows against 2.5-3x; int16 the same at 8; docs/lowering.md)."""
+the rest of the row an element at a time (``scripts/bench_rows.py`` on an Intel Xeon, over the per-tensor
+kernel: int8 per axis rows of 16 1.19x, rows of 8-15 2.0-2.6x; uint16 rows of 8 1.22-1.26x, of 3-7
+2.2-3.1x; docs/lowering.md)."""
 
 
 def vector_elements(t: dtypes.DType) -> int | None:
@@ -180,7 +183,7 @@ def vector_elements(t: dtypes.DType) -> int | None:
 def _row_cost(info: NodeInfo, layout: Layout, kernel: str) -> float:
     """The per-row cost of ``kernel``'s loop over ``layout``'s rows: ``*_row_vec`` where every row is whole
     vectors (``vector_elements``; its dims known when lowering), else ``*_row`` (rows with a scalar rest)."""
-    inner = _inner(info, layout)
+    inner = _inner(layout)
     w = vector_elements(info.in_type)
     known = info.shape is not None and all(isinstance(info.shape[a], int) for a in inner)
     whole = w is not None and known and info.size(inner) % w == 0
