@@ -14,8 +14,8 @@ from onnx_dequant import dtypes
 from onnx_dequant.lowering import NodeInfo, Refusal, plan
 from onnx_dequant.lowering.planner import ROW_STRATEGIES, STRATEGIES
 from onnx_dequant.lowering.strategies import ort_costs
-from onnx_dequant.lowering.strategies.chunked import CACHE_BYTES, CACHED, CHUNK_MAX, CHUNK_MIN, CHUNK_TARGET
-from onnx_dequant.lowering.strategies.costs import chunked_cast_saving, kernel_cost, scale_cast_cost
+from onnx_dequant.lowering.strategies.chunked import CACHED, CHUNK_MAX, CHUNK_MIN, CHUNK_TARGET
+from onnx_dequant.lowering.strategies.costs import CACHE_BYTES, chunked_cast_saving, kernel_cost, scale_cast_cost
 from onnx_dequant.lowering.strategies.dql import Layout, layout_cost
 
 
@@ -369,6 +369,27 @@ def test_each_node_a_form_runs_costs_a_nodes_fixed_cost(table, facts, name, node
     table(node=1001.0)
     assert plan(i, [name]).cost - before == pytest.approx(nodes)
     assert chosen(info((4, 5, 2), (1, 2), qt="u16", consumers=("Relu",))) == "dql-blocked"
+
+
+def test_cast_sub_mul_reads_a_scale_past_the_cache_for_each_run_and_casts_a_fed_zero_point(monkeypatch):
+    """Cast/Sub/Mul's broadcasting Sub and Mul read the zero point and scale once where they stay in a core's
+    cache (``CACHE_BYTES``), else again for each run of the input over them; a constant zero point's Cast ORT
+    folds when it loads the model, a fed one's runs. So a Scan over rows as large as the scale reads no more
+    than the whole form: (15,32,14,440,5) {1,2,3,4} i8 -> f64 standalone takes it (Intel Xeon, over ORT's f32
+    DequantizeLinear: the Scan 4.5-5.1x, Cast/Sub/Mul 6.5-7.2x; ``bench_forms.py 15,32,14,440,5:1,2,3,4:i8:f64
+    --forms cast-sub-mul,scan-chunked --standalone``)."""
+    from onnx_dequant.lowering.strategies import cast_sub_mul
+
+    big = info((15, 32, 14, 440, 5), (1, 2, 3, 4), qt="i8", rt="f64", graph_output=True, model_output=True)
+    assert chosen(big) == "scan-chunked"
+    f64 = dtypes.parse("f64")
+    n, params = big.size(), big.scale_size
+    whole = cast_sub_mul.CastSubMul().cost(big, f64)
+    monkeypatch.setattr(cast_sub_mul, "CACHE_BYTES", 16 * params)  # as if both fit
+    assert whole - cast_sub_mul.CastSubMul().cost(big, f64) == pytest.approx((n - params) * 16)
+    fed = dataclasses.replace(big, zp_const=False)
+    cast = params * kernel_cost("cast_int_to_f32") * (1 + 8) / 5
+    assert cast_sub_mul.CastSubMul().cost(fed, f64) - cast_sub_mul.CastSubMul().cost(big, f64) == pytest.approx(cast)
 
 
 def test_a_scale_as_large_as_rows_of_whole_16_bit_vectors_is_blocked():

@@ -9,7 +9,7 @@ from ...exactness import work_type
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import Refusal, Strategy, openvino_refusal
-from .costs import kernel_cost, narrowing_cast_cost, nodes_cost, scale_cast_cost
+from .costs import CACHE_BYTES, kernel_cost, narrowing_cast_cost, nodes_cost, scale_cast_cost
 from .shapes import groups
 
 __all__ = ["BARRIER", "CastSubMul"]
@@ -45,9 +45,12 @@ class CastSubMul(Strategy[dtypes.DType]):
         cost += n * kernel_cost("binary_f32") * work_bytes / 4 * (2 if info.has_zp else 1)
         # ORT's broadcasting Mul (and Sub) runs its inner loop once per run of the scale along the last axes
         cost += n / max(1, self.run(info)) * kernel_cost("binary_f32_row") * (2 if info.has_zp else 1)
-        params = info.scale_size  # the scale (and zero point, cast first) read by Mul (and Sub)
-        cost += params * work_bytes * (2 if info.has_zp else 1)
-        if info.has_zp:
+        # the scale (and zero point, cast first) read by Mul (and Sub): once where they stay in a core's cache,
+        # else again for each run of the input over them
+        params = info.scale_size
+        param_bytes = work_bytes * (2 if info.has_zp else 1)
+        cost += (params if params * param_bytes <= CACHE_BYTES else n) * param_bytes
+        if info.has_zp and not info.zp_const:  # (ORT folds a constant one's Cast when it loads the model)
             cost += params * kernel_cost("cast_int_to_f32") * (in_bytes + work_bytes) / 5
         if not info.scale_const and choice is not info.out_type:  # a fed scale's Cast to the work type
             cost += params * scale_cast_cost(info.out_type) * (out_bytes + work_bytes) / 6

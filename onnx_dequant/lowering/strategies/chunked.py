@@ -21,7 +21,7 @@ from ...errors import DequantizeError
 from ..emitter import Emitter
 from ..facts import NodeInfo
 from .base import DQL_TYPE, Plan, Refusal, Strategy, dql_refusal
-from .costs import chunked_cast_saving, reshaped_output_cost
+from .costs import CACHE_BYTES, chunked_cast_saving, reshaped_output_cost
 from .dql import reshape
 from .guarded import Branches, checks_as_f32, runs_in_cache
 
@@ -32,7 +32,6 @@ __all__ = [
     "CHUNK_MAX",
     "CHUNK_TARGET",
     "CACHED",
-    "CACHE_BYTES",
     "SCAN_ROW_COST",
 ]
 
@@ -47,11 +46,6 @@ CACHED = 0.5
 """The share of a row's intermediates' memory traffic the cost model still charges when they are chunked
 (``_saved``; an f32 product read by a final Cast to f16/bf16 saves what that Cast measured in a row, where
 that is more)."""
-CACHE_BYTES = 2 << 20
-"""Intermediates of at most this many bytes stay in a core's cache whole (the Xeon's L2 is 2 MB): a view
-that reshapes the input into other rows, whose final Reshape may copy, is not charged as saving them
-(standalone (3455,122) {0} i8 -> bf16, 1.7 MB of f32: 4.6x ORT's f32 DequantizeLinear whole, 5.2x in
-joined rows)."""
 SCAN_ROW_COST = 4096.0
 """A Scan iteration's own cost, in the table's copy bytes: 0.5 us measured (rows of 16 through Relu, ORT
 1.32, one thread), about the copy of a few KB."""

@@ -12,6 +12,7 @@ from ..facts import NodeInfo
 from .ort_costs import COSTS
 
 __all__ = [
+    "CACHE_BYTES",
     "chunked_cast_saving",
     "kernel_cost",
     "narrowing_cast_cost",
@@ -19,6 +20,14 @@ __all__ = [
     "reshaped_output_cost",
     "scale_cast_cost",
 ]
+
+
+CACHE_BYTES = 2 << 20
+"""Data of at most this many bytes stays in a core's cache whole (the Xeon's L2 is 2 MB): a Scan row's
+intermediates, a broadcast scale Cast/Sub/Mul reads again for each run of the input over it. A view
+that reshapes the input into other rows, whose final Reshape may copy, is not charged as saving them
+(standalone (3455,122) {0} i8 -> bf16, 1.7 MB of f32: 4.6x ORT's f32 DequantizeLinear whole, 5.2x in
+joined rows)."""
 
 
 @cache
