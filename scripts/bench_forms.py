@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     known = {st.name for st in STRATEGIES} | {"all", "planner"}
     if unknown := [f for f in forms if f not in known]:
         ap.error(f"--forms: unknown form(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     out = []
     for text in args.cases:
         case = parse_case(text)

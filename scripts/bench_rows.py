@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     known = [t.name for t in dtypes.QUANTIZED if t.bits >= 8]  # ORT's Python API takes no 4-bit input
     if bad := [t for t in types if t not in known]:
         ap.error(f"--types: among {', '.join(known)}, not {', '.join(bad)}")
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     bs.THREADS = args.threads
     out = []
     print(f"{'type':>5} {'row':>5}  {'per axis':>9} {'blocked':>9}  (over ORT's per-tensor DequantizeLinear)")

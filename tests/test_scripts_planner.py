@@ -211,8 +211,8 @@ def test_bench_forms_times_the_planners_form_with_either_check(scripts):
 
 def test_bench_forms_expands_all_among_other_names_and_rejects_unknown_ones(scripts, capsys):
     """``--forms all,planner`` times every form that applies and the planner's choice among them (each
-    once); a name no strategy has, or a 4-bit input ORT cannot be fed from Python, ends with a usage error
-    rather than a traceback."""
+    once); a name no strategy has, a 4-bit input ORT cannot be fed from Python, or no round ends with a
+    usage error rather than a traceback or an empty run."""
     _, bench_forms, _ = scripts
     case = bench_forms.parse_case("64,48,5:0,2:i8")
     r = bench_forms.measure(case, ["all", "planner"], False, repeat=1)
@@ -222,12 +222,15 @@ def test_bench_forms_expands_all_among_other_names_and_rejects_unknown_ones(scri
     assert e.value.code == 2 and "unknown form(s) dql-bogus" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="4-bit inputs"):
         bench_forms.parse_case("64,48:0:u4")
+    with pytest.raises(SystemExit) as e:  # no round would measure nothing and still exit 0
+        bench_forms.main(["64,48,5:0,2:i8", "--forms", "dql-blocked", "--rounds", "0"])
+    assert e.value.code == 2 and "--rounds must be at least 1" in capsys.readouterr().err
 
 
 def test_bench_rows_times_both_loops_over_the_per_tensor_kernel(scripts, tmp_path, capsys):
     """``bench_rows.py``: per-axis and blocked DequantizeLinear over rows of each length, as ratios over ORT's
-    per-tensor one on the same input (one row per type and length, in the JSON too); 4-bit or float types
-    are a usage error."""
+    per-tensor one on the same input (one row per type and length, in the JSON too); 4-bit or float types,
+    and no round, are a usage error."""
     sys.path.insert(0, str(SCRIPTS))
     try:
         import bench_rows
@@ -240,7 +243,8 @@ def test_bench_rows_times_both_loops_over_the_per_tensor_kernel(scripts, tmp_pat
     assert [(r["type"], r["row"]) for r in rows] == [("i8", 8), ("i8", 16), ("u16", 8), ("u16", 16)]
     assert all(r["axis"] > 0 and r["blocked"] > 0 for r in rows)
     assert capsys.readouterr().out.count("x ") >= 4
-    for bad in ("u4", "f32"):
-        with pytest.raises(SystemExit) as e:
-            bench_rows.main(["--types", bad])
-        assert e.value.code == 2 and f"not {bad}" in capsys.readouterr().err
+    refused = [(["--types", "u4"], "not u4"), (["--types", "f32"], "not f32"), (["--rounds", "0"], "at least 1")]
+    for argv, why in refused:
+        with pytest.raises(SystemExit) as e:  # (no round: no median to take)
+            bench_rows.main(argv)
+        assert e.value.code == 2 and why in capsys.readouterr().err
