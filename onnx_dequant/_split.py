@@ -334,37 +334,49 @@ def _tail(size: int, per_element: float) -> int:
 
 def _join(helpers: list[_Helper], jobs: list[_Job]) -> float | None:
     """Wait for the helpers' calls (one not started by now has nothing left to claim: it is dropped,
-    marked ``cold``); the latest start of those the helpers ran, or None. A call's exception is raised
-    once all are done."""
+    marked ``cold``); the latest start of those the helpers ran, or None. A call's exception (or one
+    raised meanwhile, a KeyboardInterrupt) is raised once all are done: each job is settled again after an
+    interrupt, since ``_Job.claimed`` says who took it however far the interrupted attempt went."""
     start, error = None, None
     for helper, job in zip(helpers, jobs):
-        try:
-            if job.claim.acquire(blocking=False):  # not started: the caller claimed its blocks
-                job.cold = True
-            else:
-                helper.finished(job)
-                error = error or job.error
-                start = job.began if start is None else max(start, job.began)
-        except BaseException as e:  # noqa: BLE001 - raised below, once no block is written
-            error = error or e
-        finally:
-            helper.job = None  # the call's arrays are not kept alive by the helper
+        while True:
+            try:
+                if job.claimed(_CALLER):  # not started: the caller claimed its blocks
+                    job.cold = True
+                else:
+                    helper.finished(job)
+                    error = error or job.error
+                    start = job.began if start is None else max(start, job.began)
+                helper.job = None  # the call's arrays are not kept alive by the helper
+                break
+            except BaseException as e:  # noqa: BLE001 - raised below, once no block is written
+                error = error or e
     if error is not None:
         raise error
     return start
 
 
-class _Job:
-    """A helper's part in a cut call (``kernel(0, size, blocks)``): the helper runs it where it takes
-    ``claim`` before the caller, done with its own blocks, does (it is then dropped)."""
+_CALLER, _HELPER = "caller", "helper"
 
-    __slots__ = ("seq", "kernel", "size", "blocks", "claim", "began", "error", "cold")
+
+class _Job:
+    """A helper's part in a cut call (``kernel(0, size, blocks)``): the helper runs it where it claims it
+    before the caller, done with its own blocks, does (it is then dropped)."""
+
+    __slots__ = ("seq", "kernel", "size", "blocks", "owner", "began", "error", "cold")
 
     def __init__(self, seq: int, kernel: Kernel, size: int, blocks: np.ndarray, cold: bool) -> None:
         self.seq, self.kernel, self.size, self.blocks = seq, kernel, size, blocks
-        self.claim = threading.Lock()
+        self.owner: dict[int, str] = {}  # who claimed the job: set once, by one C call (``claimed``)
         self.began, self.error = 0.0, None
         self.cold = cold  # posted to a sleeping helper, or dropped
+
+    def claimed(self, who: str) -> bool:
+        """Claim the job for ``who`` unless the other thread has: whether ``who`` holds it. ``setdefault``
+        runs whole under the GIL, so an interrupt cannot split taking the job from recording who took it
+        (with a Lock, a caller interrupted as its ``acquire`` returned could not tell whether it held it),
+        and asking again gives the same answer."""
+        return self.owner.setdefault(0, who) == who
 
 
 class _Helper:
@@ -458,7 +470,7 @@ class _Helper:
                 self.asleep[0] = 0
             seen = int(self.posted[0])
             job = self.job
-            if job is None or not job.claim.acquire(blocking=False):
+            if job is None or not job.claimed(_HELPER):
                 job = None  # the caller dropped it (and its arrays are not kept alive here)
                 continue
             job.began = time.perf_counter()
