@@ -32,6 +32,7 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_sweep as bs  # noqa: E402
 
+from onnx_dequant import DequantizeError, contract, dtypes  # noqa: E402
 from onnx_dequant.lowering import STRATEGIES, LowerOptions, lower_model  # noqa: E402
 from onnx_dequant.lowering.strategies import guarded  # noqa: E402
 
@@ -50,9 +51,16 @@ def parse_case(text: str) -> bs.Case:
         raise SystemExit(f"bench_forms: flags must be among {sorted(known)}, one output at most, not {text!r}")
     if parts[2] in ("i4", "u4"):  # as in the sweep: ORT's Python API takes no 4-bit input
         raise SystemExit(f"bench_forms: 4-bit inputs cannot be fed to ORT from Python, not {text!r}")
-    shape = tuple(int(v) for v in parts[0].split(",") if v)
-    axes = tuple(int(v) for v in parts[1].split(",") if v)
     out = outs[0] if outs else "f32"
+    try:  # a dim or axis that is not a number, an unknown type, axes the op's contract refuses
+        shape = tuple(int(v) for v in parts[0].split(",") if v)
+        axes = contract.normalize_axes(int(v) for v in parts[1].split(",") if v)
+        in_type = dtypes.parse(parts[2])
+        if not in_type.is_quantized or 0 in shape:
+            raise ValueError(f"the input must be non-empty, of a quantized type ({in_type} {shape})")
+        contract.infer((in_type, shape), (out, None), axes=axes)  # (the scale is the axes' dims)
+    except (ValueError, DequantizeError) as e:
+        raise SystemExit(f"bench_forms: {e}, not {text!r}") from None
     return bs.Case(shape, axes, "forms", parts[2], out, "nozp" not in flags, "input" in flags)
 
 
@@ -134,8 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     out = []
-    for text in args.cases:
-        case = parse_case(text)
+    for case in [parse_case(text) for text in args.cases]:  # every case read before any is timed
         for _ in range(args.rounds):
             r = measure(case, forms, args.standalone, args.repeat, args.checks)
             out.append(r)

@@ -211,8 +211,9 @@ def test_bench_forms_times_the_planners_form_with_either_check(scripts):
 
 def test_bench_forms_expands_all_among_other_names_and_rejects_unknown_ones(scripts, capsys):
     """``--forms all,planner`` times every form that applies and the planner's choice among them (each
-    once); a name no strategy has, a 4-bit input ORT cannot be fed from Python, or no round ends with a
-    usage error rather than a traceback or an empty run."""
+    once); a name no strategy has, a 4-bit input ORT cannot be fed from Python, a case that is not one
+    (a malformed dim, axes the op's contract refuses, an empty input), or no round ends with a usage
+    error rather than a traceback or an empty run."""
     _, bench_forms, _ = scripts
     case = bench_forms.parse_case("64,48,5:0,2:i8")
     r = bench_forms.measure(case, ["all", "planner"], False, repeat=1)
@@ -222,6 +223,18 @@ def test_bench_forms_expands_all_among_other_names_and_rejects_unknown_ones(scri
     assert e.value.code == 2 and "unknown form(s) dql-bogus" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="4-bit inputs"):
         bench_forms.parse_case("64,48:0:u4")
+    bad = {  # a case the op could not take, or not a case: a usage error before any case is timed
+        "64x48:0:i8": "invalid literal",
+        "64,48:2:i8": r"Quantization axis \(2\) must be less than input shape rank \(2\)",
+        "64,48:1,1:i8": "must be distinct",
+        "64,48:0:i9": "Unknown element type 'i9'",
+        "64,48:0:f32": "non-empty, of a quantized type",
+        "64,0:0:i8": "non-empty, of a quantized type",
+    }
+    for text, message in bad.items():
+        with pytest.raises(SystemExit, match=message):
+            bench_forms.main(["64,48,5:0,2:i8", text, "--forms", "dql-blocked"])
+        assert "64,48,5" not in capsys.readouterr().out  # the good case before it was not timed
     with pytest.raises(SystemExit) as e:  # no round would measure nothing and still exit 0
         bench_forms.main(["64,48,5:0,2:i8", "--forms", "dql-blocked", "--rounds", "0"])
     assert e.value.code == 2 and "--rounds must be at least 1" in capsys.readouterr().err
