@@ -94,12 +94,11 @@ _ALIGN = 64
 class Cost:
     """What one kind of call (a compiled loop over one layout and shape) was measured to cost, in
     seconds per element: whole (``per_element``: ``UNMEASURED``, then the least of ``TRIALS`` calls
-    after the first, which may load or compile the loop, then an average of those timed with no
-    helper spinning beside them, each counted at most ``OUTLIER`` times the average) and cut
-    (``cut``: the least of its first ``TRIALS`` cut calls with their helpers awake, then an average,
-    each call counted at most ``OUTLIER`` whole calls' time); and whether its calls run whole
-    (``alone``: one in ``RETIME`` is then timed, and cut where the
-    model says so, in case cutting came to pay)."""
+    after the first, which may load or compile the loop, then an average, each call counted at most
+    ``OUTLIER`` times the average) and cut (``cut``: the least of its first ``TRIALS`` cut calls, then
+    an average, each call counted at most ``OUTLIER`` whole calls' time); which calls count is
+    ``learn``'s. And whether its calls run whole (``alone``: one in ``RETIME`` is then timed whole,
+    and one cut where the model says so, in case cutting came to pay)."""
 
     __slots__ = ("per_element", "wholes", "cut", "cuts", "colds", "calls", "alone", "retry")
 
@@ -107,8 +106,8 @@ class Cost:
         self.per_element = UNMEASURED
         self.wholes = TRIALS + 1 if UNMEASURED else 0  # whole calls measured (the first not kept)
         self.cut = 0.0
-        self.cuts = 0  # cut calls measured with their helpers awake
-        self.colds = 0  # cut calls that found a helper asleep (not measured)
+        self.cuts = 0  # cut calls
+        self.colds = 0  # cut calls that found a helper asleep
         self.calls = 0
         self.alone = False
         self.retry = False  # the last cut call found a helper asleep: the next one is cut again
@@ -130,26 +129,32 @@ class Cost:
     def learn(
         self, seconds: float, elements: int, threads: int, cut: bool = False, cold: bool = False, beside: bool = False
     ) -> None:
-        """Fold in a call's measured time (``cut`` or whole; a cut call that found a helper asleep,
-        ``cold``, measured the wake-up and is tried again instead; a whole call that ran ``beside``
-        helpers still spinning after a cut call, which slow it where two CPUs share a core, is counted,
-        not measured), and whether calls of as many elements, among ``threads`` threads, are to run
-        whole from now on."""
+        """Fold in a call's measured time (``cut`` or whole), and whether calls of as many elements, among
+        ``threads`` threads, are to run whole from now on. Every cut call counts, one that found a helper
+        asleep (``cold``) too: where a kind's calls come further apart, or end sooner, than a helper
+        wakes, the wake-up is what cutting them costs (``(2,39357,4)`` i16: every other call cold at 360
+        us, the others 150, whole 175); the call after a cold one is cut again (``retry``), so that one
+        call after a pause does not decide alone. A whole call that ran ``beside`` helpers still spinning
+        after a cut call, which slows it where two CPUs share a core, counts only where it measured less
+        than the whole cost kept: then that estimate is too high (a kind that cuts times a whole call
+        only beside them)."""
         self.calls += 1
         c = seconds / max(elements, 1)
-        self.retry = cut and cold
-        self.colds += self.retry
-        if cut and not cold:
+        if cut:
+            self.retry = cold and not self.retry
+            self.colds += cold
             self.cuts += 1
             if self.cuts > TRIALS and self.wholes > 1:  # a helper descheduled mid-call: at most OUTLIER
                 c = min(c, OUTLIER * self.per_element)
             self.cut = _trial(self.cut, c, self.cuts)
-        elif not cut and not beside:
-            self.wholes += 1
-            if self.wholes > TRIALS + 1:  # a call that compiled a kernel (``_guarded``'s): at most OUTLIER
-                c = min(c, OUTLIER * self.per_element)
-            if self.wholes > 1:  # the first may have loaded or compiled the loop
-                self.per_element = _trial(self.per_element, c, self.wholes - 1)
+        else:
+            self.retry = False
+            if not beside or (self.wholes > TRIALS and c < self.per_element):
+                self.wholes += 1
+                if self.wholes > TRIALS + 1:  # a call that compiled a kernel (``_guarded``'s): at most OUTLIER
+                    c = min(c, OUTLIER * self.per_element)
+                if self.wholes > 1:  # the first may have loaded or compiled the loop
+                    self.per_element = _trial(self.per_element, c, self.wholes - 1)
         pays = share(self.per_element * elements, LATENCY[0], threads) <= SHARE_MAX
         self.alone = self.wholes > TRIALS and not self.retry and (self._slower() or not pays)
 
@@ -165,7 +170,7 @@ def _trial(average: float, c: float, n: int) -> float:
 
 
 TRIALS = 3
-"""Cut calls a kind of call makes (with its helpers awake) before its measurements can stop it."""
+"""Cut calls a kind of call makes before its measurements can stop it."""
 
 SLOWER = 1.1
 """How much slower than whole calls cut calls must measure for a kind of call to stop cutting where the
@@ -184,9 +189,11 @@ calls' average: the call of an i32 kind that first needs its float64 kernel comp
 cutting measured until whole calls were timed again."""
 
 RETIME = 64
-"""A kind of call that runs in one piece is timed once in this many calls (a timed call costs about
-0.7 us more, a tenth of a 64K-element call), and a kind of call measured faster one way is run the
-other way once in as many."""
+"""A kind of call measured faster one way is run the other way once in this many calls, and one that
+runs in one piece is timed whole once in as many too, half-way between two of those (a timed call costs
+about 0.7 us more, a tenth of a 64K-element call): its whole cost is measured again, not kept from its
+first calls (a kind whose first calls met cold caches had its whole cost 2x too high, and kept it while
+it ran whole: ``(15,309,2,2,2,6)`` u8 -> f32)."""
 
 
 def share(seconds: float, latency: float, threads: int) -> float:
@@ -267,7 +274,7 @@ def untimed(size: int, cost: Cost) -> bool:
     a caller that asks first can call the loop itself, without building ``run``'s arguments)."""
     if size < MIN_ELEMENTS:
         return True
-    if cost.alone and cost.calls % RETIME:
+    if cost.alone and cost.calls % RETIME not in (0, RETIME // 2):
         cost.calls += 1
         return True
     return False

@@ -380,8 +380,7 @@ def cut_share(x: np.ndarray, s: np.ndarray, z: np.ndarray | None, axes: tuple[in
     cost = None if setup is None else setup[2]
     if cost is None or not cost.calls:
         return None
-    cut = cost.cuts + cost.colds
-    return cut / cost.calls, cost.colds / cut if cut else 0.0
+    return cost.cuts / cost.calls, cost.colds / cost.cuts if cost.cuts else 0.0
 
 
 def cut_label(res: Result) -> str:

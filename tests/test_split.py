@@ -358,15 +358,16 @@ def test_a_kind_of_call_goes_the_way_measured_faster_and_tries_the_other_now_and
         assert not c.wants_cut(0.6)
         c.learn(seconds, 1000, 2)
     assert c.per_element == pytest.approx(1e-3)
-    c.learn(3.0, 1000, 2, beside=True)  # beside spinning helpers: not a whole call's cost
+    c.learn(3.0, 1000, 2, beside=True)  # slower beside spinning helpers: not a whole call's cost
     assert c.per_element == pytest.approx(1e-3)
+    c.learn(0.6, 1000, 2, beside=True)  # faster beside them all the same: the cost kept is too high
+    assert c.per_element == pytest.approx(1e-3 + _split._LEARN * (0.6e-3 - 1e-3))
     assert c.wants_cut(0.6) and not c.wants_cut(_split.SHARE_MAX + 0.01)  # untried; where it cannot pay
-    c.learn(5.0, 1000, 2, cut=True, cold=True)  # a helper was asleep: a wake-up, not a cut call's cost
-    assert c.cut == 0.0 and c.wants_cut(0.6) and not c.alone
-    c.learn(9.0, 1000, 2, cut=True)  # one disturbed call decides nothing
-    assert c.wants_cut(0.6) and not c.alone
-    for _ in range(_split.TRIALS - 1):
-        c.learn(2.0, 1000, 2, cut=True)  # cut measured slower: one piece from now on
+    c.learn(5.0, 1000, 2, cut=True, cold=True)  # a helper was asleep: counted, and the next call cut again
+    assert c.cut == pytest.approx(5e-3) and c.retry and c.wants_cut(0.6) and not c.alone
+    c.learn(9.0, 1000, 2, cut=True)  # the least of the first cut calls: one disturbed decides nothing
+    assert c.cut == pytest.approx(5e-3) and not c.retry and c.wants_cut(0.6) and not c.alone
+    c.learn(2.0, 1000, 2, cut=True)  # cut measured slower: one piece from now on
     assert c.cut == pytest.approx(2e-3) and c.alone
     assert not c.wants_cut(0.6)
     c.calls = 2 * _split.RETIME  # once in RETIME calls: the other way
@@ -378,6 +379,44 @@ def test_a_kind_of_call_goes_the_way_measured_faster_and_tries_the_other_now_and
     assert c.wants_cut(0.6)
     c.calls = 4 * _split.RETIME  # a call in one piece keeps the whole cost measured
     assert not c.wants_cut(0.6)
+
+
+def test_cut_calls_that_find_their_helpers_asleep_are_what_cutting_costs():
+    """Where a kind's calls come further apart, or end sooner, than a helper wakes, its cut calls find
+    one asleep call after call: they count, so where they are slower than whole calls the kind runs
+    whole (they were tried again uncounted, and such a kind cut for good at 2-5x its whole time:
+    ``(15,309,2,2,2,6)`` ``{1,2,3,4,5}`` u8 -> f32 in the sweep's reference and kernel measures), and
+    where they are faster (a large call, the wake-up a small part of it) it keeps cutting."""
+    slow, fast = _split.Cost(), _split.Cost()
+    for c in (slow, fast):
+        for _ in range(_split.TRIALS + 1):
+            c.learn(1.0, 1000, 2)
+    for _ in range(10):
+        slow.learn(2.5, 1000, 2, cut=True, cold=True)
+        fast.learn(0.7, 1000, 2, cut=True, cold=True)
+    assert slow.alone and not slow.wants_cut(0.6) and slow.cut > _split.SLOWER * slow.per_element
+    assert not fast.alone and fast.wants_cut(0.6) and fast.cut == pytest.approx(0.7e-3)
+    assert slow.cuts == slow.colds == 10  # every cut call counted, and as cold
+
+
+def test_a_kind_that_runs_whole_is_timed_whole_again_now_and_then():
+    """A kind that runs in one piece is timed whole once in ``RETIME`` calls, as well as tried cut once
+    in as many: its whole cost is measured again, not kept from its first calls (which met cold
+    caches: 2x its later cost, and kept, cut calls compared with it)."""
+    c = _split.Cost()
+    for _ in range(_split.TRIALS + 1):
+        c.learn(2.0, 1000, 2)  # the first calls: 2e-3 an element
+    for _ in range(_split.TRIALS):
+        c.learn(5.0, 1000, 2, cut=True)  # cutting slower: one piece
+    assert c.alone
+    ways = []
+    for _ in range(4 * _split.RETIME):
+        if not _split.untimed(_split.MIN_ELEMENTS, c):
+            cut = c.wants_cut(0.6)
+            ways.append(cut)
+            c.learn(5.0 if cut else 1.0, 1000, 2, cut=cut)  # whole calls now take 1e-3 an element
+    assert ways.count(False) >= 4 and ways.count(True) >= 4
+    assert c.per_element < 1.4e-3 and c.alone
 
 
 def test_one_cut_call_a_descheduled_helper_made_slow_does_not_stop_the_cutting():
