@@ -24,7 +24,9 @@ computes (bound at the shape the model states, or not) against ONNX Runtime's ow
 DequantizeLinear. "a held weight into MatMul" runs a constant 1024x1024 int8
 weight, dequantized per column, into MatMul with 64 rows of activations: the kernel (a held weight's
 output is never bound: the two rows time one thing), the lowered model, and an f32 weight (no
-dequantizing) as the floor.
+dequantizing) as the floor. "binding the output" runs the kernel's session with its output bound and
+not, on 256 KiB to 1 MiB of f32 output, 100 runs a sample: where binding starts to pay
+(``session.PLACE_MIN_BYTES``).
 """
 
 from __future__ import annotations
@@ -135,19 +137,29 @@ def weight_model(weight: np.ndarray, scale: np.ndarray | None, rows: int):
     return helper.make_model(graph, opset_imports=opsets, ir_version=10)
 
 
-def unbound(fn):
-    """``fn`` run with no kernel output bound: ONNX Runtime's own ``run``, the extension copying results."""
+def placing(fn, min_bytes: int):
+    """``fn`` run with kernel outputs bound from ``min_bytes`` (``session.PLACE_MIN_BYTES``) on."""
     session_module = importlib.import_module("onnx_dequant.ort.session")
 
     def run():
         kept = session_module.PLACE_MIN_BYTES
-        session_module.PLACE_MIN_BYTES = 1 << 62
+        session_module.PLACE_MIN_BYTES = min_bytes
         try:
             return fn()
         finally:
             session_module.PLACE_MIN_BYTES = kept
 
     return run
+
+
+def calls(fn, n: int = 500):
+    """``fn`` called ``n`` times in a row: one sample (ms per sample = 2 us per call at 500)."""
+    return lambda: [fn() for _ in range(n)]
+
+
+def unbound(fn):
+    """``fn`` run with no kernel output bound: ONNX Runtime's own ``run``, the extension copying results."""
+    return placing(fn, 1 << 62)
 
 
 def against_plain(bench, title: str, sess, plain, feed: dict, want: np.ndarray, labels: tuple[str, str]) -> None:
@@ -241,9 +253,6 @@ def main() -> int:
         plain = ort.InferenceSession(dql_model(shape, 1).SerializeToString(), providers=["CPUExecutionProvider"])
         assert same_bits(sess.run(None, {"x": x, "s": s})[0], odq.dequantize(x, s, axes=axes))
 
-        def calls(fn, n=500):  # one sample is n calls (ms per sample = 2 us per call)
-            return lambda: [fn() for _ in range(n)]
-
         bench.case(
             "a call's fixed cost, 64 int8 -> f32, 500 calls a sample",
             {
@@ -253,6 +262,24 @@ def main() -> int:
             },
             baseline="ORT's own DequantizeLinear (a plain session)",
         )
+
+    if bench.wants("binding"):  # where binding a kernel's output starts to pay (``session.PLACE_MIN_BYTES``)
+        for kib in (256, 384, 512, 768, 1024):
+            shape, axes = (kib * 256 // 64 // quick, 64), (1,)  # kib KiB of f32 output
+            x, s, _ = case_data(rng, shape, axes, False)
+            feed = {"x": x, "s": s}
+            sess = odq.session(model(shape, axes, False))
+            want = odq.dequantize(x, s, axes=axes)
+            assert same_bits(placing(lambda: sess.run(None, feed), 1)()[0], want)
+            bench.case(
+                f"binding the output, {np.prod(shape) * 4 >> 10} KiB of f32, 100 runs a sample",
+                {
+                    "kernel in ORT, output not bound": calls(unbound(lambda: sess.run(None, feed)), 100),
+                    "kernel in ORT, output bound": calls(placing(lambda: sess.run(None, feed), 1), 100),
+                    "reference (odq.dequantize)": calls(lambda: odq.dequantize(x, s, axes=axes), 100),
+                },
+                baseline="kernel in ORT, output not bound",
+            )
 
     if bench.wants("into Relu"):
         shape = (64 // quick, 16, 128, 128)

@@ -67,9 +67,11 @@ _NUMPY_TENSORS = frozenset(
 )
 """Output types whose ``OrtValue.numpy()`` is the array ``run`` returns (a view of ONNX Runtime's tensor)."""
 
-PLACE_MIN_BYTES = 1 << 20
+PLACE_MIN_BYTES = 1 << 19
 """``run`` binds the graph outputs kernels compute (``Prepared.placeable``) when they add up to at least
-this many bytes: below it binding them (about 15 us a run) costs more than the copy it saves."""
+this many bytes: below it binding them (about 10-15 us a run) costs more than the copy it saves. 1 MiB
+until the forty-ninth round; on the Xeon VM (``scripts/bench_kernel.py --only binding``, and runs in a
+row) the two meet at about 384 KiB of f32, and binding saves 7-9 us a run at 512 KiB, 30 at 768."""
 
 ROUSE = 150e-6
 """Seconds the reference's helper threads spin for a run's kernels, where the session's last run cut a
