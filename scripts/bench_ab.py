@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rev", default="HEAD", help="the git revision to compare with (default HEAD)")
     ap.add_argument("--sweep", metavar="REGEX", help="also the sweep's cases whose name matches")
     ap.add_argument("--seed", type=int, default=0, help="the sweep's case draw for --sweep")
-    ap.add_argument("--rounds", type=int, default=7, help="timed samples per contender (median taken)")
+    ap.add_argument("--rounds", type=bench_sweep.count, default=7, help="timed samples per contender (median taken)")
     ap.add_argument("--json", metavar="FILE", help="write the results as JSON")
     ap.add_argument("--one-thread", action="store_true", help="no call cut among threads, in either package")
     ap.add_argument(

@@ -131,16 +131,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--checks", action="store_true", help="each form with the i32 guard's int32 and float32 checks")
     ap.add_argument("--standalone", action="store_true", help="the node's output is the graph's output")
-    ap.add_argument("--repeat", type=int, default=5, help="timed samples per form (median taken)")
-    ap.add_argument("--rounds", type=int, default=3, help="measure each case this many times")
+    ap.add_argument("--repeat", type=bs.count, default=5, help="timed samples per form (median taken)")
+    ap.add_argument("--rounds", type=bs.count, default=3, help="measure each case this many times")
     ap.add_argument("--json", metavar="FILE", help="write every round's ratios as JSON")
     args = ap.parse_args(argv)
     forms = [f for f in args.forms.split(",") if f]
     known = {st.name for st in STRATEGIES} | {"all", "planner"}
     if unknown := [f for f in forms if f not in known]:
         ap.error(f"--forms: unknown form(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    if args.rounds < 1:
-        ap.error("--rounds must be at least 1")
     out = []
     for case in [parse_case(text) for text in args.cases]:  # every case read before any is timed
         for _ in range(args.rounds):

@@ -99,14 +99,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", default="", metavar="REGEX", help="only cases whose name matches")
     p.add_argument("--max-elements", type=bs.parse_size, default=bs.MAX_ELEMENTS, help="skip larger cases")
     p.add_argument("--where", default=",".join(PLACES), help="comma-separated subset of: " + ",".join(PLACES))
-    p.add_argument("--repeat", type=int, default=5, help="timed samples per form and measurement (median)")
-    p.add_argument("--rounds", type=int, default=2, help="measurements per case (each form's median kept)")
+    p.add_argument("--repeat", type=bs.count, default=5, help="timed samples per form and measurement (median)")
+    p.add_argument("--rounds", type=bs.count, default=2, help="measurements per case (each form's median kept)")
     p.add_argument("--margin", type=float, default=0.1, help="list cases whose regret exceeds 1 + this")
     p.add_argument("--json", metavar="FILE", help="write every case's ratios and the distribution as JSON")
     args = p.parse_args(argv)
     places = [w for w in args.where.split(",") if w]
-    if set(places) - set(PLACES) or args.rounds < 1:
-        raise SystemExit(f"bench_regret: --where takes {','.join(PLACES)}; --rounds at least 1")
+    if set(places) - set(PLACES):
+        p.error(f"--where takes {','.join(PLACES)}, not {','.join(sorted(set(places) - set(PLACES)))}")
     pat = re.compile(args.cases)
     cases = bs.make_cases(args.seed) + (bs.NAMED if args.seed == 0 else [])
     jobs = [

@@ -73,17 +73,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--types", default="i8,u16", help="comma-separated input types (8, 16 or 32 bits)")
     ap.add_argument("--rows", default=",".join(map(str, [*range(1, 34), 4096])), help="row lengths")
     ap.add_argument("--elements", type=bs.parse_size, default=4 << 20, help="elements per input (e.g. 4M)")
-    ap.add_argument("--repeat", type=int, default=9, help="timed samples per form (median taken)")
-    ap.add_argument("--rounds", type=int, default=1, help="measure each case this many times (median kept)")
-    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
+    ap.add_argument("--repeat", type=bs.count, default=9, help="timed samples per form (median taken)")
+    ap.add_argument("--rounds", type=bs.count, default=1, help="measure each case this many times (median kept)")
+    ap.add_argument("--threads", type=bs.count, default=1, help="ORT intra-op threads")
     ap.add_argument("--json", metavar="FILE", help="write every case's ratios as JSON")
     args = ap.parse_args(argv)
     types = [t for t in args.types.split(",") if t]
     known = [t.name for t in dtypes.QUANTIZED if t.bits >= 8]  # ORT's Python API takes no 4-bit input
     if bad := [t for t in types if t not in known]:
         ap.error(f"--types: among {', '.join(known)}, not {', '.join(bad)}")
-    if args.rounds < 1:
-        ap.error("--rounds must be at least 1")
     bs.THREADS = args.threads
     out = []
     print(f"{'type':>5} {'row':>5}  {'per axis':>9} {'blocked':>9}  (over ORT's per-tensor DequantizeLinear)")

@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -51,6 +52,9 @@ from onnx import TensorProto, helper, numpy_helper
 import onnx_dequant as odq
 from onnx_dequant import _split, dtypes, reference
 from onnx_dequant.lowering import LowerOptions, lower_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import count, parse_size  # noqa: E402  (beside this script)
 
 MAX_ELEMENTS = 64 << 20
 INPUTS = ("i8", "u8", "i16", "u16", "i32", "i4", "u4")
@@ -510,20 +514,13 @@ def report(results: list[Result]) -> tuple[dict[str, dict], dict[str, dict], dic
     return small, summ, no_i32
 
 
-def parse_size(text: str) -> int:
-    m = re.fullmatch(r"(\d+)([KMG]?)", text.strip().upper())
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a size: {text}")
-    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
-
-
 def held_out_parser(doc: str, unit: str) -> argparse.ArgumentParser:
     """The options of the held-out benchmarks that time pairs of models (``bench_readers.py``,
     ``bench_switch.py``): samples, rounds, ORT threads, a filter on ``unit`` names, JSON."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=7, help="timed samples per model (median taken)")
-    ap.add_argument("--rounds", type=int, default=1, help=f"measure each {unit} this many times")
-    ap.add_argument("--threads", type=int, default=1, help="ORT intra-op threads")
+    ap.add_argument("--repeat", type=count, default=7, help="timed samples per model (median taken)")
+    ap.add_argument("--rounds", type=count, default=1, help=f"measure each {unit} this many times")
+    ap.add_argument("--threads", type=count, default=1, help="ORT intra-op threads")
     ap.add_argument("--only", metavar="TEXT", default="", help=f"only the {unit}s whose name holds TEXT")
     ap.add_argument("--json", metavar="FILE", help="write every round's rows as JSON")
     return ap
@@ -533,8 +530,6 @@ def held_out_args(ap: argparse.ArgumentParser, argv: list[str] | None) -> argpar
     """``ap``'s arguments, checked; ``THREADS`` set for the ``Runner`` sessions."""
     global THREADS
     args = ap.parse_args(argv)
-    if args.repeat < 1 or args.rounds < 1 or args.threads < 1:
-        ap.error("--repeat, --rounds and --threads must be at least 1")
     THREADS = args.threads
     return args
 
@@ -542,7 +537,7 @@ def held_out_args(ap: argparse.ArgumentParser, argv: list[str] | None) -> argpar
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="onnx_dequant: a seeded sweep of cases, each measure side by side")
     p.add_argument("--seed", type=int, default=0, help="case draw (0: the sweep; others: held-out cases)")
-    p.add_argument("--repeat", type=int, default=5, help="timed samples per contender (median taken)")
+    p.add_argument("--repeat", type=count, default=5, help="timed samples per contender (median taken)")
     p.add_argument("--quick", action="store_true", help="every 8th case, at most 1M elements, 3 samples")
     p.add_argument("--cases", default="", metavar="REGEX", help="only cases whose name matches")
     p.add_argument("--max-elements", type=parse_size, default=MAX_ELEMENTS, help="skip larger cases (e.g. 4M)")
@@ -550,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-named", action="store_true", help="leave out the cases the issue names")
     p.add_argument("--list", action="store_true", help="print the cases and exit")
     p.add_argument("--start", type=int, default=1, metavar="N", help="begin at the N-th selected case (resume)")
-    p.add_argument("--threads", type=int, default=1, help="ORT intra-op threads (default 1)")
+    p.add_argument("--threads", type=count, default=1, help="ORT intra-op threads (default 1)")
     p.add_argument(
         "--symbolic",
         nargs="?",

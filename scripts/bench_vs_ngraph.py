@@ -36,6 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import benchlib  # noqa: E402
+
 import onnx_dequant as odq  # noqa: E402
 from onnx_dequant.ngraph.writer import FunctionWriter  # noqa: E402
 
@@ -209,9 +211,11 @@ def time_ort(sess: ort.InferenceSession, feeds: dict[str, np.ndarray], repeat: i
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runner", default=os.environ.get("NGRAPH_RUN", DEFAULT_RUNNER))
-    ap.add_argument("--repeat", type=int, default=50, help="calls per measurement (default 50)")
-    ap.add_argument("--trials", type=int, default=5, help="interleaved measurements per side (default 5)")
-    ap.add_argument("--threads", type=int, default=1, help="threads for each side (nGraph: OMP_NUM_THREADS; default 1)")
+    ap.add_argument("--repeat", type=benchlib.count, default=50, help="calls per measurement (default 50)")
+    ap.add_argument("--trials", type=benchlib.count, default=5, help="interleaved measurements per side (default 5)")
+    ap.add_argument(
+        "--threads", type=benchlib.count, default=1, help="threads for each side (nGraph: OMP_NUM_THREADS; default 1)"
+    )
     ap.add_argument("--quick", action="store_true", help="small graphs, few calls (a smoke run)")
     a = ap.parse_args(argv)
     repeat, trials = (5, 1) if a.quick else (a.repeat, a.trials)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import re
 import statistics
 import sys
 import time
@@ -17,6 +18,26 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+
+
+def count(text: str) -> int:
+    """An ``argparse`` type: a whole number of at least 1 (timed samples, rounds, threads); a usage error
+    otherwise (none would leave a median of nothing to take, or nothing measured and an exit of 0)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
+def parse_size(text: str) -> int:
+    """An ``argparse`` type: a count of elements, ``4096``, ``64K``, ``4M`` or ``1G`` (powers of 2)."""
+    m = re.fullmatch(r"(\d+)([KMG]?)", text.strip().upper())
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a size: {text}")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
 
 
 @dataclass
@@ -36,7 +57,7 @@ class Bench:
 
     def __init__(self, title: str, argv: list[str] | None = None, default_repeat: int = 7) -> None:
         p = argparse.ArgumentParser(description=title)
-        p.add_argument("--repeat", type=int, default=default_repeat, help="timed runs per contender")
+        p.add_argument("--repeat", type=count, default=default_repeat, help="timed runs per contender")
         p.add_argument("--quick", action="store_true", help="smaller sizes, fewer runs (smoke test)")
         p.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
         p.add_argument("--only", metavar="SUBSTR", default="", help="run only cases whose name contains this")

@@ -51,6 +51,9 @@ from onnx import helper, numpy_helper
 
 from onnx_dequant.lowering.strategies.chunked import CHUNK_TARGET
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import benchlib  # noqa: E402  (beside this script)
+
 TABLE = Path(__file__).resolve().parent.parent / "onnx_dequant" / "lowering" / "strategies" / "ort_costs.py"
 COPY_BYTES = 5  # int8 in, f32 out
 CACHED_PARTS = 8
@@ -423,11 +426,11 @@ def merged(
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--elements", default="4M", help="elements per kernel (default 4M)")
-    p.add_argument("--repeat", type=int, default=9)
+    p.add_argument("--elements", type=benchlib.parse_size, default="4M", help="elements per kernel (default 4M)")
+    p.add_argument("--repeat", type=benchlib.count, default=9, help="timed samples per kernel (median taken)")
     p.add_argument(
         "--rounds",
-        type=int,
+        type=benchlib.count,
         default=1,
         help="measure the whole table this many times and keep each entry's median (its spread is printed)",
     )
@@ -439,11 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated entries to write (a kernel added to the model); the table's others stay as they are",
     )
     args = p.parse_args(argv)
-    e = args.elements.upper()
-    n = int(e[:-1]) << {"K": 10, "M": 20}[e[-1]] if e[-1] in "KM" else int(e)
+    n = args.elements
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if args.rounds < 1:
-        raise SystemExit("calibrate_costs: --rounds must be at least 1")
     runs: dict[str, list[dict[str, float]]] = {str(t): [] for t in sorted({1, cores})}
     for r in range(args.rounds):  # thread counts alternate, so that a change of load meets both
         for threads in runs:

@@ -63,3 +63,26 @@ def test_symbolic_declares_the_dims_asked_for_by_name(sweep, axes, which, named)
     assert [d.dim_value for i, d in enumerate(dims) if i not in named] == [
         n for i, n in enumerate(x.shape) if i not in named
     ]
+
+
+def test_the_scripts_options_of_counts_and_sizes_are_checked_once_for_all(sweep):
+    """``benchlib.count`` and ``benchlib.parse_size``, the ``argparse`` types every timing script's
+    samples, rounds, threads and sizes go through (``bench_sweep`` takes them from there): a count below
+    1 or not a number, or a size that is none, is a usage error naming the option, not a traceback (a
+    median of no sample) or a run that measures nothing."""
+    import argparse
+
+    count, parse_size = sweep.count, sweep.parse_size
+    assert [count("1"), count("12")] == [1, 12]
+    assert [parse_size(t) for t in ("4096", "64k", "4M", " 1G ")] == [4096, 64 << 10, 4 << 20, 1 << 30]
+    for bad, why in (("0", "at least 1"), ("-3", "at least 1"), ("two", "not a whole number"), ("1.5", "not a whole")):
+        with pytest.raises(argparse.ArgumentTypeError, match=why):
+            count(bad)
+    for bad in ("4x", "M", "", "-1K"):
+        with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
+            parse_size(bad)
+    ap = argparse.ArgumentParser(prog="p")
+    ap.add_argument("--repeat", type=count)
+    with pytest.raises(SystemExit) as e:
+        ap.parse_args(["--repeat", "0"])
+    assert e.value.code == 2

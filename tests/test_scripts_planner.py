@@ -235,9 +235,14 @@ def test_bench_forms_expands_all_among_other_names_and_rejects_unknown_ones(scri
         with pytest.raises(SystemExit, match=message):
             bench_forms.main(["64,48,5:0,2:i8", text, "--forms", "dql-blocked"])
         assert "64,48,5" not in capsys.readouterr().out  # the good case before it was not timed
-    with pytest.raises(SystemExit) as e:  # no round would measure nothing and still exit 0
-        bench_forms.main(["64,48,5:0,2:i8", "--forms", "dql-blocked", "--rounds", "0"])
-    assert e.value.code == 2 and "--rounds must be at least 1" in capsys.readouterr().err
+    for option, value, why in (
+        ("--rounds", "0", "must be at least 1"),
+        ("--repeat", "0", "must be at least 1"),
+        ("--repeat", "two", "not a whole number"),
+    ):
+        with pytest.raises(SystemExit) as e:  # no round measures nothing and exits 0; no sample has no median
+            bench_forms.main(["64,48,5:0,2:i8", "--forms", "dql-blocked", option, value])
+        assert e.value.code == 2 and f"argument {option}: {why}" in capsys.readouterr().err
 
 
 def test_bench_rows_times_both_loops_over_the_per_tensor_kernel(scripts, tmp_path, capsys):
@@ -256,7 +261,12 @@ def test_bench_rows_times_both_loops_over_the_per_tensor_kernel(scripts, tmp_pat
     assert [(r["type"], r["row"]) for r in rows] == [("i8", 8), ("i8", 16), ("u16", 8), ("u16", 16)]
     assert all(r["axis"] > 0 and r["blocked"] > 0 for r in rows)
     assert capsys.readouterr().out.count("x ") >= 4
-    refused = [(["--types", "u4"], "not u4"), (["--types", "f32"], "not f32"), (["--rounds", "0"], "at least 1")]
+    refused = [
+        (["--types", "u4"], "not u4"),
+        (["--types", "f32"], "not f32"),
+        (["--rounds", "0"], "at least 1"),
+        (["--repeat", "0"], "at least 1"),
+    ]
     for argv, why in refused:
         with pytest.raises(SystemExit) as e:  # (no round: no median to take)
             bench_rows.main(argv)
